@@ -1,0 +1,77 @@
+"""Shared helpers for the hand-run benchmarks: runtime choice, median timing, plain-text tables."""
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+import phylanx_py as px
+
+# Runtime names accepted by ``--runtime``. To add one (e.g. dask), add an entry here; argparse picks it up.
+RUNTIMES: dict[str, Callable[[], object]] = {
+    "local": lambda: px.runtime.local(),
+    "sync": lambda: px.runtime.synchronous(),
+}
+
+
+def make_runtime(name: str):
+    """The runtime called ``name`` (one of RUNTIMES), freshly made."""
+    try:
+        return RUNTIMES[name]()
+    except KeyError:
+        raise ValueError(f"unknown runtime {name!r}; choose from {sorted(RUNTIMES)}") from None
+
+
+def close_runtime(rt) -> None:
+    """Release the runtime's resources if it has a ``close`` (thread pools, clients)."""
+    close = getattr(rt, "close", None)
+    if callable(close):
+        close()
+
+
+def median_time(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
+    """Median wall time of ``fn()`` in seconds over ``repeats`` calls, after ``warmup`` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    """Print rows under headers as aligned plain text: first column left-aligned, the others right-aligned."""
+    cells = [[str(h) for h in headers]] + [[_fmt(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+
+    def line(r):
+        pairs = enumerate(zip(r, widths, strict=True))
+        padded = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in pairs]
+        return "  ".join(padded).rstrip()
+
+    print(line(cells[0]))
+    print("  ".join("-" * w for w in widths))
+    for r in cells[1:]:
+        print(line(r))
+
+
+def _fmt(c: object) -> str:
+    return f"{c:.3f}" if isinstance(c, float) else str(c)
+
+
+def threadpool_summary() -> str:
+    """One line per BLAS/OpenMP pool from threadpoolctl, if it is installed (it is not a dependency)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return "threadpoolctl not installed (pip install threadpoolctl to show BLAS threads)"
+    pools = threadpool_info()
+    if not pools:
+        return "threadpoolctl: no thread pools found"
+    return "\n".join(
+        f"threadpoolctl: {p.get('internal_api')} {p.get('version')} ({p.get('user_api')}), "
+        f"num_threads={p.get('num_threads')}"
+        for p in pools
+    )

@@ -1,0 +1,9 @@
+"""phylanx-py: compile NumPy-style Python into an execution tree of futures; run it locally or on Dask."""
+__version__ = "0.1.0"
+
+from . import runtime  # noqa: E402
+from .decorator import CompiledFunction, compile  # noqa: E402
+from .errors import CompileError, ExecutionError, PhylanxError  # noqa: E402
+from .runtime import using  # noqa: E402
+
+__all__ = ["CompileError", "CompiledFunction", "ExecutionError", "PhylanxError", "compile", "runtime", "using"]

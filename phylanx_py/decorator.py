@@ -1,0 +1,113 @@
+"""``@compile``: the one module that ties the frontend (translation, passes) to the runtime."""
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import types
+import weakref
+
+from phylanx_py.runtime import current
+from phylanx_py.runtime.evaluate import Compiler
+
+from .passes import run_pipeline
+from .translate import translate
+from .verify import verify
+
+
+class CompiledFunction:
+    """A Python function compiled to an execution tree (on first use). Call it like the function."""
+
+    __phylanx_compiled__ = True
+
+    def __init__(self, fn, *, optimize: bool = True, disable: bool = False, debug: bool = False):
+        if not isinstance(fn, types.FunctionType):
+            raise TypeError(f"@compile takes a Python function, not {type(fn).__name__}")
+        functools.update_wrapper(self, fn)
+        self.__wrapped__ = fn
+        self.optimize, self.disable, self.debug = optimize, disable, debug
+        self._signature = inspect.signature(fn)
+        self._lock = threading.Lock()
+        self._compiler: Compiler | None = None
+        self._tree = None
+
+    # ---- compilation ---------------------------------------------------------------------------------
+    def _compile(self) -> Compiler:
+        with self._lock:
+            if self._compiler is None:
+                program, namespaces = translate(self.__wrapped__)
+                if self.optimize:
+                    program = run_pipeline(program)
+                verify(program)
+                self._tree = program
+                self._compiler = Compiler(program, namespaces)
+                if self.debug:
+                    print(program)
+        return self._compiler
+
+    @property
+    def tree(self):
+        """The execution tree (``ir.Program``); ``str()`` of it is the PhySL-like text with file:line:col."""
+        self._compile()
+        return self._tree
+
+    def to_dot(self) -> str:
+        """DOT text of the tree (no graphviz needed to produce it)."""
+        from .dot import to_dot
+
+        return to_dot(self.tree)
+
+    # ---- calling -------------------------------------------------------------------------------------
+    def _bind(self, args, kwargs):
+        bound = self._signature.bind(*args, **kwargs)  # Python's own TypeError for a wrong call
+        bound.apply_defaults()
+        code = self._compile().entry()
+        positional = tuple(bound.arguments[p] for p in code.params)
+        return code, positional, {p: bound.arguments[p] for p in code.kwonly}
+
+    def __call__(self, *args, **kwargs):
+        if self.disable:
+            return self.__wrapped__(*args, **kwargs)
+        code, a, kw = self._bind(args, kwargs)
+        return current().evaluate(code, a, kw, HOOKS)
+
+    def lazy(self, *args, **kwargs):
+        """A future of the call's result, returned at once (``.result()``, ``.done()``)."""
+        rt = current()
+        if self.disable:
+            return rt.lazy(self.__wrapped__, *args, **kwargs)
+        code, a, kw = self._bind(args, kwargs)
+        return rt.lazy(rt.evaluate, code, a, kw, HOOKS)
+
+    def __repr__(self):
+        return f"<phylanx compiled function {self.__qualname__}>"
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else types.MethodType(self, obj)
+
+
+def compile(fn=None, **options):  # noqa: A001 - the public name the design card gives
+    """``@compile`` or ``@compile(optimize=..., disable=..., debug=...)``."""
+    if fn is None:
+        return lambda f: CompiledFunction(f, **options)
+    return CompiledFunction(fn, **options)
+
+
+_on_the_fly: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _compile_callable(fn):
+    """Compile a function value met at run time (passed as an argument): (code, defaults, kwdefaults)."""
+    if isinstance(fn, CompiledFunction):
+        compiled, py = fn, fn.__wrapped__
+    elif isinstance(fn, types.FunctionType):
+        compiled = _on_the_fly.get(fn)
+        if compiled is None:
+            compiled = _on_the_fly[fn] = CompiledFunction(fn)
+        py = fn
+    else:
+        return None
+    return compiled._compile().entry(), py.__defaults__ or (), py.__kwdefaults__ or {}
+
+
+HOOKS = {"compile": _compile_callable}

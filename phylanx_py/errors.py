@@ -1,0 +1,61 @@
+"""The errors phylanx-py raises; each names the user's file:line (stdlib only)."""
+from __future__ import annotations
+
+from .source import SourceLoc
+
+
+class PhylanxError(Exception):
+    """Base class. ``loc`` is the user's source location; ``filename``/``lineno``/``col`` mirror it."""
+
+    def __init__(self, message: str, loc: SourceLoc | None = None):
+        self.message = message
+        self.loc = loc
+        super().__init__(self._format())
+
+    @property
+    def filename(self) -> str | None:
+        return self.loc.filename if self.loc else None
+
+    @property
+    def lineno(self) -> int | None:
+        return self.loc.lineno if self.loc else None
+
+    @property
+    def col(self) -> int | None:
+        return self.loc.col if self.loc else None
+
+    def _format(self) -> str:
+        if self.loc is None:
+            return self.message
+        return f"{self.loc}: {self.message}\n{self.loc.traceback_lines()}"
+
+    def __reduce__(self):
+        # Errors travel between processes (Dask workers); rebuild from the same arguments.
+        return (type(self), (self.message, self.loc))
+
+
+class CompileError(PhylanxError):
+    """A construct that @compile does not support, or a name it cannot resolve."""
+
+
+class ExecutionError(PhylanxError):
+    """A failure while evaluating the tree: names the primitive, the user's line and the cause (chained)."""
+
+    def __init__(self, message: str, loc: SourceLoc | None = None, primitive: str | None = None):
+        self.primitive = primitive
+        super().__init__(message, loc)
+
+    @classmethod
+    def from_exception(cls, exc: BaseException, loc: SourceLoc | None, primitive: str) -> ExecutionError:
+        err = cls(f"in primitive '{primitive}': {type(exc).__name__}: {exc}", loc, primitive)
+        err.__cause__ = exc
+        return err
+
+    def __reduce__(self):
+        return (_rebuild_execution_error, (self.message, self.loc, self.primitive, self.__cause__))
+
+
+def _rebuild_execution_error(message, loc, primitive, cause):
+    err = ExecutionError(message, loc, primitive)
+    err.__cause__ = cause
+    return err

@@ -1,0 +1,256 @@
+"""The execution-tree IR: immutable, picklable nodes, each with the SourceLoc it came from (stdlib only)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .source import UNKNOWN, SourceLoc
+
+# Every node is a frozen, slotted dataclass: a value. Passes build new trees with dataclasses.replace.
+node = dataclass(frozen=True, slots=True)
+
+
+@node
+class Node:
+    pass
+
+
+# ---- expressions ---------------------------------------------------------------------------------------
+@node
+class Const(Node):
+    """A literal or a value resolved at compile time (``np.pi``, ``np.float64``)."""
+    value: object
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class Var(Node):
+    """A local variable, ``depth`` functions out (0: this function's own; 1: the enclosing one ...)."""
+    name: str
+    depth: int = 0
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class Global(Node):
+    """A data global of module ``module``, read at each call (functions and modules are resolved at compile)."""
+    name: str
+    module: str
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class Call(Node):
+    """A call of the primitive named ``prim`` (a registry name, never a Python object)."""
+    prim: str
+    args: tuple = ()
+    kwargs: tuple = ()  # ((name, Node), ...)
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class FuncRef(Node):
+    """A function of the program by name (compiled from the user's globals; recursion goes through it)."""
+    name: str
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class Apply(Node):
+    """A call of a function value: a FuncRef, a lambda or closure, or a callable passed in at run time."""
+    func: Node
+    args: tuple = ()
+    kwargs: tuple = ()
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class Lambda(Node):
+    """Makes a closure of ``function`` over the current frame; defaults are evaluated here."""
+    function: Function
+    defaults: tuple = ()  # Nodes, for the last positional parameters
+    kwdefaults: tuple = ()  # ((name, Node), ...) for keyword-only parameters
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class IfExp(Node):
+    cond: Node
+    then: Node
+    orelse: Node
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class BoolOp(Node):
+    """``and``/``or`` with short circuit; the value is the deciding operand, as in Python."""
+    op: str
+    values: tuple
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class SetVar(Node):
+    """``(name := value)``: assigns and yields the value (also the translator's temporaries)."""
+    name: str
+    value: Node
+    depth: int = 0
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class List(Node):
+    items: tuple = ()
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class Tuple(Node):
+    items: tuple = ()
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class Dict(Node):
+    keys: tuple = ()
+    values: tuple = ()
+    loc: SourceLoc = UNKNOWN
+
+
+# ---- assignment targets ---------------------------------------------------------------------------------
+@node
+class StoreName(Node):
+    name: str
+    depth: int = 0
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class StoreTuple(Node):
+    targets: tuple
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class StoreItem(Node):
+    obj: Node
+    key: Node
+    loc: SourceLoc = UNKNOWN
+
+
+# ---- statements ------------------------------------------------------------------------------------------
+@node
+class Assign(Node):
+    target: Node
+    value: Node
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class Expr(Node):
+    """An expression evaluated for its effect (``lst.append(x)``, ``print(x)``)."""
+    value: Node
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class Block(Node):
+    stmts: tuple = ()
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class If(Node):
+    cond: Node
+    then: Block
+    orelse: Block
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class While(Node):
+    cond: Node
+    body: Block
+    orelse: Block = field(default_factory=Block)
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class For(Node):
+    target: Node
+    iter: Node
+    body: Block
+    orelse: Block = field(default_factory=Block)
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class Break(Node):
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class Continue(Node):
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class Return(Node):
+    value: Node
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class Function(Node):
+    """A function: parameters (positional, then keyword-only), body, and every local name it binds."""
+    name: str
+    params: tuple
+    body: Block
+    locals: tuple = ()
+    kwonly: tuple = ()
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class Program(Node):
+    """The whole tree: the entry function and every function it reaches, by name."""
+    entry: str
+    functions: tuple  # ((name, Function), ...) in compile order
+    defaults: tuple = ()  # ((name, (Const, ...)), ...) defaults of the program's top-level functions
+    kwdefaults: tuple = ()  # ((name, ((param, Const), ...)), ...)
+
+    def function(self, name: str) -> Function:
+        for n, fn in self.functions:
+            if n == name:
+                return fn
+        raise KeyError(name)
+
+    def __str__(self) -> str:
+        from .printer import format_program
+
+        return format_program(self)
+
+
+STATEMENTS = (Assign, Expr, Block, If, While, For, Break, Continue, Return)
+
+
+def children(n: Node):
+    """The direct child nodes of ``n`` (in evaluation order), for generic walks."""
+    for f in n.__dataclass_fields__:
+        if f == "loc":
+            continue
+        v = getattr(n, f)
+        if isinstance(v, Node):
+            yield v
+        elif isinstance(v, tuple):
+            for item in v:
+                if isinstance(item, Node):
+                    yield item
+                elif isinstance(item, tuple):
+                    yield from (x for x in item if isinstance(x, Node))
+
+
+def walk(n: Node):
+    """Every node below and including ``n``, depth first (nested functions included)."""
+    yield n
+    for c in children(n):
+        yield from walk(c)

@@ -1,0 +1,99 @@
+"""The NumPy catalogue: every ``np.<name>`` a compiled function may call, with the NumPy function as kernel."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import shapes
+from .registry import MUTATES, STATE, register
+
+UFUNCS = """
+abs absolute negative positive exp exp2 expm1 log log2 log10 log1p sqrt cbrt square sin cos tan arcsin arccos
+arctan sinh cosh tanh arcsinh arccosh arctanh floor ceil trunc rint sign reciprocal degrees radians deg2rad
+rad2deg isnan isinf isfinite logical_not invert signbit fabs conjugate conj spacing
+add subtract multiply divide true_divide floor_divide power float_power mod remainder fmod divmod maximum minimum
+fmax fmin arctan2 hypot logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor left_shift
+right_shift greater greater_equal less less_equal equal not_equal copysign nextafter ldexp heaviside gcd lcm
+logaddexp logaddexp2 modf frexp
+""".split()
+
+REDUCTIONS = """
+sum prod mean var std min max amin amax argmin argmax any all nansum nanprod nanmean nanvar nanstd nanmax nanmin
+nanargmax nanargmin median nanmedian count_nonzero ptp
+""".split()
+
+FUNCTIONS = """
+cumsum cumprod nancumsum nancumprod average percentile quantile nanpercentile nanquantile
+zeros ones full empty zeros_like ones_like full_like empty_like arange linspace logspace geomspace eye identity
+array asarray ascontiguousarray copy diag diagflat tri tril triu meshgrid indices fromfunction
+reshape ravel transpose expand_dims squeeze concatenate stack hstack vstack dstack column_stack tile repeat flip
+fliplr flipud roll swapaxes moveaxis atleast_1d atleast_2d atleast_3d broadcast_to broadcast_arrays split
+array_split hsplit vsplit rot90 pad append insert delete resize shape size ndim
+take take_along_axis where nonzero flatnonzero argwhere clip searchsorted choose compress diagonal trace select
+extract
+dot vdot inner matmul outer tensordot einsum kron cross
+sort argsort unique lexsort partition argpartition
+allclose isclose array_equal array_equiv round around fix real imag angle iscomplex isreal isscalar
+interp diff ediff1d gradient convolve correlate cov corrcoef histogram bincount digitize nan_to_num trapezoid
+result_type promote_types can_cast iinfo finfo
+union1d intersect1d setdiff1d isin in1d
+""".split()
+
+LINALG = ("solve inv det norm eigh eigvalsh eig eigvals svd qr cholesky pinv lstsq matrix_rank slogdet "
+          "matrix_power").split()
+
+# np.random's legacy global stream: ordered calls (STATE) keep NumPy's exact stream.
+RANDOM_STATEFUL = "seed rand randn random normal uniform randint choice permutation standard_normal".split()
+RANDOM_MUTATES = ["shuffle"]
+MUTATING = ["copyto", "put", "fill_diagonal", "putmask"]
+
+
+def _resolve(module, dotted):
+    obj = module
+    for part in dotted.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def _register_numpy():
+    for name in UFUNCS:
+        fn = getattr(np, name, None)
+        if fn is None:
+            continue
+        rule = shapes.elementwise(fn) if isinstance(fn, np.ufunc) else None
+        register(name, fn, obj=fn, shape_rule=rule)
+    for name in REDUCTIONS:
+        fn = getattr(np, name, None)
+        if fn is not None:
+            register(name, fn, obj=fn, shape_rule=shapes.reduction(fn))
+    for name in FUNCTIONS:
+        fn = getattr(np, name, None)
+        if fn is None or not callable(fn):
+            continue
+        register(name, fn, obj=fn, shape_rule=shapes.matmul if name == "matmul" else None)
+    for name in LINALG:
+        fn = _resolve(np.linalg, name)
+        if fn is not None:
+            register(f"linalg.{name}", fn, obj=fn)
+    for name in RANDOM_STATEFUL:
+        fn = _resolve(np.random, name)
+        register(f"random.{name}", fn, obj=fn, effect=STATE)
+    for name in RANDOM_MUTATES:
+        fn = _resolve(np.random, name)
+        register(f"random.{name}", fn, obj=fn, effect=MUTATES)
+    # A Generator is an object with state; creating one is pure (same seed, same stream as NumPy).
+    register("random.default_rng", np.random.default_rng, obj=np.random.default_rng)
+    for name in MUTATING:
+        fn = getattr(np, name, None)
+        if fn is not None:
+            register(name, fn, obj=fn, effect=MUTATES)
+    # dtypes are callable too: np.float64(3), np.int32(x)
+    dtypes = "float64 float32 float16 int64 int32 int16 int8 uint8 uint16 uint32 uint64 bool_ complex128 complex64"
+    for name in dtypes.split():
+        fn = getattr(np, name, None)
+        if fn is not None:
+            register(name, fn, obj=fn)
+
+
+_register_numpy()

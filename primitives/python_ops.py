@@ -1,0 +1,210 @@
+"""Python's own operators, builtins, attributes and methods as primitives (Python semantics, not NumPy's)."""
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+
+import numpy as np
+
+from . import shapes
+from .registry import IO, MUTATES, STATE, register
+
+# Python operators keep Python semantics (``[1] + [2]`` concatenates); on arrays they are NumPy's ufuncs.
+BINARY = {
+    "add": ("__add", np.add), "sub": ("__sub", np.subtract), "mul": ("__mul", np.multiply),
+    "truediv": ("__div", np.true_divide), "floordiv": ("__floordiv", np.floor_divide),
+    "mod": ("__mod", np.remainder), "pow": ("__pow", np.power), "matmul": ("__matmul", None),
+    "lshift": ("__lshift", np.left_shift), "rshift": ("__rshift", np.right_shift),
+    "and_": ("__bitand", np.bitwise_and), "or_": ("__bitor", np.bitwise_or), "xor": ("__bitxor", np.bitwise_xor),
+    "lt": ("__lt", np.less), "le": ("__le", np.less_equal), "gt": ("__gt", np.greater),
+    "ge": ("__ge", np.greater_equal), "eq": ("__eq", np.equal), "ne": ("__ne", np.not_equal),
+}
+UNARY = {"neg": ("__minus", np.negative), "pos": ("__plus", np.positive), "invert": ("__invert", np.invert),
+         "not_": ("__not", None)}
+INPLACE = ["iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "ilshift", "irshift",
+           "iand", "ior", "ixor"]
+
+
+def contains(container, item):
+    """``item in container`` (argument order of the source code, unlike ``operator.contains``)."""
+    return item in container
+
+
+def not_contains(container, item):
+    return item not in container
+
+
+def make_slice(start, stop, step):
+    return slice(start, stop, step)
+
+
+def unpack(value, n):
+    """Tuple unpacking with Python's error for a length mismatch."""
+    items = tuple(value)
+    if len(items) != n:
+        raise ValueError(
+            f"too many values to unpack (expected {n})" if len(items) > n
+            else f"not enough values to unpack (expected {n}, got {len(items)})"
+        )
+    return items
+
+
+def setitem(obj, key, value):
+    """``obj[key] = value``; returns None like the statement."""
+    obj[key] = value
+
+
+def delitem(obj, key):
+    del obj[key]
+
+
+def raise_assertion(message=None):
+    raise AssertionError(*(() if message is None else (message,)))
+
+
+def raise_exception(exc):
+    if isinstance(exc, type) and issubclass(exc, BaseException):
+        exc = exc()
+    if not isinstance(exc, BaseException):
+        raise TypeError("exceptions must derive from BaseException")
+    raise exc
+
+
+def new_exception(cls, *args):
+    return cls(*args)
+
+
+def format_value(value, conversion, spec):
+    """One ``{value!r:spec}`` field of an f-string."""
+    if conversion == "r":
+        value = repr(value)
+    elif conversion == "s":
+        value = str(value)
+    elif conversion == "a":
+        value = ascii(value)
+    return format(value, spec)
+
+
+def join_str(*parts):
+    return "".join(parts)
+
+
+def make_list(*items):
+    return list(items)
+
+
+def make_tuple(*items):
+    return items
+
+
+def make_dict(keys, values):
+    return dict(zip(keys, values, strict=True))
+
+
+def make_set(*items):
+    return set(items)
+
+
+class AttrKernel:
+    """``obj.<name>``; an instance (not a closure) so it pickles by value to other processes."""
+
+    __slots__ = ("attr",)
+
+    def __init__(self, attr):
+        self.attr = attr
+
+    def __call__(self, obj):
+        return getattr(obj, self.attr)
+
+    def __reduce__(self):
+        return (AttrKernel, (self.attr,))
+
+
+class MethodKernel:
+    """``obj.<name>(*args, **kwargs)``; dispatches on the receiver at run time, as Python does."""
+
+    __slots__ = ("method",)
+
+    def __init__(self, method):
+        self.method = method
+
+    def __call__(self, obj, *args, **kwargs):
+        return getattr(obj, self.method)(*args, **kwargs)
+
+    def __reduce__(self):
+        return (MethodKernel, (self.method,))
+
+
+ATTRIBUTES = "T shape ndim size dtype real imag itemsize nbytes flat".split()
+# Methods that never change their receiver: may run as tasks, in any order consistent with data flow.
+PURE_METHODS = (
+    "sum prod mean var std min max argmin argmax any all cumsum cumprod ptp round clip conj conjugate "
+    "reshape ravel flatten transpose swapaxes squeeze copy astype dot nonzero diagonal trace repeat take "
+    "tolist item tobytes searchsorted argsort view "
+    "get keys values items count index startswith endswith upper lower strip split join replace format "
+    "bit_length is_integer"
+).split()
+# Methods that change their receiver (or a generator's state): run inline, in program order.
+MUTATING_METHODS = ("append extend insert pop remove clear update setdefault sort fill reverse popitem add "
+                    "discard").split()
+STATE_METHODS = (
+    "random integers normal standard_normal uniform choice permutation shuffle permuted exponential "
+    "binomial poisson beta gamma multivariate_normal lognormal laplace logistic geometric standard_exponential"
+).split()
+
+# Builtins callable from compiled code; each is the real builtin, so semantics are Python's.
+BUILTINS = ("len range abs min max sum zip enumerate int float bool complex str list tuple dict set print "
+            "isinstance sorted reversed round any all divmod pow map filter slice type").split()
+LAZY_BUILTINS = {"len", "list", "tuple", "zip", "enumerate", "reversed", "isinstance", "type", "dict"}
+
+
+def _register_python_ops():
+    for op_name, (display, ufunc) in BINARY.items():
+        rule = shapes.matmul if op_name == "matmul" else (shapes.elementwise(ufunc) if ufunc else None)
+        register(f"operator.{op_name}", getattr(operator, op_name), display=display, shape_rule=rule)
+    for op_name, (display, ufunc) in UNARY.items():
+        rule = shapes.elementwise(ufunc) if ufunc else None
+        register(f"operator.{op_name}", getattr(operator, op_name), display=display, shape_rule=rule)
+    for op_name in INPLACE:
+        register(f"operator.{op_name}", getattr(operator, op_name), effect=MUTATES, display=f"__{op_name}")
+    register("operator.is_", operator.is_, display="__is")
+    register("operator.is_not", operator.is_not, display="__is_not")
+    register("operator.in", contains, display="__in")
+    register("operator.not_in", not_contains, display="__not_in")
+    register("operator.getitem", operator.getitem, display="slice_at")
+    register("operator.setitem", setitem, effect=MUTATES, display="store_at")
+    register("operator.delitem", delitem, effect=MUTATES, display="del_at")
+    register("operator.truth", operator.truth, display="__truth")
+    register("python.slice", make_slice, display="slice")
+    register("python.unpack", unpack, display="unpack")
+    register("python.list", make_list, display="list", resolve="none")
+    register("python.tuple", make_tuple, display="make_tuple", resolve="none")
+    register("python.dict", make_dict, display="dict", resolve="none")
+    register("python.set", make_set, display="set")
+    register("python.assert", raise_assertion, effect=IO, display="assert")
+    register("python.raise", raise_exception, effect=IO, display="raise")
+    register("python.new_exception", new_exception, display="exception")
+    for name in dir(math):
+        fn = getattr(math, name)
+        if callable(fn) and not name.startswith("_"):
+            register(f"math.{name}", fn, obj=fn, display=f"math.{name}")
+    register("python.format_value", format_value, display="format")
+    register("python.join_str", join_str, display="join_str")
+    for attr in ATTRIBUTES:
+        register(f"attr.{attr}", AttrKernel(attr), display=attr)
+    for method in PURE_METHODS:
+        register(f"method.{method}", MethodKernel(method), display=f".{method}")
+    for method in MUTATING_METHODS:
+        register(f"method.{method}", MethodKernel(method), effect=MUTATES, display=f".{method}",
+                 resolve="receiver" if method in ("append", "insert") else "shallow")
+    for method in STATE_METHODS:
+        register(f"method.{method}", MethodKernel(method), effect=STATE, display=f".{method}")
+    for name in BUILTINS:
+        fn = getattr(builtins, name)
+        effect = IO if name == "print" else None
+        register(f"builtins.{name}", fn, obj=fn, effect=effect, display=name,
+                 resolve="shallow" if name in LAZY_BUILTINS else "deep")
+
+
+_register_python_ops()

@@ -1,0 +1,19 @@
+"""Evaluation of the IR as futures: executors, runtimes, and the evaluator (never parses Python)."""
+from __future__ import annotations
+
+from .base import Runtime, current, default, using
+from .executors import SynchronousExecutor, ThreadPoolExecutorRuntime
+
+
+def local(workers: int | None = None, *, inline_elements: int | None = None) -> Runtime:
+    """The default kind of runtime: a local thread pool of ``workers`` threads (default: one per core)."""
+    kw = {} if inline_elements is None else {"inline_elements": inline_elements}
+    return Runtime(ThreadPoolExecutorRuntime(workers), **kw)
+
+
+def synchronous() -> Runtime:
+    """Everything in the calling thread, in program order: for debugging."""
+    return Runtime(SynchronousExecutor())
+
+
+__all__ = ["Runtime", "current", "default", "local", "synchronous", "using"]

@@ -1,0 +1,92 @@
+"""A runtime: an executor plus the direct-execution policy; ``current()`` and ``using()`` choose one."""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from .evaluation import INLINE_ELEMENTS, Evaluation
+
+# Compiled recursion nests a few Python frames per IR call; leave room beyond Python's default of 1000.
+_RECURSION_LIMIT = 20_000
+
+
+class Runtime:
+    """Where compiled functions run. Closing it closes only what it started."""
+
+    def __init__(self, executor, *, inline_elements: int = INLINE_ELEMENTS, name: str | None = None):
+        self.executor = executor
+        self.inline_elements = inline_elements
+        self.name = name or executor.name
+        self._drivers: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def __repr__(self):
+        return f"<phylanx runtime {self.name}: {getattr(self.executor, 'workers', '?')} workers>"
+
+    def evaluate(self, code, args, kwargs, hooks=None):
+        """Run compiled ``code`` on this runtime to a concrete result (raises the user-facing errors)."""
+        if self.closed:
+            raise RuntimeError(f"{self!r} is closed")
+        if sys.getrecursionlimit() < _RECURSION_LIMIT:
+            sys.setrecursionlimit(_RECURSION_LIMIT)
+        ev = Evaluation(self, hooks)
+        try:
+            result = code.invoke(ev, args, kwargs, None)
+        except BaseException:
+            ev.wait_all(raise_errors=False)  # no task of this call outlives it
+            raise
+        return ev.finish(result)
+
+    def lazy(self, fn, *args, **kwargs):
+        """Run ``fn`` on a driver thread (the evaluator may block on data-dependent conditions there)."""
+        with self._lock:
+            if self._drivers is None:
+                self._drivers = ThreadPoolExecutor(4, thread_name_prefix="phylanx-driver")
+        return self._drivers.submit(fn, *args, **kwargs)
+
+    def close(self):
+        self.closed = True
+        if self._drivers is not None:
+            self._drivers.shutdown(wait=True)
+        self.executor.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+_current: contextvars.ContextVar[Runtime | None] = contextvars.ContextVar("phylanx_runtime", default=None)
+_default: Runtime | None = None
+_default_lock = threading.Lock()
+
+
+def default() -> Runtime:
+    """The process-wide default runtime: a local thread pool, made on first use."""
+    global _default
+    with _default_lock:
+        if _default is None or _default.closed:
+            from .executors import ThreadPoolExecutorRuntime
+
+            _default = Runtime(ThreadPoolExecutorRuntime())
+        return _default
+
+
+def current() -> Runtime:
+    rt = _current.get()
+    return rt if rt is not None else default()
+
+
+@contextlib.contextmanager
+def using(rt: Runtime):
+    """Run compiled functions on ``rt`` inside the block."""
+    token = _current.set(rt)
+    try:
+        yield rt
+    finally:
+        _current.reset(token)

@@ -1,0 +1,196 @@
+"""One evaluation of a compiled function: the direct-execution policy, waits, ordering of effects, errors.
+
+Policy ("direct execution", after Phylanx): a pure primitive runs *inline* in the evaluating thread when all its
+inputs are already values and no array input has more than ``inline_elements`` elements (default 65,536: below
+that a NumPy call costs less than handing it to a pool, ~20-50 µs). Otherwise it becomes a task on the executor,
+started when its input futures complete. Effectful primitives (``a[i] = v``, ``x += y``, ``list.append``, random
+draws, ``print``) run inline in program order, after the pending tasks that might still read what they change.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+from concurrent.futures import Future
+
+import numpy as np
+from phylanx_py.primitives import MUTATES
+from phylanx_py.primitives import lookup as lookup_primitive
+
+from phylanx_py.errors import ExecutionError
+
+from .executors import collect, substitute
+
+INLINE_ELEMENTS = 1 << 16
+_CONTAINERS = (list, tuple, dict)
+
+
+def run_primitive(prim, loc, args, kwargs):
+    """Run ``prim``'s kernel; a failure becomes an ExecutionError naming the user's line (cause chained)."""
+    try:
+        return prim.kernel(*args, **kwargs) if kwargs else prim.kernel(*args)
+    except ExecutionError:
+        raise
+    except Exception as e:
+        raise ExecutionError.from_exception(e, loc, prim.label) from e
+
+
+class Task:
+    """A primitive bound to its location: what the executor runs. Picklable (prim by name) for other processes."""
+
+    __slots__ = ("prim", "loc")
+
+    def __init__(self, prim, loc):
+        self.prim, self.loc = prim, loc
+
+    def __call__(self, *args, **kwargs):
+        return run_primitive(self.prim, self.loc, args, kwargs)
+
+    def __reduce__(self):
+        return (_task_by_name, (self.prim.name, self.loc))
+
+
+def _task_by_name(name, loc):
+    return Task(lookup_primitive(name), loc)
+
+
+def _has_future(value) -> bool:
+    found: list = []
+    collect(value, found)
+    return bool(found)
+
+
+def _mutable_ids(args) -> tuple:
+    """ids of the lists/dicts/sets among a task's inputs (top level and one level in), for targeted waits."""
+    ids = []
+    for a in args:
+        t = type(a)
+        if t is list or t is dict or t is set:
+            ids.append(id(a))
+            for v in (a.values() if t is dict else a):
+                if type(v) in (list, dict, set):
+                    ids.append(id(v))
+    return tuple(ids)
+
+
+class Evaluation:
+    """State of one top-level call: its runtime, the tasks still in flight, the first failure."""
+
+    def __init__(self, runtime, hooks=None):
+        self.runtime = runtime
+        self.executor = runtime.executor
+        self.inline_elements = runtime.inline_elements
+        self.hooks = hooks or {}
+        self.pending: set[Future] = set()
+        self.refs: dict[int, set[Future]] = {}
+        self.failures: list[tuple[int, BaseException]] = []
+        self._seq = itertools.count()
+        self._lock = threading.Lock()  # done-callbacks run on pool threads
+
+    # ---- primitive calls ---------------------------------------------------------------------------------
+    def call(self, prim, loc, args, kwargs=None):
+        """Evaluate one primitive call: inline value, or a Future of it."""
+        kwargs = kwargs or {}
+        if prim.effect is not None:
+            return self._effect(prim, loc, args, kwargs)
+        mode = prim.resolve
+        if mode == "none":
+            return run_primitive(prim, loc, args, kwargs)
+        limit = self.inline_elements
+        for a in args:
+            t = type(a)
+            if t is Future:
+                return self.submit(prim, loc, args, kwargs)
+            if t is np.ndarray:
+                if a.size > limit:
+                    return self.submit(prim, loc, args, kwargs)
+            elif mode == "deep" and t in _CONTAINERS and (len(a) > limit or _has_future(a)):
+                return self.submit(prim, loc, args, kwargs)
+        if kwargs and _has_future(kwargs):
+            return self.submit(prim, loc, args, kwargs)
+        return run_primitive(prim, loc, args, kwargs)
+
+    def submit(self, prim, loc, args, kwargs):
+        fut = self.executor.submit(Task(prim, loc), tuple(args), kwargs)
+        self._track(fut, _mutable_ids(args))
+        return fut
+
+    def _track(self, fut, ids):
+        seq = next(self._seq)
+        with self._lock:
+            self.pending.add(fut)
+            for i in ids:
+                self.refs.setdefault(i, set()).add(fut)
+
+        def done(f, seq=seq, ids=ids):
+            with self._lock:
+                self.pending.discard(f)
+                for i in ids:
+                    s = self.refs.get(i)
+                    if s is not None:
+                        s.discard(f)
+            if f.exception() is not None:
+                self.failures.append((seq, f.exception()))
+
+        fut.add_done_callback(done)
+
+    def _effect(self, prim, loc, args, kwargs):
+        mode = prim.resolve
+        if mode == "deep":
+            args, kwargs = substitute(tuple(args)), substitute(kwargs)
+        elif mode == "shallow":
+            args = tuple(self.wait(a) for a in args)
+            kwargs = {k: self.wait(v) for k, v in kwargs.items()}
+        elif mode == "receiver" and args:
+            args = (self.wait(args[0]),) + tuple(args[1:])
+        if prim.effect == MUTATES:
+            target = kwargs.get("out", args[0] if args else None)
+            self.barrier(target)
+        return run_primitive(prim, loc, args, kwargs)
+
+    def barrier(self, obj):
+        """Wait for the pending tasks that may read ``obj`` before it changes in place."""
+        t = type(obj)
+        if isinstance(obj, np.ndarray) or isinstance(obj, tuple):
+            # Views share memory with their base, so any pending task may read this array: wait for all.
+            self.wait_all(raise_errors=False)
+        elif t is list or t is dict or t is set:
+            with self._lock:
+                waiting = list(self.refs.get(id(obj), ()))
+            for f in waiting:
+                f.exception()  # waits; errors surface at the end, in program order
+
+    # ---- waiting -----------------------------------------------------------------------------------------
+    def wait(self, value):
+        """The value of ``value``, waiting if it is a Future (data-dependent control flow, final results)."""
+        return value.result() if type(value) is Future else value
+
+    def resolve(self, value):
+        """``value`` with futures replaced everywhere (lists/dicts in place)."""
+        return substitute(value)
+
+    def wait_all(self, raise_errors=True):
+        while True:
+            with self._lock:
+                waiting = list(self.pending)
+            if not waiting:
+                break
+            for f in waiting:
+                f.exception()
+        if raise_errors:
+            self.raise_failure()
+
+    def raise_failure(self):
+        if self.failures:
+            _, err = min(self.failures, key=lambda p: p[0])
+            raise err
+
+    def finish(self, result):
+        """The final result: every future resolved, every task finished, the earliest failure raised."""
+        try:
+            value = substitute(result)
+        except BaseException:
+            self.wait_all(raise_errors=False)
+            self.raise_failure()
+            raise
+        self.wait_all()
+        return value
