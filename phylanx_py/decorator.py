@@ -8,7 +8,7 @@ import types
 import weakref
 
 from phylanx_py.runtime import current
-from phylanx_py.runtime.evaluate import Compiler
+from phylanx_py.runtime.codegen import ProgramCode
 
 from .passes import run_pipeline
 from .translate import translate
@@ -28,22 +28,22 @@ class CompiledFunction:
         self.optimize, self.disable, self.debug = optimize, disable, debug
         self._signature = inspect.signature(fn)
         self._lock = threading.Lock()
-        self._compiler: Compiler | None = None
+        self._code: ProgramCode | None = None
         self._tree = None
 
     # ---- compilation ---------------------------------------------------------------------------------
-    def _compile(self) -> Compiler:
+    def _compile(self) -> ProgramCode:
         with self._lock:
-            if self._compiler is None:
+            if self._code is None:
                 program, namespaces = translate(self.__wrapped__)
                 if self.optimize:
                     program = run_pipeline(program)
                 verify(program)
                 self._tree = program
-                self._compiler = Compiler(program, namespaces)
+                self._code = ProgramCode(program, namespaces)
                 if self.debug:
                     print(program)
-        return self._compiler
+        return self._code
 
     @property
     def tree(self):
@@ -58,26 +58,18 @@ class CompiledFunction:
         return to_dot(self.tree)
 
     # ---- calling -------------------------------------------------------------------------------------
-    def _bind(self, args, kwargs):
-        bound = self._signature.bind(*args, **kwargs)  # Python's own TypeError for a wrong call
-        bound.apply_defaults()
-        code = self._compile().entry()
-        positional = tuple(bound.arguments[p] for p in code.params)
-        return code, positional, {p: bound.arguments[p] for p in code.kwonly}
-
     def __call__(self, *args, **kwargs):
         if self.disable:
             return self.__wrapped__(*args, **kwargs)
-        code, a, kw = self._bind(args, kwargs)
-        return current().evaluate(code, a, kw, HOOKS)
+        return current().evaluate(self._compile(), args, kwargs, HOOKS)
 
     def lazy(self, *args, **kwargs):
         """A future of the call's result, returned at once (``.result()``, ``.done()``)."""
         rt = current()
         if self.disable:
             return rt.lazy(self.__wrapped__, *args, **kwargs)
-        code, a, kw = self._bind(args, kwargs)
-        return rt.lazy(rt.evaluate, code, a, kw, HOOKS)
+        self._signature.bind(*args, **kwargs)  # a wrong call is a TypeError now, not inside the future
+        return rt.lazy(rt.evaluate, self._compile(), args, kwargs, HOOKS)
 
     def __repr__(self):
         return f"<phylanx compiled function {self.__qualname__}>"
@@ -97,17 +89,15 @@ _on_the_fly: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _compile_callable(fn):
-    """Compile a function value met at run time (passed as an argument): (code, defaults, kwdefaults)."""
+    """Compile a function value met at run time (passed as an argument) to its ProgramCode."""
     if isinstance(fn, CompiledFunction):
-        compiled, py = fn, fn.__wrapped__
-    elif isinstance(fn, types.FunctionType):
+        return fn._compile()
+    if isinstance(fn, types.FunctionType):
         compiled = _on_the_fly.get(fn)
         if compiled is None:
             compiled = _on_the_fly[fn] = CompiledFunction(fn)
-        py = fn
-    else:
-        return None
-    return compiled._compile().entry(), py.__defaults__ or (), py.__kwdefaults__ or {}
+        return compiled._compile()
+    return None
 
 
 HOOKS = {"compile": _compile_callable}

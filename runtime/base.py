@@ -35,7 +35,7 @@ class Runtime:
             sys.setrecursionlimit(_RECURSION_LIMIT)
         ev = Evaluation(self, hooks)
         try:
-            result = code.invoke(ev, args, kwargs, None)
+            result = code.invoke(ev, args, kwargs)
         except BaseException:
             ev.wait_all(raise_errors=False)  # no task of this call outlives it
             raise

@@ -90,7 +90,7 @@ class Evaluation:
     def call(self, prim, loc, args, kwargs=None):
         """Evaluate one primitive call: inline value, or a Future of it."""
         kwargs = kwargs or {}
-        if prim.effect is not None:
+        if prim.effect is not None or "out" in kwargs:
             return self._effect(prim, loc, args, kwargs)
         mode = prim.resolve
         if mode == "none":
@@ -142,7 +142,7 @@ class Evaluation:
             kwargs = {k: self.wait(v) for k, v in kwargs.items()}
         elif mode == "receiver" and args:
             args = (self.wait(args[0]),) + tuple(args[1:])
-        if prim.effect == MUTATES:
+        if prim.effect == MUTATES or "out" in kwargs:
             target = kwargs.get("out", args[0] if args else None)
             self.barrier(target)
         return run_primitive(prim, loc, args, kwargs)
