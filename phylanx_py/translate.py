@@ -166,6 +166,8 @@ class FunctionTranslator(ast.NodeVisitor):
                 return None
             r = resolve_attr(base, node.attr)
             if r.kind == "missing":
+                if getattr(base.obj, "__name__", "").split(".")[0] == "numpy":
+                    raise self.error(node, f"unknown NumPy function '{r.name}'")
                 raise self.error(node, f"module '{base.name}' has no attribute '{node.attr}'")
             return r
         return None

@@ -348,10 +348,11 @@ class _Generator:
         for i, v in enumerate(n.values):
             atom = self.expr(v)
             last = i == len(n.values) - 1
-            if last:
+            if last or _is_literal(atom):
                 self.emit(f"{t} = {atom}", n.loc, n.op)
             else:
                 self.emit(f"{t} = {atom} if __pxr_type({atom}) is not __pxr_F else {atom}.result()", n.loc, n.op)
+            if not last:
                 self.emit(f"if {'' if n.op == 'and' else 'not '}{t}:", n.loc, n.op)
                 self.indent += 1
                 depth += 1
