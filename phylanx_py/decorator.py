@@ -68,7 +68,12 @@ class CompiledFunction:
         rt = current()
         if self.disable:
             return rt.lazy(self.__wrapped__, *args, **kwargs)
-        self._signature.bind(*args, **kwargs)  # a wrong call is a TypeError now, not inside the future
+        try:
+            self._signature.bind(*args, **kwargs)  # a wrong call is a TypeError now, not inside the future
+        except TypeError:
+            # Python's own message: binding fails before the body runs, so nothing of the function executes.
+            self.__wrapped__(*args, **kwargs)
+            raise
         return rt.lazy(rt.evaluate, self._compile(), args, kwargs, HOOKS)
 
     def __repr__(self):

@@ -6,13 +6,14 @@ import ast
 import inspect
 import linecache
 import types
+from collections.abc import Mapping
 
 from phylanx_py.primitives import exists
 
 from . import ir
 from .canonicalize import canonicalize
 from .errors import CompileError
-from .resolve import Resolved, resolve_attr, resolve_name
+from .resolve import Resolved, classify, resolve_attr, resolve_name
 from .scopes import local_names, params_of
 from .source import SourceLoc
 
@@ -50,7 +51,7 @@ def _source_of(pyfunc) -> tuple[ast.AST, str, int]:
         module = ast.parse(header + text)
     except SyntaxError:
         module, offset = _parse_lambda_fragment(text, pyfunc), first - 1
-    target = _find_definition(module, pyfunc)
+    target = _find_definition(module, pyfunc, offset)
     if target is None:
         raise CompileError(f"cannot locate the definition of {pyfunc.__qualname__!r} in {filename}")
     return target, filename, offset
@@ -68,16 +69,41 @@ def _parse_lambda_fragment(text: str, pyfunc):
     raise CompileError(f"cannot parse the source of {pyfunc.__qualname__!r}")
 
 
-def _find_definition(module, pyfunc):
+def _find_definition(module, pyfunc, offset: int):
+    """The AST node of ``pyfunc``: by name and first line; a lambda by the position of its body's code."""
+    code = pyfunc.__code__
     if pyfunc.__name__ == "<lambda>":
-        lambdas = [n for n in ast.walk(module) if isinstance(n, ast.Lambda)]
-        want = list(pyfunc.__code__.co_varnames[: pyfunc.__code__.co_argcount])
-        matches = [n for n in lambdas if [a.arg for a in n.args.args] == want]
-        return matches[0] if len(matches) >= 1 else None
-    for n in ast.walk(module):
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == pyfunc.__name__:
-            return n
-    return None
+        want = list(code.co_varnames[: code.co_argcount])
+        lambdas = [n for n in ast.walk(module) if isinstance(n, ast.Lambda) and [a.arg for a in n.args.args] == want]
+        # Several lambdas with the same parameters on one line: the bytecode's positions tell which one.
+        positions = {(line, col) for line, _, col, _ in code.co_positions() if line is not None}
+        exact = [n for n in lambdas if (n.body.lineno + offset, n.body.col_offset) in positions]
+        matches = exact or lambdas
+        return matches[0] if matches else None
+    defs = [n for n in ast.walk(module) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.name == pyfunc.__name__]
+    first = [n for n in defs if min([n.lineno] + [d.lineno for d in n.decorator_list]) + offset == code.co_firstlineno]
+    return (first or defs or [None])[0]
+
+
+class CellNamespace(Mapping):
+    """The free variables of a closure (a lambda or nested def passed in at run time), read live from its
+    cells, as Python reads them."""
+
+    def __init__(self, pyfunc):
+        self._cells = dict(zip(pyfunc.__code__.co_freevars, pyfunc.__closure__ or ()))
+
+    def __getitem__(self, name):
+        try:
+            return self._cells[name].cell_contents
+        except ValueError:
+            raise NameError(f"free variable '{name}' referenced before assignment") from None
+
+    def __iter__(self):
+        return iter(self._cells)
+
+    def __len__(self):
+        return len(self._cells)
 
 
 class ProgramBuilder:
@@ -102,8 +128,11 @@ class ProgramBuilder:
         self.functions[name] = None
         module = pyfunc.__module__ or "__main__"
         self.namespaces.setdefault(module, pyfunc.__globals__)
+        if pyfunc.__closure__:
+            self.namespaces[f"{module}:{name}"] = CellNamespace(pyfunc)
         tree, filename, offset = _source_of(pyfunc)
-        self.functions[name] = FunctionTranslator(self, pyfunc, filename, offset, module).translate(tree, name)
+        translator = FunctionTranslator(self, pyfunc, filename, offset, module, name)
+        self.functions[name] = translator.translate(tree, name)
         self.defaults[name] = tuple(ir.Const(v) for v in (pyfunc.__defaults__ or ()))
         self.kwdefaults[name] = tuple((k, ir.Const(v)) for k, v in (pyfunc.__kwdefaults__ or {}).items())
         return name
@@ -121,10 +150,13 @@ def translate(pyfunc) -> tuple[ir.Program, dict[str, dict]]:
 
 
 class FunctionTranslator(ast.NodeVisitor):
-    def __init__(self, builder: ProgramBuilder, pyfunc, filename: str, line_offset: int, module: str):
+    def __init__(self, builder: ProgramBuilder, pyfunc, filename: str, line_offset: int, module: str,
+                 name: str = ""):
         self.builder = builder
         self.pyfunc = pyfunc
         self.globals = pyfunc.__globals__
+        self.closure = CellNamespace(pyfunc) if pyfunc.__closure__ else {}
+        self.closure_key = f"{module}:{name}"
         self.filename = filename
         self.line_offset = line_offset
         self.module = module
@@ -156,6 +188,12 @@ class FunctionTranslator(ast.NodeVisitor):
         if isinstance(node, ast.Name):
             if self.depth_of(node.id) is not None:
                 return None
+            if node.id in self.closure:
+                try:
+                    value = self.closure[node.id]
+                except NameError as e:
+                    raise self.error(node, str(e)) from None
+                return classify(value, node.id, from_globals=True)
             r = resolve_name(node.id, self.globals)
             if r is None:
                 raise self.error(node, f"name '{node.id}' is not defined")
@@ -181,7 +219,8 @@ class FunctionTranslator(ast.NodeVisitor):
             return ir.FuncRef(self.builder.add(r.obj), loc)
         if r.kind == "data":
             if isinstance(node, ast.Name):
-                return ir.Global(node.id, self.module, loc)
+                module = self.closure_key if node.id in self.closure else self.module
+                return ir.Global(node.id, module, loc)
             return ir.Const(r.obj, loc)
         if r.kind == "module":
             raise self.error(node, f"module '{r.name}' used as a value")

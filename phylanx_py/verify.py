@@ -19,16 +19,16 @@ def _check_function(program: ir.Program, fn: ir.Function, scopes: list[set[str]]
         if isinstance(node, ir.FuncRef) and node.name not in known:
             raise CompileError(f"unknown function '{node.name}'", node.loc)
         if isinstance(node, ir.Lambda):
-            for d in node.defaults + tuple(v for _, v in node.kwdefaults):
-                holder = ir.Function("<defaults>", (), ir.Block((ir.Expr(d),)))
-                _check_function(program, holder, scopes[:-1] + [scopes[-1]])
             _check_function(program, node.function, scopes)
 
 
 def _walk_own(node):
-    """Nodes of this function, not descending into nested lambdas (checked with their own scope)."""
+    """Nodes of this function, not descending into nested lambda bodies (checked with their own scope);
+    a lambda's defaults are evaluated here, so they belong to this function."""
     yield node
     if isinstance(node, ir.Lambda):
+        for d in node.defaults + tuple(v for _, v in node.kwdefaults):
+            yield from _walk_own(d)
         return
     for c in ir.children(node):
         yield from _walk_own(c)

@@ -161,10 +161,11 @@ LAZY_BUILTINS = {"len", "list", "tuple", "zip", "enumerate", "reversed", "isinst
 
 def _register_python_ops():
     for op_name, (display, ufunc) in BINARY.items():
-        rule = shapes.matmul if op_name == "matmul" else (shapes.elementwise(ufunc) if ufunc else None)
+        op = getattr(operator, op_name)
+        rule = shapes.matmul if op_name == "matmul" else (shapes.elementwise(op, 2) if ufunc else None)
         register(f"operator.{op_name}", getattr(operator, op_name), display=display, shape_rule=rule)
     for op_name, (display, ufunc) in UNARY.items():
-        rule = shapes.elementwise(ufunc) if ufunc else None
+        rule = shapes.elementwise(getattr(operator, op_name), 1) if ufunc else None
         register(f"operator.{op_name}", getattr(operator, op_name), display=display, shape_rule=rule)
     for op_name in INPLACE:
         register(f"operator.{op_name}", getattr(operator, op_name), effect=MUTATES, display=f"__{op_name}")

@@ -40,14 +40,16 @@ def _shape_of(v):
     return v.shape if isinstance(v, AbstractValue) else ()
 
 
-def elementwise(ufunc):
-    """The rule of a ufunc: broadcast the shapes, resolve the dtype through the ufunc's own type table."""
+def elementwise(ufunc, nin: int | None = None):
+    """The rule of an element-wise function (a ufunc, or a Python operator with ``nin`` operands): broadcast
+    the shapes; the dtype comes from calling the function itself on zero-size stand-ins, so NumPy's own type
+    resolution decides, special cases included (``bool_array ** 2`` is int8: ndarray's square fast path)."""
+    nin = nin or ufunc.nin
 
     def rule(*args, **kwargs):
-        shapes = [_shape_of(a) for a in args[: ufunc.nin]]
+        shapes = [_shape_of(a) for a in args[:nin]]
         shape = np.broadcast_shapes(*shapes)
-        # Zero-size stand-ins with the right dtypes let NumPy's own type resolution decide (incl. errors).
-        probes = [np.empty((0,), a.dtype) if isinstance(a, AbstractValue) else a for a in args[: ufunc.nin]]
+        probes = [np.empty((0,), a.dtype) if isinstance(a, AbstractValue) else a for a in args[:nin]]
         out = ufunc(*probes, **{k: v for k, v in kwargs.items() if k == "dtype"})
         if isinstance(out, tuple):
             return tuple(AbstractValue(shape, o.dtype) for o in out)

@@ -261,15 +261,13 @@ class _Generator:
         both = lambda tests: " and ".join(t for t in tests if t) or "True"
         if any(k == "out" for k, _ in kwargs):
             return None  # writes into an existing array: an effect, ordered by the Evaluation
+        arglist = lambda positional: ", ".join(list(positional) + [f"{k}={v}" for k, v in kwargs])
         if prim.effect is PURE and prim.resolve == "deep" and ("." not in name or name.startswith(
                 ("linalg.", "random.default_rng"))):
-            kw = "".join(f", {k}={v}" for k, v in kwargs)
             return both(small(a) for a in args + [v for _, v in kwargs]), \
-                f"{self.const(prim.kernel)}({', '.join(args)}{kw})"
+                f"{self.const(prim.kernel)}({arglist(args)})"
         if name.startswith("method.") and prim.effect is PURE and args:
-            kw = "".join(f", {k}={v}" for k, v in kwargs)
-            return both(small(a) for a in args + [v for _, v in kwargs]), \
-                f"{args[0]}.{op}({', '.join(args[1:])}{kw})"
+            return both(small(a) for a in args + [v for _, v in kwargs]), f"{args[0]}.{op}({arglist(args[1:])})"
         if kwargs:
             return None
         if name.startswith("operator.") and op in _BINOPS and len(args) == 2:
