@@ -22,6 +22,8 @@ from phylanx_py.primitives.python_ops import LAZY_BUILTINS
 from phylanx_py import ir
 from phylanx_py.errors import ExecutionError
 
+from .evaluation import CallSite
+
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
            "lshift": "<<", "rshift": ">>", "and_": "&", "or_": "|", "xor": "^",
            "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
@@ -60,7 +62,7 @@ def call_value(ev, fn, args, kwargs, loc):
         return fn.raw(*args, **kwargs)
     prim_name = name_of(fn)
     if prim_name is not None:
-        return ev.call(lookup(prim_name), loc, tuple(args), kwargs)
+        return ev.call(CallSite(lookup(prim_name), loc), tuple(args), kwargs)
     hook = ev.hooks.get("compile")
     code = hook(fn) if hook is not None else None
     if code is not None:
@@ -153,8 +155,9 @@ class _Generator:
             self._const_ids[key] = name
         return name
 
-    def prim(self, name: str) -> str:
-        return self.const(lookup(name), "p")
+    def site(self, prim: str, loc) -> str:
+        """A CallSite constant: the primitive at this location (it keeps its own timings)."""
+        return self.const(CallSite(lookup(prim), loc), "s")
 
     # ---- program and functions -------------------------------------------------------------------------
     def generate(self) -> str:
@@ -240,9 +243,8 @@ class _Generator:
         args = [self.expr(a) for a in n.args]
         kwargs = [(k, self.expr(v)) for k, v in n.kwargs]
         loc, label = n.loc, prim.label
-        p = self.prim(n.prim)
         argt = "(" + "".join(f"{a}, " for a in args) + ")"
-        slow = f"__pxr_call({p}, {self.const(loc, 'l')}, {argt}" + \
+        slow = f"__pxr_call({self.site(n.prim, loc)}, {argt}" + \
             (f", {{{', '.join(f'{k!r}: {v}' for k, v in kwargs)}}})" if kwargs else ")")
         fast = self.fast_path(n.prim, prim, args, kwargs)
         if fast is None:
@@ -388,7 +390,6 @@ class _Generator:
                 self.store(sub, t, loc)
         elif isinstance(target, ir.StoreItem):
             obj, key = self.expr(target.obj), self.expr(target.key)
-            setitem = self.prim("operator.setitem")
             fast = (f"__pxr_type({obj}) in __pxr_MUT and not __pxr_pending and __pxr_type({key}) in __pxr_KEYS"
                     f" and __pxr_type({value}) is not __pxr_F")
             ndfast = (f"__pxr_type({obj}) is __pxr_ndarray and not __pxr_pending and "
@@ -396,7 +397,7 @@ class _Generator:
             self.emit(f"if ({fast}) or ({ndfast}):", target.loc, "store_at")
             self.emit(f"    {obj}[{key}] = {value}", target.loc, "store_at")
             self.emit("else:")
-            self.emit(f"    __pxr_call({setitem}, {self.const(target.loc, 'l')}, ({obj}, {key}, {value}))",
+            self.emit(f"    __pxr_call({self.site('operator.setitem', target.loc)}, ({obj}, {key}, {value}))",
                       target.loc, "store_at")
         else:
             raise TypeError(f"not an assignment target: {target!r}")

@@ -3,13 +3,17 @@
 Policy ("direct execution", after Phylanx): a pure primitive runs *inline* in the evaluating thread when all its
 inputs are already values and no array input has more than ``inline_elements`` elements (default 65,536: below
 that a NumPy call costs less than handing it to a pool, ~20-50 µs). Otherwise it becomes a task on the executor,
-started when its input futures complete. Effectful primitives (``a[i] = v``, ``x += y``, ``list.append``, random
+started when its input futures complete. Each call site measures its kernel's time (Phylanx's adaptive rule):
+once a site has run ``ADAPT_AFTER`` times at a mean under ``CHEAP_SECONDS`` (200 µs), it runs inline even on
+large inputs, and on futures that are already done, since a task would cost more than the work. Effectful
+primitives (``a[i] = v``, ``x += y``, ``list.append``, random
 draws, ``print``) run inline in program order, after the pending tasks that might still read what they change.
 """
 from __future__ import annotations
 
 import itertools
 import threading
+import time
 from concurrent.futures import Future
 
 import numpy as np
@@ -21,6 +25,8 @@ from phylanx_py.errors import ExecutionError
 from .executors import collect, substitute
 
 INLINE_ELEMENTS = 1 << 16
+CHEAP_SECONDS = 200e-6
+ADAPT_AFTER = 3
 _CONTAINERS = (list, tuple, dict)
 
 
@@ -34,23 +40,40 @@ def run_primitive(prim, loc, args, kwargs):
         raise ExecutionError.from_exception(e, loc, prim.label) from e
 
 
-class Task:
-    """A primitive bound to its location: what the executor runs. Picklable (prim by name) for other processes."""
+class CallSite:
+    """A primitive at one place in the user's code: what the executor runs, and how long it takes there.
 
-    __slots__ = ("prim", "loc")
+    Picklable (the primitive by name) so other processes can run it; the timings stay with this process."""
+
+    __slots__ = ("prim", "loc", "calls", "seconds")
 
     def __init__(self, prim, loc):
         self.prim, self.loc = prim, loc
+        self.calls, self.seconds = 0, 0.0
 
     def __call__(self, *args, **kwargs):
-        return run_primitive(self.prim, self.loc, args, kwargs)
+        t0 = time.perf_counter()
+        try:
+            return run_primitive(self.prim, self.loc, args, kwargs)
+        finally:
+            # Unlocked updates from pool threads may lose a count now and then; the mean stays right.
+            self.seconds += time.perf_counter() - t0
+            self.calls += 1
+
+    @property
+    def cheap(self) -> bool:
+        calls = self.calls
+        return calls >= ADAPT_AFTER and self.seconds < calls * CHEAP_SECONDS
 
     def __reduce__(self):
-        return (_task_by_name, (self.prim.name, self.loc))
+        return (_site_by_name, (self.prim.name, self.loc))
+
+    def __repr__(self):
+        return f"<call site {self.prim.label} at {self.loc}>"
 
 
-def _task_by_name(name, loc):
-    return Task(lookup_primitive(name), loc)
+def _site_by_name(name, loc):
+    return CallSite(lookup_primitive(name), loc)
 
 
 def _has_future(value) -> bool:
@@ -87,30 +110,37 @@ class Evaluation:
         self._lock = threading.Lock()  # done-callbacks run on pool threads
 
     # ---- primitive calls ---------------------------------------------------------------------------------
-    def call(self, prim, loc, args, kwargs=None):
-        """Evaluate one primitive call: inline value, or a Future of it."""
+    def call(self, site, args, kwargs=None):
+        """Evaluate one primitive call at ``site``: an inline value, or a Future of it."""
+        prim = site.prim
         kwargs = kwargs or {}
         if prim.effect is not None or "out" in kwargs:
-            return self._effect(prim, loc, args, kwargs)
+            return self._effect(site, args, kwargs)
         mode = prim.resolve
         if mode == "none":
-            return run_primitive(prim, loc, args, kwargs)
+            return run_primitive(prim, site.loc, args, kwargs)
         limit = self.inline_elements
+        cheap = site.cheap
+        waited = False
         for a in args:
             t = type(a)
             if t is Future:
-                return self.submit(prim, loc, args, kwargs)
-            if t is np.ndarray:
-                if a.size > limit:
-                    return self.submit(prim, loc, args, kwargs)
+                if not (cheap and a.done()):
+                    return self.submit(site, args, kwargs)
+                waited = True
+            elif t is np.ndarray:
+                if a.size > limit and not cheap:
+                    return self.submit(site, args, kwargs)
             elif mode == "deep" and t in _CONTAINERS and (len(a) > limit or _has_future(a)):
-                return self.submit(prim, loc, args, kwargs)
+                return self.submit(site, args, kwargs)
         if kwargs and _has_future(kwargs):
-            return self.submit(prim, loc, args, kwargs)
-        return run_primitive(prim, loc, args, kwargs)
+            return self.submit(site, args, kwargs)
+        if waited:
+            args = substitute(tuple(args))
+        return site(*args, **kwargs)
 
-    def submit(self, prim, loc, args, kwargs):
-        fut = self.executor.submit(Task(prim, loc), tuple(args), kwargs)
+    def submit(self, site, args, kwargs):
+        fut = self.executor.submit(site, tuple(args), kwargs)
         self._track(fut, _mutable_ids(args))
         return fut
 
@@ -133,7 +163,8 @@ class Evaluation:
 
         fut.add_done_callback(done)
 
-    def _effect(self, prim, loc, args, kwargs):
+    def _effect(self, site, args, kwargs):
+        prim = site.prim
         mode = prim.resolve
         if mode == "deep":
             args, kwargs = substitute(tuple(args)), substitute(kwargs)
@@ -145,7 +176,7 @@ class Evaluation:
         if prim.effect == MUTATES or "out" in kwargs:
             target = kwargs.get("out", args[0] if args else None)
             self.barrier(target)
-        return run_primitive(prim, loc, args, kwargs)
+        return run_primitive(prim, site.loc, args, kwargs)
 
     def barrier(self, obj):
         """Wait for the pending tasks that may read ``obj`` before it changes in place."""
