@@ -200,6 +200,10 @@ class FunctionTranslator(ast.NodeVisitor):
             return r
         if isinstance(node, ast.Attribute):
             base = self.static(node.value)
+            if base is not None and base.kind == "class" and exists(f"method.{node.attr}") \
+                    and callable(getattr(base.obj, node.attr, None)):
+                # ``str.upper``, ``np.ndarray.sum``: an unbound method, the registered method primitive
+                return Resolved("prim", getattr(base.obj, node.attr), f"method.{node.attr}", f"{base.name}.{node.attr}")
             if base is None or base.kind != "module":
                 return None
             r = resolve_attr(base, node.attr)
@@ -410,6 +414,9 @@ class FunctionTranslator(ast.NodeVisitor):
             return self.value_of(r, node)
         if exists(f"attr.{node.attr}"):
             return ir.Call(f"attr.{node.attr}", (self.visit(node.value),), (), self.loc(node))
+        if exists(f"method.{node.attr}"):  # a bound method as a value: ``sorted(d, key=d.get)``
+            return ir.Call("python.bound_method", (self.visit(node.value), ir.Const(node.attr, self.loc(node))),
+                           (), self.loc(node))
         raise self.error(node, f"unsupported attribute '.{node.attr}'")
 
     def visit_Call(self, node):

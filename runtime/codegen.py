@@ -13,10 +13,11 @@ from __future__ import annotations
 import itertools
 import keyword
 import math
+import types
 from concurrent.futures import Future
 
 import numpy as np
-from phylanx_py.primitives import IO, MUTATES, PURE, lookup, name_of
+from phylanx_py.primitives import IO, MUTATES, PURE, exists, lookup, name_of
 from phylanx_py.primitives.python_ops import LAZY_BUILTINS
 
 from phylanx_py import ir
@@ -63,11 +64,31 @@ def call_value(ev, fn, args, kwargs, loc):
     prim_name = name_of(fn)
     if prim_name is not None:
         return ev.call(CallSite(lookup(prim_name), loc), tuple(args), kwargs)
+    method = _method_primitive(fn)
+    if method is not None:  # a bound method of a list/dict/array: the method primitive, ordered as effects are
+        prim, receiver = method
+        return ev.call(CallSite(prim, loc), receiver + tuple(args), kwargs)
     hook = ev.hooks.get("compile")
     code = hook(fn) if hook is not None else None
     if code is not None:
         return code.instantiate(ev)[code.entry](*args, **kwargs)
     raise TypeError(f"cannot call an object of type '{type(fn).__name__}' from compiled code")
+
+
+_UNBOUND_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType)
+
+
+def _method_primitive(fn):
+    """(method primitive, receiver args) for ``d.get`` / ``str.upper`` style values, else None."""
+    name = getattr(fn, "__name__", None)
+    if not name or not exists(f"method.{name}"):
+        return None
+    if isinstance(fn, _UNBOUND_METHODS):
+        return lookup(f"method.{name}"), ()
+    receiver = getattr(fn, "__self__", None)
+    if isinstance(fn, types.BuiltinMethodType) and receiver is not None and not isinstance(receiver, types.ModuleType):
+        return lookup(f"method.{name}"), (receiver,)
+    return None
 
 
 def _resolve(v):

@@ -17,7 +17,7 @@ import time
 from concurrent.futures import Future
 
 import numpy as np
-from phylanx_py.primitives import MUTATES
+from phylanx_py.primitives import IO, MUTATES, STATE
 from phylanx_py.primitives import lookup as lookup_primitive
 
 from phylanx_py.errors import ExecutionError
@@ -165,6 +165,13 @@ class Evaluation:
 
     def _effect(self, site, args, kwargs):
         prim = site.prim
+        # Python stops at a failing line: no effect may happen after a statement that failed in a task.
+        # Output and random state are seen outside, so they wait for every task before them; in-place changes
+        # wait for the tasks that read their target (below) and stop at failures already known.
+        if prim.effect == IO or prim.effect == STATE:
+            self.wait_all()
+        elif self.failures:
+            self.raise_failure()
         mode = prim.resolve
         if mode == "deep":
             args, kwargs = substitute(tuple(args)), substitute(kwargs)

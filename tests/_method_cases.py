@@ -1,0 +1,142 @@
+"""Call programs for ``method.*``, ``attr.*`` and ``math.*`` primitives (same conventions as ``_prim_cases``)."""
+from __future__ import annotations
+
+CASES: dict[str, list[str]] = {}
+
+
+def add(name: str, *bodies: str) -> None:
+    CASES.setdefault(name, []).extend(bodies)
+
+
+def rng(call: str, seed: int = 0) -> str:
+    """Two draws from one Generator: the order of the state-advancing calls must be kept."""
+    return f"rng = np.random.default_rng({seed})\nreturn {call}, {call}"
+
+
+# ---- pure methods on arrays --------------------------------------------------------------------------------
+add("method.sum", "x.sum()", "x.sum(axis=0)", "t.sum(axis=(0, 2), keepdims=True)", "i.sum(1)")
+add("method.prod", "j.prod()", "x.prod(axis=1)")
+add("method.mean", "x.mean(axis=0)", "i.mean()")
+add("method.var", "x.var(ddof=1)", "x.var(axis=1)")
+add("method.std", "t.std(axis=-1, keepdims=True)")
+add("method.min", "x.min()", "i.min(axis=0, keepdims=True)")
+add("method.max", "x.max(axis=1)", "t.max()")
+add("method.argmin", "x.argmin()", "x.argmin(axis=1)")
+add("method.argmax", "x.argmax(axis=0)", "t.argmax()")
+add("method.any", "bm.any()", "(x > 3).any(axis=1)")
+add("method.all", "bm.all(axis=0)", "j.all()")
+add("method.cumsum", "x.cumsum(axis=1)", "i.cumsum()")
+add("method.cumprod", "j.cumprod()", "x.cumprod(axis=0)")
+add("method.ptp", "x.ptp()")  # NumPy 2 arrays have no .ptp: both must raise AttributeError
+add("method.round", "x.round(1)", "x.round()")
+add("method.clip", "x.clip(-1, 1)", "x.clip(min=0)")
+add("method.conj", "z.conj()")
+add("method.conjugate", "z.conjugate()", "x.conjugate()")
+add("method.reshape", "x.reshape(2, -1)", "x.reshape((3, 2))", "t.reshape(-1, order='F')")
+add("method.ravel", "x.ravel()", "t.ravel(order='F')")
+add("method.flatten", "x.flatten()", "x.flatten(order='F')")
+add("method.transpose", "t.transpose()", "t.transpose(1, 0, 2)", "t.transpose((2, 0, 1))")
+add("method.swapaxes", "t.swapaxes(0, 1)")
+add("method.squeeze", "x[None].squeeze()", "t[:1].squeeze(axis=0)")
+add("method.copy", "x.copy()", "ls.copy()", "dd.copy()")
+add("method.astype", "x.astype(np.float32)", "x.astype(np.int64)", "i.astype(float)", "x.astype('float16')")
+add("method.dot", "x.dot(m)", "v.dot(w)")
+add("method.nonzero", "i.nonzero()")
+add("method.diagonal", "m.diagonal()", "m.diagonal(1)")
+add("method.trace", "m.trace()", "t.trace()")
+add("method.repeat", "c.repeat(2)", "x.repeat(2, axis=0)")
+add("method.take", "v.take([0, 3])", "x.take([1], axis=1)")
+add("method.tolist", "x.tolist()", "i.tolist()")
+add("method.item", "x.item(2)", "m.item(1, 1)", "np.float64(f).item()")
+add("method.tobytes", "x.tobytes()")
+add("method.searchsorted", "s.searchsorted(2.0)", "s.searchsorted(v)")
+add("method.argsort", "v.argsort()", "x.argsort(axis=0)")
+add("method.view", "x.view(np.int64)", "i.view(np.uint64)")
+
+# ---- pure methods on Python values --------------------------------------------------------------------------
+add("method.get", "dd.get('a')", "dd.get('z', 0)")
+add("method.keys", "dd.keys()")
+add("method.values", "dd.values()")
+add("method.items", "dd.items()")
+add("method.count", "ls.count(3)", "st.count('l')")
+add("method.index", "ls.index(2)", "st.index('W')")
+add("method.startswith", "st.startswith('  H')")
+add("method.endswith", "st.strip().endswith('d')")
+add("method.upper", "st.upper()")
+add("method.lower", "st.lower()")
+add("method.strip", "st.strip()", "st.strip(' H')")
+add("method.split", "st.split(',')", "st.split()")
+add("method.join", "'-'.join(st.split())")
+add("method.replace", "st.replace('l', 'L')")
+add("method.format", "'{} {:.2f}'.format(q, f)")
+add("method.bit_length", "q.bit_length()")
+add("method.is_integer", "f.is_integer()", "(f * 2).is_integer()")
+
+# ---- methods that change their receiver ---------------------------------------------------------------------
+add("method.append", "ls.append(5)\nreturn ls", "out = []\nfor e in range(q):\n    out.append(e * e)\nreturn out")
+add("method.extend", "ls.extend([7, 8])\nreturn ls")
+add("method.insert", "ls.insert(1, 9)\nreturn ls")
+add("method.pop", "last = ls.pop()\nreturn last, ls", "first = ls.pop(0)\nreturn first, ls",
+    "val = dd.pop('a')\nreturn val, dd")
+add("method.remove", "ls.remove(3)\nreturn ls")
+add("method.clear", "ls.clear()\nreturn ls")
+add("method.update", "dd.update({'c': 3})\nreturn dd")
+add("method.setdefault", "got = dd.setdefault('z', 9)\nreturn got, dd")
+add("method.sort", "ls.sort()\nreturn ls", "ls.sort(reverse=True)\nreturn ls", "out = v.copy()\nout.sort()\nreturn out")
+add("method.fill", "out = x.copy()\nout.fill(2.0)\nreturn out", "x.fill(f)\nreturn x.sum()")
+add("method.reverse", "ls.reverse()\nreturn ls")
+add("method.popitem", "item = dd.popitem()\nreturn item, dd")
+add("method.add", "se.add(7)\nreturn se")
+add("method.discard", "se.discard(2)\nreturn se")
+
+# ---- Generator methods (advance the generator's state) ------------------------------------------------------
+add("method.random", rng("rng.random(3)"))
+add("method.integers", rng("rng.integers(0, 5, size=4)"))
+add("method.normal", rng("rng.normal(1.0, 0.5, 3)"))
+add("method.standard_normal", rng("rng.standard_normal((2, 2))"))
+add("method.uniform", rng("rng.uniform(0, 2, 3)"))
+add("method.choice", rng("rng.choice(v, 2)"), rng("rng.choice(5, 3, replace=False)"))
+add("method.permutation", rng("rng.permutation(5)"))
+add("method.shuffle", "rng = np.random.default_rng(1)\nout = np.arange(5)\nrng.shuffle(out)\nreturn out")
+add("method.permuted", rng("rng.permuted(x, axis=1)"))
+add("method.exponential", rng("rng.exponential(2.0, 3)"))
+add("method.binomial", rng("rng.binomial(10, 0.3, 4)"))
+add("method.poisson", rng("rng.poisson(3.0, 4)"))
+add("method.beta", rng("rng.beta(2.0, 3.0, 2)"))
+add("method.gamma", rng("rng.gamma(2.0, size=3)"))
+add("method.multivariate_normal", rng("rng.multivariate_normal(c, m, size=2)"))
+add("method.lognormal", rng("rng.lognormal(size=2)"))
+add("method.laplace", rng("rng.laplace(size=2)"))
+add("method.logistic", rng("rng.logistic(size=2)"))
+add("method.geometric", rng("rng.geometric(0.3, 3)"))
+add("method.standard_exponential", rng("rng.standard_exponential(3)"))
+
+# ---- attributes ---------------------------------------------------------------------------------------------
+add("attr.T", "x.T", "t.T")
+add("attr.shape", "x.shape", "t.shape")
+add("attr.ndim", "t.ndim")
+add("attr.size", "x.size")
+add("attr.dtype", "x.dtype", "i.dtype")
+add("attr.real", "z.real", "x.real", "f.real")
+add("attr.imag", "z.imag", "q.imag")
+add("attr.itemsize", "x.itemsize")
+add("attr.nbytes", "t.nbytes")
+add("attr.flat", "x.flat[4]", "list(x.flat)")
+
+# ---- math -------------------------------------------------------------------------------------------------
+add("math.sqrt", "math.sqrt(f)", "math.sqrt(q)", "math.sqrt(x[1, 0])")
+add("math.floor", "math.floor(f)", "math.floor(-f)")
+add("math.ceil", "math.ceil(f)")
+add("math.trunc", "math.trunc(-f)")
+add("math.isclose", "math.isclose(f, 2.5000000001)", "math.isclose(f, 2.6, rel_tol=0.1)")
+add("math.hypot", "math.hypot(f, q)")
+add("math.log", "math.log(f)", "math.log(8, 2)")
+add("math.exp", "math.exp(f)")
+add("math.factorial", "math.factorial(q + 2)")
+add("math.gcd", "math.gcd(12, q)")
+add("math.comb", "math.comb(q + 3, 2)")
+add("math.fsum", "math.fsum(ls)")
+add("math.prod", "math.prod(ls)")
+add("math.atan2", "math.atan2(f, -q)")
+add("math.isfinite", "math.isfinite(f)")
+add("math.copysign", "math.copysign(q, -0.0)")
