@@ -26,12 +26,12 @@ INPLACE = ["iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "ima
            "iand", "ior", "ixor"]
 
 
-def contains(container, item):
-    """``item in container`` (argument order of the source code, unlike ``operator.contains``)."""
+def contains(item, container):
+    """``item in container``, arguments in source order (``operator.contains`` takes them the other way)."""
     return item in container
 
 
-def not_contains(container, item):
+def not_contains(item, container):
     return item not in container
 
 
@@ -148,6 +148,10 @@ PURE_METHODS = (
 # Methods that change their receiver (or a generator's state): run inline, in program order.
 MUTATING_METHODS = ("append extend insert pop remove clear update setdefault sort fill reverse popitem add "
                     "discard").split()
+# What a mutating method must see resolved: append/insert store a future as it is; pop/extend/clear/reverse
+# move elements without looking at them; sort/remove/update ... compare or hash elements, so they need values.
+_MUTATING_RESOLVE = {"append": "receiver", "insert": "receiver", "extend": "shallow", "pop": "shallow",
+                     "clear": "shallow", "reverse": "shallow", "popitem": "shallow"}
 STATE_METHODS = (
     "random integers normal standard_normal uniform choice permutation shuffle permuted exponential "
     "binomial poisson beta gamma multivariate_normal lognormal laplace logistic geometric standard_exponential"
@@ -199,7 +203,7 @@ def _register_python_ops():
         register(f"method.{method}", MethodKernel(method), display=f".{method}")
     for method in MUTATING_METHODS:
         register(f"method.{method}", MethodKernel(method), effect=MUTATES, display=f".{method}",
-                 resolve="receiver" if method in ("append", "insert") else "shallow")
+                 resolve=_MUTATING_RESOLVE.get(method, "deep"))
     for method in STATE_METHODS:
         register(f"method.{method}", MethodKernel(method), effect=STATE, display=f".{method}")
     for name in BUILTINS:

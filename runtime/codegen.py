@@ -14,7 +14,6 @@ import itertools
 import keyword
 import math
 import types
-from concurrent.futures import Future
 
 import numpy as np
 from phylanx_py.primitives import IO, MUTATES, PURE, exists, lookup, name_of
@@ -24,6 +23,7 @@ from phylanx_py import ir
 from phylanx_py.errors import ExecutionError
 
 from .evaluation import CallSite
+from .executors import FUTURES
 
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
            "lshift": "<<", "rshift": ">>", "and_": "&", "or_": "|", "xor": "^",
@@ -57,8 +57,8 @@ class PxFunction:
 def call_value(ev, fn, args, kwargs, loc):
     """Call a function *value*: a compiled function, a plain Python function (compiled on the fly), or the
     object of a primitive (``np.exp`` passed as an argument)."""
-    if type(fn) is Future:
-        fn = fn.result()
+    if type(fn) in FUTURES:
+        fn = ev.wait(fn)
     if type(fn) is PxFunction:
         return fn.raw(*args, **kwargs)
     prim_name = name_of(fn)
@@ -89,10 +89,6 @@ def _method_primitive(fn):
     if isinstance(fn, types.BuiltinMethodType) and receiver is not None and not isinstance(receiver, types.ModuleType):
         return lookup(f"method.{name}"), (receiver,)
     return None
-
-
-def _resolve(v):
-    return v.result() if type(v) is Future else v
 
 
 def _read_global(ns, name):
@@ -136,9 +132,9 @@ class _Generator:
         self.lines: list[str] = []
         self.linemap: dict[int, tuple] = {}
         self.consts: dict[str, object] = {
-            "__pxr_F": Future, "__pxr_S": SCALARS, "__pxr_SEQ": SEQUENCES, "__pxr_KEYS": KEYS,
+            "__pxr_F": FUTURES, "__pxr_S": SCALARS, "__pxr_SEQ": SEQUENCES, "__pxr_KEYS": KEYS,
             "__pxr_type": type, "__pxr_Exception": Exception, "__pxr_PXE": ExecutionError,
-            "__pxr_PxFunction": PxFunction, "__pxr_call_value": call_value, "__pxr_resolve": _resolve,
+            "__pxr_PxFunction": PxFunction, "__pxr_call_value": call_value,
             "__pxr_global": _read_global, "__pxr_list": list, "__pxr_dict": dict, "__pxr_set": set,
             "__pxr_MUT": (list, dict, set), "__pxr_ndarray": np.ndarray,
         }
@@ -184,6 +180,7 @@ class _Generator:
     def generate(self) -> str:
         self.lines.append("def __pxr_factory(__pxr_ev):")
         self.emit("__pxr_call = __pxr_ev.call")
+        self.emit("__pxr_wait = __pxr_ev.wait")
         self.emit("__pxr_pending = __pxr_ev.pending")
         self.emit("__pxr_lim = __pxr_ev.inline_elements")
         for name, fn in self.program.functions:
@@ -276,7 +273,7 @@ class _Generator:
     def fast_path(self, name, prim, args, kwargs):
         """(test, inline code) for running a call as plain bytecode when ``test`` holds; None if never."""
         op = name.split(".", 1)[1] if "." in name else name
-        not_future = lambda a: None if _is_literal(a) else f"__pxr_type({a}) is not __pxr_F"
+        not_future = lambda a: None if _is_literal(a) else f"__pxr_type({a}) not in __pxr_F"
         scalar = lambda a: None if _is_literal(a) else f"__pxr_type({a}) in __pxr_S"
         # Small arrays run inline too (the direct-execution rule of evaluation.py, checked in bytecode).
         small = lambda a: None if _is_literal(a) else \
@@ -320,7 +317,7 @@ class _Generator:
             return both(tests), f"{k}({', '.join(args)})"
         if name.startswith("math.") and prim.effect is PURE:
             return both(scalar(a) for a in args), f"{self.const(prim.kernel)}({', '.join(args)})"
-        if name.startswith("method.") and prim.effect == MUTATES and args:
+        if name.startswith("method.") and prim.effect == MUTATES and args and prim.resolve != "deep":
             rest = [a for a in args[1:] if not _is_literal(a)]
             if prim.resolve != "receiver":
                 rest = [not_future(a) for a in rest]
@@ -348,7 +345,7 @@ class _Generator:
         """A temp holding ``atom``'s value (waiting if it is a future): for conditions and iterables."""
         if _is_literal(atom):
             return atom
-        return self.assign_temp(f"{atom} if __pxr_type({atom}) is not __pxr_F else {atom}.result()", loc, label)
+        return self.assign_temp(f"{atom} if __pxr_type({atom}) not in __pxr_F else __pxr_wait({atom})", loc, label)
 
     def e_IfExp(self, n):
         t = self.temp()
@@ -372,7 +369,7 @@ class _Generator:
             if last or _is_literal(atom):
                 self.emit(f"{t} = {atom}", n.loc, n.op)
             else:
-                self.emit(f"{t} = {atom} if __pxr_type({atom}) is not __pxr_F else {atom}.result()", n.loc, n.op)
+                self.emit(f"{t} = {atom} if __pxr_type({atom}) not in __pxr_F else __pxr_wait({atom})", n.loc, n.op)
             if not last:
                 self.emit(f"if {'' if n.op == 'and' else 'not '}{t}:", n.loc, n.op)
                 self.indent += 1
@@ -396,7 +393,7 @@ class _Generator:
     def e_Dict(self, n):
         keys = [self.expr(k) for k in n.keys]
         values = [self.expr(v) for v in n.values]
-        pairs = ", ".join(f"__pxr_resolve({k}): {v}" for k, v in zip(keys, values))
+        pairs = ", ".join(f"__pxr_wait({k}): {v}" for k, v in zip(keys, values))
         return self.assign_temp(f"{{{pairs}}}", n.loc, "dict")
 
     # ---- stores ------------------------------------------------------------------------------------------
@@ -412,7 +409,7 @@ class _Generator:
         elif isinstance(target, ir.StoreItem):
             obj, key = self.expr(target.obj), self.expr(target.key)
             fast = (f"__pxr_type({obj}) in __pxr_MUT and not __pxr_pending and __pxr_type({key}) in __pxr_KEYS"
-                    f" and __pxr_type({value}) is not __pxr_F")
+                    f" and __pxr_type({value}) not in __pxr_F")
             ndfast = (f"__pxr_type({obj}) is __pxr_ndarray and not __pxr_pending and "
                       f"__pxr_type({key}) in __pxr_KEYS and __pxr_type({value}) in __pxr_S")
             self.emit(f"if ({fast}) or ({ndfast}):", target.loc, "store_at")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from concurrent.futures import Future
 
 import numpy as np
 from phylanx_py.primitives import IO, MUTATES, STATE
@@ -22,7 +21,7 @@ from phylanx_py.primitives import lookup as lookup_primitive
 
 from phylanx_py.errors import ExecutionError
 
-from .executors import collect, substitute
+from .executors import FUTURES, collect
 
 INLINE_ELEMENTS = 1 << 16
 CHEAP_SECONDS = 200e-6
@@ -103,8 +102,8 @@ class Evaluation:
         self.executor = runtime.executor
         self.inline_elements = runtime.inline_elements
         self.hooks = hooks or {}
-        self.pending: set[Future] = set()
-        self.refs: dict[int, set[Future]] = {}
+        self.pending: set = set()
+        self.refs: dict[int, set] = {}
         self.failures: list[tuple[int, BaseException]] = []
         self._seq = itertools.count()
         self._lock = threading.Lock()  # done-callbacks run on pool threads
@@ -124,7 +123,7 @@ class Evaluation:
         waited = False
         for a in args:
             t = type(a)
-            if t is Future:
+            if t in FUTURES:
                 if not (cheap and a.done()):
                     return self.submit(site, args, kwargs)
                 waited = True
@@ -136,7 +135,7 @@ class Evaluation:
         if kwargs and _has_future(kwargs):
             return self.submit(site, args, kwargs)
         if waited:
-            args = substitute(tuple(args))
+            args = self.executor.gather(tuple(args))
         return site(*args, **kwargs)
 
     def submit(self, site, args, kwargs):
@@ -158,8 +157,8 @@ class Evaluation:
                     s = self.refs.get(i)
                     if s is not None:
                         s.discard(f)
-            if f.exception() is not None:
-                self.failures.append((seq, f.exception()))
+            if self.executor.failed(f):
+                self.failures.append((seq, f))
 
         fut.add_done_callback(done)
 
@@ -174,7 +173,7 @@ class Evaluation:
             self.raise_failure()
         mode = prim.resolve
         if mode == "deep":
-            args, kwargs = substitute(tuple(args)), substitute(kwargs)
+            args, kwargs = self.executor.gather(tuple(args)), self.executor.gather(kwargs)
         elif mode == "shallow":
             args = tuple(self.wait(a) for a in args)
             kwargs = {k: self.wait(v) for k, v in kwargs.items()}
@@ -194,17 +193,16 @@ class Evaluation:
         elif t is list or t is dict or t is set:
             with self._lock:
                 waiting = list(self.refs.get(id(obj), ()))
-            for f in waiting:
-                f.exception()  # waits; errors surface at the end, in program order
+            self.executor.wait(waiting)  # errors surface at the end, in program order
 
     # ---- waiting -----------------------------------------------------------------------------------------
     def wait(self, value):
-        """The value of ``value``, waiting if it is a Future (data-dependent control flow, final results)."""
-        return value.result() if type(value) is Future else value
+        """The value of ``value``, waiting if it is a future (data-dependent control flow, final results)."""
+        return self.executor.result(value) if type(value) in FUTURES else value
 
     def resolve(self, value):
         """``value`` with futures replaced everywhere (lists/dicts in place)."""
-        return substitute(value)
+        return self.executor.gather(value)
 
     def wait_all(self, raise_errors=True):
         while True:
@@ -212,20 +210,19 @@ class Evaluation:
                 waiting = list(self.pending)
             if not waiting:
                 break
-            for f in waiting:
-                f.exception()
+            self.executor.wait(waiting)
         if raise_errors:
             self.raise_failure()
 
     def raise_failure(self):
         if self.failures:
-            _, err = min(self.failures, key=lambda p: p[0])
-            raise err
+            _, fut = min(self.failures, key=lambda p: p[0])
+            self.executor.result(fut)  # raises the task's error (the earliest in program order)
 
     def finish(self, result):
         """The final result: every future resolved, every task finished, the earliest failure raised."""
         try:
-            value = substitute(result)
+            value = self.executor.gather(result)
         except BaseException:
             self.wait_all(raise_errors=False)
             self.raise_failure()

@@ -11,13 +11,15 @@ import queue
 import threading
 from concurrent.futures import Future
 
-PENDING = Future  # the type the evaluator checks for: a value that is not there yet
+# The types of values that are not there yet. Generated code tests ``type(x) in FUTURES`` (as fast as ``is``);
+# the Dask runtime adds distributed.Future when it is first used.
+FUTURES: set[type] = {Future}
 
 
 def collect(value, out: list) -> None:
-    """Append every Future found in ``value`` (top level or nested in list/tuple/dict) to ``out``."""
+    """Append every future found in ``value`` (top level or nested in list/tuple/dict) to ``out``."""
     t = type(value)
-    if t is Future:
+    if t in FUTURES:
         out.append(value)
     elif t is list or t is tuple:
         for v in value:
@@ -32,27 +34,44 @@ def substitute(value):
 
     Lists and dicts are updated in place, so a list the program built keeps its identity (aliases see it)."""
     t = type(value)
-    if t is Future:
+    if t in FUTURES:
         return value.result()
     if t is list:
         for i, v in enumerate(value):
-            if type(v) in _CONTAINERS:
+            if type(v) in _CONTAINERS or type(v) in FUTURES:
                 value[i] = substitute(v)
         return value
     if t is tuple:
-        return tuple(substitute(v) if type(v) in _CONTAINERS else v for v in value)
+        return tuple(substitute(v) if type(v) in _CONTAINERS or type(v) in FUTURES else v for v in value)
     if t is dict:
         for k, v in value.items():
-            if type(v) in _CONTAINERS:
+            if type(v) in _CONTAINERS or type(v) in FUTURES:
                 value[k] = substitute(v)
         return value
     return value
 
 
-_CONTAINERS = {Future, list, tuple, dict}
+_CONTAINERS = {list, tuple, dict}
 
 
-class SynchronousExecutor:
+class _LocalFutures:
+    """What the evaluator asks of any executor about its futures; local ones are concurrent.futures."""
+
+    def result(self, fut):
+        return fut.result()
+
+    def gather(self, value):
+        return substitute(value)
+
+    def wait(self, futures):
+        for f in futures:
+            f.exception()
+
+    def failed(self, fut) -> bool:
+        return not fut.cancelled() and fut.exception() is not None
+
+
+class SynchronousExecutor(_LocalFutures):
     """Runs every task at once in the calling thread: for debugging (tracebacks stay in one thread)."""
 
     name = "synchronous"
@@ -70,7 +89,7 @@ class SynchronousExecutor:
         pass
 
 
-class ThreadPoolExecutorRuntime:
+class ThreadPoolExecutorRuntime(_LocalFutures):
     """A local pool of worker threads running tasks as their inputs complete (dataflow), work-first.
 
     When a task completes and thereby readies a dependent task, that task runs next on the *same* thread

@@ -150,7 +150,7 @@ class ProgramGen:
             aug = self.draw(st.booleans(), label="augmented")
             self.emit(f"{acc} += {step}" if aug else f"{acc} = {acc} + {step}", 2)
             if self.draw(st.booleans(), label="if in loop"):  # a data-dependent branch inside the loop
-                self.emit(f"if ({acc}).sum() > i:", 2)
+                self.emit(f"if np.sum({acc}) > i:", 2)
                 self.emit(f"{acc} = {acc} {'* 0.5' if self.kind == 'float' else '// 2'}", 3)
             results.append(acc)
         if self.draw(st.booleans(), label="augassign"):

@@ -8,15 +8,11 @@ import numpy as np
 
 import phylanx_py as px
 
-_COMPILED: dict = {}
-
 
 def compiled(fn):
-    """``px.compile(fn)``, made once per function (compilation does not depend on the runtime)."""
-    c = _COMPILED.get(fn)
-    if c is None:
-        c = _COMPILED[fn] = px.compile(fn)
-    return c
+    """A fresh ``px.compile(fn)``: call sites learn their kernels' costs, so a reused one could run inline
+    what a fresh one runs as tasks; every test starts from the same state."""
+    return px.compile(fn)
 
 
 def assert_same(got, want, path="result"):
@@ -48,10 +44,15 @@ def assert_same(got, want, path="result"):
 
 def check(fn, *args, **kwargs):
     """Run ``fn`` compiled and plain on deep copies of the inputs; results and mutated inputs must agree."""
+    return check_against(compiled(fn), fn, *args, **kwargs)
+
+
+def check_against(compiled_fn, fn, *args, **kwargs):
+    """``check`` with a given compiled version of ``fn`` (other compile options)."""
     plain_in = copy.deepcopy((args, kwargs))
     compiled_in = copy.deepcopy((args, kwargs))
     want = fn(*plain_in[0], **plain_in[1])
-    got = compiled(fn)(*compiled_in[0], **compiled_in[1])
+    got = compiled_fn(*compiled_in[0], **compiled_in[1])
     assert_same(got, want)
     assert_same(compiled_in, plain_in, "inputs after the call")
     return got

@@ -306,3 +306,7 @@ def raise_value_error(x):
 
 def chained_array_truth(a):
     return 0 < a < 3
+
+
+def constant_membership():
+    return "a" in "abc", "x" not in "xyz", "ab" in "b", "" in "q"

@@ -406,3 +406,75 @@ def math_module(x):
 
 def round_variants(x):
     return round(x), round(x, 1), round(-x), round(2.5), round(3.5), round(np.float64(x), 2), round(7, -1)
+
+
+# ---- scoping ------------------------------------------------------------------------------------------------
+
+
+def shadow_in_inner_def(x):
+    def inner():
+        x = 100
+        return x
+
+    return inner(), x
+
+
+def lambda_param_shadows(x):
+    f = lambda x: x * 2
+    return f(5), x
+
+
+def comprehension_nested_reference(n):
+    return [[i * j for j in range(i)] for i in range(n)]
+
+
+def walrus_in_nested_comprehension(xs):
+    def g():
+        return [(t := x) for x in xs], t
+
+    return g()
+
+
+def closure_sees_later_assignment():
+    count = 0
+
+    def inc():
+        return count + 1
+
+    count = 5
+    return inc()
+
+
+def nested_default_evaluated_at_def(x):
+    def f(a, b=x * 2):
+        return a + b
+
+    x = 1000
+    return f(1)
+
+
+def recursion_with_accumulator(n, acc):
+    if n == 0:
+        return acc
+    acc.append(n)
+    return recursion_with_accumulator(n - 1, acc)
+
+
+def nested_kwonly():
+    def f(a, *, b=2, c):
+        return a + b * c
+
+    return f(1, c=3), f(1, b=0, c=5)
+
+
+def _positional_only(a, b, /, c=3):
+    return a + b + c
+
+
+def calls_positional_only(x):
+    return _positional_only(x, 2), _positional_only(x, 2, c=0)
+
+
+def python_misc(xs):
+    return (min([], default=None), sorted(["b", "A", "a"]), sum([[1], [2]], []), list(enumerate("ab", start=5)),
+            abs(-0.0), range(5)[-1], xs[-1:], list(zip(xs, "abc", range(10))))

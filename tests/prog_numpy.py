@@ -397,3 +397,41 @@ def big_random(seed):
     x = rng.normal(size=N_BIG)
     y = rng.random(N_BIG)
     return x.sum(), y.mean(), rng.integers(0, 100)
+
+
+def big_membership_on_future(a):
+    b = a * 2
+    return 4.0 in b, 3.0 in b, 3.0 not in b, b.sum() in [b.sum()], b.size in {140_000: 1}
+
+
+def big_sort_list_of_futures(a):
+    vals = [(a * k).sum() for k in (3, 1, 2)]
+    vals.sort()
+    return vals
+
+
+def big_remove_future_from_list(a):
+    vals = [(a * k).sum() for k in (3, 1, 2)]
+    vals.remove((a * 1).sum())
+    return vals
+
+
+def big_futures_in_containers(a):
+    vals = [(a * k).sum() for k in (3, 1, 2)]
+    pair = [a * 2, a * 3]
+    last = pair.pop()
+    pair.insert(0, last)
+    d = {}
+    for k in range(3):
+        d[(a * k).sum()] = k
+    out = []
+    out.extend([a * 2, a.sum()])
+    out += [a.mean()]
+    s = a.sum()
+    return (sorted(vals, reverse=True), max(vals), vals.index((a * 1).sum()), [v[:2] for v in pair], d,
+            out[1:], len({(a * k).sum() for k in (1, 1, 2)}), 1 if s else 0, s and 5, str(s), f"{a.max()}")
+
+
+def numpy_python_interplay(a):
+    return (f"{a[0]}", f"{a.sum():.2f}", str(a), len(np.ones((3, 2))), range(np.int64(3))[-1],
+            7 / np.int64(2), np.int64(7) / 2, int(np.float32(2.7)), float(a[1]) + 1, [float(v) for v in a])

@@ -10,7 +10,7 @@ import prog_calls
 import prog_control
 import prog_numpy
 import pytest
-from helpers import check, compiled
+from helpers import check, check_against, compiled
 
 import phylanx_py as px
 
@@ -176,7 +176,7 @@ MORE_SCALAR_SEMANTICS = [
     case(p.float_specials), case(p.string_operators, "ab", 3), case(p.string_operators, "", 0),
     case(p.truthiness, [], {}, ""), case(p.truthiness, [0], {0: 0}, " "), case(p.compare_mixed, 1, 1.0),
     case(p.compare_mixed, 2, 1.5), case(p.bitwise, 12, 10), case(p.bitwise, -5, 3),
-    case(p.chained_with_arrays_elementwise, np.array([-1, 1, 2, 5])),
+    case(p.chained_with_arrays_elementwise, np.array([-1, 1, 2, 5])), case(p.constant_membership),
 ]
 
 MORE_CONTROL_FLOW = [
@@ -195,7 +195,11 @@ MORE_CALLS = [
     case(p.closures_in_loop, 3), case(p.recursive_sum, [1, 2, 3, 4]), case(p.ackermann, 2, 3),
     case(p.deep_recursion, 500), case(p.compiled_with_kwargs, 3), case(p.dict_building, ["a", "b"], [1, 2]),
     case(p.list_misc, [3, 1, 2]), case(p.math_module, 10.0), case(p.round_variants, 2.675),
-    case(p.round_variants, -1.5),
+    case(p.round_variants, -1.5), case(p.shadow_in_inner_def, 1), case(p.lambda_param_shadows, 3),
+    case(p.comprehension_nested_reference, 4), case(p.walrus_in_nested_comprehension, [1, 2]),
+    case(p.closure_sees_later_assignment), case(p.nested_default_evaluated_at_def, 3),
+    case(p.recursion_with_accumulator, 4, []), case(p.nested_kwonly), case(p.calls_positional_only, 1),
+    case(p.python_misc, [1, 2, 3]),
 ]
 
 MORE_NUMPY = [
@@ -205,6 +209,7 @@ MORE_NUMPY = [
     case(p.numpy_scalar_types, np.array([3, 4], dtype=np.int64)), case(p.array_loop_accumulate, A23),
     case(p.int_division_mixed, np.array([7, -7, 3])), case(p.where_and_masks, np.array([3.0, -1.0, 0.5, -2.0])),
     case(p.outer_products, np.array([1.0, 2.0]), np.array([3.0, -1.0])),
+    case(p.numpy_python_interplay, np.array([1.5, 2.25])),
 ]
 
 BIG = np.linspace(-1.0, 1.0, 70_000)
@@ -213,6 +218,8 @@ MORE_LARGE = [
     case(p.big_dict_of_arrays, BIG), case(p.big_fill_after_read, BIG), case(p.big_while_condition, np.abs(BIG)),
     case(p.big_future_in_python_ops, np.abs(BIG)), case(p.big_rows, BIG), case(p.big_mask_assign, BIG),
     case(p.big_early_return, np.abs(BIG)), case(p.big_random, 7),
+    case(p.big_membership_on_future, np.arange(70_000.0)), case(p.big_sort_list_of_futures, np.abs(BIG)),
+    case(p.big_remove_future_from_list, np.abs(BIG)), case(p.big_futures_in_containers, np.abs(BIG)),
 ]
 
 ALL = (LITERALS_AND_OPERATORS + ASSIGNMENT + CONTROL_FLOW + CALLS + BUILTINS + CONTAINERS + NUMPY + REALISTIC + LARGE
@@ -222,6 +229,27 @@ ALL = (LITERALS_AND_OPERATORS + ASSIGNMENT + CONTROL_FLOW + CALLS + BUILTINS + C
 @pytest.mark.parametrize(("fn", "args", "kwargs"), ALL)
 def test_compiled_equals_plain(runtime, fn, args, kwargs):
     check(fn, *args, **kwargs)
+
+
+@pytest.mark.parametrize(("fn", "args", "kwargs"), ALL)
+def test_compiled_without_optimization_equals_plain(fn, args, kwargs):
+    """The passes change no result: the unoptimised tree (no folding, no dead-code removal) agrees too."""
+    with px.runtime.synchronous() as rt, px.using(rt):
+        check_against(px.compile(fn, optimize=False), fn, *args, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def all_tasks_runtime():
+    """A thread pool that runs every array primitive as a task (no inline threshold): futures everywhere."""
+    rt = px.runtime.local(inline_elements=0)
+    yield rt
+    rt.close()
+
+
+@pytest.mark.parametrize(("fn", "args", "kwargs"), ALL)
+def test_compiled_equals_plain_with_every_array_op_a_task(all_tasks_runtime, fn, args, kwargs):
+    with px.using(all_tasks_runtime):
+        check(fn, *args, **kwargs)
 
 
 def test_short_circuit_skips_failing_call(runtime):

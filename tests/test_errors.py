@@ -347,6 +347,30 @@ def calls_divide_helper(x):
     return _divide_helper(y, 0) + 1
 
 
+def error_in_lambda(xs):
+    f = lambda v: 10 // v
+    return [f(x) for x in xs]
+
+
+def error_in_comprehension(xs):
+    return [10 // x for x in xs]
+
+
+def error_in_nested_def(xs):
+    def inner(v):
+        return xs[v]
+
+    return inner(5)
+
+
+def calls_function_value(f, x):
+    return f(x)
+
+
+def _subscripts_its_argument(v):
+    return v["k"]
+
+
 def _plain_error(fn, *args):
     with pytest.raises(Exception) as err:
         fn(*args)
@@ -453,6 +477,17 @@ def test_error_in_transitively_compiled_helper_names_its_line(runtime):
     cause = _plain_error(calls_divide_helper, 3)
     err = _execution_error(calls_divide_helper, 3)
     _assert_execution_error(err, _divide_helper, "a / b", "__div", cause)
+
+
+@pytest.mark.parametrize(("fn", "args", "where", "marker", "primitive", "function"), [
+    (error_in_lambda, ([1, 0],), error_in_lambda, "10 // v", "__floordiv", "<lambda>"),
+    (error_in_comprehension, ([1, 0],), error_in_comprehension, "10 // x", "__floordiv", None),
+    (error_in_nested_def, ([1],), error_in_nested_def, "xs[v]", "slice_at", "inner"),
+    (calls_function_value, (_subscripts_its_argument, 3), _subscripts_its_argument, 'v["k"]', "slice_at", None),
+], ids=["lambda", "comprehension", "nested-def", "function-value"])
+def test_error_inside_nested_code_names_its_line(runtime, fn, args, where, marker, primitive, function):
+    cause = _plain_error(fn, *args)
+    _assert_execution_error(_execution_error(fn, *args), where, marker, primitive, cause, function)
 
 
 def test_execution_error_pickles_with_cause():

@@ -73,6 +73,7 @@ def test_case(idx, cases, prim_runtime):
         compiled[idx] = px.compile(pyfunc)
     with in_runtime(prim_runtime):
         run_both(pyfunc, compiled[idx], params_of(body))
+        run_both(pyfunc, compiled[idx], params_of(body))  # again: nothing of the first call leaks into the next
 
 
 @pytest.mark.parametrize("idx", FILED, ids=[IDS[i] for i in FILED])
