@@ -59,3 +59,7 @@ def _rebuild_execution_error(message, loc, primitive, cause):
     err = ExecutionError(message, loc, primitive)
     err.__cause__ = cause
     return err
+
+
+class ClusterError(PhylanxError):
+    """A Dask cluster cannot be used: unreachable scheduler, workers without (this version of) phylanx-py."""

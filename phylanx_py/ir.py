@@ -21,6 +21,23 @@ class Const(Node):
     value: object
     loc: SourceLoc = UNKNOWN
 
+    # Equal by value like every node, with NaN equal to NaN (a tree must equal its pickled copy).
+    def __eq__(self, other):
+        return type(other) is Const and self.loc == other.loc and _const_key(self.value) == _const_key(other.value)
+
+    def __hash__(self):
+        key = _const_key(self.value)
+        try:
+            return hash((key, self.loc))
+        except TypeError:
+            return hash((repr(key), self.loc))
+
+
+def _const_key(v):
+    if isinstance(v, float) and v != v:
+        return (float, "nan")
+    return (type(v), v)
+
 
 @node
 class Var(Node):

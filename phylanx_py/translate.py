@@ -25,6 +25,9 @@ CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq"
           ast.Is: "is_", ast.IsNot: "is_not", ast.In: "in", ast.NotIn: "not_in"}
 
 # Friendly names of constructs we reject (the rest are named by their AST class).
+# Modules whose scalar attributes are constants (``np.pi``, ``math.inf``): folded at compile time.
+_LIBRARY_MODULES = {"numpy", "math", "builtins", "cmath", "operator"}
+
 CONSTRUCTS = {
     "With": "'with' statement", "AsyncWith": "'async with' statement", "Try": "'try' statement",
     "TryStar": "'try' statement", "ClassDef": "class definition", "Yield": "'yield' (generators)",
@@ -411,13 +414,21 @@ class FunctionTranslator(ast.NodeVisitor):
         """``np.pi``, ``np.linalg.norm`` (static), or ``x.T``/``x.shape`` ... on a run-time value."""
         r = self.static(node)
         if r is not None:
+            if r.kind in ("data", "builtin_data"):
+                module = self.static(node.value).obj
+                if module.__name__.split(".")[0] not in _LIBRARY_MODULES:
+                    # a user module's data (``config.SCALE``): read when the line runs, as Python does
+                    self.builder.namespaces.setdefault(module.__name__, vars(module))
+                    return ir.Global(node.attr, module.__name__, self.loc(node))
             return self.value_of(r, node)
         if exists(f"attr.{node.attr}"):
             return ir.Call(f"attr.{node.attr}", (self.visit(node.value),), (), self.loc(node))
-        if exists(f"method.{node.attr}"):  # a bound method as a value: ``sorted(d, key=d.get)``
-            return ir.Call("python.bound_method", (self.visit(node.value), ir.Const(node.attr, self.loc(node))),
-                           (), self.loc(node))
-        raise self.error(node, f"unsupported attribute '.{node.attr}'")
+        if node.attr.startswith("__"):
+            raise self.error(node, f"unsupported attribute '.{node.attr}'")
+        # any other attribute read (``np.finfo(t).eps``, ``eigh(a).eigenvalues``, ``d.get`` as a value) is
+        # Python's getattr at run time: an AttributeError there names this line
+        return ir.Call("python.getattr", (self.visit(node.value), ir.Const(node.attr, self.loc(node))),
+                       (), self.loc(node))
 
     def visit_Call(self, node):
         """A call: primitive, compiled Python function, method, lambda or a function value."""

@@ -35,7 +35,7 @@ sort argsort unique lexsort partition argpartition
 allclose isclose array_equal array_equiv round around fix real imag angle iscomplex isreal isscalar
 interp diff ediff1d gradient convolve correlate cov corrcoef histogram bincount digitize nan_to_num trapezoid
 result_type promote_types can_cast iinfo finfo
-union1d intersect1d setdiff1d isin in1d
+union1d intersect1d setdiff1d isin in1d dtype
 """.split()
 
 LINALG = ("solve inv det norm eigh eigvalsh eig eigvals svd qr cholesky pinv lstsq matrix_rank slogdet "

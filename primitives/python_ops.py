@@ -190,7 +190,7 @@ def _register_python_ops():
     register("python.assert", raise_assertion, effect=IO, display="assert")
     register("python.raise", raise_exception, effect=IO, display="raise")
     register("python.new_exception", new_exception, display="exception")
-    register("python.bound_method", getattr, display="method")
+    register("python.getattr", getattr, display="getattr")
     for name in dir(math):
         fn = getattr(math, name)
         if callable(fn) and not name.startswith("_"):

@@ -11,9 +11,16 @@ def local(workers: int | None = None, *, inline_elements: int | None = None) -> 
     return Runtime(ThreadPoolExecutorRuntime(workers), **kw)
 
 
+def dask(*args, **kwargs) -> Runtime:
+    """A runtime on a Dask cluster (see runtime/dask_runtime.py); distributed is imported on first use."""
+    from .dask_runtime import dask as make
+
+    return make(*args, **kwargs)
+
+
 def synchronous() -> Runtime:
     """Everything in the calling thread, in program order: for debugging."""
     return Runtime(SynchronousExecutor())
 
 
-__all__ = ["Runtime", "current", "default", "local", "synchronous", "using"]
+__all__ = ["Runtime", "current", "dask", "default", "local", "synchronous", "using"]

@@ -139,7 +139,7 @@ class Evaluation:
         return site(*args, **kwargs)
 
     def submit(self, site, args, kwargs):
-        fut = self.executor.submit(site, tuple(args), kwargs)
+        fut = self.executor.submit(site, tuple(args), kwargs, self)
         self._track(fut, _mutable_ids(args))
         return fut
 

@@ -77,7 +77,7 @@ class SynchronousExecutor(_LocalFutures):
     name = "synchronous"
     workers = 1
 
-    def submit(self, fn, args, kwargs) -> Future:
+    def submit(self, fn, args, kwargs, ev=None) -> Future:
         fut = Future()
         try:
             fut.set_result(fn(*substitute(args), **substitute(kwargs)))
@@ -135,7 +135,7 @@ class ThreadPoolExecutorRuntime(_LocalFutures):
         else:
             self._queue.put(run)
 
-    def submit(self, fn, args, kwargs) -> Future:
+    def submit(self, fn, args, kwargs, ev=None) -> Future:
         if not self._threads:
             self._start()
         out = Future()

@@ -201,6 +201,7 @@ add("union1d", "np.union1d(k, [5, 1])")
 add("intersect1d", "np.intersect1d(k, np.array([1, 2, 7]))")
 add("setdiff1d", "np.setdiff1d(k, [0, 3])")
 add("isin", "np.isin(k, [1, 3])", "np.isin(i, k)")
+add("dtype", "np.dtype('float32')", "np.zeros(3, dtype=np.dtype(i.dtype)).dtype.kind")
 
 # ---- comparison, rounding, complex -----------------------------------------------------------------------
 add("allclose", "np.allclose(x, y)", "np.allclose(x, x + 1e-12)")
@@ -236,8 +237,8 @@ add("trapezoid", "np.trapezoid(v)", "np.trapezoid(w, x=s)")
 add("result_type", "np.result_type(x, i)", "np.result_type(np.int8, np.float32)")
 add("promote_types", "np.promote_types(np.int32, np.float32)")
 add("can_cast", "np.can_cast(np.int32, np.float64)", "np.can_cast(x.dtype, np.int8)")
-add("iinfo", "np.iinfo(np.int16)", "np.iinfo(i.dtype)")
-add("finfo", "np.finfo(np.float32)", "np.finfo(x.dtype)")
+add("iinfo", "np.iinfo(np.int16)", "np.iinfo(i.dtype)", "np.iinfo(np.int16).max", "np.iinfo(i.dtype).min")
+add("finfo", "np.finfo(np.float32)", "np.finfo(x.dtype)", "np.finfo(x.dtype).eps", "np.finfo(float).tiny")
 for _n in DTYPES.split():
     add(_n, f"np.{_n}(q)", f"np.{_n}(j)")
 for _n in "float64 float32 float16 complex128 complex64".split():
@@ -255,17 +256,18 @@ add("linalg.inv", "np.linalg.inv(m)", "np.linalg.inv(a) @ a")
 add("linalg.det", "np.linalg.det(a)", "np.linalg.det(m)")
 add("linalg.norm", "np.linalg.norm(v)", "np.linalg.norm(x, ord='fro')", "np.linalg.norm(x, axis=1)",
     "np.linalg.norm(m, 2)")
-add("linalg.eigh", "np.linalg.eigh(m)")
+add("linalg.eigh", "np.linalg.eigh(m)", "np.linalg.eigh(m).eigenvalues")
 add("linalg.eigvalsh", "np.linalg.eigvalsh(m)")
 add("linalg.eig", "np.linalg.eig(a)", "np.linalg.eig(m)")
 add("linalg.eigvals", "np.linalg.eigvals(a)")
-add("linalg.svd", "np.linalg.svd(x)", "np.linalg.svd(x, full_matrices=False)", "np.linalg.svd(m, compute_uv=False)")
-add("linalg.qr", "np.linalg.qr(a)", "np.linalg.qr(x.T, mode='r')")
+add("linalg.svd", "np.linalg.svd(x)", "np.linalg.svd(x).S", "np.linalg.svd(x, full_matrices=False)",
+    "np.linalg.svd(m, compute_uv=False)")
+add("linalg.qr", "np.linalg.qr(a)", "np.linalg.qr(a).R", "np.linalg.qr(x.T, mode='r')")
 add("linalg.cholesky", "np.linalg.cholesky(m)")
 add("linalg.pinv", "np.linalg.pinv(x)")
 add("linalg.lstsq", "np.linalg.lstsq(a, r, rcond=None)", "np.linalg.lstsq(x.T, c, rcond=None)")
 add("linalg.matrix_rank", "np.linalg.matrix_rank(x)", "np.linalg.matrix_rank(m)")
-add("linalg.slogdet", "np.linalg.slogdet(a)")
+add("linalg.slogdet", "np.linalg.slogdet(a)", "np.linalg.slogdet(a).logabsdet")
 add("linalg.matrix_power", "np.linalg.matrix_power(a, 3)", "np.linalg.matrix_power(m, -1)")
 
 # ---- random: the legacy global stream and Generators ---------------------------------------------------------
@@ -310,4 +312,22 @@ EXTRA = [
     "total = 0.0\nfor row in x:\n    total += np.sum(row)\nreturn total",
     "view = x[0]\nview *= 2.0\nreturn x",
     "out = x.T\nout[0, 1] = 7.0\nreturn x, out",
+    # reads before an in-place change see the old value, views see the new one (on every runtime)
+    "out = x.copy()\ns1 = out.sum()\nout.fill(0.0)\nreturn s1, out.sum()",
+    "y0 = x[0]\nx[0, 0] = 100.0\nreturn y0",
+    "y0 = x[0].copy()\nx[0, 0] = 100.0\nreturn y0, x",
+    "s = np.sum(x)\nnp.copyto(x, 0.0)\nreturn s",
+    "s = x * 2\nnp.multiply(x, 0.0, out=x)\nreturn s, x",
+    "ls2 = [x, y]\nx += 1.0\nreturn ls2[0]",
+    "d = {'a': x}\nd['a'][0, 0] = 5.0\nreturn x",
+    "s = x.T\nx *= 2.0\nreturn s.sum(), s",
+    "z2 = x + 0.0\nfor k2 in range(3):\n    z2[0] += z2[1]\nreturn z2",
+    "acc = []\nfor row in x:\n    row *= 2.0\n    acc.append(row.sum())\nreturn acc, x",
+    "s1 = np.sort(v)\nv.sort()\nreturn s1, v",
+    "w2 = w\nw2 = w2 + 1.0\nw2 += 1.0\nreturn w, w2",
+    "p2 = x.ravel()\np2[0] = -9.0\nreturn x, p2",
+    "s = t.sum(axis=0)\nt[0] = 0.0\nreturn s",
+    "b2 = np.ones(100000)\ns = b2.sum()\nb2 *= 2.0\nreturn s, b2.sum()",
+    "b2 = np.ones(100000)\nv2 = b2[:10]\nb2 += 1.0\nreturn v2.sum()",
+    "np.random.seed(0)\na1 = np.random.rand(2)\nb1 = np.exp(a1)\nnp.random.seed(0)\nreturn b1, np.random.rand(2)",
 ]

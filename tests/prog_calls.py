@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import prog_config
 
 import phylanx_py as px
 
@@ -478,3 +479,7 @@ def calls_positional_only(x):
 def python_misc(xs):
     return (min([], default=None), sorted(["b", "A", "a"]), sum([[1], [2]], []), list(enumerate("ab", start=5)),
             abs(-0.0), range(5)[-1], xs[-1:], list(zip(xs, "abc", range(10))))
+
+
+def reads_module_attribute(x):
+    return x * prog_config.SCALE, len(prog_config.TABLE)

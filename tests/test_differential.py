@@ -7,6 +7,7 @@ import types
 import numpy as np
 import prog_basic
 import prog_calls
+import prog_config
 import prog_control
 import prog_numpy
 import pytest
@@ -384,6 +385,18 @@ def test_globals_are_read_at_call_time(runtime):
     assert f(2) == 6
 
 
+def test_module_attributes_are_read_at_call_time(runtime):
+    """``module.NAME`` data is read when the line runs, as Python does, not frozen when the function compiles."""
+    f = compiled(prog_calls.reads_module_attribute)
+    assert f(2) == (6, 2)
+    saved = prog_config.SCALE, prog_config.TABLE
+    try:
+        prog_config.SCALE, prog_config.TABLE = 10, [1, 2, 3]
+        assert f(2) == prog_calls.reads_module_attribute(2) == (20, 3)
+    finally:
+        prog_config.SCALE, prog_config.TABLE = saved
+
+
 def test_global_list_mutated_in_place(runtime):
     prog_calls.HISTORY.clear()
     f = compiled(prog_calls.appends_to_global)
@@ -395,3 +408,35 @@ def test_global_list_mutated_in_place(runtime):
 def test_compiled_called_from_plain_python_in_a_loop(runtime):
     f = compiled(p.fib_unpack)
     assert [f(n) for n in range(12)] == [p.fib_unpack(n) for n in range(12)]
+
+
+@pytest.mark.timeout(120)
+def test_concurrent_calls_of_one_compiled_function(runtime):
+    """Several threads share one compiled function (and its call sites) on one runtime."""
+    import threading
+
+    f = compiled(p.big_chain)
+    inputs = [_rng(10 + i).standard_normal((300, 300)) for i in range(4)]
+    results: list = [None] * 4
+
+    def work(i):
+        results[i] = f(inputs[i], 3)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=100)
+    for i in range(4):
+        assert results[i] == p.big_chain(inputs[i], 3)
+
+
+def test_disable_runs_the_plain_function(runtime):
+    f = px.compile(p.factorial, disable=True)
+    assert f(10) == p.factorial(10)
+    assert f.lazy(5).result(timeout=60) == 120
+
+
+def test_compile_rejects_non_functions():
+    with pytest.raises(TypeError, match="@compile takes a Python function, not int"):
+        px.compile(3)

@@ -212,7 +212,6 @@ UNSUPPORTED = [
     (uses_attribute_augassign, "obj.count", "unsupported construct: augmented assignment to an attribute"),
     (uses_module_value, "np", "module 'np' used as a value"),
     (uses_unknown_method, "a.frobnicate", "unsupported method '.frobnicate()'"),
-    (uses_unknown_attribute, "a.frobnicate", "unsupported attribute '.frobnicate'"),
     (uses_class_call, "Fraction", "unsupported call: cannot compile a call to 'Fraction' (class)"),
 ]
 
@@ -497,3 +496,16 @@ def test_execution_error_pickles_with_cause():
     back = pickle.loads(pickle.dumps(err))
     assert str(back) == str(err)
     assert (back.lineno, back.primitive, type(back.__cause__)) == (err.lineno, err.primitive, ZeroDivisionError)
+
+
+def test_unknown_attribute_is_pythons_attribute_error_at_its_line():
+    """Attribute reads are Python's getattr at run time (``np.finfo(t).eps``, ``eigh(a).eigenvalues``), so an
+    attribute the object lacks is an ExecutionError at that line, chained to Python's AttributeError."""
+    a = np.ones(3)
+    with pytest.raises(px.ExecutionError) as err:
+        px.compile(uses_unknown_attribute)(a)
+    line, col = _position(uses_unknown_attribute, "a.frobnicate")
+    assert (err.value.lineno, err.value.col) == (line, col)
+    assert err.value.primitive == "getattr"
+    assert isinstance(err.value.__cause__, AttributeError)
+    assert str(err.value.__cause__) == "'numpy.ndarray' object has no attribute 'frobnicate'"

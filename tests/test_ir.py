@@ -272,6 +272,27 @@ def test_compiled_tree_pickles():
     assert str(back) == str(tree)
 
 
+def _all_programs():
+    import types
+
+    import prog_basic
+    import prog_calls
+    import prog_control
+    import prog_numpy
+
+    return [obj for m in (prog_basic, prog_control, prog_calls, prog_numpy) for obj in vars(m).values()
+            if isinstance(obj, types.FunctionType) and obj.__module__ == m.__name__]
+
+
+@pytest.mark.parametrize("fn", _all_programs(), ids=lambda fn: fn.__name__)
+def test_every_compiled_tree_is_a_picklable_hashable_value(fn):
+    tree = px.compile(fn).tree
+    back = pickle.loads(pickle.dumps(tree))
+    assert back == tree
+    assert hash(back) == hash(tree)
+    assert str(back) == str(tree)
+
+
 def test_walk_visits_every_node():
     p = program(set_y(add(Var("x"), Const(1))), Return(Var("y")))
     kinds = [type(n).__name__ for n in ir.walk(p.function("f"))]
@@ -324,3 +345,9 @@ def test_to_dot():
     assert dot.rstrip().endswith("}")
     assert f'label="__add\\nline {line}"' in dot
     assert f'label="exp\\nline {line + 2}"' in dot
+
+
+def test_debug_option_prints_the_tree(capsys):
+    f = px.compile(small, debug=True)
+    tree = f.tree  # compiles, printing the tree once
+    assert capsys.readouterr().out.strip() == str(tree)

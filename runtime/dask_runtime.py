@@ -1,0 +1,246 @@
+"""The Dask distributed runtime: task-sized primitive calls become ``client.submit`` on real workers.
+
+Futures flow from node to node without a trip through the client: a task's arguments are the upstream
+``distributed.Future`` objects, so Dask tracks dependencies, placement and lineage. The client only waits for
+data-dependent ``if``/``while`` conditions, loop iterables, effects on remote values and the final result.
+Cheap work runs inline on the client under the same direct-execution rule as the local runtime
+(runtime/evaluation.py): values (not futures) with no array over ``inline_elements`` elements.
+
+Kernels travel by name: a CallSite pickles as (primitive name, source location) and the worker looks the
+primitive up in its own registry, so workers need phylanx-py installed (the same version: checked on connect).
+
+NumPy inputs larger than ``UPLOAD_BYTES`` are sent once per call as a task that returns them, not with
+``Client.scatter``: the data then lives in the task's specification on the scheduler, so a worker that dies with
+it does not lose it: Dask recomputes it, like any other lost result, from lineage.
+"""
+from __future__ import annotations
+
+import os
+import time
+import uuid
+import warnings
+
+from phylanx_py.errors import ClusterError
+
+from .base import Runtime
+from .executors import FUTURES
+
+UPLOAD_BYTES = 1 << 20
+DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_NO_WORKER_TIMEOUT = 60.0
+_POLL_SECONDS = 1.0
+
+# A probe that must run on workers that may not have phylanx-py: built from source in a module of its own
+# name, so cloudpickle ships it by value instead of by reference to a phylanx_py module.
+_PROBE_SOURCE = """
+def probe():
+    try:
+        import phylanx_py
+        return ("ok", phylanx_py.__version__)
+    except BaseException as e:
+        return ("missing", f"{type(e).__name__}: {e}")
+"""
+
+
+def _make_probe():
+    ns = {"__name__": "__phylanx_probe__"}
+    exec(_PROBE_SOURCE, ns)  # noqa: S102 - a constant defined above
+    return ns["probe"]
+
+
+def _identity(x):
+    return x
+
+
+def apply_site(site, args, kwargs):
+    """What workers run: the call site's kernel on the (already fetched) arguments."""
+    return site(*args, **kwargs)
+
+
+class DaskExecutor:
+    """Submits call sites to a ``distributed.Client``; waits with a watchdog so nothing hangs."""
+
+    name = "dask"
+
+    def __init__(self, client, *, no_worker_timeout: float = DEFAULT_NO_WORKER_TIMEOUT, owned=()):
+        import distributed
+
+        FUTURES.add(distributed.Future)
+        self._distributed = distributed
+        self.client = client
+        self.no_worker_timeout = no_worker_timeout
+        self._owned = list(owned)  # what closing this executor closes (a client and cluster it started)
+
+    @property
+    def workers(self) -> int:
+        return len(self.client.nthreads())
+
+    # ---- submitting ----------------------------------------------------------------------------------
+    def _upload(self, value, ev):
+        """Large local arrays become futures once per evaluation (kept recomputable, see module doc)."""
+        import numpy as np
+
+        t = type(value)
+        if t is np.ndarray and value.nbytes > UPLOAD_BYTES:
+            uploads = ev.__dict__.setdefault("uploads", {}) if ev is not None else {}
+            hit = uploads.get(id(value))
+            if hit is not None and hit[0] is value:
+                return hit[1]
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*[Ll]arge graph.*")
+                warnings.filterwarnings("ignore", message=".*[Ll]arge object.*")
+                fut = self.client.submit(_identity, value, key=f"input-{uuid.uuid4().hex}", pure=False)
+            uploads[id(value)] = (value, fut)
+            return fut
+        if t is list or t is tuple:
+            return t(self._upload(v, ev) for v in value)
+        if t is dict:
+            return {k: self._upload(v, ev) for k, v in value.items()}
+        return value
+
+    def submit(self, site, args, kwargs, ev=None):
+        loc = site.loc
+        key = f"{site.prim.label}@{os.path.basename(loc.filename)}:{loc.lineno}-{uuid.uuid4().hex}"
+        args = tuple(self._upload(a, ev) for a in args)
+        kwargs = {k: self._upload(v, ev) for k, v in kwargs.items()}
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*[Ll]arge graph.*")
+            return self.client.submit(apply_site, site, args, kwargs, key=key, pure=False)
+
+    # ---- waiting -------------------------------------------------------------------------------------
+    def _watch(self, since: float) -> float:
+        """Raise if the cluster has had no workers for ``no_worker_timeout`` seconds; returns the new mark."""
+        if self.workers:
+            return time.monotonic()
+        if time.monotonic() - since > self.no_worker_timeout:
+            raise ClusterError(f"the Dask cluster has had no workers for {self.no_worker_timeout:.0f} s; "
+                               "the computation cannot finish (start workers, or raise no_worker_timeout)")
+        return since
+
+    def wait(self, futures):
+        futures = [f for f in futures if type(f) is self._distributed.Future]
+        mark = time.monotonic()
+        while futures:
+            done, not_done = self._distributed.wait(futures, timeout=_POLL_SECONDS, return_when="ALL_COMPLETED") \
+                if _wait_accepts_timeout() else self._distributed.wait(futures)
+            futures = list(not_done)
+            if futures:
+                mark = self._watch(mark)
+
+    def result(self, fut):
+        if type(fut) is not self._distributed.Future:
+            return fut.result()
+        self.wait([fut])
+        return fut.result()
+
+    def gather(self, value):
+        from .executors import collect
+
+        found: list = []
+        collect(value, found)
+        remote = [f for f in found if type(f) is self._distributed.Future]
+        if not found:
+            return value
+        self.wait(remote)
+        values = self.client.gather(remote) if remote else []
+        table = {id(f): v for f, v in zip(remote, values)}
+        return _replace(value, table)
+
+    def failed(self, fut) -> bool:
+        if type(fut) is self._distributed.Future:
+            return fut.status in ("error", "cancelled")
+        return not fut.cancelled() and fut.exception() is not None
+
+    def close(self):
+        for thing in reversed(self._owned):
+            try:
+                thing.close()
+            except Exception:  # noqa: BLE001 - closing is best effort; the processes go with the cluster
+                pass
+
+
+def _wait_accepts_timeout() -> bool:
+    return True
+
+
+def _replace(value, table):
+    """``value`` with each future replaced by its gathered result (lists and dicts in place)."""
+    t = type(value)
+    if t in FUTURES:
+        got = table.get(id(value), _MISSING)
+        return value.result() if got is _MISSING else got
+    if t is list:
+        for i, v in enumerate(value):
+            value[i] = _replace(v, table)
+        return value
+    if t is tuple:
+        return tuple(_replace(v, table) for v in value)
+    if t is dict:
+        for k, v in value.items():
+            value[k] = _replace(v, table)
+        return value
+    return value
+
+
+_MISSING = object()
+
+
+def check_workers(client) -> dict:
+    """Every worker's phylanx-py version; ClusterError naming the workers that lack it or differ."""
+    import phylanx_py
+
+    answers = client.run(_make_probe(), on_error="return")
+    bad = []
+    for worker, answer in sorted(answers.items()):
+        if isinstance(answer, BaseException):
+            bad.append(f"worker {worker} could not be probed: {type(answer).__name__}: {answer}")
+        elif answer[0] != "ok":
+            bad.append(f"worker {worker} cannot import phylanx-py ({answer[1]})")
+        elif answer[1] != phylanx_py.__version__:
+            bad.append(f"worker {worker} has phylanx-py {answer[1]}, this client has {phylanx_py.__version__}")
+    if bad:
+        raise ClusterError("; ".join(bad) + ". Install the same phylanx-py on every worker "
+                           "(README: Running on a cluster).")
+    return {w: a[1] for w, a in answers.items()}
+
+
+def dask(address: str | None = None, client=None, n_workers: int | None = None,
+         threads_per_worker: int | None = None, *, timeout: float = DEFAULT_CONNECT_TIMEOUT,
+         security=None, no_worker_timeout: float = DEFAULT_NO_WORKER_TIMEOUT, check: bool = True,
+         inline_elements: int | None = None, **cluster_kwargs) -> Runtime:
+    """A runtime on Dask: connect to ``address`` (a running ``dask scheduler``), wrap an existing ``client``, or
+    start an in-process ``LocalCluster`` of ``n_workers`` processes on 127.0.0.1 (the default: one per core).
+
+    Closing the runtime closes only what it started. ``timeout`` bounds connecting (a ClusterError past it);
+    ``security`` (a ``distributed.Security``, e.g. TLS) passes through; ``check`` verifies every worker has
+    this version of phylanx-py."""
+    import distributed
+
+    owned = []
+    if client is None:
+        try:
+            if address is None:
+                cluster = distributed.LocalCluster(
+                    n_workers=n_workers or os.cpu_count() or 1, threads_per_worker=threads_per_worker or 1,
+                    processes=True, host="127.0.0.1", dashboard_address=cluster_kwargs.pop("dashboard_address", None),
+                    security=security, **cluster_kwargs)
+                owned.append(cluster)
+                client = distributed.Client(cluster, timeout=timeout, security=security)
+            else:
+                client = distributed.Client(address, timeout=timeout, security=security)
+        except (OSError, TimeoutError) as e:
+            for thing in owned:
+                thing.close()
+            where = address or "a new LocalCluster"
+            raise ClusterError(f"cannot reach the Dask scheduler at {where} within {timeout:g} s: {e}") from e
+        owned.append(client)
+    if check:
+        try:
+            check_workers(client)
+        except BaseException:
+            for thing in reversed(owned):
+                thing.close()
+            raise
+    kw = {} if inline_elements is None else {"inline_elements": inline_elements}
+    executor = DaskExecutor(client, no_worker_timeout=no_worker_timeout, owned=owned)
+    return Runtime(executor, name=f"dask {client.scheduler.address}", **kw)
