@@ -3,7 +3,8 @@ __version__ = "0.1.0"
 
 from . import runtime  # noqa: E402
 from .decorator import CompiledFunction, compile  # noqa: E402
-from .errors import CompileError, ExecutionError, PhylanxError  # noqa: E402
+from .errors import ClusterError, CompileError, ExecutionError, PhylanxError  # noqa: E402
 from .runtime import using  # noqa: E402
 
-__all__ = ["CompileError", "CompiledFunction", "ExecutionError", "PhylanxError", "compile", "runtime", "using"]
+__all__ = ["ClusterError", "CompileError", "CompiledFunction", "ExecutionError", "PhylanxError", "compile", "runtime",
+           "using"]

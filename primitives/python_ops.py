@@ -173,8 +173,8 @@ def _register_python_ops():
         register(f"operator.{op_name}", getattr(operator, op_name), display=display, shape_rule=rule)
     for op_name in INPLACE:
         register(f"operator.{op_name}", getattr(operator, op_name), effect=MUTATES, display=f"__{op_name}")
-    register("operator.is_", operator.is_, display="__is")
-    register("operator.is_not", operator.is_not, display="__is_not")
+    register("operator.is_", operator.is_, display="__is", local=True)
+    register("operator.is_not", operator.is_not, display="__is_not", local=True)
     register("operator.in", contains, display="__in")
     register("operator.not_in", not_contains, display="__not_in")
     register("operator.getitem", operator.getitem, display="slice_at")

@@ -24,6 +24,7 @@ class Primitive:
     # lists/tuples/dicts), "shallow" (top-level arguments only: len, zip), "receiver" (args[0] only:
     # list.append keeps a future in the list), "none" (container constructors hold futures as they are).
     resolve: str = "deep"
+    local: bool = False  # True: always runs in the evaluating process (object identity: ``is``)
     numba_kernel: Callable | None = None
     cupy_kernel: Callable | None = None
     grad: Callable | None = None

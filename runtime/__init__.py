@@ -1,7 +1,7 @@
 """Evaluation of the IR as futures: executors, runtimes, and the evaluator (never parses Python)."""
 from __future__ import annotations
 
-from .base import Runtime, current, default, using
+from .base import Runtime, current, default, set_default, using
 from .executors import SynchronousExecutor, ThreadPoolExecutorRuntime
 
 
@@ -23,4 +23,4 @@ def synchronous() -> Runtime:
     return Runtime(SynchronousExecutor())
 
 
-__all__ = ["Runtime", "current", "dask", "default", "local", "synchronous", "using"]
+__all__ = ["Runtime", "current", "dask", "default", "local", "set_default", "synchronous", "using"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -67,14 +68,29 @@ _default_lock = threading.Lock()
 
 
 def default() -> Runtime:
-    """The process-wide default runtime: a local thread pool, made on first use."""
+    """The process-wide default runtime, made on first use: a Dask runtime on the scheduler named by the
+    ``PHYLANX_SCHEDULER`` environment variable when it is set, else a local thread pool."""
     global _default
     with _default_lock:
         if _default is None or _default.closed:
-            from .executors import ThreadPoolExecutorRuntime
+            address = os.environ.get("PHYLANX_SCHEDULER", "").strip()
+            if address:
+                from .dask_runtime import dask
 
-            _default = Runtime(ThreadPoolExecutorRuntime())
+                _default = dask(address)
+            else:
+                from .executors import ThreadPoolExecutorRuntime
+
+                _default = Runtime(ThreadPoolExecutorRuntime())
         return _default
+
+
+def set_default(rt: Runtime | None) -> Runtime | None:
+    """Make ``rt`` the process-wide default (what ``phylanx-py run`` does); returns the previous one."""
+    global _default
+    with _default_lock:
+        previous, _default = _default, rt
+    return previous
 
 
 def current() -> Runtime:

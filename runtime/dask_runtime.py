@@ -48,19 +48,38 @@ def _make_probe():
     return ns["probe"]
 
 
-def _identity(x):
+def _aligned(x):
+    """Arrays Dask deserializes can be unaligned views into a receive buffer, and BLAS on those runs ~10x
+    slower (REFERENCES.md): copy such an array once, on arrival."""
+    import numpy as np
+
+    if type(x) is np.ndarray and not x.flags.aligned:
+        return x.copy()
     return x
+
+
+def _materialize(x):
+    return _aligned(x)
+
+
+def _view(base, dtype, shape, strides, offset):
+    """The same view of ``base`` the client had (``X.T``, a slice): no data moves."""
+    import numpy as np
+
+    return np.ndarray(shape, np.dtype(dtype), buffer=base, offset=offset, strides=strides)
 
 
 def apply_site(site, args, kwargs):
     """What workers run: the call site's kernel on the (already fetched) arguments."""
-    return site(*args, **kwargs)
+    return site(*[_aligned(a) for a in args], **kwargs)
 
 
 class DaskExecutor:
     """Submits call sites to a ``distributed.Client``; waits with a watchdog so nothing hangs."""
 
     name = "dask"
+    callbacks = False  # see Evaluation._track
+    shares_results = False  # each fetch deserializes a new copy: Evaluation.memo keeps one
 
     def __init__(self, client, *, no_worker_timeout: float = DEFAULT_NO_WORKER_TIMEOUT, owned=()):
         import distributed
@@ -77,21 +96,31 @@ class DaskExecutor:
 
     # ---- submitting ----------------------------------------------------------------------------------
     def _upload(self, value, ev):
-        """Large local arrays become futures once per evaluation (kept recomputable, see module doc)."""
+        """Large local arrays become futures once per evaluation (kept recomputable, see module doc).
+
+        A view (``X.T``, ``X[:, :5]``) of a large array is rebuilt on the worker from the uploaded base, so
+        ``X`` and ``X.T`` in a loop send ``X`` once."""
         import numpy as np
 
         t = type(value)
         if t is np.ndarray and value.nbytes > UPLOAD_BYTES:
             uploads = ev.__dict__.setdefault("uploads", {}) if ev is not None else {}
-            hit = uploads.get(id(value))
-            if hit is not None and hit[0] is value:
+            base = value
+            while isinstance(base.base, np.ndarray):
+                base = base.base
+            if not base.flags.c_contiguous:
+                base = value  # a view we cannot rebuild from a buffer: send it as it is
+            hit = uploads.get(id(base))
+            if hit is None or hit[0] is not base:
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", message=".*[Ll]arge (graph|object).*")
+                    fut = self.client.submit(_materialize, base, key=f"input-{uuid.uuid4().hex}", pure=False)
+                hit = uploads[id(base)] = (base, fut)
+            if value is base:
                 return hit[1]
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*[Ll]arge graph.*")
-                warnings.filterwarnings("ignore", message=".*[Ll]arge object.*")
-                fut = self.client.submit(_identity, value, key=f"input-{uuid.uuid4().hex}", pure=False)
-            uploads[id(value)] = (value, fut)
-            return fut
+            offset = value.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+            return self.client.submit(_view, hit[1], value.dtype.str, value.shape, value.strides, offset,
+                                      key=f"view-{uuid.uuid4().hex}", pure=False)
         if t is list or t is tuple:
             return t(self._upload(v, ev) for v in value)
         if t is dict:
@@ -121,9 +150,11 @@ class DaskExecutor:
         futures = [f for f in futures if type(f) is self._distributed.Future]
         mark = time.monotonic()
         while futures:
-            done, not_done = self._distributed.wait(futures, timeout=_POLL_SECONDS, return_when="ALL_COMPLETED") \
-                if _wait_accepts_timeout() else self._distributed.wait(futures)
-            futures = list(not_done)
+            try:
+                self._distributed.wait(futures, timeout=_POLL_SECONDS)
+            except TimeoutError:
+                pass
+            futures = [f for f in futures if not f.done()]
             if futures:
                 mark = self._watch(mark)
 
@@ -157,10 +188,6 @@ class DaskExecutor:
                 thing.close()
             except Exception:  # noqa: BLE001 - closing is best effort; the processes go with the cluster
                 pass
-
-
-def _wait_accepts_timeout() -> bool:
-    return True
 
 
 def _replace(value, table):

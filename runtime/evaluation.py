@@ -27,6 +27,7 @@ INLINE_ELEMENTS = 1 << 16
 CHEAP_SECONDS = 200e-6
 ADAPT_AFTER = 3
 _CONTAINERS = (list, tuple, dict)
+_MISSING = object()
 
 
 def run_primitive(prim, loc, args, kwargs):
@@ -107,6 +108,12 @@ class Evaluation:
         self.failures: list[tuple[int, BaseException]] = []
         self._seq = itertools.count()
         self._lock = threading.Lock()  # done-callbacks run on pool threads
+        self._seqs: dict = {}  # remote futures: (sequence number, mutable input ids), see _track
+        # Remote results fetched to this process, by future: a value fetched twice is the same object, and
+        # an in-place change made here (``b[0] = 1`` on a remote ``b``) is what later reads see.
+        self.memo: dict = {}
+        self.shares = runtime.executor.shares_results
+        self._prune_at = 64
 
     # ---- primitive calls ---------------------------------------------------------------------------------
     def call(self, site, args, kwargs=None):
@@ -118,6 +125,10 @@ class Evaluation:
         mode = prim.resolve
         if mode == "none":
             return run_primitive(prim, site.loc, args, kwargs)
+        if prim.local:
+            return site(*self._fetch(tuple(args)), **kwargs)
+        if self.memo:
+            args = tuple(self.memo.get(a, a) if type(a) in FUTURES else a for a in args)
         limit = self.inline_elements
         cheap = site.cheap
         waited = False
@@ -135,8 +146,19 @@ class Evaluation:
         if kwargs and _has_future(kwargs):
             return self.submit(site, args, kwargs)
         if waited:
-            args = self.executor.gather(tuple(args))
+            args = self._fetch(tuple(args))
         return site(*args, **kwargs)
+
+    def _fetch(self, args: tuple) -> tuple:
+        """``args`` with futures (also nested) replaced by their values; remote ones fetched once (memo)."""
+        if self.shares:
+            return self.executor.gather(args)
+        memo = self.memo
+        fetched = self.executor.gather(tuple(memo.get(a, a) if type(a) in FUTURES else a for a in args))
+        for a, v in zip(args, fetched):
+            if type(a) in FUTURES:
+                memo[a] = v
+        return fetched
 
     def submit(self, site, args, kwargs):
         fut = self.executor.submit(site, tuple(args), kwargs, self)
@@ -149,6 +171,13 @@ class Evaluation:
             self.pending.add(fut)
             for i in ids:
                 self.refs.setdefault(i, set()).add(fut)
+        if not self.executor.callbacks:
+            # Remote futures: no done-callbacks (they would run on threads of the client's own); finished
+            # ones are pruned here now and then, so they do not pin their results on the cluster.
+            self._seqs[fut] = (seq, ids)
+            if len(self.pending) >= self._prune_at:
+                self.prune()
+            return
 
         def done(f, seq=seq, ids=ids):
             with self._lock:
@@ -173,7 +202,8 @@ class Evaluation:
             self.raise_failure()
         mode = prim.resolve
         if mode == "deep":
-            args, kwargs = self.executor.gather(tuple(args)), self.executor.gather(kwargs)
+            args = self._fetch(tuple(args))
+            kwargs = dict(zip(kwargs, self._fetch(tuple(kwargs.values()))))
         elif mode == "shallow":
             args = tuple(self.wait(a) for a in args)
             kwargs = {k: self.wait(v) for k, v in kwargs.items()}
@@ -183,6 +213,21 @@ class Evaluation:
             target = kwargs.get("out", args[0] if args else None)
             self.barrier(target)
         return run_primitive(prim, site.loc, args, kwargs)
+
+    def prune(self):
+        """Forget finished remote futures (recording failures), as done-callbacks do for local ones."""
+        with self._lock:
+            finished = [f for f in self.pending if f.done()]
+            for f in finished:
+                self.pending.discard(f)
+                seq, ids = self._seqs.pop(f, (0, ()))
+                for i in ids:
+                    s = self.refs.get(i)
+                    if s is not None:
+                        s.discard(f)
+                if self.executor.failed(f):
+                    self.failures.append((seq, f))
+            self._prune_at = max(64, 2 * len(self.pending))
 
     def barrier(self, obj):
         """Wait for the pending tasks that may read ``obj`` before it changes in place."""
@@ -198,11 +243,35 @@ class Evaluation:
     # ---- waiting -----------------------------------------------------------------------------------------
     def wait(self, value):
         """The value of ``value``, waiting if it is a future (data-dependent control flow, final results)."""
-        return self.executor.result(value) if type(value) in FUTURES else value
+        if type(value) not in FUTURES:
+            return value
+        if self.shares:
+            return self.executor.result(value)
+        hit = self.memo.get(value, _MISSING)
+        if hit is _MISSING:
+            hit = self.memo[value] = self.executor.result(value)
+        return hit
 
     def resolve(self, value):
         """``value`` with futures replaced everywhere (lists/dicts in place)."""
+        if type(value) in FUTURES:
+            return self.wait(value)
+        if self.memo:
+            value = self._from_memo(value)
         return self.executor.gather(value)
+
+    def _from_memo(self, value):
+        t = type(value)
+        if t in FUTURES:
+            return self.memo.get(value, value)
+        if t is list:
+            value[:] = [self._from_memo(v) for v in value]
+        elif t is tuple:
+            return tuple(self._from_memo(v) for v in value)
+        elif t is dict:
+            for k, v in value.items():
+                value[k] = self._from_memo(v)
+        return value
 
     def wait_all(self, raise_errors=True):
         while True:
@@ -211,10 +280,14 @@ class Evaluation:
             if not waiting:
                 break
             self.executor.wait(waiting)
+            if not self.executor.callbacks:
+                self.prune()
         if raise_errors:
             self.raise_failure()
 
     def raise_failure(self):
+        if not self.executor.callbacks:
+            self.prune()
         if self.failures:
             _, fut = min(self.failures, key=lambda p: p[0])
             self.executor.result(fut)  # raises the task's error (the earliest in program order)
@@ -222,7 +295,7 @@ class Evaluation:
     def finish(self, result):
         """The final result: every future resolved, every task finished, the earliest failure raised."""
         try:
-            value = self.executor.gather(result)
+            value = self.resolve(result)
         except BaseException:
             self.wait_all(raise_errors=False)
             self.raise_failure()

@@ -57,6 +57,9 @@ _CONTAINERS = {list, tuple, dict}
 class _LocalFutures:
     """What the evaluator asks of any executor about its futures; local ones are concurrent.futures."""
 
+    callbacks = True  # done-callbacks are cheap and run on our own threads
+    shares_results = True  # a future's result is the object itself, not a copy
+
     def result(self, fut):
         return fut.result()
 

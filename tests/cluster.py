@@ -1,0 +1,97 @@
+"""Real Dask processes for tests: a ``dask scheduler`` and ``dask worker`` subprocesses on free loopback
+ports, started and stopped by the test (every process started here is ended here)."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+# One BLAS/OpenMP thread per worker process: two workers must not fight over the two cores.
+THREAD_CAPS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               "NUMBA_NUM_THREADS": "1"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _dask_cli(*args) -> list[str]:
+    # ``python -m distributed.cli.*`` is what the ``dask scheduler`` / ``dask worker`` commands run
+    return [sys.executable, "-m", *args]
+
+
+class DaskProcesses:
+    """A scheduler and ``n_workers`` single-threaded workers (no nanny, so a killed worker stays dead)."""
+
+    def __init__(self, n_workers: int = 2, extra_env: dict | None = None):
+        self.port = free_port()
+        self.address = f"tcp://127.0.0.1:{self.port}"
+        self.env = {**os.environ, **THREAD_CAPS, **(extra_env or {})}
+        # ``python -m`` puts the working directory first on sys.path: run outside the source tree, so workers
+        # import phylanx-py as installed (what a real cluster does), not the repository's folders.
+        self.cwd = tempfile.gettempdir()
+        self.scheduler = subprocess.Popen(
+            _dask_cli("distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(self.port),
+                      "--no-dashboard"),
+            env={**os.environ, **THREAD_CAPS}, cwd=self.cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.workers: list[subprocess.Popen] = []
+        try:
+            self._wait_for_port()
+            for _ in range(n_workers):
+                self.add_worker()
+            self.wait_for_workers(n_workers)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_for_port(self, timeout=60.0):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.scheduler.poll() is not None:
+                raise RuntimeError(f"dask scheduler exited with {self.scheduler.returncode}")
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.1)
+        raise TimeoutError("dask scheduler did not open its port")
+
+    def add_worker(self, extra_env: dict | None = None) -> subprocess.Popen:
+        w = subprocess.Popen(
+            _dask_cli("distributed.cli.dask_worker", self.address, "--nthreads", "1", "--no-nanny",
+                      "--no-dashboard", "--host", "127.0.0.1"),
+            env={**self.env, **(extra_env or {})}, cwd=self.cwd, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        self.workers.append(w)
+        return w
+
+    def alive_workers(self) -> list[subprocess.Popen]:
+        return [w for w in self.workers if w.poll() is None]
+
+    def wait_for_workers(self, n: int, timeout: float = 60.0):
+        from distributed import Client
+
+        with Client(self.address, timeout=timeout) as c:
+            c.wait_for_workers(n, timeout=timeout)
+
+    def kill_worker(self, w: subprocess.Popen):
+        w.send_signal(signal.SIGKILL)
+        w.wait(timeout=30)
+
+    def stop(self):
+        # workers first: a worker whose scheduler is gone keeps trying to reconnect before it exits
+        for group in (self.workers, [self.scheduler]):
+            for p in group:
+                if p.poll() is None:
+                    p.terminate()
+            for p in group:
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(timeout=10)

@@ -1,0 +1,234 @@
+"""The Dask distributed runtime on real processes: a ``dask scheduler`` and two ``dask worker`` processes."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import prog_dask
+import pytest
+from cluster import DaskProcesses, free_port
+from distributed import Client, get_task_stream
+from helpers import check, source_position
+from test_differential import ALL
+
+import phylanx_py as px
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    procs = DaskProcesses(n_workers=2)
+    yield procs
+    procs.stop()
+
+
+@pytest.fixture(scope="module")
+def rt(cluster):
+    # inline_elements=0: every array operation is a task on the workers, so the remote path is what runs
+    runtime = px.runtime.dask(cluster.address, inline_elements=0)
+    yield runtime
+    runtime.close()
+
+
+ARRAY_CASES = [c for c in ALL if any(isinstance(a, np.ndarray) for a in c.values[1])]
+
+
+@pytest.mark.parametrize(("fn", "args", "kwargs"), ARRAY_CASES)
+def test_differential_programs_on_dask(rt, fn, args, kwargs):
+    with px.using(rt):
+        check(fn, *args, **kwargs)
+
+
+def _data(rows=20_000, cols=8, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((rows, cols))
+    y = (X @ rng.standard_normal(cols) > 0).astype(float)
+    return X, y
+
+
+def test_lra_and_data_dependent_control_flow(cluster):
+    X, y = _data()
+    with px.runtime.dask(cluster.address) as runtime, px.using(runtime):
+        w = px.compile(prog_dask.lra)(X, y, 0.5, 15)
+        got = px.compile(prog_dask.data_dependent)(np.ones(200_000), 1e7)
+    np.testing.assert_allclose(w, prog_dask.lra(X, y, 0.5, 15), rtol=1e-12)
+    want = prog_dask.data_dependent(np.ones(200_000), 1e7)
+    assert got[0] == want[0] and got[1] == want[1]
+    np.testing.assert_array_equal(got[2], want[2])
+
+
+def test_task_keys_name_the_primitive_and_the_users_line(cluster):
+    X, y = _data()
+    f = px.compile(prog_dask.lra)
+    with px.runtime.dask(cluster.address) as runtime, px.using(runtime):
+        with get_task_stream(runtime.executor.client) as ts:
+            f(X, y, 0.5, 2)
+    keys = {t["key"] for t in ts.data}
+    line, _ = source_position(prog_dask.lra, "X @ w")
+    assert any(k.startswith(f"__matmul@prog_dask.py:{line}-") for k in keys), sorted(keys)[:5]
+    assert any(k.startswith("input-") for k in keys)  # X sent once per call, as a recomputable task
+    # only X (1.3 MB) is uploaded: y (160 kB) travels inside its tasks, and X.T is a view of the uploaded X
+    assert sum(k.startswith("input-") for k in keys) == 1
+    assert any(k.startswith("view-") for k in keys)
+    # Loops with a known trip count are issued ahead: every iteration's tasks exist (2 x 9 array nodes).
+    assert sum("@prog_dask.py:" in k for k in keys) >= 18
+
+
+def test_lazy_returns_a_future_at_once(cluster):
+    X, y = _data()
+    f = px.compile(prog_dask.lra)
+    with px.runtime.dask(cluster.address) as runtime, px.using(runtime):
+        fut = f.lazy(X, y, 0.5, 5)
+        np.testing.assert_allclose(fut.result(timeout=120), prog_dask.lra(X, y, 0.5, 5), rtol=1e-12)
+
+
+def test_kernel_error_on_a_worker_names_the_line_and_the_cluster_stays_usable(rt):
+    X = np.ones((300, 300))
+    f = px.compile(prog_dask.shape_mismatch)
+    with px.using(rt), pytest.raises(px.ExecutionError) as err:
+        f(X, np.ones(7))
+    line, col = source_position(prog_dask.shape_mismatch, "y @ w")
+    assert (err.value.lineno, err.value.col) == (line, col)
+    assert err.value.primitive == "__matmul"
+    assert isinstance(err.value.__cause__, ValueError)
+    assert str(err.value).startswith(f"{prog_dask.__file__}:{line}:{col}: in primitive '__matmul': ValueError: matmul")
+    with px.using(rt):  # the next call on the same cluster works
+        np.testing.assert_allclose(f(X, np.ones(300)), prog_dask.shape_mismatch(X, np.ones(300)))
+
+
+def test_unreachable_scheduler_is_a_clear_error_within_the_timeout():
+    address = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there
+    t0 = time.monotonic()
+    with pytest.raises(px.ClusterError) as err:
+        px.runtime.dask(address, timeout=2)
+    assert time.monotonic() - t0 < 15
+    assert str(err.value).startswith(f"cannot reach the Dask scheduler at {address} within 2 s")
+
+
+@pytest.mark.parametrize(("package", "expected"), [
+    ("__version__ = '0.0.0+other'\n", "has phylanx-py 0.0.0+other, this client has"),
+    ("raise ImportError('no phylanx here')\n", "cannot import phylanx-py (ImportError: no phylanx here)"),
+])
+def test_worker_without_this_phylanx_py_is_refused_by_name(tmp_path, package, expected):
+    # A worker whose Python finds another package called phylanx_py: first on its PYTHONPATH, and with the
+    # editable install's import hook (which would win over PYTHONPATH) taken out at start-up.
+    fake = tmp_path / "phylanx_py"
+    fake.mkdir()
+    (fake / "__init__.py").write_text(package)
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys\n"
+        "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]\n")
+    procs = DaskProcesses(n_workers=1, extra_env={"PYTHONPATH": str(tmp_path)})
+    try:
+        with Client(procs.address) as c:
+            (worker,) = c.nthreads()
+        with pytest.raises(px.ClusterError) as err:
+            px.runtime.dask(procs.address)
+        assert f"worker {worker} {expected}" in str(err.value)
+    finally:
+        procs.stop()
+
+
+def _kill_one_worker_during(procs, start_call, settle=1.0):
+    """Start a compiled call, SIGKILL one worker while it runs, and return the call's result."""
+    fut = start_call()
+    time.sleep(settle)
+    assert not fut.done(), "the computation must still be running when the worker dies"
+    procs.kill_worker(procs.alive_workers()[0])
+    return fut.result(timeout=240)
+
+
+@pytest.fixture(scope="module")
+def fault_cluster():
+    procs = DaskProcesses(n_workers=2)
+    yield procs
+    procs.stop()
+
+
+@pytest.mark.parametrize("attempt", range(5))
+def test_worker_killed_mid_computation_still_gives_the_right_answer(fault_cluster, attempt):
+    procs = fault_cluster
+    while len(procs.alive_workers()) < 2:
+        procs.add_worker()
+    procs.wait_for_workers(2)
+    X, y = _data(rows=200_000, cols=10, seed=attempt)
+    f = px.compile(prog_dask.lra)
+    with px.runtime.dask(procs.address) as runtime, px.using(runtime):
+        w = _kill_one_worker_during(procs, lambda: f.lazy(X, y, 0.5, 60))
+    np.testing.assert_allclose(w, prog_dask.lra(X, y, 0.5, 60), rtol=1e-10)
+
+
+def test_all_workers_dead_is_a_clear_error_in_bounded_time():
+    procs = DaskProcesses(n_workers=1)
+    try:
+        X, y = _data(rows=200_000, cols=10)
+        f = px.compile(prog_dask.lra)
+        with px.runtime.dask(procs.address, no_worker_timeout=5) as runtime, px.using(runtime):
+            fut = f.lazy(X, y, 0.5, 200)
+            time.sleep(1.0)
+            procs.kill_worker(procs.alive_workers()[0])
+            t0 = time.monotonic()
+            with pytest.raises(px.ClusterError) as err:
+                fut.result(timeout=120)
+            assert time.monotonic() - t0 < 60
+        assert "has had no workers for 5 s" in str(err.value)
+    finally:
+        procs.stop()
+
+
+SCRIPT = textwrap.dedent("""
+    import numpy as np
+    import phylanx_py as px
+
+    @px.compile
+    def total(x):
+        return (x * 2.0).sum()
+
+    print(px.runtime.current().name.split()[0], total(np.arange(100_000.0)))
+""")
+
+
+def test_phylanx_scheduler_variable_and_cli_select_the_cluster(cluster, tmp_path):
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    want = f"dask {np.arange(100_000.0).sum() * 2.0}"
+    env = {**os.environ, "PHYLANX_SCHEDULER": cluster.address}
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == want, out.stderr
+    env = {k: v for k, v in os.environ.items() if k != "PHYLANX_SCHEDULER"}
+    cli = [sys.executable, "-m", "phylanx_py.cli"]
+    out = subprocess.run(cli + ["run", str(script), "--scheduler", cluster.address], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == want, out.stderr
+    out = subprocess.run(cli + ["info", "--scheduler", cluster.address], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.stdout.count(f"phylanx-py {px.__version__}") == 2, out.stdout + out.stderr  # both workers
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == f"local {np.arange(100_000.0).sum() * 2.0}"
+
+
+def test_local_cluster_runtime_closes_what_it_started():
+    X, y = _data()
+    runtime = px.runtime.dask(n_workers=2)
+    cluster = runtime.executor._owned[0]
+    with px.using(runtime):
+        w = px.compile(prog_dask.lra)(X, y, 0.5, 3)
+    np.testing.assert_allclose(w, prog_dask.lra(X, y, 0.5, 3), rtol=1e-12)
+    assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
+    runtime.close()
+    assert cluster.status.name == "closed"
+
+
+def test_existing_client_is_not_closed_by_the_runtime(cluster):
+    with Client(cluster.address) as client:
+        runtime = px.runtime.dask(client=client)
+        with px.using(runtime):
+            assert px.compile(prog_dask.independent_branches)(np.ones((400, 300)), np.ones((300, 300))) == \
+                prog_dask.independent_branches(np.ones((400, 300)), np.ones((300, 300)))
+        runtime.close()
+        assert client.status == "running"
