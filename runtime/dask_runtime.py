@@ -249,7 +249,7 @@ def dask(address: str | None = None, client=None, n_workers: int | None = None,
             if address is None:
                 cluster = distributed.LocalCluster(
                     n_workers=n_workers or os.cpu_count() or 1, threads_per_worker=threads_per_worker or 1,
-                    processes=True, host="127.0.0.1", dashboard_address=cluster_kwargs.pop("dashboard_address", None),
+                    processes=True, host="127.0.0.1", dashboard_address=cluster_kwargs.pop("dashboard_address", ":0"),
                     security=security, **cluster_kwargs)
                 owned.append(cluster)
                 client = distributed.Client(cluster, timeout=timeout, security=security)
