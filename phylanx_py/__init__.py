@@ -4,7 +4,8 @@ __version__ = "0.1.0"
 from . import runtime  # noqa: E402
 from .decorator import CompiledFunction, compile  # noqa: E402
 from .errors import ClusterError, CompileError, ExecutionError, PhylanxError  # noqa: E402
+from .profile import Profile, profile  # noqa: E402
 from .runtime import using  # noqa: E402
 
-__all__ = ["ClusterError", "CompileError", "CompiledFunction", "ExecutionError", "PhylanxError", "compile", "runtime",
-           "using"]
+__all__ = ["ClusterError", "CompileError", "CompiledFunction", "ExecutionError", "PhylanxError", "Profile", "compile",
+           "profile", "runtime", "using"]

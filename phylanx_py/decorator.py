@@ -51,11 +51,17 @@ class CompiledFunction:
         self._compile()
         return self._tree
 
-    def to_dot(self) -> str:
-        """DOT text of the tree (no graphviz needed to produce it)."""
-        from .dot import to_dot
+    def to_dot(self, profile=None) -> str:
+        """DOT text of the tree (no graphviz needed to produce it); ``profile`` colours nodes by time."""
+        from .visualize import to_dot
 
-        return to_dot(self.tree)
+        return to_dot(self.tree, profile)
+
+    def visualize(self, path, profile=None) -> str:
+        """Draw the tree to ``path``: .svg/.png/.pdf (graphviz's dot), .dot, or an .html report."""
+        from .visualize import visualize
+
+        return visualize(self.tree, path, profile)
 
     # ---- calling -------------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):

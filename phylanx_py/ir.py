@@ -246,6 +246,12 @@ class Program(Node):
 
         return format_program(self)
 
+    def view(self) -> str:
+        """An indented tree, one node a line with its line number: for terminals and logs."""
+        from .printer import tree_view
+
+        return tree_view(self)
+
 
 STATEMENTS = (Assign, Expr, Block, If, While, For, Break, Continue, Return)
 

@@ -105,3 +105,26 @@ def format_function(name: str, fn: ir.Function) -> str:
 
 def format_program(program: ir.Program) -> str:
     return "\n\n".join(format_function(name, fn) for name, fn in program.functions)
+
+
+def tree_view(program: ir.Program) -> str:
+    """One node a line, indented by depth, with its source line: ``exp  (line 20)``."""
+    out = []
+
+    def visit(n, depth):
+        if isinstance(n, ir.Call):
+            head = _label(n.prim)
+        elif isinstance(n, (ir.Const, ir.Var, ir.Global, ir.StoreName, ir.FuncRef)):
+            head = expr(n)
+        else:
+            head = type(n).__name__.lower()
+        loc = getattr(n, "loc", None)
+        where = f"  (line {loc.lineno})" if loc is not None and loc.lineno else ""
+        out.append(f"{'  ' * depth}{head}{where}")
+        for c in ir.children(n):
+            visit(c, depth + 1)
+
+    for name, fn in program.functions:
+        out.append(f"function {name}  ({fn.loc.short})")
+        visit(fn.body, 1)
+    return "\n".join(out)

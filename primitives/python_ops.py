@@ -181,7 +181,7 @@ def _register_python_ops():
     register("operator.setitem", setitem, effect=MUTATES, display="store_at")
     register("operator.delitem", delitem, effect=MUTATES, display="del_at")
     register("operator.truth", operator.truth, display="__truth")
-    register("python.slice", make_slice, display="slice")
+    register("python.slice", make_slice, display="slice", cheap=True)
     register("python.unpack", unpack, display="unpack")
     register("python.list", make_list, display="list", resolve="none")
     register("python.tuple", make_tuple, display="make_tuple", resolve="none")
@@ -190,7 +190,7 @@ def _register_python_ops():
     register("python.assert", raise_assertion, effect=IO, display="assert")
     register("python.raise", raise_exception, effect=IO, display="raise")
     register("python.new_exception", new_exception, display="exception")
-    register("python.getattr", getattr, display="getattr")
+    register("python.getattr", getattr, display="getattr", cheap=True)
     for name in dir(math):
         fn = getattr(math, name)
         if callable(fn) and not name.startswith("_"):
@@ -198,7 +198,7 @@ def _register_python_ops():
     register("python.format_value", format_value, display="format")
     register("python.join_str", join_str, display="join_str")
     for attr in ATTRIBUTES:
-        register(f"attr.{attr}", AttrKernel(attr), display=attr)
+        register(f"attr.{attr}", AttrKernel(attr), display=attr, cheap=attr != "flat")
     for method in PURE_METHODS:
         register(f"method.{method}", MethodKernel(method), display=f".{method}")
     for method in MUTATING_METHODS:
@@ -210,7 +210,7 @@ def _register_python_ops():
         fn = getattr(builtins, name)
         effect = IO if name == "print" else None
         register(f"builtins.{name}", fn, obj=fn, effect=effect, display=name,
-                 resolve="shallow" if name in LAZY_BUILTINS else "deep")
+                 resolve="shallow" if name in LAZY_BUILTINS else "deep", cheap=name in LAZY_BUILTINS)
 
 
 _register_python_ops()

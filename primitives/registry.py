@@ -25,6 +25,7 @@ class Primitive:
     # list.append keeps a future in the list), "none" (container constructors hold futures as they are).
     resolve: str = "deep"
     local: bool = False  # True: always runs in the evaluating process (object identity: ``is``)
+    cheap: bool = False  # True: O(1) whatever the input size (``x.shape``, ``len``): never worth a task
     numba_kernel: Callable | None = None
     cupy_kernel: Callable | None = None
     grad: Callable | None = None

@@ -35,19 +35,27 @@ class Runtime:
         if sys.getrecursionlimit() < _RECURSION_LIMIT:
             sys.setrecursionlimit(_RECURSION_LIMIT)
         ev = Evaluation(self, hooks)
+        profiled = ev.profile is not None and hasattr(self.executor, "collect_profile")
+        if profiled:
+            self.executor.start_profile(ev)
         try:
             result = code.invoke(ev, args, kwargs)
         except BaseException:
             ev.wait_all(raise_errors=False)  # no task of this call outlives it
             raise
-        return ev.finish(result)
+        try:
+            return ev.finish(result)
+        finally:
+            if profiled:
+                self.executor.collect_profile(ev)
 
     def lazy(self, fn, *args, **kwargs):
         """Run ``fn`` on a driver thread (the evaluator may block on data-dependent conditions there)."""
         with self._lock:
             if self._drivers is None:
                 self._drivers = ThreadPoolExecutor(4, thread_name_prefix="phylanx-driver")
-        return self._drivers.submit(fn, *args, **kwargs)
+        # the caller's context (its ``px.profile()`` block) goes with the call to the driver thread
+        return self._drivers.submit(contextvars.copy_context().run, fn, *args, **kwargs)
 
     def close(self):
         self.closed = True

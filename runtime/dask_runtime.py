@@ -132,9 +132,35 @@ class DaskExecutor:
         key = f"{site.prim.label}@{os.path.basename(loc.filename)}:{loc.lineno}-{uuid.uuid4().hex}"
         args = tuple(self._upload(a, ev) for a in args)
         kwargs = {k: self._upload(v, ev) for k, v in kwargs.items()}
+        if ev is not None and ev.profile is not None:
+            from .executors import collect
+
+            deps: list = []
+            collect((args, kwargs), deps)
+            ev.profile_keys[key] = (site, [d.key for d in deps if type(d) is self._distributed.Future])
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*[Ll]arge graph.*")
             return self.client.submit(apply_site, site, args, kwargs, key=key, pure=False)
+
+    # ---- profiling -----------------------------------------------------------------------------------
+    def start_profile(self, ev):
+        """Make sure the scheduler records a task stream from now on (its plugin starts on first request)."""
+        ev.profile_since = time.time()
+        self.client.get_task_stream(start=ev.profile_since)
+
+    def collect_profile(self, ev):
+        """Per-task compute time, worker, result size and bytes fetched from other workers, from the
+        scheduler's task stream, reported to the profile under each task's call site."""
+        entries = {e["key"]: e for e in self.client.get_task_stream(start=ev.profile_since)}
+        for key, (site, deps) in ev.profile_keys.items():
+            e = entries.get(key)
+            if e is None:
+                continue
+            compute = sum(s["stop"] - s["start"] for s in e.get("startstops", ()) if s.get("action") == "compute")
+            moved = sum(entries[d].get("nbytes", 0) for d in deps
+                        if d in entries and entries[d].get("worker") != e.get("worker"))
+            ev.profile.record(site.loc, site.prim.label, compute, "task", e.get("worker", "?"),
+                              e.get("nbytes", 0) or 0, moved)
 
     # ---- waiting -------------------------------------------------------------------------------------
     def _watch(self, since: float) -> float:

@@ -21,6 +21,7 @@ from phylanx_py.primitives import lookup as lookup_primitive
 
 from phylanx_py.errors import ExecutionError
 
+from . import profiling
 from .executors import FUTURES, collect
 
 INLINE_ELEMENTS = 1 << 16
@@ -113,6 +114,8 @@ class Evaluation:
         # an in-place change made here (``b[0] = 1`` on a remote ``b``) is what later reads see.
         self.memo: dict = {}
         self.shares = runtime.executor.shares_results
+        self.profile = profiling.active()  # a recorder while inside ``px.profile()``, else None
+        self.profile_keys: dict = {}  # remote task key -> (site, dependency keys), for the profile
         self._prune_at = 64
 
     # ---- primitive calls ---------------------------------------------------------------------------------
@@ -130,7 +133,7 @@ class Evaluation:
         if self.memo:
             args = tuple(self.memo.get(a, a) if type(a) in FUTURES else a for a in args)
         limit = self.inline_elements
-        cheap = site.cheap
+        cheap = prim.cheap or site.cheap
         waited = False
         for a in args:
             t = type(a)
@@ -147,7 +150,16 @@ class Evaluation:
             return self.submit(site, args, kwargs)
         if waited:
             args = self._fetch(tuple(args))
+        if self.profile is not None:
+            return self._profiled_inline(site, args, kwargs)
         return site(*args, **kwargs)
+
+    def _profiled_inline(self, site, args, kwargs):
+        t0 = time.perf_counter()
+        result = site(*args, **kwargs)
+        self.profile.record(site.loc, site.prim.label, time.perf_counter() - t0, "inline",
+                            threading.current_thread().name, profiling.nbytes_of(result))
+        return result
 
     def _fetch(self, args: tuple) -> tuple:
         """``args`` with futures (also nested) replaced by their values; remote ones fetched once (memo)."""
@@ -161,6 +173,8 @@ class Evaluation:
         return fetched
 
     def submit(self, site, args, kwargs):
+        if self.profile is not None and self.executor.callbacks:
+            site = profiling.ProfiledSite(site, self.profile)
         fut = self.executor.submit(site, tuple(args), kwargs, self)
         self._track(fut, _mutable_ids(args))
         return fut
@@ -212,6 +226,8 @@ class Evaluation:
         if prim.effect == MUTATES or "out" in kwargs:
             target = kwargs.get("out", args[0] if args else None)
             self.barrier(target)
+        if self.profile is not None:
+            return self._profiled_inline(site, args, kwargs)
         return run_primitive(prim, site.loc, args, kwargs)
 
     def prune(self):
