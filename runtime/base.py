@@ -8,6 +8,7 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from . import progress
 from .evaluation import INLINE_ELEMENTS, Evaluation
 
 # Compiled recursion nests a few Python frames per IR call; leave room beyond Python's default of 1000.
@@ -17,8 +18,10 @@ _RECURSION_LIMIT = 20_000
 class Runtime:
     """Where compiled functions run. Closing it closes only what it started."""
 
-    def __init__(self, executor, *, inline_elements: int = INLINE_ELEMENTS, name: str | None = None):
+    def __init__(self, executor, *, inline_elements: int = INLINE_ELEMENTS, name: str | None = None,
+                 progress: bool | None = False):
         self.executor = executor
+        self.progress = progress  # True/False, or None: on a terminal only (runtime/progress.py)
         self.inline_elements = inline_elements
         self.name = name or executor.name
         self._drivers: ThreadPoolExecutor | None = None
@@ -38,16 +41,18 @@ class Runtime:
         profiled = ev.profile is not None and hasattr(self.executor, "collect_profile")
         if profiled:
             self.executor.start_profile(ev)
-        try:
-            result = code.invoke(ev, args, kwargs)
-        except BaseException:
-            ev.wait_all(raise_errors=False)  # no task of this call outlives it
-            raise
-        try:
-            return ev.finish(result)
-        finally:
-            if profiled:
-                self.executor.collect_profile(ev)
+        show = progress.Progress(ev) if progress.wanted(self.progress) else contextlib.nullcontext()
+        with show:
+            try:
+                result = code.invoke(ev, args, kwargs)
+            except BaseException:
+                ev.wait_all(raise_errors=False)  # no task of this call outlives it
+                raise
+            try:
+                return ev.finish(result)
+            finally:
+                if profiled:
+                    self.executor.collect_profile(ev)
 
     def lazy(self, fn, *args, **kwargs):
         """Run ``fn`` on a driver thread (the evaluator may block on data-dependent conditions there)."""

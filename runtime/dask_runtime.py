@@ -260,13 +260,14 @@ def check_workers(client) -> dict:
 def dask(address: str | None = None, client=None, n_workers: int | None = None,
          threads_per_worker: int | None = None, *, timeout: float = DEFAULT_CONNECT_TIMEOUT,
          security=None, no_worker_timeout: float = DEFAULT_NO_WORKER_TIMEOUT, check: bool = True,
-         inline_elements: int | None = None, **cluster_kwargs) -> Runtime:
+         inline_elements: int | None = None, progress: bool | None = None, **cluster_kwargs) -> Runtime:
     """A runtime on Dask: connect to ``address`` (a running ``dask scheduler``), wrap an existing ``client``, or
     start an in-process ``LocalCluster`` of ``n_workers`` processes on 127.0.0.1 (the default: one per core).
 
     Closing the runtime closes only what it started. ``timeout`` bounds connecting (a ClusterError past it);
     ``security`` (a ``distributed.Security``, e.g. TLS) passes through; ``check`` verifies every worker has
-    this version of phylanx-py."""
+    this version of phylanx-py. ``progress``: show tasks done/submitted during long calls (None: on a
+    terminal only)."""
     import distributed
 
     owned = []
@@ -296,4 +297,4 @@ def dask(address: str | None = None, client=None, n_workers: int | None = None,
             raise
     kw = {} if inline_elements is None else {"inline_elements": inline_elements}
     executor = DaskExecutor(client, no_worker_timeout=no_worker_timeout, owned=owned)
-    return Runtime(executor, name=f"dask {client.scheduler.address}", **kw)
+    return Runtime(executor, name=f"dask {client.scheduler.address}", progress=progress, **kw)

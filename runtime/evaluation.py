@@ -108,6 +108,7 @@ class Evaluation:
         self.refs: dict[int, set] = {}
         self.failures: list[tuple[int, BaseException]] = []
         self._seq = itertools.count()
+        self.submitted = 0
         self._lock = threading.Lock()  # done-callbacks run on pool threads
         self._seqs: dict = {}  # remote futures: (sequence number, mutable input ids), see _track
         # Remote results fetched to this process, by future: a value fetched twice is the same object, and
@@ -181,6 +182,7 @@ class Evaluation:
 
     def _track(self, fut, ids):
         seq = next(self._seq)
+        self.submitted = seq + 1
         with self._lock:
             self.pending.add(fut)
             for i in ids:

@@ -91,7 +91,7 @@ class DaskProcesses:
                     p.terminate()
             for p in group:
                 try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
+                    p.wait(timeout=3)
+                except subprocess.TimeoutExpired:  # test processes: no need to wait for a graceful close
                     p.kill()
                     p.wait(timeout=10)

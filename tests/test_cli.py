@@ -1,0 +1,94 @@
+"""The ``phylanx-py`` command (tree, profile) and the progress line of long Dask calls (on a real pty)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+
+import pytest
+from cluster import DaskProcesses
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+CLI = [sys.executable, "-m", "phylanx_py.cli"]
+
+
+def test_tree_command_draws_the_function(tmp_path):
+    out = tmp_path / "tree.svg"
+    done = subprocess.run(CLI + ["tree", f"{EXAMPLES}/lra.py:lra", "-o", str(out), "--text"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].startswith("function lra  (lra.py:")
+    assert f"wrote {out}" in done.stdout
+    texts = {t.text for t in ET.parse(out).iter("{http://www.w3.org/2000/svg}text")}
+    assert {"__matmul", "exp", "__minus", "line 20"} <= texts
+
+
+def test_profile_command_prints_the_table_and_writes_the_report(tmp_path):
+    out = tmp_path / "report.html"
+    done = subprocess.run(CLI + ["profile", f"{EXAMPLES}/lra.py", "-o", str(out), "--", "--iterations", "7"],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert "7 iterations" in done.stdout  # the script's own output: its arguments came through
+    header = [line for line in done.stdout.splitlines() if line.startswith("node ")]
+    assert header and header[0].split()[:4] == ["node", "where", "calls", "total"]
+    assert any(line.startswith("exp ") and " 14 " in line for line in done.stdout.splitlines())  # 2 calls x 7
+    page = out.read_text()
+    assert "<svg" in page and "<script" not in page
+
+
+LONG = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import phylanx_py as px
+
+    @px.compile
+    def slow(x, n):
+        for i in range(n):
+            x = np.sqrt(x * x + 1.0)
+        return x.sum()
+
+    rt = px.runtime.dask(sys.argv[1])
+    with px.using(rt):
+        print("result", slow(np.ones(400_000), 100))
+    rt.close()
+""")
+
+
+@pytest.fixture(scope="module")
+def one_worker():
+    procs = DaskProcesses(n_workers=1)
+    yield procs
+    procs.stop()
+
+
+@pytest.mark.timeout(240)
+def test_progress_line_on_a_terminal_only(one_worker, tmp_path):
+    script = tmp_path / "long.py"
+    script.write_text(LONG)
+    primary, secondary = os.openpty()  # a real terminal for the child's stderr
+    try:
+        child = subprocess.Popen([sys.executable, str(script), one_worker.address], stdout=subprocess.PIPE,
+                                 stderr=secondary, text=True)
+        os.close(secondary)
+        chunks = []
+        while True:
+            try:
+                data = os.read(primary, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data.decode(errors="replace"))
+        out, _ = child.communicate(timeout=200)
+    finally:
+        os.close(primary)
+    terminal = "".join(chunks)
+    assert child.returncode == 0, terminal
+    assert out.startswith("result ")
+    assert "[phylanx-py] " in terminal and "/301 tasks" in terminal, terminal[-500:]
+    # not a terminal: nothing on stderr
+    done = subprocess.run([sys.executable, str(script), one_worker.address], capture_output=True, text=True,
+                          timeout=200)
+    assert done.returncode == 0 and "[phylanx-py]" not in done.stderr
