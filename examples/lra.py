@@ -37,20 +37,18 @@ def main() -> None:
     args = ap.parse_args()
 
     X, y = make_data()
-    rt = px.runtime.local()
-    with px.using(rt):
-        t0 = time.perf_counter()
-        w = lra(X, y, 1.0, args.iterations)  # compiled: runs on the runtime in scope (first call compiles)
-        t_first = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        w = lra(X, y, 1.0, args.iterations)
-        t_compiled = time.perf_counter() - t0
+    # The current runtime: the embedded local thread pool by default; a Dask cluster under
+    # PHYLANX_SCHEDULER=tcp://... or ``phylanx-py run examples/lra.py --scheduler tcp://...``.
+    rt = px.runtime.current()
+    t0 = time.perf_counter()
+    w = lra(X, y, 1.0, args.iterations)  # compiled: runs on the current runtime (the first call compiles)
+    t_first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    w = lra(X, y, 1.0, args.iterations)
+    t_compiled = time.perf_counter() - t0
     t0 = time.perf_counter()
     w_plain = lra.__wrapped__(X, y, 1.0, args.iterations)  # the undecorated Python function
     t_plain = time.perf_counter() - t0
-    close = getattr(rt, "close", None)
-    if callable(close):
-        close()
 
     accuracy = np.mean(((X @ w) > 0) == (y > 0.5))
     np.set_printoptions(precision=4, suppress=True)

@@ -29,6 +29,8 @@ class Runtime:
         self.closed = False
 
     def __repr__(self):
+        if self.closed:
+            return f"<phylanx runtime {self.name}: closed>"
         return f"<phylanx runtime {self.name}: {getattr(self.executor, 'workers', '?')} workers>"
 
     def evaluate(self, code, args, kwargs, hooks=None):
