@@ -4,7 +4,9 @@ Futures flow from node to node without a trip through the client: a task's argum
 ``distributed.Future`` objects, so Dask tracks dependencies, placement and lineage. The client only waits for
 data-dependent ``if``/``while`` conditions, loop iterables, effects on remote values and the final result.
 Cheap work runs inline on the client under the same direct-execution rule as the local runtime
-(runtime/evaluation.py): values (not futures) with no array over ``inline_elements`` elements.
+(runtime/evaluation.py): values (not futures) with no array over ``inline_elements`` elements; here the default
+is ``DASK_INLINE_ELEMENTS`` (2**20, 8 MB of float64), since a remote task costs 2-10 ms of scheduling and
+transfer (REFERENCES.md), more than NumPy needs for a pass over a megabyte-sized array on the client.
 
 Kernels travel by name: a CallSite pickles as (primitive name, source location) and the worker looks the
 primitive up in its own registry, so workers need phylanx-py installed (the same version: checked on connect).
@@ -26,6 +28,7 @@ from .base import Runtime
 from .executors import FUTURES
 
 UPLOAD_BYTES = 1 << 20
+DASK_INLINE_ELEMENTS = 1 << 20
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_NO_WORKER_TIMEOUT = 60.0
 _POLL_SECONDS = 1.0
@@ -295,6 +298,6 @@ def dask(address: str | None = None, client=None, n_workers: int | None = None,
             for thing in reversed(owned):
                 thing.close()
             raise
-    kw = {} if inline_elements is None else {"inline_elements": inline_elements}
+    kw = {"inline_elements": DASK_INLINE_ELEMENTS if inline_elements is None else inline_elements}
     executor = DaskExecutor(client, no_worker_timeout=no_worker_timeout, owned=owned)
     return Runtime(executor, name=f"dask {client.scheduler.address}", progress=progress, **kw)

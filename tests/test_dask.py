@@ -55,9 +55,9 @@ def test_lra_and_data_dependent_control_flow(cluster):
     X, y = _data()
     with px.runtime.dask(cluster.address) as runtime, px.using(runtime):
         w = px.compile(prog_dask.lra)(X, y, 0.5, 15)
-        got = px.compile(prog_dask.data_dependent)(np.ones(200_000), 1e7)
+        got = px.compile(prog_dask.data_dependent)(np.ones(2_000_000), 1e8)
     np.testing.assert_allclose(w, prog_dask.lra(X, y, 0.5, 15), rtol=1e-12)
-    want = prog_dask.data_dependent(np.ones(200_000), 1e7)
+    want = prog_dask.data_dependent(np.ones(2_000_000), 1e8)
     assert got[0] == want[0] and got[1] == want[1]
     np.testing.assert_array_equal(got[2], want[2])
 
@@ -65,7 +65,7 @@ def test_lra_and_data_dependent_control_flow(cluster):
 def test_task_keys_name_the_primitive_and_the_users_line(cluster):
     X, y = _data()
     f = px.compile(prog_dask.lra)
-    with px.runtime.dask(cluster.address) as runtime, px.using(runtime):
+    with px.runtime.dask(cluster.address, inline_elements=0) as runtime, px.using(runtime):
         with get_task_stream(runtime.executor.client) as ts:
             f(X, y, 0.5, 2)
     keys = {t["key"] for t in ts.data}
