@@ -122,7 +122,8 @@ def tree_view(program: ir.Program) -> str:
         where = f"  (line {loc.lineno})" if loc is not None and loc.lineno else ""
         out.append(f"{'  ' * depth}{head}{where}")
         for c in ir.children(n):
-            visit(c, depth + 1)
+            if not (isinstance(c, ir.Block) and not c.stmts):  # an empty else: nothing to show
+                visit(c, depth + 1)
 
     for name, fn in program.functions:
         out.append(f"function {name}  ({fn.loc.short})")

@@ -60,10 +60,15 @@ def to_dot(program: ir.Program, profile=None) -> str:
         lines.append(f"{indent}{nid} [{node_attrs(n)}];")
         kids = [c for c in ir.children(n) if not (isinstance(c, ir.Block) and not c.stmts)]  # no empty else
         if isinstance(n, (ir.For, ir.While, ir.Lambda)):
-            # a loop's (or closure's) body is drawn once, inside a cluster, not unrolled
+            # a loop's (or closure's) body is drawn once, inside a cluster, not unrolled; what runs once per
+            # loop (its target, its iterable) stays outside
+            inside = [c for c in kids if isinstance(c, (ir.Block, ir.Function))]
+            for c in kids:
+                if not any(c is i for i in inside):
+                    lines.append(f"{indent}{nid} -> {visit(c, indent)};")
             lines.append(f'{indent}subgraph "cluster_{nid}" {{ label="{type(n).__name__.lower()} body, line '
                          f'{n.loc.lineno}"; style=dashed;')
-            for c in kids:
+            for c in inside:
                 lines.append(f"{indent}  {nid} -> {visit(c, indent + '  ')};")
             lines.append(f"{indent}}}")
         else:
