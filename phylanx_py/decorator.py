@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import threading
 import types
 import weakref
@@ -10,7 +11,7 @@ import weakref
 from phylanx_py.runtime import current
 from phylanx_py.runtime.codegen import ProgramCode
 
-from .passes import run_pipeline
+from .passes import PIPELINE, fuse_elementwise, run_pipeline
 from .translate import translate
 from .verify import verify
 
@@ -20,12 +21,15 @@ class CompiledFunction:
 
     __phylanx_compiled__ = True
 
-    def __init__(self, fn, *, optimize: bool = True, disable: bool = False, debug: bool = False):
+    def __init__(self, fn, *, optimize: bool = True, disable: bool = False, debug: bool = False,
+                 fuse: bool | None = None):
         if not isinstance(fn, types.FunctionType):
             raise TypeError(f"@compile takes a Python function, not {type(fn).__name__}")
         functools.update_wrapper(self, fn)
         self.__wrapped__ = fn
         self.optimize, self.disable, self.debug = optimize, disable, debug
+        # fusion of element-wise chains into Numba kernels: on unless fuse=False or PHYLANX_FUSE=0
+        self.fuse = fuse if fuse is not None else os.environ.get("PHYLANX_FUSE", "1") != "0"
         self._signature = inspect.signature(fn)
         self._lock = threading.Lock()
         self._code: ProgramCode | None = None
@@ -37,7 +41,8 @@ class CompiledFunction:
             if self._code is None:
                 program, namespaces = translate(self.__wrapped__)
                 if self.optimize:
-                    program = run_pipeline(program)
+                    passes = PIPELINE if self.fuse else tuple(p for p in PIPELINE if p is not fuse_elementwise)
+                    program = run_pipeline(program, passes)
                 verify(program)
                 self._tree = program
                 self._code = ProgramCode(program, namespaces)
@@ -90,7 +95,7 @@ class CompiledFunction:
 
 
 def compile(fn=None, **options):  # noqa: A001 - the public name the design card gives
-    """``@compile`` or ``@compile(optimize=..., disable=..., debug=...)``."""
+    """``@compile`` or ``@compile(optimize=..., disable=..., debug=..., fuse=...)``."""
     if fn is None:
         return lambda f: CompiledFunction(f, **options)
     return CompiledFunction(fn, **options)

@@ -90,6 +90,24 @@ class Lambda(Node):
 
 
 @node
+class Leaf(Node):
+    """Input ``index`` of the enclosing Fused group (its value is computed once, before the group)."""
+    index: int
+    loc: SourceLoc = UNKNOWN
+
+
+@node
+class Fused(Node):
+    """An element-wise group run as one kernel: ``spec`` (primitives/fused.py) over ``leaves``; ``body`` is the
+    same expression as IR over Leaf nodes, run instead when the inputs are not large arrays."""
+    spec: tuple
+    body: Node
+    leaves: tuple
+    locs: tuple = ()  # each operation's SourceLoc, in the spec's pre-order (errors name the operation)
+    loc: SourceLoc = UNKNOWN
+
+
+@node
 class IfExp(Node):
     cond: Node
     then: Node

@@ -32,6 +32,11 @@ def expr(n) -> str:
         head = _label(n.prim) if isinstance(n, ir.Call) else expr(n.func)
         parts = [expr(a) for a in n.args] + [f"{k}={expr(v)}" for k, v in n.kwargs]
         return f"{head}{_at(n.loc)}({', '.join(parts)})"
+    if isinstance(n, ir.Fused):
+        leaves = ", ".join(f"${i}={expr(leaf)}" for i, leaf in enumerate(n.leaves))
+        return f"fused{_at(n.loc)}[{expr(n.body)}]({leaves})"
+    if isinstance(n, ir.Leaf):
+        return f"${n.index}"
     if isinstance(n, ir.IfExp):
         return f"if{_at(n.loc)}({expr(n.cond)}, {expr(n.then)}, {expr(n.orelse)})"
     if isinstance(n, ir.BoolOp):

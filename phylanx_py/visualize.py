@@ -19,6 +19,8 @@ class GraphvizMissing(RuntimeError):
 def _text(n) -> str:
     if isinstance(n, ir.Call):
         return _label(n.prim)
+    if isinstance(n, ir.Leaf):
+        return f"${n.index}"
     if isinstance(n, ir.Apply):
         return f"call {expr(n.func)}" if isinstance(n.func, ir.FuncRef) else "call"
     if isinstance(n, (ir.Const, ir.Var, ir.Global, ir.StoreName)):
@@ -44,8 +46,8 @@ def to_dot(program: ir.Program, profile=None) -> str:
         if loc is not None and loc.lineno:
             parts.append(f"line {loc.lineno}")
         fill = "#ffffff"
-        if profile is not None and isinstance(n, ir.Call):
-            s = profile.stats_for(n.loc, _label(n.prim))
+        if profile is not None and isinstance(n, (ir.Call, ir.Fused)):
+            s = profile.stats_for(n.loc, _label(n.prim) if isinstance(n, ir.Call) else "fused")
             if s is not None:
                 parts.append(f"{s.total * 1e3:.2f} ms, {s.calls}x {s.mode}")
                 share = s.total / hottest if hottest else 0.0
@@ -59,7 +61,15 @@ def to_dot(program: ir.Program, profile=None) -> str:
         nid = f"n{counter[0]}"
         lines.append(f"{indent}{nid} [{node_attrs(n)}];")
         kids = [c for c in ir.children(n) if not (isinstance(c, ir.Block) and not c.stmts)]  # no empty else
-        if isinstance(n, (ir.For, ir.While, ir.Lambda)):
+        if isinstance(n, ir.Fused):
+            # a fused group: one kernel; its operations drawn inside a cluster, its inputs outside
+            for i, leaf in enumerate(n.leaves):
+                lines.append(f'{indent}{nid} -> {visit(leaf, indent)} [label="${i}", fontsize=8];')
+            lines.append(f'{indent}subgraph "cluster_{nid}" {{ label="fused kernel, line {n.loc.lineno}"; '
+                         f'style="filled,rounded"; fillcolor="#eef5ff";')
+            lines.append(f"{indent}  {nid} -> {visit(n.body, indent + '  ')};")
+            lines.append(f"{indent}}}")
+        elif isinstance(n, (ir.For, ir.While, ir.Lambda)):
             # a loop's (or closure's) body is drawn once, inside a cluster, not unrolled; what runs once per
             # loop (its target, its iterable) stays outside
             inside = [c for c in kids if isinstance(c, (ir.Block, ir.Function))]

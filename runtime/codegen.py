@@ -17,6 +17,7 @@ import types
 
 import numpy as np
 from phylanx_py.primitives import IO, MUTATES, PURE, exists, lookup, name_of
+from phylanx_py.primitives.fused import FUSE_MIN_ELEMENTS
 from phylanx_py.primitives.python_ops import LAZY_BUILTINS
 
 from phylanx_py import ir
@@ -148,7 +149,7 @@ class _Generator:
             "__pxr_type": type, "__pxr_Exception": Exception, "__pxr_PXE": ExecutionError,
             "__pxr_PxFunction": PxFunction, "__pxr_call_value": call_value,
             "__pxr_global": _read_global, "__pxr_list": list, "__pxr_dict": dict, "__pxr_set": set,
-            "__pxr_MUT": (list, dict, set), "__pxr_ndarray": np.ndarray,
+            "__pxr_MUT": (list, dict, set), "__pxr_ndarray": np.ndarray, "__pxr_fusemin": FUSE_MIN_ELEMENTS,
         }
         self._const_ids: dict[int, str] = {}
         self.namespaces = {}
@@ -159,6 +160,7 @@ class _Generator:
         self.kwdefaults = dict(program.kwdefaults)
         self.tmp = itertools.count()
         self.indent = 1
+        self.leaf_atoms: list[list[str]] = []
 
     # ---- emission helpers ------------------------------------------------------------------------------
     def emit(self, text: str, loc=None, label: str = "python"):
@@ -358,6 +360,30 @@ class _Generator:
         if _is_literal(atom):
             return atom
         return self.assign_temp(f"{atom} if __pxr_type({atom}) not in __pxr_F else __pxr_wait({atom})", loc, label)
+
+    def e_Fused(self, n):
+        """Leaves first; then the generated kernel if an input is a large array (or a future), else the same
+        expression as ordinary code (scalars, small arrays, lists keep their fast paths and semantics)."""
+        leaves = [self.expr(leaf) for leaf in n.leaves]
+        t = self.temp()
+        tests = [f"(__pxr_type({a}) is __pxr_ndarray and {a}.size >= __pxr_fusemin) or __pxr_type({a}) in __pxr_F"
+                 for a in dict.fromkeys(leaves) if not _is_literal(a)]
+        site = self.site("fused.elementwise", n.loc)
+        call = f"__pxr_call({site}, ({self.const(n.spec)}, {self.const(n.locs)}, {''.join(a + ', ' for a in leaves)}))"
+        self.leaf_atoms.append(leaves)
+        if tests:
+            self.emit(f"if {' or '.join(tests)}:", n.loc, "fused")
+            self.emit(f"    {t} = {call}", n.loc, "fused")
+            self.emit("else:")
+            self.indent += 1
+        self.emit(f"{t} = {self.expr(n.body)}", n.loc, "fused")
+        if tests:
+            self.indent -= 1
+        self.leaf_atoms.pop()
+        return t
+
+    def e_Leaf(self, n):
+        return self.leaf_atoms[-1][n.index]
 
     def e_IfExp(self, n):
         t = self.temp()

@@ -75,8 +75,10 @@ def test_task_keys_name_the_primitive_and_the_users_line(cluster):
     # only X (1.3 MB) is uploaded: y (160 kB) travels inside its tasks, and X.T is a view of the uploaded X
     assert sum(k.startswith("input-") for k in keys) == 1
     assert any(k.startswith("view-") for k in keys)
-    # Loops with a known trip count are issued ahead: every iteration's tasks exist (2 x 9 array nodes).
-    assert sum("@prog_dask.py:" in k for k in keys) >= 18
+    # Loops with a known trip count are issued ahead: every iteration's tasks exist; per iteration two
+    # matmuls, p - y, and the two element-wise chains as one fused task each (2 x 5).
+    assert sum("@prog_dask.py:" in k for k in keys) >= 10
+    assert any(k.startswith("fused@prog_dask.py:") for k in keys)
 
 
 def test_lazy_returns_a_future_at_once(cluster):

@@ -427,8 +427,9 @@ def test_concurrent_calls_of_one_compiled_function(runtime):
         t.start()
     for t in threads:
         t.join(timeout=100)
-    for i in range(4):
-        assert results[i] == p.big_chain(inputs[i], 3)
+    for i in range(4):  # to float tolerance: the fused kernel may round its last bit differently
+        np.testing.assert_allclose(results[i][0], p.big_chain(inputs[i], 3)[0], rtol=1e-12)
+        assert results[i][1:] == p.big_chain(inputs[i], 3)[1:]
 
 
 def test_disable_runs_the_plain_function(runtime):

@@ -16,11 +16,17 @@ import numpy as np
 import prog_viz
 import pytest
 from cluster import DaskProcesses
-from helpers import assert_same, compiled, source_position
+from helpers import assert_same, source_position
 from phylanx_py.primitives import lookup
 
 import phylanx_py as px
 from phylanx_py import ir
+
+
+def compiled(fn):
+    """A fresh compiled function without fusion: these tests look at every primitive of the tree one by one
+    (an element-wise chain would otherwise be one fused node; tests/test_fusion.py covers that)."""
+    return px.compile(fn, fuse=False)
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from .dead_code import remove_dead_code
 from .fold import fold_constants
+from .fuse import fuse_elementwise
 
 PIPELINE = (
     fold_constants,  # first: makes conditions constant, so dead-code removal can drop whole branches
     remove_dead_code,  # after folding: statements after return/break, constant-false branches and loops
+    fuse_elementwise,  # last: groups what is left of the element-wise chains (folded constants included)
 )
 
 
@@ -16,4 +18,4 @@ def run_pipeline(program, passes=PIPELINE):
     return program
 
 
-__all__ = ["PIPELINE", "fold_constants", "remove_dead_code", "run_pipeline"]
+__all__ = ["PIPELINE", "fold_constants", "fuse_elementwise", "remove_dead_code", "run_pipeline"]

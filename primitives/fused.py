@@ -1,0 +1,219 @@
+"""Fused element-wise kernels: a chain like ``exp(-x*x)*sin(x)+2*x-1`` as one pass over memory.
+
+A fused group is described by a *spec*, nested tuples over registry names: ``("arg", i)`` is the i-th input,
+``("const", v)`` a scalar constant, ``(prim_name, child, ...)`` an element-wise primitive. The reference kernel
+evaluates the spec with the registry's own kernels (exactly what the unfused tree computes). The Numba kernel is
+generated source: one scalar function, each intermediate cast to the dtype NumPy gives it (found by running the
+reference on zero-size stand-ins), compiled with ``numba.vectorize`` so NumPy's broadcasting applies; it is cached
+in memory by (spec, input dtypes, target) and on disk next to the generated file, so another process reuses it.
+Inputs that are not plain numeric arrays and scalars, small arrays, and the few operations whose integer
+semantics Numba does not share with NumPy go to the reference kernel.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import threading
+
+import numpy as np
+
+from .registry import lookup, register
+
+# The Numba expression of each fusable primitive ({0}, {1}, {2}: operand temporaries).
+TEMPLATES = {
+    "operator.add": "{0} + {1}", "operator.sub": "{0} - {1}", "operator.mul": "{0} * {1}",
+    "operator.truediv": "{0} / {1}", "operator.floordiv": "{0} // {1}", "operator.mod": "{0} % {1}",
+    "operator.pow": "{0} ** {1}", "operator.neg": "-{0}", "operator.pos": "+{0}",
+    "operator.lt": "{0} < {1}", "operator.le": "{0} <= {1}", "operator.gt": "{0} > {1}",
+    "operator.ge": "{0} >= {1}", "operator.eq": "{0} == {1}", "operator.ne": "{0} != {1}",
+    "add": "{0} + {1}", "subtract": "{0} - {1}", "multiply": "{0} * {1}", "divide": "{0} / {1}",
+    "true_divide": "{0} / {1}", "negative": "-{0}", "positive": "+{0}", "square": "{0} * {0}",
+    "exp": "np.exp({0})", "expm1": "np.expm1({0})", "log": "np.log({0})", "log1p": "np.log1p({0})",
+    "log2": "np.log2({0})", "log10": "np.log10({0})", "sqrt": "np.sqrt({0})", "sin": "np.sin({0})",
+    "cos": "np.cos({0})", "tan": "np.tan({0})", "tanh": "np.tanh({0})", "sinh": "np.sinh({0})",
+    "cosh": "np.cosh({0})", "arctan": "np.arctan({0})", "abs": "np.abs({0})", "absolute": "np.abs({0})",
+    "fabs": "np.fabs({0})", "floor": "np.floor({0})", "ceil": "np.ceil({0})",
+    "maximum": "({0} if ({0} >= {1} or {0} != {0}) else {1})",
+    "minimum": "({0} if ({0} <= {1} or {0} != {0}) else {1})",
+    "where": "({1} if {0} else {2})",
+}
+FUSABLE = frozenset(TEMPLATES)
+# Integer semantics Numba does not share with NumPy (division by zero gives 0 with a warning in NumPy,
+# negative integer powers raise there): these run in the reference kernel on integer dtypes.
+_INT_UNSAFE = {"operator.floordiv", "operator.mod", "operator.pow"}
+FUSE_MIN_ELEMENTS = 1 << 14  # below this a NumPy pass is cheaper than calling a compiled kernel
+PARALLEL_MIN_ELEMENTS = None  # target="parallel" is off: its cached kernels fail to load (numba "<dynamic>"), and
+# its workqueue threading layer is not safe for calls from several threads at once
+_CACHE_DIR = os.environ.get("PHYLANX_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "phylanx-py")
+
+
+def reference(spec, args, locs=None):
+    """The spec evaluated with the registry's NumPy kernels: the semantics of the unfused tree. With ``locs``
+    (each operation's SourceLoc, in pre-order) a failing operation is an ExecutionError at its own line."""
+    from phylanx_py.errors import ExecutionError
+
+    order = iter(locs or ())
+
+    def visit(node):
+        kind = node[0]
+        if kind == "arg":
+            return args[node[1]]
+        if kind == "const":
+            return node[1]
+        loc = next(order, None)
+        prim = lookup(kind)
+        operands = [visit(c) for c in node[1:]]
+        try:
+            return prim.kernel(*operands)
+        except ExecutionError:
+            raise
+        except Exception as e:
+            if loc is None:
+                raise
+            raise ExecutionError.from_exception(e, loc, prim.label) from e
+
+    return visit(spec)
+
+
+def fused_elementwise(spec, locs, *args):
+    """The kernel of the ``fused.elementwise`` primitive: the Numba kernel when it applies, else the reference
+    (also when the kernel fails, e.g. on shapes that do not broadcast: the reference names the operation)."""
+    kernel = _numba_kernel(spec, args)
+    if kernel is not None:
+        try:
+            return kernel(*[a if isinstance(a, np.ndarray) else np.asarray(a) for a in args])
+        except Exception:  # noqa: BLE001 - the reference below raises the error at the right operation
+            pass
+    return reference(spec, args, locs)
+
+
+def _numeric(a) -> bool:
+    if isinstance(a, np.ndarray):
+        return a.dtype.kind in "biufc"
+    return type(a) in (int, float, bool, complex) or (isinstance(a, np.generic) and a.dtype.kind in "biufc")
+
+
+_kernels: dict = {}
+_lock = threading.Lock()
+
+
+def _numba_kernel(spec, args):
+    if os.environ.get("PHYLANX_FUSE", "1") == "0" or not all(_numeric(a) for a in args):
+        return None
+    size = max((a.size for a in args if isinstance(a, np.ndarray)), default=0)
+    if size < FUSE_MIN_ELEMENTS:
+        return None
+    try:
+        dtypes = _dtypes(spec, args)
+    except Exception:
+        return None  # NumPy itself refuses these dtypes: the reference raises the real error
+    if dtypes is None:
+        return None
+    target = "parallel" if PARALLEL_MIN_ELEMENTS is not None and size >= PARALLEL_MIN_ELEMENTS else "cpu"
+    in_types = tuple(np.asarray(a).dtype.str for a in args)
+    key = (spec, in_types, target)
+    kernel = _kernels.get(key)
+    if kernel is None:
+        with _lock:
+            kernel = _kernels.get(key)
+            if kernel is None:
+                kernel = _kernels[key] = _compile(spec, [np.dtype(t) for t in in_types], dtypes, target)
+    return kernel
+
+
+def _dtypes(spec, args) -> dict | None:
+    """The dtype NumPy gives every node of the spec, from the reference on zero-size stand-ins."""
+    probes = [np.empty((0,), a.dtype) if isinstance(a, np.ndarray) else a for a in args]
+    out: dict = {}
+
+    def visit(node):
+        kind = node[0]
+        if kind == "arg":
+            v = probes[node[1]]
+        elif kind == "const":
+            v = node[1]
+        else:
+            v = lookup(kind).kernel(*(visit(c) for c in node[1:]))
+            dt = np.asarray(v).dtype
+            if dt.kind not in "biufc" or (kind in _INT_UNSAFE and dt.kind in "biu"):
+                raise _NotFusable
+            out[id(node)] = dt
+        return v
+
+    try:
+        visit(spec)
+    except _NotFusable:
+        return None
+    return out
+
+
+class _NotFusable(Exception):
+    pass
+
+
+_NUMBA_NAMES = {"b": "boolean", "i": "int", "u": "uint", "f": "float", "c": "complex"}
+
+
+def _numba_type(dt: np.dtype) -> str:
+    if dt.kind == "b":
+        return "boolean"
+    return f"{_NUMBA_NAMES[dt.kind]}{dt.itemsize * 8}"
+
+
+def _source(spec, in_dtypes, dtypes, target) -> tuple[str, str]:
+    lines, counter = [], [0]
+
+    def visit(node) -> str:
+        kind = node[0]
+        if kind == "arg":
+            return f"a{node[1]}"
+        if kind == "const":
+            return repr(node[1])
+        operands = [visit(c) for c in node[1:]]
+        counter[0] += 1
+        t = f"t{counter[0]}"
+        dt = dtypes[id(node)]
+        cast = "np.bool_" if dt.kind == "b" else f"np.{dt.name}"
+        lines.append(f"    {t} = {cast}({TEMPLATES[kind].format(*operands)})")
+        return t
+
+    result = visit(spec)
+    out_dt = dtypes[id(spec)]
+    sig = f"{_numba_type(out_dt)}({', '.join(_numba_type(d) for d in in_dtypes)})"
+    params = ", ".join(f"a{i}" for i in range(len(in_dtypes)))
+    src = ("import numpy as np\nimport numba\n\n\n"
+           f"@numba.vectorize([{sig!r}], target={target!r}, cache=True)\n"
+           f"def kernel({params}):\n" + "\n".join(lines) + f"\n    return {result}\n")
+    return src, sig
+
+
+def _compile(spec, in_dtypes, dtypes, target):
+    """Write the generated kernel to the cache folder and import it (Numba caches compiled code beside it)."""
+    src, _ = _source(spec, in_dtypes, dtypes, target)
+    digest = hashlib.sha1(src.encode()).hexdigest()[:20]
+    folder = os.path.join(_CACHE_DIR, "kernels")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"fused_{digest}.py")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(src)
+        os.replace(tmp, path)  # atomic: concurrent processes agree on one file
+    name = f"phylanx_fused_{digest}"
+    module = sys.modules.get(name)
+    if module is None:
+        # registered in sys.modules like any import: Numba's disk cache looks the module up by name
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        module_spec.loader.exec_module(module)
+    return module.kernel
+
+
+def _register():
+    register("fused.elementwise", fused_elementwise, display="fused")
+
+
+_register()
