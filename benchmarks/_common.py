@@ -7,10 +7,37 @@ from collections.abc import Callable, Sequence
 
 import phylanx_py as px
 
-# Runtime names accepted by ``--runtime``. To add one (e.g. dask), add an entry here; argparse picks it up.
+DASK_WORKERS = 2  # worker processes of the benchmark's Dask LocalCluster, one thread each
+
+
+def dask_runtime(n_workers: int = DASK_WORKERS):
+    """A fresh ``LocalCluster`` of ``n_workers`` single-threaded worker processes on 127.0.0.1, its client
+    wrapped by ``px.runtime.dask(client=...)``. The runtime does not own a client it is given, so the cluster and
+    client go in ``rt.bench_owned`` and ``close_runtime`` closes them. ``rt.executor.client`` is the client."""
+    import warnings
+
+    import distributed
+
+    # Large NumPy inputs travel inside task specifications (the runtime's design; also dask.array's from_array),
+    # and Dask warns about the graph size from its event-loop thread, where a catch_warnings block does not reach.
+    warnings.filterwarnings("ignore", message=".*[Ll]arge graph.*", category=UserWarning)
+    cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                                       host="127.0.0.1", dashboard_address=":0")
+    try:
+        client = distributed.Client(cluster)
+        rt = px.runtime.dask(client=client)
+    except BaseException:
+        cluster.close()
+        raise
+    rt.bench_owned = [client, cluster]
+    return rt
+
+
+# Runtime names accepted by ``--runtime``. To add one, add an entry here; argparse picks it up.
 RUNTIMES: dict[str, Callable[[], object]] = {
     "local": lambda: px.runtime.local(),
     "sync": lambda: px.runtime.synchronous(),
+    "dask": dask_runtime,
 }
 
 
@@ -23,10 +50,13 @@ def make_runtime(name: str):
 
 
 def close_runtime(rt) -> None:
-    """Release the runtime's resources if it has a ``close`` (thread pools, clients)."""
+    """Release the runtime's resources if it has a ``close`` (thread pools, clients), then whatever the benchmark
+    started for it (``rt.bench_owned``: a Dask client and cluster)."""
     close = getattr(rt, "close", None)
     if callable(close):
         close()
+    for thing in getattr(rt, "bench_owned", ()):
+        thing.close()
 
 
 def median_time(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:

@@ -1,10 +1,16 @@
 """Benchmark: per-node interpreter overhead (scalar loop) and small-array LRA, compiled vs plain Python/NumPy.
 
     python benchmarks/overhead.py [--runtime local] [--repeats 5]
+    python benchmarks/overhead.py --runtime dask [--repeats 3]
 
 (a) a scalar loop of 100,000 iterations with integer arithmetic and a branch; target <= 5x plain Python.
 (b) LRA at Phylanx's size (569 x 30, breast-cancer shaped, 750 iterations); target <= 1.5x NumPy.
 Each compiled function is called once first (that call compiles) and its result checked against plain Python.
+
+With ``--runtime dask`` (a 2-worker LocalCluster, one thread per worker) (a) and (b) run as above (their arrays
+are small, so they run inline on the client), and then (c) per-task overhead: compiled functions of N=200 cheap
+element-wise array ops, run with ``inline_elements=0`` so every array op is a remote task, against the same N
+tasks sent with plain ``client.submit`` to the same cluster, as a dependent chain and as N independent tasks.
 """
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ import argparse
 import sys
 
 import numpy as np
-from _common import RUNTIMES, close_runtime, make_runtime, median_time, print_table
+from _common import DASK_WORKERS, RUNTIMES, close_runtime, make_runtime, median_time, print_table
 
 import phylanx_py as px
 
@@ -56,11 +62,100 @@ def lra_data(rows=569, cols=30, seed=0):
     return X, y
 
 
+# (c), --runtime dask only: N array ops, each one remote task under inline_elements=0 (the script checks the
+# count on the warm-up call). The array is tiny, so the time is the per-task overhead, not the arithmetic.
+N_TASKS = 200
+TASK_ARRAY = np.zeros(8)
+
+
+@px.compile
+def add_chain(x, n):
+    for _ in range(n):
+        x = x + 1.0  # each add depends on the one before: n tasks in a chain
+    return x
+
+
+@px.compile
+def add_independent(x, n):
+    return [x + i for i in range(n)]  # n tasks that depend only on x; the list of results is returned
+
+
+def submit_chain(client, x, n):
+    f = x
+    for _ in range(n):
+        f = client.submit(np.add, f, 1.0, pure=False)
+    return f.result()
+
+
+def submit_independent(client, x, n):
+    return client.gather([client.submit(np.add, x, i, pure=False) for i in range(n)])
+
+
+def count_tasks(rt, fn):
+    """Run ``fn()`` once on ``rt``, counting the tasks its executor submits; (result, count)."""
+    ex = rt.executor
+    count = 0
+    submit = ex.submit
+
+    def counting(*a, **kw):
+        nonlocal count
+        count += 1
+        return submit(*a, **kw)
+
+    ex.submit = counting
+    try:
+        return fn(), count
+    finally:
+        del ex.submit  # back to the class's method
+
+
+def measure_dask_tasks(rt, repeats: int) -> dict:
+    """(c) on ``rt``'s cluster: {kind: (compiled task count, compiled s, client.submit s, results agree)}."""
+    client = rt.executor.client
+    x, n = TASK_ARRAY, N_TASKS
+    tasks_rt = px.runtime.dask(client=client, inline_elements=0)  # same cluster, every array op a task
+    variants = {}
+    try:
+        with px.using(tasks_rt):
+            for kind, compiled, plain in [("chain", add_chain, submit_chain),
+                                          ("independent", add_independent, submit_independent)]:
+                got, tasks = count_tasks(tasks_rt, lambda compiled=compiled: compiled(x, n))  # compiles, warms
+                want = plain(client, x, n)  # warm-up of the plain variant, and the result we check
+                agree = bool(np.allclose(np.asarray(got), np.asarray(want)))
+                t_c = median_time(lambda compiled=compiled: compiled(x, n), repeats, warmup=0)
+                t_p = median_time(lambda plain=plain: plain(client, x, n), repeats, warmup=0)
+                variants[kind] = (tasks, t_c, t_p, agree)
+    finally:
+        tasks_rt.close()  # closes nothing it did not start: the client and cluster stay up
+    return variants
+
+
+def print_dask_tasks(variants: dict, repeats: int) -> bool:
+    """Print (c)'s table; True if every compiled result agrees and made exactly N_TASKS tasks."""
+    print(f"\n(c) per-task overhead on Dask ({DASK_WORKERS} worker processes x 1 thread): N={N_TASKS} element-wise "
+          f"ops on a {TASK_ARRAY.size}-element array, inline_elements=0; median of {repeats} repeats after one "
+          "warm-up call\n")
+    rows = []
+    for kind, (tasks, t_c, t_p, agree) in variants.items():
+        for label, t, ntask in [(f"compiled, {kind}", t_c, tasks), (f"client.submit, {kind}", t_p, N_TASKS)]:
+            rows.append([label, ntask, f"{t * 1e3:.1f}", f"{t / ntask * 1e6:.0f}", f"{ntask / t:.0f}",
+                         f"{t / t_p:.2f}", agree])
+    print_table(["variant", "tasks", "total ms", "us/task", "tasks/s", "ratio to client.submit", "agree"], rows)
+    print("compiled: each array node is one task, so us/task = us per array node (client-side evaluation "
+          "included); its task count is the executor's submits on the warm-up call")
+    ok = all(agree and tasks == N_TASKS for tasks, _, _, agree in variants.values())
+    if not ok:
+        print(f"MISMATCH or task count != {N_TASKS}: {variants}")
+    return ok
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runtime", choices=sorted(RUNTIMES), default="local")
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=None, help="default 5; 3 with --runtime dask")
     args = ap.parse_args(argv)
+    if args.repeats is None:
+        args.repeats = 3 if args.runtime == "dask" else 5
     X, y = lra_data()
     lra_args = (X, y, 0.1, 750)
 
@@ -74,6 +169,8 @@ def main(argv=None) -> int:
             t_loop_p = median_time(lambda: scalar_loop.__wrapped__(SCALAR_N), args.repeats, warmup=0)
             t_lra_c = median_time(lambda: lra(*lra_args), args.repeats, warmup=0)
             t_lra_p = median_time(lambda: lra.__wrapped__(*lra_args), args.repeats, warmup=0)
+        # (c) needs the cluster, so it runs before closing; it prints after (a) and (b)
+        dask_tasks = measure_dask_tasks(rt, args.repeats) if args.runtime == "dask" else None
     finally:
         close_runtime(rt)
 
@@ -96,10 +193,11 @@ def main(argv=None) -> int:
           f"plain Python: {t_loop_p / SCALAR_N * 1e6:.3f} us/iteration")
     print(f"(b) compiled: {t_lra_c / 750 * 1e6:.1f} us/iteration; "
           f"numpy: {t_lra_p / 750 * 1e6:.1f} us/iteration")
+    tasks_ok = True if dask_tasks is None else print_dask_tasks(dask_tasks, args.repeats)
     if not (loop_ok and lra_ok):
         print(f"MISMATCH: scalar loop {s_compiled!r} vs {s_plain!r}; LRA allclose={lra_ok}")
         return 1
-    return 0
+    return 0 if tasks_ok else 1
 
 
 if __name__ == "__main__":
