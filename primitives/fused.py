@@ -44,8 +44,10 @@ FUSABLE = frozenset(TEMPLATES)
 # negative integer powers raise there): these run in the reference kernel on integer dtypes.
 _INT_UNSAFE = {"operator.floordiv", "operator.mod", "operator.pow"}
 FUSE_MIN_ELEMENTS = 1 << 14  # below this a NumPy pass is cheaper than calling a compiled kernel
-PARALLEL_MIN_ELEMENTS = None  # target="parallel" is off: its cached kernels fail to load (numba "<dynamic>"), and
-# its workqueue threading layer is not safe for calls from several threads at once
+# From this size on, the kernel runs on row blocks in parallel threads (the compiled loop releases the GIL).
+# Numba's own target="parallel" is not used: its cached kernels fail to load ("No module named '<dynamic>'")
+# and its workqueue threading layer is not safe for calls from several threads at once.
+PARALLEL_MIN_ELEMENTS = 1 << 18
 _CACHE_DIR = os.environ.get("PHYLANX_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "phylanx-py")
 
 
@@ -83,10 +85,54 @@ def fused_elementwise(spec, locs, *args):
     kernel = _numba_kernel(spec, args)
     if kernel is not None:
         try:
-            return kernel(*[a if isinstance(a, np.ndarray) else np.asarray(a) for a in args])
+            return _run(kernel, [a if isinstance(a, np.ndarray) else np.asarray(a) for a in args])
         except Exception:  # noqa: BLE001 - the reference below raises the error at the right operation
             pass
     return reference(spec, args, locs)
+
+
+def _threads() -> int:
+    """Threads for one kernel: OMP_NUM_THREADS when set (Dask's nanny sets 1 in workers), else the cores."""
+    try:
+        return max(1, int(os.environ.get("OMP_NUM_THREADS", "") or os.cpu_count() or 1))
+    except ValueError:
+        return os.cpu_count() or 1
+
+
+_pool = None
+
+
+def _run(kernel, arrays):
+    """The kernel over the broadcast shape; large outputs are cut into row blocks run on parallel threads."""
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    size = int(np.prod(shape, dtype=np.int64))
+    n = min(_threads(), shape[0] if shape else 1)
+    if size < PARALLEL_MIN_ELEMENTS or n < 2:
+        return kernel(*arrays)
+    global _pool
+    if _pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _pool = ThreadPoolExecutor(_threads(), thread_name_prefix="phylanx-fused")
+    out = np.empty(shape, np.dtype(kernel.types[0].split("->")[1]))  # the one signature compiled
+    bounds = np.linspace(0, shape[0], n + 1).astype(int)
+    nd = len(shape)
+
+    def block(lo, hi):
+        parts = []
+        for a in arrays:
+            # a's leading axis lines up with the output's only if a has all the dimensions and is not broadcast
+            if a.ndim == nd and a.shape[0] == shape[0]:
+                parts.append(a[lo:hi])
+            else:
+                parts.append(a)
+        kernel(*parts, out=out[lo:hi])
+
+    futures = [_pool.submit(block, lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
+    for f in futures:
+        f.result()
+    return out
+
 
 
 def _numeric(a) -> bool:
@@ -111,7 +157,7 @@ def _numba_kernel(spec, args):
         return None  # NumPy itself refuses these dtypes: the reference raises the real error
     if dtypes is None:
         return None
-    target = "parallel" if PARALLEL_MIN_ELEMENTS is not None and size >= PARALLEL_MIN_ELEMENTS else "cpu"
+    target = "cpu"
     in_types = tuple(np.asarray(a).dtype.str for a in args)
     key = (spec, in_types, target)
     kernel = _kernels.get(key)
