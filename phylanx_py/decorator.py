@@ -22,7 +22,7 @@ class CompiledFunction:
     __phylanx_compiled__ = True
 
     def __init__(self, fn, *, optimize: bool = True, disable: bool = False, debug: bool = False,
-                 fuse: bool | None = None):
+                 fuse: bool | None = None, device: str = "cpu"):
         if not isinstance(fn, types.FunctionType):
             raise TypeError(f"@compile takes a Python function, not {type(fn).__name__}")
         functools.update_wrapper(self, fn)
@@ -30,6 +30,10 @@ class CompiledFunction:
         self.optimize, self.disable, self.debug = optimize, disable, debug
         # fusion of element-wise chains into Numba kernels: on unless fuse=False or PHYLANX_FUSE=0
         self.fuse = fuse if fuse is not None else os.environ.get("PHYLANX_FUSE", "1") != "0"
+        if device not in ("cpu", "gpu"):
+            raise ValueError(f"device must be 'cpu' or 'gpu', not {device!r}")
+        # "gpu": NumPy inputs go to the GPU (CuPy) and results stay there until asked for (cupy.asnumpy)
+        self.device = device
         self._signature = inspect.signature(fn)
         self._lock = threading.Lock()
         self._code: ProgramCode | None = None
@@ -69,9 +73,17 @@ class CompiledFunction:
         return visualize(self.tree, path, profile)
 
     # ---- calling -------------------------------------------------------------------------------------
+    def _inputs(self, args, kwargs):
+        if self.device != "gpu":
+            return args, kwargs
+        from phylanx_py.primitives.backends import to_device
+
+        return to_device(tuple(args)), to_device(dict(kwargs))
+
     def __call__(self, *args, **kwargs):
         if self.disable:
             return self.__wrapped__(*args, **kwargs)
+        args, kwargs = self._inputs(args, kwargs)
         return current().evaluate(self._compile(), args, kwargs, HOOKS)
 
     def lazy(self, *args, **kwargs):
@@ -85,6 +97,7 @@ class CompiledFunction:
             # Python's own message: binding fails before the body runs, so nothing of the function executes.
             self.__wrapped__(*args, **kwargs)
             raise
+        args, kwargs = self._inputs(args, kwargs)
         return rt.lazy(rt.evaluate, self._compile(), args, kwargs, HOOKS)
 
     def __repr__(self):

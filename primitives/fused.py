@@ -82,6 +82,10 @@ def reference(spec, args, locs=None):
 def fused_elementwise(spec, locs, *args):
     """The kernel of the ``fused.elementwise`` primitive: the Numba kernel when it applies, else the reference
     (also when the kernel fails, e.g. on shapes that do not broadcast: the reference names the operation)."""
+    from . import backends
+
+    if backends.DEVICE_TYPES and backends.on_device(args):
+        return _cupy_fused(spec)(*args)
     kernel = _numba_kernel(spec, args)
     if kernel is not None:
         try:
@@ -89,6 +93,48 @@ def fused_elementwise(spec, locs, *args):
         except Exception:  # noqa: BLE001 - the reference below raises the error at the right operation
             pass
     return reference(spec, args, locs)
+
+
+_CUPY_NAMES = {"operator.add": "{0} + {1}", "operator.sub": "{0} - {1}", "operator.mul": "{0} * {1}",
+               "operator.truediv": "{0} / {1}", "operator.floordiv": "{0} // {1}", "operator.mod": "{0} % {1}",
+               "operator.pow": "{0} ** {1}", "operator.neg": "-{0}", "operator.pos": "+{0}",
+               "operator.lt": "{0} < {1}", "operator.le": "{0} <= {1}", "operator.gt": "{0} > {1}",
+               "operator.ge": "{0} >= {1}", "operator.eq": "{0} == {1}", "operator.ne": "{0} != {1}"}
+_cupy_kernels: dict = {}
+
+
+def cupy_source(spec) -> str:
+    """Python source of the spec over CuPy ufuncs, for ``cupy.fuse`` (one GPU kernel)."""
+    n_args = [0]
+
+    def visit(node) -> str:
+        kind = node[0]
+        if kind == "arg":
+            n_args[0] = max(n_args[0], node[1] + 1)
+            return f"a{node[1]}"
+        if kind == "const":
+            return repr(node[1])
+        operands = [visit(c) for c in node[1:]]
+        if kind in _CUPY_NAMES:
+            return "(" + _CUPY_NAMES[kind].format(*operands) + ")"
+        return f"cupy.{kind}({', '.join(operands)})"
+
+    body = visit(spec)
+    params = ", ".join(f"a{i}" for i in range(n_args[0]))
+    return f"def kernel({params}):\n    return {body}\n"
+
+
+def _cupy_fused(spec):
+    """The spec as one fused GPU kernel (``cupy.fuse``), cached by spec."""
+    kernel = _cupy_kernels.get(spec)
+    if kernel is None:
+        from .backends import cupy_module
+
+        cupy = cupy_module()
+        namespace = {"cupy": cupy}
+        exec(cupy_source(spec), namespace)  # noqa: S102 - generated from the spec above
+        kernel = _cupy_kernels[spec] = cupy.fuse()(namespace["kernel"])
+    return kernel
 
 
 def _threads() -> int:

@@ -16,7 +16,7 @@ import threading
 import time
 
 import numpy as np
-from phylanx_py.primitives import IO, MUTATES, STATE
+from phylanx_py.primitives import IO, MUTATES, STATE, backends
 from phylanx_py.primitives import lookup as lookup_primitive
 
 from phylanx_py.errors import ExecutionError
@@ -33,8 +33,11 @@ _MISSING = object()
 
 def run_primitive(prim, loc, args, kwargs):
     """Run ``prim``'s kernel; a failure becomes an ExecutionError naming the user's line (cause chained)."""
+    kernel = prim.kernel
+    if backends.DEVICE_TYPES and backends.on_device(args):
+        kernel = backends.device_kernel(prim)  # CuPy arrays in: CuPy's kernel of the same primitive
     try:
-        return prim.kernel(*args, **kwargs) if kwargs else prim.kernel(*args)
+        return kernel(*args, **kwargs) if kwargs else kernel(*args)
     except ExecutionError:
         raise
     except Exception as e:
@@ -115,6 +118,7 @@ class Evaluation:
         # an in-place change made here (``b[0] = 1`` on a remote ``b``) is what later reads see.
         self.memo: dict = {}
         self.shares = runtime.executor.shares_results
+        backends.refresh()
         self.profile = profiling.active()  # a recorder while inside ``px.profile()``, else None
         self.profile_keys: dict = {}  # remote task key -> (site, dependency keys), for the profile
         self._prune_at = 64
