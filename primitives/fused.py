@@ -86,10 +86,12 @@ def fused_elementwise(spec, locs, *args):
 
     if backends.DEVICE_TYPES and backends.on_device(args):
         return _cupy_fused(spec)(*args)
-    kernel = _numba_kernel(spec, args)
-    if kernel is not None:
+    found = _numba_kernel(spec, args)
+    if found is not None:
+        kernel, in_dtypes = found
         try:
-            return _run(kernel, [a if isinstance(a, np.ndarray) else np.asarray(a) for a in args])
+            return _run(kernel, [a if isinstance(a, np.ndarray) else np.asarray(a, dtype=d)
+                                 for a, d in zip(args, in_dtypes)])
         except Exception:  # noqa: BLE001 - the reference below raises the error at the right operation
             pass
     return reference(spec, args, locs)
@@ -138,11 +140,19 @@ def _cupy_fused(spec):
 
 
 def _threads() -> int:
-    """Threads for one kernel: OMP_NUM_THREADS when set (Dask's nanny sets 1 in workers), else the cores."""
-    try:
-        return max(1, int(os.environ.get("OMP_NUM_THREADS", "") or os.cpu_count() or 1))
-    except ValueError:
-        return os.cpu_count() or 1
+    """Threads for one kernel: ``PHYLANX_NUM_THREADS`` when set; one inside a Dask worker (its own threads
+    share the cores); else every core. (Not OMP_NUM_THREADS: a LocalCluster's nanny sets it to 1 in the
+    client's own process.)"""
+    setting = os.environ.get("PHYLANX_NUM_THREADS", "")
+    if setting.isdigit() and int(setting) > 0:
+        return int(setting)
+    if "distributed" in sys.modules:
+        try:
+            sys.modules["distributed"].get_worker()
+            return 1
+        except ValueError:
+            pass
+    return os.cpu_count() or 1
 
 
 _pool = None
@@ -192,53 +202,86 @@ _lock = threading.Lock()
 
 
 def _numba_kernel(spec, args):
+    """The compiled kernel for these inputs, or None: then the reference runs (also when compiling fails)."""
     if os.environ.get("PHYLANX_FUSE", "1") == "0" or not all(_numeric(a) for a in args):
         return None
     size = max((a.size for a in args if isinstance(a, np.ndarray)), default=0)
     if size < FUSE_MIN_ELEMENTS:
         return None
     try:
-        dtypes = _dtypes(spec, args)
+        found = _dtypes(spec, args)
     except Exception:
         return None  # NumPy itself refuses these dtypes: the reference raises the real error
-    if dtypes is None:
+    if found is None:
         return None
-    target = "cpu"
-    in_types = tuple(np.asarray(a).dtype.str for a in args)
-    key = (spec, in_types, target)
-    kernel = _kernels.get(key)
-    if kernel is None:
-        with _lock:
-            kernel = _kernels.get(key)
-            if kernel is None:
-                kernel = _kernels[key] = _compile(spec, [np.dtype(t) for t in in_types], dtypes, target)
-    return kernel
+    dtypes, in_dtypes = found
+    key = (spec, tuple(d.str for d in in_dtypes))
+    if key in _kernels:
+        return _kernels[key]
+    with _lock:
+        if key not in _kernels:
+            try:
+                _kernels[key] = (_compile(spec, in_dtypes, dtypes), in_dtypes)
+            except Exception:  # noqa: BLE001 - a type Numba cannot compile: the reference, from now on
+                _kernels[key] = None
+    return _kernels[key]
 
 
-def _dtypes(spec, args) -> dict | None:
-    """The dtype NumPy gives every node of the spec, from the reference on zero-size stand-ins."""
+_ORDERED = {"operator.lt", "operator.le", "operator.gt", "operator.ge", "maximum", "minimum"}
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _dtypes(spec, args):
+    """(dtype of every operation node, dtype of every input) as NumPy gives them, from the reference run on
+    zero-size stand-ins; None when the kernel cannot reproduce NumPy (float16, ordering of complex numbers,
+    integers beyond int64, integer ``// % **``).
+
+    A Python scalar input takes the dtype NumPy gives it next to its sibling operand (NumPy 2's weak scalars:
+    ``float32_array == 0.1`` compares in float32), so the kernel sees it as NumPy does."""
     probes = [np.empty((0,), a.dtype) if isinstance(a, np.ndarray) else a for a in args]
     out: dict = {}
+
+    def weak(node) -> bool:
+        """A Python scalar (an input or a constant): NumPy 2 gives it the dtype of what it meets."""
+        if node[0] == "const":
+            return True
+        return node[0] == "arg" and not isinstance(args[node[1]], (np.ndarray, np.generic))
 
     def visit(node):
         kind = node[0]
         if kind == "arg":
-            v = probes[node[1]]
-        elif kind == "const":
-            v = node[1]
-        else:
-            v = lookup(kind).kernel(*(visit(c) for c in node[1:]))
-            dt = np.asarray(v).dtype
-            if dt.kind not in "biufc" or (kind in _INT_UNSAFE and dt.kind in "biu"):
+            a = args[node[1]]
+            if type(a) is int and not _INT64[0] <= a <= _INT64[1]:
                 raise _NotFusable
-            out[id(node)] = dt
+            return probes[node[1]]
+        if kind == "const":
+            v = node[1]
+            if type(v) is int and not _INT64[0] <= v <= _INT64[1]:
+                raise _NotFusable
+            return v
+        children = node[1:]
+        values = [visit(c) for c in children]
+        v = lookup(kind).kernel(*values)
+        dt = np.asarray(v).dtype
+        if dt.kind not in "biufc" or dt.itemsize < 4 and dt.kind == "f" or (kind in _INT_UNSAFE and dt.kind in "biu"):
+            raise _NotFusable
+        if kind in _ORDERED and any(np.asarray(x).dtype.kind == "c" for x in values):
+            raise _NotFusable
+        strong = [np.asarray(y).dtype for c, y in zip(children, values) if not weak(c)]
+        for i, (c, x) in enumerate(zip(children, values)):
+            if weak(c) and strong:  # cast where it is used, to the dtype NumPy gives it there
+                out[(id(node), i)] = np.result_type(*strong, x)
+        out[id(node)] = dt
         return v
 
     try:
         visit(spec)
     except _NotFusable:
         return None
-    return out
+    in_dtypes = [np.asarray(a).dtype for a in args]
+    if any(d.kind == "f" and d.itemsize < 4 or d.kind not in "biufc" for d in in_dtypes):
+        return None
+    return out, in_dtypes
 
 
 class _NotFusable(Exception):
@@ -254,7 +297,15 @@ def _numba_type(dt: np.dtype) -> str:
     return f"{_NUMBA_NAMES[dt.kind]}{dt.itemsize * 8}"
 
 
-def _source(spec, in_dtypes, dtypes, target) -> tuple[str, str]:
+def _literal(v) -> str:
+    if isinstance(v, float) and not np.isfinite(v):
+        return "np.nan" if v != v else ("np.inf" if v > 0 else "-np.inf")
+    if isinstance(v, complex):
+        return f"complex({_literal(v.real)}, {_literal(v.imag)})"
+    return repr(v)
+
+
+def _source(spec, in_dtypes, dtypes, target="cpu") -> tuple[str, str]:
     lines, counter = [], [0]
 
     def visit(node) -> str:
@@ -262,8 +313,12 @@ def _source(spec, in_dtypes, dtypes, target) -> tuple[str, str]:
         if kind == "arg":
             return f"a{node[1]}"
         if kind == "const":
-            return repr(node[1])
+            return _literal(node[1])
         operands = [visit(c) for c in node[1:]]
+        for i in range(len(operands)):
+            cast = dtypes.get((id(node), i))
+            if cast is not None:  # a Python scalar, at the dtype NumPy gives it next to this operation's arrays
+                operands[i] = f"{'np.bool_' if cast.kind == 'b' else 'np.' + cast.name}({operands[i]})"
         counter[0] += 1
         t = f"t{counter[0]}"
         dt = dtypes[id(node)]
@@ -281,7 +336,7 @@ def _source(spec, in_dtypes, dtypes, target) -> tuple[str, str]:
     return src, sig
 
 
-def _compile(spec, in_dtypes, dtypes, target):
+def _compile(spec, in_dtypes, dtypes, target="cpu"):
     """Write the generated kernel to the cache folder and import it (Numba caches compiled code beside it)."""
     src, _ = _source(spec, in_dtypes, dtypes, target)
     digest = hashlib.sha1(src.encode()).hexdigest()[:20]
@@ -300,7 +355,12 @@ def _compile(spec, in_dtypes, dtypes, target):
         module_spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[name] = module
-        module_spec.loader.exec_module(module)
+        try:
+            module_spec.loader.exec_module(module)
+            module.kernel(*[np.zeros(1, d) for d in in_dtypes])  # compile now: a failure is a failure here
+        except BaseException:
+            del sys.modules[name]  # no half-loaded module for the next call to find
+            raise
     return module.kernel
 
 
