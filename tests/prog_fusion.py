@@ -172,3 +172,7 @@ def big_int_constant(x):
 
 def big_int_arg(x, k):
     return x * k + 1.0
+
+
+def sigmoid(t):
+    return 1.0 / (1.0 + np.exp(-t))

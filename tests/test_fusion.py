@@ -42,6 +42,13 @@ def kernel_cache(tmp_path_factory):
         yield folder
 
 
+@pytest.fixture(autouse=True)
+def short_groups_compile(monkeypatch):
+    """Most tests here check the generated kernel's semantics on short chains, which by default run as NumPy
+    ufuncs (FUSE_MIN_OPS): let every group of two or more operations compile."""
+    monkeypatch.setattr(F, "FUSE_MIN_OPS", 2)
+
+
 @pytest.fixture
 def spy(monkeypatch):
     """Records, per run of the fused primitive, which path computed it: ("numba", spec) when the generated kernel
@@ -602,3 +609,17 @@ def test_second_process_loads_the_kernel_from_disk(tmp_path):
     assert second["compiles"] == 0 and second["hits"] >= 1  # loaded, not compiled
     assert [p.name for p in kernels.glob("fused_*.py")] == [source.name]
     # (no timing assert: tests never assert timings; the counts above show the second process compiled nothing)
+
+
+def test_default_sends_short_groups_to_numpy_and_long_chains_to_the_kernel(monkeypatch, spy):
+    """With the shipped threshold, the 4-operation sigmoid runs as NumPy ufuncs (their SIMD exp is as fast as
+    a fused scalar one) and the 8-operation Gaussian-sine chain as one compiled kernel."""
+    monkeypatch.setattr(F, "FUSE_MIN_OPS", 5)
+    x = np.linspace(-3.0, 3.0, 40_000)
+    sig = px.compile(P.sigmoid)
+    np.testing.assert_allclose(sig(x), P.sigmoid(x), rtol=1e-12)
+    assert paths(spy) == ["reference"]
+    spy.clear()
+    gauss = px.compile(P.gauss_sine)
+    np.testing.assert_allclose(gauss(x), P.gauss_sine(x), rtol=1e-12, atol=1e-14)
+    assert paths(spy) == ["numba"]
