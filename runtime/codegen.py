@@ -366,7 +366,9 @@ class _Generator:
         expression as ordinary code (scalars, small arrays, lists keep their fast paths and semantics)."""
         leaves = [self.expr(leaf) for leaf in n.leaves]
         t = self.temp()
-        tests = [f"(__pxr_type({a}) is __pxr_ndarray and {a}.size >= __pxr_fusemin) or __pxr_type({a}) in __pxr_F"
+        # scalars (the common case in scalar loops) fail the first membership test and cost nothing more
+        tests = [f"(__pxr_type({a}) not in __pxr_S and ((__pxr_type({a}) is __pxr_ndarray and "
+                 f"{a}.size >= __pxr_fusemin) or __pxr_type({a}) in __pxr_F))"
                  for a in dict.fromkeys(leaves) if not _is_literal(a)]
         site = self.site("fused.elementwise", n.loc)
         call = f"__pxr_call({site}, ({self.const(n.spec)}, {self.const(n.locs)}, {''.join(a + ', ' for a in leaves)}))"
