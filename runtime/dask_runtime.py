@@ -92,6 +92,7 @@ class DaskExecutor:
         self.client = client
         self.no_worker_timeout = no_worker_timeout
         self._owned = list(owned)  # what closing this executor closes (a client and cluster it started)
+        self._homes: dict = {}  # task key -> (worker it was placed on, bytes of the upload it derives from)
 
     @property
     def workers(self) -> int:
@@ -115,15 +116,22 @@ class DaskExecutor:
                 base = value  # a view we cannot rebuild from a buffer: send it as it is
             hit = uploads.get(id(base))
             if hit is None or hit[0] is not base:
+                # one call's inputs go to one worker (they meet in its tasks); calls take turns over workers
+                home = ev.__dict__.setdefault("home", self._next_home()) if ev is not None else self._next_home()
                 with warnings.catch_warnings():
                     warnings.filterwarnings("ignore", message=".*[Ll]arge (graph|object).*")
-                    fut = self.client.submit(_materialize, base, key=f"input-{uuid.uuid4().hex}", pure=False)
+                    fut = self.client.submit(_materialize, base, key=f"input-{uuid.uuid4().hex}", pure=False,
+                                             **self._placement(home))
+                self._homes[fut.key] = (home, base.nbytes)
                 hit = uploads[id(base)] = (base, fut)
             if value is base:
                 return hit[1]
             offset = value.__array_interface__["data"][0] - base.__array_interface__["data"][0]
-            return self.client.submit(_view, hit[1], value.dtype.str, value.shape, value.strides, offset,
-                                      key=f"view-{uuid.uuid4().hex}", pure=False)
+            home = self._homes.get(hit[1].key, (None, 0))
+            view = self.client.submit(_view, hit[1], value.dtype.str, value.shape, value.strides, offset,
+                                      key=f"view-{uuid.uuid4().hex}", pure=False, **self._placement(home[0]))
+            self._homes[view.key] = home
+            return view
         if t is list or t is tuple:
             return t(self._upload(v, ev) for v in value)
         if t is dict:
@@ -141,9 +149,41 @@ class DaskExecutor:
             deps: list = []
             collect((args, kwargs), deps)
             ev.profile_keys[key] = (site, [d.key for d in deps if type(d) is self._distributed.Future])
+        home = self._home_of((args, kwargs))
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*[Ll]arge graph.*")
-            return self.client.submit(apply_site, site, args, kwargs, key=key, pure=False)
+            fut = self.client.submit(apply_site, site, args, kwargs, key=key, pure=False, **self._placement(home[0]))
+        if home[0] is not None:
+            self._homes[key] = home
+        return fut
+
+    # ---- placement -----------------------------------------------------------------------------------
+    # A task goes where its largest input lives (an uploaded array, or what was computed from one), so a
+    # chain over a big NumPy input stays on the worker that holds it instead of copying it between workers
+    # (measured: a 2e6x20 LRA moved 640 MB per call and ran 3x slower without this). The placement is a
+    # preference (allow_other_workers): when that worker dies, Dask runs the task elsewhere.
+    def _next_home(self):
+        workers = sorted(self.client.nthreads())
+        if not workers:
+            return None
+        self._turn = (getattr(self, "_turn", -1) + 1) % len(workers)
+        return workers[self._turn]
+
+    def _home_of(self, value):
+        from .executors import collect
+
+        deps: list = []
+        collect(value, deps)
+        best = (None, 0)
+        for d in deps:
+            home = self._homes.get(getattr(d, "key", None))
+            if home is not None and home[1] >= best[1]:
+                best = home
+        return best
+
+    @staticmethod
+    def _placement(home) -> dict:
+        return {} if home is None else {"workers": [home], "allow_other_workers": True}
 
     # ---- profiling -----------------------------------------------------------------------------------
     def start_profile(self, ev):
