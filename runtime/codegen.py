@@ -16,7 +16,7 @@ import math
 import types
 
 import numpy as np
-from phylanx_py.primitives import IO, MUTATES, PURE, exists, lookup, name_of
+from phylanx_py.primitives import MUTATES, PURE, exists, lookup, name_of
 from phylanx_py.primitives.fused import FUSE_MIN_ELEMENTS
 from phylanx_py.primitives.python_ops import LAZY_BUILTINS
 
@@ -561,4 +561,4 @@ def _stores(body) -> tuple[set[str], set[str]]:
     return outer, own
 
 
-__all__ = ["IO", "PxFunction", "ProgramCode", "call_value"]
+__all__ = ["PxFunction", "ProgramCode", "call_value"]
