@@ -9,10 +9,10 @@ import types
 import weakref
 
 from phylanx_py.runtime import current
-from phylanx_py.runtime.codegen import ProgramCode
+from phylanx_py.runtime.code import ProgramCode
 
 from .passes import PIPELINE, fuse_elementwise, run_pipeline
-from .translate import translate
+from .program import translate
 from .verify import verify
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 import types
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,3 +74,23 @@ def resolve_attr(base: Resolved, attr: str) -> Resolved:
     if obj is MISSING:
         return Resolved("missing", MISSING, name=qual)
     return classify(obj, qual, from_globals=False)
+
+
+class CellNamespace(Mapping):
+    """The free variables of a closure (a lambda or nested def passed in at run time), read live from its
+    cells, as Python reads them."""
+
+    def __init__(self, pyfunc):
+        self._cells = dict(zip(pyfunc.__code__.co_freevars, pyfunc.__closure__ or ()))
+
+    def __getitem__(self, name):
+        try:
+            return self._cells[name].cell_contents
+        except ValueError:
+            raise NameError(f"free variable '{name}' referenced before assignment") from None
+
+    def __iter__(self):
+        return iter(self._cells)
+
+    def __len__(self):
+        return len(self._cells)

@@ -3,17 +3,14 @@ CompileError naming the construct, file:line:col and the source line."""
 from __future__ import annotations
 
 import ast
-import inspect
 import linecache
-import types
-from collections.abc import Mapping
 
 from phylanx_py.primitives import exists
 
 from . import ir
 from .canonicalize import canonicalize
 from .errors import CompileError
-from .resolve import Resolved, classify, resolve_attr, resolve_name
+from .resolve import CellNamespace, Resolved, classify, resolve_attr, resolve_name
 from .scopes import local_names, params_of
 from .source import SourceLoc
 
@@ -39,121 +36,10 @@ CONSTRUCTS = {
 }
 
 
-def _source_of(pyfunc) -> tuple[ast.AST, str, int]:
-    """The function's AST, its file name and the line offset of the parsed text in that file."""
-    try:
-        lines, first = inspect.getsourcelines(pyfunc)
-        filename = inspect.getsourcefile(pyfunc) or pyfunc.__code__.co_filename
-    except (OSError, TypeError) as e:
-        raise CompileError(f"cannot read the source of {pyfunc.__qualname__!r} ({e}); define it in a file") from e
-    text = "".join(lines)
-    # Indented sources (methods, nested defs) parse under an ``if 1:`` header: columns stay those of the file.
-    header = "if 1:\n" if lines and lines[0][:1] in " \t" else ""
-    offset = first - 1 - (1 if header else 0)
-    try:
-        module = ast.parse(header + text)
-    except SyntaxError:
-        module, offset = _parse_lambda_fragment(text, pyfunc), first - 1
-    target = _find_definition(module, pyfunc, offset)
-    if target is None:
-        raise CompileError(f"cannot locate the definition of {pyfunc.__qualname__!r} in {filename}")
-    return target, filename, offset
-
-
-def _parse_lambda_fragment(text: str, pyfunc):
-    """A lambda inside a larger expression: parse from ``lambda`` on, dropping trailing text until it parses."""
-    start = text.find("lambda")
-    frag = text[start:] if start >= 0 else ""
-    while frag:
-        try:
-            return ast.parse(frag)
-        except SyntaxError:
-            frag = frag[:-1]
-    raise CompileError(f"cannot parse the source of {pyfunc.__qualname__!r}")
-
-
-def _find_definition(module, pyfunc, offset: int):
-    """The AST node of ``pyfunc``: by name and first line; a lambda by the position of its body's code."""
-    code = pyfunc.__code__
-    if pyfunc.__name__ == "<lambda>":
-        want = list(code.co_varnames[: code.co_argcount])
-        lambdas = [n for n in ast.walk(module) if isinstance(n, ast.Lambda) and [a.arg for a in n.args.args] == want]
-        # Several lambdas with the same parameters on one line: the bytecode's positions tell which one.
-        positions = {(line, col) for line, _, col, _ in code.co_positions() if line is not None}
-        exact = [n for n in lambdas if (n.body.lineno + offset, n.body.col_offset) in positions]
-        matches = exact or lambdas
-        return matches[0] if matches else None
-    defs = [n for n in ast.walk(module) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and n.name == pyfunc.__name__]
-    first = [n for n in defs if min([n.lineno] + [d.lineno for d in n.decorator_list]) + offset == code.co_firstlineno]
-    return (first or defs or [None])[0]
-
-
-class CellNamespace(Mapping):
-    """The free variables of a closure (a lambda or nested def passed in at run time), read live from its
-    cells, as Python reads them."""
-
-    def __init__(self, pyfunc):
-        self._cells = dict(zip(pyfunc.__code__.co_freevars, pyfunc.__closure__ or ()))
-
-    def __getitem__(self, name):
-        try:
-            return self._cells[name].cell_contents
-        except ValueError:
-            raise NameError(f"free variable '{name}' referenced before assignment") from None
-
-    def __iter__(self):
-        return iter(self._cells)
-
-    def __len__(self):
-        return len(self._cells)
-
-
-class ProgramBuilder:
-    """Collects the entry function and every Python function it calls, each translated once."""
-
-    def __init__(self):
-        self.functions: dict[str, ir.Function | None] = {}
-        self.defaults: dict[str, tuple] = {}
-        self.kwdefaults: dict[str, tuple] = {}
-        self.namespaces: dict[str, dict] = {}
-        self._names: dict[int, tuple[object, str]] = {}
-
-    def add(self, pyfunc) -> str:
-        """Translate ``pyfunc`` (once) and return its name in the program; recursion finds the name early."""
-        hit = self._names.get(id(pyfunc))
-        if hit is not None and hit[0] is pyfunc:
-            return hit[1]
-        name = pyfunc.__qualname__.replace(".<locals>", "")
-        while name in self.functions:
-            name += "_"
-        self._names[id(pyfunc)] = (pyfunc, name)
-        self.functions[name] = None
-        module = pyfunc.__module__ or "__main__"
-        self.namespaces.setdefault(module, pyfunc.__globals__)
-        if pyfunc.__closure__:
-            self.namespaces[f"{module}:{name}"] = CellNamespace(pyfunc)
-        tree, filename, offset = _source_of(pyfunc)
-        translator = FunctionTranslator(self, pyfunc, filename, offset, module, name)
-        self.functions[name] = translator.translate(tree, name)
-        self.defaults[name] = tuple(ir.Const(v) for v in (pyfunc.__defaults__ or ()))
-        self.kwdefaults[name] = tuple((k, ir.Const(v)) for k, v in (pyfunc.__kwdefaults__ or {}).items())
-        return name
-
-    def program(self, entry: str) -> ir.Program:
-        return ir.Program(entry, tuple(self.functions.items()), tuple(self.defaults.items()),
-                          tuple(self.kwdefaults.items()))
-
-
-def translate(pyfunc) -> tuple[ir.Program, dict[str, dict]]:
-    """The program rooted at ``pyfunc`` and the globals of each module it reads data from."""
-    builder = ProgramBuilder()
-    entry = builder.add(pyfunc)
-    return builder.program(entry), builder.namespaces
-
-
 class FunctionTranslator(ast.NodeVisitor):
-    def __init__(self, builder: ProgramBuilder, pyfunc, filename: str, line_offset: int, module: str,
+    """Translates one function; ``builder`` (program.ProgramBuilder) compiles the functions it calls."""
+
+    def __init__(self, builder, pyfunc, filename: str, line_offset: int, module: str,
                  name: str = ""):
         self.builder = builder
         self.pyfunc = pyfunc
@@ -571,7 +457,3 @@ class FunctionTranslator(ast.NodeVisitor):
         finally:
             self.scopes.pop()
         return ir.Apply(ir.Lambda(fn, (), (), loc), (first_iter,), (), loc)
-
-
-def is_plain_function(obj) -> bool:
-    return isinstance(obj, types.FunctionType)
