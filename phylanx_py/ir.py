@@ -104,6 +104,7 @@ class Fused(Node):
     body: Node
     leaves: tuple
     locs: tuple = ()  # each operation's SourceLoc, in the spec's pre-order (errors name the operation)
+    reduce: tuple = ()  # ("sum", axis) when the chain feeds a sum: one kernel, no intermediate array
     loc: SourceLoc = UNKNOWN
 
 

@@ -34,7 +34,8 @@ def expr(n) -> str:
         return f"{head}{_at(n.loc)}({', '.join(parts)})"
     if isinstance(n, ir.Fused):
         leaves = ", ".join(f"${i}={expr(leaf)}" for i, leaf in enumerate(n.leaves))
-        return f"fused{_at(n.loc)}[{expr(n.body)}]({leaves})"
+        kind = f"fused_{n.reduce[0]}" if n.reduce else "fused"
+        return f"{kind}{_at(n.loc)}[{expr(n.body)}]({leaves})"
     if isinstance(n, ir.Leaf):
         return f"${n.index}"
     if isinstance(n, ir.IfExp):

@@ -314,13 +314,14 @@ def _literal(v) -> str:
     return repr(v)
 
 
-def _source(spec, in_dtypes, dtypes, target="cpu") -> tuple[str, str]:
+def _body(spec, dtypes, names, indent="    ") -> tuple[list[str], str]:
+    """Lines computing the spec on scalars named ``names[i]`` (each intermediate cast to its NumPy dtype)."""
     lines, counter = [], [0]
 
     def visit(node) -> str:
         kind = node[0]
         if kind == "arg":
-            return f"a{node[1]}"
+            return names[node[1]]
         if kind == "const":
             return _literal(node[1])
         operands = [visit(c) for c in node[1:]]
@@ -332,10 +333,14 @@ def _source(spec, in_dtypes, dtypes, target="cpu") -> tuple[str, str]:
         t = f"t{counter[0]}"
         dt = dtypes[id(node)]
         cast = "np.bool_" if dt.kind == "b" else f"np.{dt.name}"
-        lines.append(f"    {t} = {cast}({TEMPLATES[kind].format(*operands)})")
+        lines.append(f"{indent}{t} = {cast}({TEMPLATES[kind].format(*operands)})")
         return t
 
-    result = visit(spec)
+    return lines, visit(spec)
+
+
+def _source(spec, in_dtypes, dtypes, target="cpu") -> tuple[str, str]:
+    lines, result = _body(spec, dtypes, [f"a{i}" for i in range(len(in_dtypes))])
     out_dt = dtypes[id(spec)]
     sig = f"{_numba_type(out_dt)}({', '.join(_numba_type(d) for d in in_dtypes)})"
     params = ", ".join(f"a{i}" for i in range(len(in_dtypes)))
@@ -345,9 +350,10 @@ def _source(spec, in_dtypes, dtypes, target="cpu") -> tuple[str, str]:
     return src, sig
 
 
-def _compile(spec, in_dtypes, dtypes, target="cpu"):
+def _compile(spec, in_dtypes, dtypes, target="cpu", src=None, warm=True):
     """Write the generated kernel to the cache folder and import it (Numba caches compiled code beside it)."""
-    src, _ = _source(spec, in_dtypes, dtypes, target)
+    if src is None:
+        src, _ = _source(spec, in_dtypes, dtypes, target)
     digest = hashlib.sha1(src.encode()).hexdigest()[:20]
     folder = os.path.join(_CACHE_DIR, "kernels")
     os.makedirs(folder, exist_ok=True)
@@ -366,15 +372,147 @@ def _compile(spec, in_dtypes, dtypes, target="cpu"):
         sys.modules[name] = module
         try:
             module_spec.loader.exec_module(module)
-            module.kernel(*[np.zeros(1, d) for d in in_dtypes])  # compile now: a failure is a failure here
+            if warm:
+                module.kernel(*[np.zeros(1, d) for d in in_dtypes])  # compile now: a failure is a failure here
         except BaseException:
             del sys.modules[name]  # no half-loaded module for the next call to find
             raise
     return module.kernel
 
 
+# ---- a chain feeding a sum: one pass, no intermediate array ----------------------------------------------
+_reduce_kernels: dict = {}
+
+
+def fused_sum(spec, locs, axis, *args):
+    """``np.sum(chain, axis)`` where the chain is the spec: one compiled pass over the broadcast inputs when
+    they are large numeric arrays (the broadcast result is never materialised), else NumPy."""
+    found = _reduce_kernel(spec, axis, args)
+    if found is not None:
+        try:
+            return found()
+        except Exception:  # noqa: BLE001 - the reference below raises the error at the right operation
+            pass
+    value = reference(spec, args, locs[:-1])
+    try:
+        return np.sum(value, axis=axis)
+    except Exception as e:
+        from phylanx_py.errors import ExecutionError
+
+        raise ExecutionError.from_exception(e, locs[-1], "sum") from e
+
+
+def _reduce_kernel(spec, axis, args):
+    """A callable computing the sum with a compiled kernel, or None (the reference then runs)."""
+    if os.environ.get("PHYLANX_FUSE", "1") == "0" or not all(_numeric(a) for a in args):
+        return None
+    arrays = [a for a in args if isinstance(a, np.ndarray)]
+    if not arrays:
+        return None
+    try:
+        shape = np.broadcast_shapes(*(np.shape(a) for a in args))
+    except ValueError:
+        return None
+    nd = len(shape)
+    size = int(np.prod(shape, dtype=np.int64))
+    if size < FUSE_MIN_ELEMENTS or nd == 0 or nd > 4:
+        return None
+    if axis is not None and not -nd <= axis < nd:
+        return None
+    try:
+        found = _dtypes(spec, args)
+    except Exception:
+        return None
+    if found is None:
+        return None
+    dtypes, in_dtypes = found
+    chain_dt = dtypes[id(spec)]
+    acc_dt = np.sum(np.zeros(1, chain_dt)).dtype
+    if acc_dt.kind not in "iuf":
+        return None  # complex and bool sums stay with NumPy
+    ax = None if axis is None or nd == 1 else axis % nd  # a 1-D sum over its only axis is the full sum
+    key = (spec, tuple(d.str for d in in_dtypes), nd, ax)
+    kernel = _reduce_kernels.get(key, False)
+    if kernel is False:
+        with _lock:
+            kernel = _reduce_kernels.get(key, False)
+            if kernel is False:
+                try:
+                    src = _reduce_source(spec, dtypes, len(args), nd, ax is None, acc_dt)
+                    kernel = _compile(spec, in_dtypes, dtypes, src=src, warm=False)
+                except Exception:  # noqa: BLE001
+                    kernel = None
+                _reduce_kernels[key] = kernel
+    if kernel is None:
+        return None
+    views = [np.broadcast_to(np.asarray(a, dtype=d), shape) for a, d in zip(args, in_dtypes)]
+    if ax is not None:
+        views = [np.moveaxis(v, ax, -1) for v in views]
+    return lambda: _run_reduce(kernel, views, ax is None, acc_dt)
+
+
+def _run_reduce(kernel, views, full, acc_dt):
+    """Row blocks of the leading axis on parallel threads (each a view: nothing is copied)."""
+    n0 = views[0].shape[0]
+    n = min(_threads(), n0) if views[0].size >= PARALLEL_MIN_ELEMENTS else 1
+    bounds = np.linspace(0, n0, n + 1).astype(int)
+    blocks = [(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
+    if full:
+        parts = _map_blocks(lambda lo, hi: kernel(*[v[lo:hi] for v in views]), blocks)
+        return acc_dt.type(sum(parts, acc_dt.type(0)))
+    out = np.empty(views[0].shape[:-1], acc_dt)
+    _map_blocks(lambda lo, hi: kernel(out[lo:hi], *[v[lo:hi] for v in views]), blocks)
+    return out
+
+
+def _map_blocks(fn, blocks):
+    global _pool
+    if len(blocks) == 1:
+        return [fn(*blocks[0])]
+    if _pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _pool = ThreadPoolExecutor(_threads(), thread_name_prefix="phylanx-fused")
+    return [f.result() for f in [_pool.submit(fn, lo, hi) for lo, hi in blocks]]
+
+
+def _reduce_source(spec, dtypes, n_args, nd, full, acc_dt) -> str:
+    """An njit loop nest over the broadcast views, the summed axis innermost (full: every axis)."""
+    names = [f"x{i}" for i in range(n_args)]
+    loops = nd if full else nd - 1
+    idx = [f"i{d}" for d in range(nd)]
+    head = [f"def kernel({'' if full else 'out, '}{', '.join(f'a{i}' for i in range(n_args))}):",
+            f"    acc0 = np.{acc_dt.name}(0)"]
+    if not full:
+        head = head[:1]
+    body, pad = [], "    "
+    for d in range(loops):
+        if not full and d == loops:
+            break
+        body.append(f"{pad}for {idx[d]} in range(a0.shape[{d}]):")
+        pad += "    "
+    if not full:
+        body.append(f"{pad}acc = np.{acc_dt.name}(0)")
+        body.append(f"{pad}for {idx[nd - 1]} in range(a0.shape[{nd - 1}]):")
+        pad += "    "
+    where = ", ".join(idx)
+    body += [f"{pad}{names[i]} = a{i}[{where}]" for i in range(n_args)]
+    lines, result = _body(spec, dtypes, names, pad)
+    body += lines
+    if full:
+        body.append(f"{pad}acc0 += {result}")
+        tail = ["    return acc0"]
+    else:
+        body.append(f"{pad}acc += {result}")
+        body.append(f"{pad[:-4]}out[{', '.join(idx[:nd - 1])}] = acc")
+        tail = []
+    return ("import numpy as np\nimport numba\n\n\n@numba.njit(cache=True)\n"
+            + "\n".join(head + body + tail) + "\n")
+
+
 def _register():
     register("fused.elementwise", fused_elementwise, display="fused")
+    register("fused.sum", fused_sum, display="fused_sum")
 
 
 _register()

@@ -273,8 +273,10 @@ class Generator:
         tests = [f"(__pxr_type({a}) not in __pxr_S and ((__pxr_type({a}) is __pxr_ndarray and "
                  f"{a}.size >= __pxr_fusemin) or __pxr_type({a}) in __pxr_F))"
                  for a in dict.fromkeys(leaves) if not _is_literal(a)]
-        site = self.site("fused.elementwise", n.loc)
-        call = f"__pxr_call({site}, ({self.const(n.spec)}, {self.const(n.locs)}, {''.join(a + ', ' for a in leaves)}))"
+        site = self.site("fused.sum" if n.reduce else "fused.elementwise", n.loc)
+        extra = f"{self.const(n.reduce[1])}, " if n.reduce else ""
+        call = (f"__pxr_call({site}, ({self.const(n.spec)}, {self.const(n.locs)}, {extra}"
+                f"{''.join(a + ', ' for a in leaves)}))")
         self.leaf_atoms.append(leaves)
         if tests:
             self.emit(f"if {' or '.join(tests)}:", n.loc, "fused")

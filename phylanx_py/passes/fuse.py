@@ -43,7 +43,7 @@ def _same_variable(a, b) -> bool:
     return False
 
 
-def _group(root):
+def _group(root, min_ops: int = 2):
     """(spec, body, leaves) of the element-wise subtree at ``root``, or None (fewer than 2 ops, impure leaf)."""
     leaves: list = []
     locs: list = []
@@ -71,18 +71,38 @@ def _group(root):
         spec, body = visit(root)
     except _Impure:
         return None
-    if ops < 2:
+    if ops < min_ops:
         return None
     return spec, body, leaves, tuple(locs)
 
 
+def _summed(node):
+    """(chain, axis) for ``chain.sum(axis=...)`` / ``np.sum(chain, axis=...)`` with a constant axis, else None."""
+    if not isinstance(node, ir.Call) or node.prim not in ("method.sum", "sum") or len(node.args) != 1:
+        return None
+    kwargs = dict(node.kwargs)
+    axis = kwargs.pop("axis", ir.Const(None))
+    if kwargs or not isinstance(axis, ir.Const) or not (axis.value is None or type(axis.value) is int):
+        return None
+    return (node.args[0], axis.value) if _fusable(node.args[0]) else None
+
+
 def _rewrite(node):
     """Top down: the first element-wise node met is the root of the largest group containing it."""
+    summed = _summed(node)
+    if summed is not None:
+        chain, axis = summed
+        found = _group(chain, min_ops=1)
+        if found is not None:
+            spec, body, leaves, locs = found
+            body = ir.Call(node.prim, (body,), node.kwargs, node.loc)  # the same sum, op by op
+            return ir.Fused(spec, body, tuple(_rewrite(leaf) for leaf in leaves), locs + (node.loc,),
+                            ("sum", axis), node.loc)
     if _fusable(node):
         found = _group(node)
         if found is not None:
             spec, body, leaves, locs = found
-            return ir.Fused(spec, body, tuple(_rewrite(leaf) for leaf in leaves), locs, node.loc)
+            return ir.Fused(spec, body, tuple(_rewrite(leaf) for leaf in leaves), locs, loc=node.loc)
     changes = {}
     for f in dataclasses.fields(node):
         if f.name == "loc":
