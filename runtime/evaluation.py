@@ -201,15 +201,19 @@ class Evaluation:
 
         def done(f, seq=seq, ids=ids):
             with self._lock:
-                self.pending.discard(f)
-                for i in ids:
-                    s = self.refs.get(i)
-                    if s is not None:
-                        s.discard(f)
-            if self.executor.failed(f):
-                self.failures.append((seq, f))
+                self._forget(f, seq, ids)
 
         fut.add_done_callback(done)
+
+    def _forget(self, f, seq, ids):
+        """Drop a finished future from what is pending; keep it if it failed. The caller holds the lock."""
+        self.pending.discard(f)
+        for i in ids:
+            s = self.refs.get(i)
+            if s is not None:
+                s.discard(f)
+        if self.executor.failed(f):
+            self.failures.append((seq, f))
 
     def _effect(self, site, args, kwargs):
         prim = site.prim
@@ -239,16 +243,8 @@ class Evaluation:
     def prune(self):
         """Forget finished remote futures (recording failures), as done-callbacks do for local ones."""
         with self._lock:
-            finished = [f for f in self.pending if f.done()]
-            for f in finished:
-                self.pending.discard(f)
-                seq, ids = self._seqs.pop(f, (0, ()))
-                for i in ids:
-                    s = self.refs.get(i)
-                    if s is not None:
-                        s.discard(f)
-                if self.executor.failed(f):
-                    self.failures.append((seq, f))
+            for f in [f for f in self.pending if f.done()]:
+                self._forget(f, *self._seqs.pop(f, (0, ())))
             self._prune_at = max(64, 2 * len(self.pending))
 
     def barrier(self, obj):
