@@ -1,6 +1,7 @@
 """A one-line progress display for long calls (tasks done / submitted), on a terminal only."""
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -10,7 +11,9 @@ class Progress:
     """Shows ``[phylanx-py] done/submitted tasks`` on ``stream`` every ``interval`` s once a call has run for
     ``delay`` s; says nothing for short calls, and clears its line when the call ends."""
 
-    def __init__(self, ev, stream=None, interval: float = 0.5, delay: float = 1.0):
+    def __init__(self, ev, stream=None, interval: float = 0.5, delay: float | None = None):
+        if delay is None:  # PHYLANX_PROGRESS_DELAY: seconds before the line shows (default 1)
+            delay = float(os.environ.get("PHYLANX_PROGRESS_DELAY", "1.0"))
         self.ev, self.stream, self.interval, self.delay = ev, stream or sys.stderr, interval, delay
         self._stop = threading.Event()
         self._shown = False

@@ -73,8 +73,10 @@ def test_progress_line_on_a_terminal_only(one_worker, tmp_path):
     script.write_text(LONG)
     primary, secondary = os.openpty()  # a real terminal for the child's stderr
     try:
+        # the line shows from 0.1 s on, so a fast machine still shows it
+        env = {**os.environ, "PHYLANX_PROGRESS_DELAY": "0.1"}
         child = subprocess.Popen([sys.executable, str(script), one_worker.address], stdout=subprocess.PIPE,
-                                 stderr=secondary, text=True)
+                                 stderr=secondary, text=True, env=env)
         os.close(secondary)
         chunks = []
         while True:
@@ -95,5 +97,5 @@ def test_progress_line_on_a_terminal_only(one_worker, tmp_path):
     assert "[phylanx-py] " in terminal and "/301 tasks" in terminal, terminal[-500:]
     # not a terminal: nothing on stderr
     done = subprocess.run([sys.executable, str(script), one_worker.address], capture_output=True, text=True,
-                          timeout=200)
+                          timeout=200, env=env)
     assert done.returncode == 0 and "[phylanx-py]" not in done.stderr
