@@ -137,11 +137,17 @@ def test_worker_without_this_phylanx_py_is_refused_by_name(tmp_path, package, ex
 
 
 def _kill_one_worker_during(procs, start_call, settle=1.0):
-    """Start a compiled call, SIGKILL one worker while it runs, and return the call's result."""
+    """Start a compiled call, SIGKILL the worker holding its data while it runs, and return the call's result."""
     fut = start_call()
     time.sleep(settle)
     assert not fut.done(), "the computation must still be running when the worker dies"
-    procs.kill_worker(procs.alive_workers()[0])
+    with Client(procs.address) as c:
+        held = c.has_what()  # the worker with the call's inputs and intermediates (tasks follow their data)
+        busiest = max(held, key=lambda w: len(held[w]))
+        assert any(k.startswith("input-") for k in held[busiest])
+        pid = c.run(os.getpid, workers=[busiest])[busiest]
+    (victim,) = [w for w in procs.alive_workers() if w.pid == pid]
+    procs.kill_worker(victim)
     return fut.result(timeout=240)
 
 
@@ -161,8 +167,8 @@ def test_worker_killed_mid_computation_still_gives_the_right_answer(fault_cluste
     X, y = _data(rows=200_000, cols=10, seed=attempt)
     f = px.compile(prog_dask.lra)
     with px.runtime.dask(procs.address) as runtime, px.using(runtime):
-        w = _kill_one_worker_during(procs, lambda: f.lazy(X, y, 0.5, 60))
-    np.testing.assert_allclose(w, prog_dask.lra(X, y, 0.5, 60), rtol=1e-10)
+        w = _kill_one_worker_during(procs, lambda: f.lazy(X, y, 0.5, 150))
+    np.testing.assert_allclose(w, prog_dask.lra(X, y, 0.5, 150), rtol=1e-10)
 
 
 def test_all_workers_dead_is_a_clear_error_in_bounded_time():
