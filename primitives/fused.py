@@ -5,7 +5,7 @@ A fused group is described by a *spec*, nested tuples over registry names: ``("a
 evaluates the spec with the registry's own kernels (exactly what the unfused tree computes). The Numba kernel is
 generated source: one scalar function, each intermediate cast to the dtype NumPy gives it (found by running the
 reference on zero-size stand-ins), compiled with ``numba.vectorize`` so NumPy's broadcasting applies; it is cached
-in memory by (spec, input dtypes, target) and on disk next to the generated file, so another process reuses it.
+in memory by (spec, input dtypes) and on disk next to the generated file, so another process reuses it.
 Inputs that are not plain numeric arrays and scalars, small arrays, and the few operations whose integer
 semantics Numba does not share with NumPy go to the reference kernel.
 """
@@ -170,13 +170,7 @@ def _run(kernel, arrays):
     n = min(_threads(), shape[0] if shape else 1)
     if size < PARALLEL_MIN_ELEMENTS or n < 2:
         return kernel(*arrays)
-    global _pool
-    if _pool is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _pool = ThreadPoolExecutor(_threads(), thread_name_prefix="phylanx-fused")
     out = np.empty(shape, np.dtype(kernel.types[0].split("->")[1]))  # the one signature compiled
-    bounds = np.linspace(0, shape[0], n + 1).astype(int)
     nd = len(shape)
 
     def block(lo, hi):
@@ -189,9 +183,7 @@ def _run(kernel, arrays):
                 parts.append(a)
         kernel(*parts, out=out[lo:hi])
 
-    futures = [_pool.submit(block, lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
-    for f in futures:
-        f.result()
+    _map_blocks(block, _blocks(shape[0], n))
     return out
 
 
@@ -206,9 +198,14 @@ _kernels: dict = {}
 _lock = threading.Lock()
 
 
+def _compilable(args) -> bool:
+    """Fusion is on and every input is a numeric array or scalar (what a compiled kernel can take)."""
+    return os.environ.get("PHYLANX_FUSE", "1") != "0" and all(_numeric(a) for a in args)
+
+
 def _numba_kernel(spec, args):
     """The compiled kernel for these inputs, or None: then the reference runs (also when compiling fails)."""
-    if os.environ.get("PHYLANX_FUSE", "1") == "0" or not all(_numeric(a) for a in args):
+    if not _compilable(args):
         return None
     size = max((a.size for a in args if isinstance(a, np.ndarray)), default=0)
     if size < FUSE_MIN_ELEMENTS or _operations(spec) < FUSE_MIN_OPS:
@@ -339,21 +336,21 @@ def _body(spec, dtypes, names, indent="    ") -> tuple[list[str], str]:
     return lines, visit(spec)
 
 
-def _source(spec, in_dtypes, dtypes, target="cpu") -> tuple[str, str]:
+def _source(spec, in_dtypes, dtypes) -> tuple[str, str]:
     lines, result = _body(spec, dtypes, [f"a{i}" for i in range(len(in_dtypes))])
     out_dt = dtypes[id(spec)]
     sig = f"{_numba_type(out_dt)}({', '.join(_numba_type(d) for d in in_dtypes)})"
     params = ", ".join(f"a{i}" for i in range(len(in_dtypes)))
     src = ("import numpy as np\nimport numba\n\n\n"
-           f"@numba.vectorize([{sig!r}], target={target!r}, cache=True)\n"
+           f"@numba.vectorize([{sig!r}], cache=True)\n"
            f"def kernel({params}):\n" + "\n".join(lines) + f"\n    return {result}\n")
     return src, sig
 
 
-def _compile(spec, in_dtypes, dtypes, target="cpu", src=None, warm=True):
+def _compile(spec, in_dtypes, dtypes, src=None, warm=True):
     """Write the generated kernel to the cache folder and import it (Numba caches compiled code beside it)."""
     if src is None:
-        src, _ = _source(spec, in_dtypes, dtypes, target)
+        src, _ = _source(spec, in_dtypes, dtypes)
     digest = hashlib.sha1(src.encode()).hexdigest()[:20]
     folder = os.path.join(_CACHE_DIR, "kernels")
     os.makedirs(folder, exist_ok=True)
@@ -404,7 +401,7 @@ def fused_sum(spec, locs, axis, *args):
 
 def _reduce_kernel(spec, axis, args):
     """A callable computing the sum with a compiled kernel, or None (the reference then runs)."""
-    if os.environ.get("PHYLANX_FUSE", "1") == "0" or not all(_numeric(a) for a in args):
+    if not _compilable(args):
         return None
     arrays = [a for a in args if isinstance(a, np.ndarray)]
     if not arrays:
@@ -454,15 +451,19 @@ def _reduce_kernel(spec, axis, args):
 def _run_reduce(kernel, views, full, acc_dt):
     """Row blocks of the leading axis on parallel threads (each a view: nothing is copied)."""
     n0 = views[0].shape[0]
-    n = min(_threads(), n0) if views[0].size >= PARALLEL_MIN_ELEMENTS else 1
-    bounds = np.linspace(0, n0, n + 1).astype(int)
-    blocks = [(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
+    blocks = _blocks(n0, min(_threads(), n0) if views[0].size >= PARALLEL_MIN_ELEMENTS else 1)
     if full:
         parts = _map_blocks(lambda lo, hi: kernel(*[v[lo:hi] for v in views]), blocks)
         return acc_dt.type(sum(parts, acc_dt.type(0)))
     out = np.empty(views[0].shape[:-1], acc_dt)
     _map_blocks(lambda lo, hi: kernel(out[lo:hi], *[v[lo:hi] for v in views]), blocks)
     return out
+
+
+def _blocks(n: int, parts: int) -> list[tuple[int, int]]:
+    """``parts`` contiguous, non-empty (lo, hi) ranges covering 0..n."""
+    bounds = np.linspace(0, n, parts + 1).astype(int)
+    return [(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
 
 
 def _map_blocks(fn, blocks):
@@ -481,14 +482,11 @@ def _reduce_source(spec, dtypes, n_args, nd, full, acc_dt) -> str:
     names = [f"x{i}" for i in range(n_args)]
     loops = nd if full else nd - 1
     idx = [f"i{d}" for d in range(nd)]
-    head = [f"def kernel({'' if full else 'out, '}{', '.join(f'a{i}' for i in range(n_args))}):",
-            f"    acc0 = np.{acc_dt.name}(0)"]
-    if not full:
-        head = head[:1]
+    head = [f"def kernel({'' if full else 'out, '}{', '.join(f'a{i}' for i in range(n_args))}):"]
+    if full:
+        head.append(f"    acc0 = np.{acc_dt.name}(0)")
     body, pad = [], "    "
     for d in range(loops):
-        if not full and d == loops:
-            break
         body.append(f"{pad}for {idx[d]} in range(a0.shape[{d}]):")
         pad += "    "
     if not full:

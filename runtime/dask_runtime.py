@@ -25,7 +25,7 @@ import warnings
 from phylanx_py.errors import ClusterError
 
 from .base import Runtime
-from .executors import FUTURES
+from .executors import FUTURES, collect, substitute
 
 UPLOAD_BYTES = 1 << 20
 DASK_INLINE_ELEMENTS = 1 << 20
@@ -144,8 +144,6 @@ class DaskExecutor:
         args = tuple(self._upload(a, ev) for a in args)
         kwargs = {k: self._upload(v, ev) for k, v in kwargs.items()}
         if ev is not None and ev.profile is not None:
-            from .executors import collect
-
             deps: list = []
             collect((args, kwargs), deps)
             ev.profile_keys[key] = (site, [d.key for d in deps if type(d) is self._distributed.Future])
@@ -170,8 +168,6 @@ class DaskExecutor:
         return workers[self._turn]
 
     def _home_of(self, value):
-        from .executors import collect
-
         deps: list = []
         collect(value, deps)
         best = (None, 0)
@@ -234,8 +230,6 @@ class DaskExecutor:
         return fut.result()
 
     def gather(self, value):
-        from .executors import collect
-
         found: list = []
         collect(value, found)
         remote = [f for f in found if type(f) is self._distributed.Future]
@@ -244,7 +238,7 @@ class DaskExecutor:
         self.wait(remote)
         values = self.client.gather(remote) if remote else []
         table = {id(f): v for f, v in zip(remote, values)}
-        return _replace(value, table)
+        return substitute(value, lambda f: table[id(f)] if id(f) in table else f.result())
 
     def failed(self, fut) -> bool:
         if type(fut) is self._distributed.Future:
@@ -259,26 +253,6 @@ class DaskExecutor:
                 pass
 
 
-def _replace(value, table):
-    """``value`` with each future replaced by its gathered result (lists and dicts in place)."""
-    t = type(value)
-    if t in FUTURES:
-        got = table.get(id(value), _MISSING)
-        return value.result() if got is _MISSING else got
-    if t is list:
-        for i, v in enumerate(value):
-            value[i] = _replace(v, table)
-        return value
-    if t is tuple:
-        return tuple(_replace(v, table) for v in value)
-    if t is dict:
-        for k, v in value.items():
-            value[k] = _replace(v, table)
-        return value
-    return value
-
-
-_MISSING = object()
 
 
 def check_workers(client) -> dict:

@@ -22,7 +22,7 @@ from phylanx_py.primitives import lookup as lookup_primitive
 from phylanx_py.errors import ExecutionError
 
 from . import profiling
-from .executors import FUTURES, collect
+from .executors import FUTURES, collect, substitute
 
 INLINE_ELEMENTS = 1 << 16
 CHEAP_SECONDS = 200e-6
@@ -274,22 +274,9 @@ class Evaluation:
         """``value`` with futures replaced everywhere (lists/dicts in place)."""
         if type(value) in FUTURES:
             return self.wait(value)
-        if self.memo:
-            value = self._from_memo(value)
+        if self.memo:  # values already fetched (and perhaps changed here) replace their futures first
+            value = substitute(value, lambda f: self.memo.get(f, f))
         return self.executor.gather(value)
-
-    def _from_memo(self, value):
-        t = type(value)
-        if t in FUTURES:
-            return self.memo.get(value, value)
-        if t is list:
-            value[:] = [self._from_memo(v) for v in value]
-        elif t is tuple:
-            return tuple(self._from_memo(v) for v in value)
-        elif t is dict:
-            for k, v in value.items():
-                value[k] = self._from_memo(v)
-        return value
 
     def wait_all(self, raise_errors=True):
         while True:

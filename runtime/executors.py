@@ -29,24 +29,28 @@ def collect(value, out: list) -> None:
             collect(v, out)
 
 
-def substitute(value):
-    """``value`` with every Future replaced by its result (raises the first failure).
+def _result(fut):
+    return fut.result()
+
+
+def substitute(value, get=_result):
+    """``value`` with every future replaced by ``get(future)`` (default: its result, raising the first failure).
 
     Lists and dicts are updated in place, so a list the program built keeps its identity (aliases see it)."""
     t = type(value)
     if t in FUTURES:
-        return value.result()
+        return get(value)
     if t is list:
         for i, v in enumerate(value):
             if type(v) in _CONTAINERS or type(v) in FUTURES:
-                value[i] = substitute(v)
+                value[i] = substitute(v, get)
         return value
     if t is tuple:
-        return tuple(substitute(v) if type(v) in _CONTAINERS or type(v) in FUTURES else v for v in value)
+        return tuple(substitute(v, get) if type(v) in _CONTAINERS or type(v) in FUTURES else v for v in value)
     if t is dict:
         for k, v in value.items():
             if type(v) in _CONTAINERS or type(v) in FUTURES:
-                value[k] = substitute(v)
+                value[k] = substitute(v, get)
         return value
     return value
 
