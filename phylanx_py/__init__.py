@@ -5,7 +5,11 @@ from . import runtime  # noqa: E402
 from .decorator import CompiledFunction, compile  # noqa: E402
 from .errors import ClusterError, CompileError, ExecutionError, PhylanxError  # noqa: E402
 from .profile import Profile, profile  # noqa: E402
-from .runtime import using  # noqa: E402
+from .runtime import (
+           tiled,  # noqa: E402
+           using,  # noqa: E402
+)
+from .runtime.tiled import allgather, allreduce, broadcast  # noqa: E402
 
-__all__ = ["ClusterError", "CompileError", "CompiledFunction", "ExecutionError", "PhylanxError", "Profile", "compile",
-           "profile", "runtime", "using"]
+__all__ = ["ClusterError", "CompileError", "CompiledFunction", "ExecutionError", "PhylanxError", "Profile",
+           "allgather", "allreduce", "broadcast", "compile", "profile", "runtime", "tiled", "using"]

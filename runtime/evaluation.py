@@ -23,6 +23,8 @@ from phylanx_py.errors import ExecutionError
 
 from . import profiling
 from .executors import FUTURES, collect, substitute
+from .tiled.array import SITE as _TILE_SITE
+from .tiled.array import TiledArray
 
 INLINE_ELEMENTS = 1 << 16
 CHEAP_SECONDS = 200e-6
@@ -86,6 +88,41 @@ def _has_future(value) -> bool:
     return bool(found)
 
 
+def _tiled_in(args) -> bool:
+    for a in args:
+        t = type(a)
+        if t is TiledArray:
+            return True
+        if (t is list or t is tuple) and len(a) < 64:
+            for v in a:
+                if type(v) is TiledArray:
+                    return True
+    return False
+
+
+def _settle_tiled(value, executor):
+    found = []
+    _find_tiled(value, found)
+    futures = [f for t in found for f in t.persist().futures.flat]
+    if futures:
+        executor.wait(futures)
+        for f in futures:
+            if executor.failed(f):
+                f.result()
+
+
+def _find_tiled(value, out):
+    t = type(value)
+    if t is TiledArray:
+        out.append(value)
+    elif t is list or t is tuple:
+        for v in value:
+            _find_tiled(v, out)
+    elif t is dict:
+        for v in value.values():
+            _find_tiled(v, out)
+
+
 def _mutable_ids(args) -> tuple:
     """ids of the lists/dicts/sets among a task's inputs (top level and one level in), for targeted waits."""
     ids = []
@@ -135,6 +172,8 @@ class Evaluation:
             return run_primitive(prim, site.loc, args, kwargs)
         if prim.local:
             return site(*self._fetch(tuple(args)), **kwargs)
+        if _tiled_in(args):
+            return self._tiled(site, args, kwargs)
         if self.memo:
             args = tuple(self.memo.get(a, a) if type(a) in FUTURES else a for a in args)
         limit = self.inline_elements
@@ -158,6 +197,19 @@ class Evaluation:
         if self.profile is not None:
             return self._profiled_inline(site, args, kwargs)
         return site(*args, **kwargs)
+
+    def _tiled(self, site, args, kwargs):
+        """A call on tiled arrays runs its tile rule here, on the client: the rule submits tile tasks (remote
+        futures among the arguments become their inputs) and returns a tiled array or a small future."""
+        if self.memo:
+            args = tuple(self.memo.get(a, a) if type(a) in FUTURES else a for a in args)
+        token = _TILE_SITE.set((site.loc, site.prim.label, self))
+        try:
+            if self.profile is not None:
+                return self._profiled_inline(site, args, kwargs)
+            return run_primitive(site.prim, site.loc, args, kwargs)
+        finally:
+            _TILE_SITE.reset(token)
 
     def _profiled_inline(self, site, args, kwargs):
         t0 = time.perf_counter()
@@ -236,6 +288,8 @@ class Evaluation:
         if prim.effect == MUTATES or "out" in kwargs:
             target = kwargs.get("out", args[0] if args else None)
             self.barrier(target)
+        if _tiled_in(args):
+            return self._tiled(site, args, kwargs)
         if self.profile is not None:
             return self._profiled_inline(site, args, kwargs)
         return run_primitive(prim, site.loc, args, kwargs)
@@ -298,9 +352,12 @@ class Evaluation:
             self.executor.result(fut)  # raises the task's error (the earliest in program order)
 
     def finish(self, result):
-        """The final result: every future resolved, every task finished, the earliest failure raised."""
+        """The final result: every future resolved, every task finished, the earliest failure raised.
+
+        Tiled arrays in the result are computed and stay on the workers (a failing tile raises here)."""
         try:
             value = self.resolve(result)
+            _settle_tiled(value, self.executor)
         except BaseException:
             self.wait_all(raise_errors=False)
             self.raise_failure()

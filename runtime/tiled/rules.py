@@ -1,0 +1,147 @@
+"""Which rule runs for which NumPy function on tiled arrays (NEP 13/18 dispatch), and the fallback for the rest.
+
+A NumPy function without a tile rule gathers its tiled inputs to the client and runs there, with a
+``TileFallbackWarning`` naming the primitive and the user's line: correct first, and visible. ``RULES`` is the
+list the README prints (python -c "import phylanx_py as px; print(px.tiled.rules.covered())")."""
+from __future__ import annotations
+
+import functools
+import warnings
+
+import numpy as np
+
+from . import create, elementwise, indexing, products, reductions
+from .array import TileFallbackWarning, is_tiled, site_info
+
+_UFUNC_REDUCE = {np.add: "sum", np.multiply: "prod", np.minimum: "min", np.maximum: "max", np.logical_or: "any",
+                 np.logical_and: "all"}
+
+
+def _reduction(kind):
+    def rule(a, axis=None, dtype=None, out=None, keepdims=False, ddof=0, **kw):
+        if out is not None or kw.get("where") is not None:
+            return fallback(kind, getattr(np, kind), (a,), {"axis": axis, "out": out, "keepdims": keepdims, **kw})
+        extra = {"ddof": ddof} if kind in ("var", "std") else {}
+        return reductions.reduce(kind, a, axis, keepdims, dtype=dtype, **extra)
+
+    return rule
+
+
+def _arg_reduction(kind):
+    def rule(a, axis=None, out=None, keepdims=False):
+        if out is not None:
+            return fallback(kind, getattr(np, kind), (a,), {"axis": axis, "out": out})
+        return reductions.reduce(kind, a, axis, keepdims)
+
+    return rule
+
+
+def _where(condition, x=None, y=None):
+    if x is None and y is None:
+        return fallback("where", np.where, (condition,), {})
+    return elementwise.elementwise(np.where, [condition, x, y])
+
+
+def _clip(a, a_min=None, a_max=None, out=None, **kw):
+    lo = kw.pop("min", a_min)
+    hi = kw.pop("max", a_max)
+    if out is not None or kw:
+        return fallback("clip", np.clip, (a, lo, hi), {"out": out, **kw})
+    return elementwise.elementwise(_clip_kernel, [a, lo, hi])
+
+
+def _clip_kernel(a, lo, hi):
+    return np.clip(a, lo, hi)
+
+
+def _full_like(fill):
+    def rule(a, *args, dtype=None, **kw):
+        if not is_tiled(a) or kw.get("shape") is not None:
+            return fallback(f"{fill}_like", getattr(np, f"{fill}_like"), (a,) + args, {"dtype": dtype, **kw})
+        value = {"zeros": 0, "ones": 1}.get(fill)
+        if fill == "full":
+            value = args[0] if args else kw["fill_value"]
+        return create.like(a, value, dtype)
+
+    return rule
+
+
+def _shape(a):
+    return a.shape
+
+
+HANDLED = {
+    np.sum: _reduction("sum"), np.prod: _reduction("prod"), np.mean: _reduction("mean"),
+    np.min: _reduction("min"), np.max: _reduction("max"), np.amin: _reduction("min"), np.amax: _reduction("max"),
+    np.any: _reduction("any"), np.all: _reduction("all"), np.var: _reduction("var"), np.std: _reduction("std"),
+    np.argmin: _arg_reduction("argmin"), np.argmax: _arg_reduction("argmax"),
+    np.matmul: products.matmul, np.dot: products.dot, np.outer: products.outer,
+    np.transpose: lambda a, axes=None: indexing.transpose(a, axes),
+    np.where: _where, np.clip: _clip,
+    np.concatenate: lambda arrays, axis=0: indexing.concatenate(arrays, axis),
+    np.stack: lambda arrays, axis=0: indexing.stack(arrays, axis),
+    np.reshape: lambda a, shape=None, **kw: indexing.reshape(a, shape if shape is not None else kw["newshape"]),
+    np.ravel: lambda a: indexing.reshape(a, (-1,)),
+    np.expand_dims: lambda a, axis: indexing.getitem(a, (slice(None),) * (axis % (a.ndim + 1)) + (None,)),
+    np.shape: _shape, np.ndim: lambda a: a.ndim, np.size: lambda a, axis=None: a.size if axis is None else
+    a.shape[axis],
+    np.copy: lambda a, **kw: a.copy(),
+    np.zeros_like: _full_like("zeros"), np.ones_like: _full_like("ones"), np.full_like: _full_like("full"),
+    np.empty_like: _full_like("zeros"),
+}
+
+
+def covered() -> list[str]:
+    """Names of the NumPy functions with tile rules (ufuncs: every single-output ufunc called element-wise)."""
+    return sorted({f.__name__ for f in HANDLED} | {"every ufunc (element-wise)", "ufunc.reduce of "
+                                                   + ", ".join(u.__name__ for u in _UFUNC_REDUCE)})
+
+
+def array_ufunc(ufunc, method, inputs, kwargs):
+    if ufunc is np.matmul and method == "__call__" and len(inputs) == 2 and not kwargs:
+        return products.matmul(*inputs)
+    if method == "__call__" and ufunc.nout == 1 and not kwargs.get("out") and "where" not in kwargs:
+        kw = {k: v for k, v in kwargs.items() if k in ("dtype", "casting")}
+        if len(kw) != len(kwargs):
+            return fallback(ufunc.__name__, ufunc, inputs, kwargs)
+        fn = functools.partial(ufunc, **kw) if kw else ufunc
+        return elementwise.elementwise(fn, list(inputs))
+    if method == "reduce" and ufunc in _UFUNC_REDUCE and len(inputs) == 1 and not kwargs.get("out"):
+        kw = {k: v for k, v in kwargs.items() if k in ("axis", "keepdims", "dtype")}
+        if len(kw) == len(kwargs):
+            return reductions.reduce(_UFUNC_REDUCE[ufunc], inputs[0], kw.get("axis", 0), kw.get("keepdims", False),
+                                     dtype=kw.get("dtype"))
+    return fallback(f"{ufunc.__name__}.{method}" if method != "__call__" else ufunc.__name__,
+                    getattr(ufunc, method), inputs, kwargs)
+
+
+def array_function(func, args, kwargs):
+    rule = HANDLED.get(func)
+    if rule is None:
+        return fallback(getattr(func, "__name__", str(func)), func, args, kwargs)
+    return rule(*args, **kwargs)
+
+
+def _gather_all(value, found):
+    if is_tiled(value):
+        found.append(value)
+        return value.to_numpy()
+    t = type(value)
+    if t is list or t is tuple:
+        return t(_gather_all(v, found) for v in value)
+    if t is dict:
+        return {k: _gather_all(v, found) for k, v in value.items()}
+    return value
+
+
+def fallback(name, fn, args, kwargs):
+    """Run ``fn`` on the client with every tiled input gathered (a warning says where and how much)."""
+    found: list = []
+    args = _gather_all(tuple(args), found)
+    kwargs = _gather_all(dict(kwargs), found)
+    loc, label = site_info()
+    where = f" at {loc}" if loc is not None else ""
+    size = sum(t.nbytes for t in found if t.size == t.size) / 1e6
+    warnings.warn(f"{label if loc is not None else name}: no tile rule for {name}{where}; gathered "
+                  f"{len(found)} tiled input(s) ({size:.1f} MB) to the client", TileFallbackWarning, stacklevel=3)
+    return fn(*args, **kwargs)
