@@ -216,7 +216,10 @@ class DaskExecutor:
         mark = time.monotonic()
         while futures:
             try:
-                self._distributed.wait(futures, timeout=_POLL_SECONDS)
+                # this client's own wait: ``distributed.wait`` uses the process's *default* client, which is
+                # whichever client was made last (perhaps one the user has closed since)
+                self.client.sync(self._distributed.client._wait, futures, timeout=_POLL_SECONDS,
+                                 return_when="ALL_COMPLETED")
             except TimeoutError:
                 pass
             futures = [f for f in futures if not f.done()]

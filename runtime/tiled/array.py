@@ -92,7 +92,7 @@ class Program:
         return ("N", len(self.ops) - 1)
 
     def tile(self, t, idx):
-        key = (id(t), idx)
+        key = (id(t._s), idx)
         hit = self._memo.get(key)
         if hit is None:
             hit = self._memo[key] = t._tile_ref(idx, self)
@@ -106,24 +106,46 @@ def _is_future(v) -> bool:
     return type(v).__name__ == "Future" and hasattr(v, "key")
 
 
+class _State:
+    """What a TiledArray holds. Rules read the state, not the array object, so an in-place change (``x += 1``,
+    ``u[1:-1] = ...``), which gives the array a new state, is not seen by lazy results made before it."""
+
+    __slots__ = ("boundaries", "dtype", "futures", "make", "operands", "cheap", "uses", "homes", "where", "dist",
+                 "__weakref__")
+
+
+def _state_property(name):
+    return property(lambda self: getattr(self._s, name), lambda self, v: setattr(self._s, name, v))
+
+
 class TiledArray:
     """A global ``shape`` and ``dtype`` split into tiles on a grid with explicit ``boundaries`` per dimension."""
 
     __array_priority__ = 100  # NumPy defers to our operators (ndarray + TiledArray -> TiledArray.__radd__)
 
+    boundaries = _state_property("boundaries")
+    dtype = _state_property("dtype")
+    _futures = _state_property("futures")  # object ndarray over the grid, or None when lazy
+    _make = _state_property("make")  # (idx, Program) -> ref, when lazy
+    _operands = _state_property("operands")  # the arrays ``make`` reads (kept alive; settled on reuse)
+    _cheap = _state_property("cheap")  # a view-like rule (slice, transpose): recomputing it costs nothing
+    _uses = _state_property("uses")
+    _homes = _state_property("homes")  # worker each tile was placed on (a preference; see placement)
+    _where = _state_property("where")  # the user's call that made it: names its tasks
+    _dist = _state_property("dist")  # see ``dist``
+
     def __init__(self, executor, bounds, dtype, futures=None, make=None, operands=(), cheap=False,
-                 homes=None, nbytes=None):
+                 homes=None, state=None):
         self._executor = executor
-        self.boundaries = tuple(tuple(b) for b in bounds)
-        self.dtype = np.dtype(dtype)
-        self._futures = futures  # object ndarray over the grid, or None when lazy
-        self._make = make  # (idx, Program) -> ref, when lazy
-        self._operands = tuple(operands)  # the arrays ``make`` reads (kept alive; settled on reuse)
-        self._cheap = cheap  # a view-like rule (slice, transpose): recomputing it costs nothing
-        self._uses = 0
-        self._homes = homes  # object ndarray: worker each tile was placed on (a preference; see placement)
-        self._nbytes = nbytes
-        self._where = site_info()  # the user's call that made it: names its tasks
+        if state is not None:
+            self._s = state
+            return
+        self._s = s = _State()
+        s.boundaries = tuple(tuple(b) for b in bounds)
+        s.dtype = np.dtype(dtype)
+        s.futures, s.make, s.operands, s.cheap, s.uses, s.homes = futures, make, tuple(operands), cheap, 0, homes
+        s.where = site_info()
+        s.dist = None
 
     # ---- description -----------------------------------------------------------------------------------
     @property
@@ -153,6 +175,18 @@ class TiledArray:
     def tiles(self) -> tuple[int, ...]:
         """Number of tiles per dimension."""
         return grid.counts(self.boundaries)
+
+    @property
+    def dist(self) -> frozenset:
+        """The dimensions this array is spread along: those with more than one tile; for an array in one tile,
+        its rows (or, after a transpose, the transposed rows). A result that keeps one of these dimensions
+        stays tiled; one that reduces them all is small and comes back as NumPy."""
+        multi = frozenset(d for d, b in enumerate(self.boundaries) if len(b) > 2)
+        if multi:
+            return multi
+        if self._dist is not None:
+            return self._dist
+        return frozenset({0}) if self.boundaries else frozenset()
 
     @property
     def client(self):
@@ -210,12 +244,13 @@ class TiledArray:
             n *= b - a
         return n
 
-    def used(self):
-        """Called when a new rule reads this array; a lazy array read twice is computed once and kept."""
+    def used(self) -> TiledArray:
+        """What a new rule reading this array holds on to: a view of its current state (see _State). A lazy
+        array read twice is computed once and kept."""
         self._uses += 1
         if self._uses >= 2 and self._futures is None:
             self._settle()
-        return self
+        return TiledArray(self._executor, None, None, state=self._s)
 
     def _settle(self):
         if self._futures is not None:
@@ -278,7 +313,7 @@ class TiledArray:
 
     def retile(self, tiles) -> TiledArray:
         """The same values on another tile grid (tile counts or sizes per dimension, as in ``from_array``)."""
-        from .rules import retile
+        from .indexing import retile
 
         return retile(self, grid.parse(tuple(int(s) for s in self.shape), tiles))
 
@@ -287,10 +322,10 @@ class TiledArray:
 
     def map_tiles(self, fn, dtype=None, cheap=False, **kwargs):
         """``fn`` applied to every tile (tile shape unchanged): a lazy array."""
-        self.used()
+        src = self.used()
         where = site_info()
 
-        def make(idx, prog, src=self):
+        def make(idx, prog, src=src):
             return prog.op(fn, [prog.tile(src, idx)], kwargs, where)
 
         return TiledArray(self._executor, self.boundaries, dtype or self.dtype, make=make, operands=(self,),
@@ -335,17 +370,13 @@ class TiledArray:
         return int(self.to_numpy())
 
     def _become(self, other: TiledArray):
-        """In-place update (``x += y``, ``x[k] = v``): this object now stands for ``other``'s tiles."""
-        self.boundaries, self.dtype = other.boundaries, other.dtype
-        self._futures, self._make, self._operands = other._futures, other._make, other._operands
-        self._cheap, self._homes, self._uses = other._cheap, other._homes, 0
-        self._where = other._where
+        """In-place update (``x += y``, ``x[k] = v``): this object now stands for ``other``'s tiles; lazy
+        results made earlier keep reading the old state."""
+        self._s = other._s
 
     def _snapshot(self) -> TiledArray:
-        """A new object with this array's current tiles (what a lazy rule must read before an in-place change)."""
-        t = TiledArray(self._executor, self.boundaries, self.dtype, self._futures, self._make, self._operands,
-                       self._cheap, self._homes)
-        return t
+        """A view of the current state (what a lazy rule reads before an in-place change)."""
+        return TiledArray(self._executor, None, None, state=self._s)
 
 
 def _concrete_shape(shape, out):

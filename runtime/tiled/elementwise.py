@@ -69,9 +69,7 @@ def elementwise(fn, args, kwargs=None) -> TiledArray:
                     want[k] = bounds[d]
             if want:
                 args[i] = retile_dims(a, want)
-    for a in args:
-        if is_tiled(a):
-            a.used()
+    args = [a.used() if is_tiled(a) else a for a in args]
     where = site_info()
     kwargs = kwargs or {}
     full = [shape_of(a) for a in args]

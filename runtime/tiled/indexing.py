@@ -16,12 +16,14 @@ def transpose(t: TiledArray, axes=None):
     axes = tuple(range(t.ndim))[::-1] if axes is None else tuple(a % t.ndim for a in axes)
     inverse = tuple(np.argsort(axes))
     where = site_info()
-    t.used()
+    t = t.used()
 
     def make(idx, prog):
         return prog.op(np.transpose, [prog.tile(t, tuple(idx[i] for i in inverse)), ("C", axes)], None, where)
 
-    return TiledArray(t._executor, [t.boundaries[a] for a in axes], t.dtype, make=make, operands=(t,), cheap=True)
+    out = TiledArray(t._executor, [t.boundaries[a] for a in axes], t.dtype, make=make, operands=(t,), cheap=True)
+    out._dist = frozenset(axes.index(d) for d in t.dist)
+    return out
 
 
 def retile_dims(t: TiledArray, want: dict) -> TiledArray:
@@ -39,7 +41,7 @@ def retile(t: TiledArray, bounds) -> TiledArray:
     if tuple(b[-1] for b in bounds) != tuple(b[-1] for b in t.boundaries):
         raise ValueError(f"retile: the new tiles cover {tuple(b[-1] for b in bounds)}, the array is {t.shape}")
     where = site_info()
-    t.used()
+    t = t.used()
 
     def make(idx, prog):
         return region_ref(prog, t, grid.region(bounds, idx), where)
@@ -115,7 +117,7 @@ def getitem(t: TiledArray, key):
             fixed[d] = (tile, i - b[tile])
         d += 1
     where = site_info()
-    t.used()
+    t = t.used()
 
     def make(idx, prog):
         src = [0] * t.ndim
@@ -167,9 +169,9 @@ def _mask_rows(t: TiledArray, mask):
         raise IndexError(f"boolean index did not match indexed array along axis 0; size of axis is "
                          f"{t.shape[0]} but size of corresponding boolean axis is {len(mask)}")
     where = site_info()
-    t.used()
+    t = t.used()
     if is_tiled(mask):
-        mask.used()
+        mask = mask.used()
     count = len(t.boundaries[0]) - 1
 
     def make(idx, prog):
@@ -236,8 +238,8 @@ def setitem(t: TiledArray, key, value):
     if is_tiled(value):
         if tuple(vshape) != kept_shape:
             return _setitem_fallback(t, key, value)
-        value.used()
-    old = t._snapshot()
+        value = value.used()
+    old = t.used()
     where = site_info()
     kept_dims = [d for d in range(t.ndim) if d not in squeeze]
 
@@ -297,8 +299,7 @@ def concatenate(arrays, axis=0):
                              f"exactly, but along dimension {next(iter(want))}, the array at index 0 has size "
                              f"{ref.shape[next(iter(want))]} and another has size {a.shape[next(iter(want))]}")
         parts.append(retile_dims(a, want) if want else a)
-    for a in parts:
-        a.used()
+    parts = [a.used() for a in parts]
     joined, owner = [0], []
     for a in parts:
         b = a.boundaries[axis]
@@ -337,6 +338,9 @@ def reshape(t: TiledArray, shape):
         shape = tuple(int(total // known) if s == -1 else s for s in shape)
     if math.prod(shape) != total:
         raise ValueError(f"cannot reshape array of size {total} into shape {shape}")
+    if any(c > 1 for c in t.tiles[1:]) and grid.known(t.boundaries) and shape:
+        # rows must be whole within a tile: gather the other dimensions into one tile each (moves data once)
+        t = retile_dims(t, {d: (0, int(n)) for d, n in enumerate(t.shape) if d > 0})
     if all(c == 1 for c in t.tiles[1:]) and grid.known(t.boundaries) and shape:
         per_old = math.prod(int(s) for s in t.shape[1:])
         per_new = math.prod(shape[1:])
@@ -344,7 +348,7 @@ def reshape(t: TiledArray, shape):
         if all((x * per_old) % per_new == 0 for x in b):
             nb = tuple(x * per_old // per_new for x in b)
             where = site_info()
-            t.used()
+            t = t.used()
 
             def make(idx, prog):
                 rows = nb[idx[0] + 1] - nb[idx[0]]

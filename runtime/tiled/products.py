@@ -32,9 +32,8 @@ def matmul(a, b):
     cols = (b.boundaries[1] if tb else (0, int(sb[1]))) if len(sb) == 2 else None
     out_bounds = [x for x in (rows, cols) if x is not None]
     where = site_info()
-    for x in (a, b):
-        if is_tiled(x):
-            x.used()
+    a = a.used() if ta else a
+    b = b.used() if tb else b
 
     def term(prog, i, j, k):
         ka = (kb[k], kb[k + 1])
@@ -51,8 +50,9 @@ def matmul(a, b):
     ni = len(rows) - 1 if rows else 1
     nj = len(cols) - 1 if cols else 1
     nk = len(kb) - 1
+    tiled_out = (ta and len(sa) == 2 and 0 in a.dist) or (tb and len(sb) == 2 and 1 in b.dist)
     out_idx = lambda i, j: tuple(x for x, keep in ((i, rows), (j, cols)) if keep)  # noqa: E731
-    if nk == 1 and ni * nj > 1:
+    if nk == 1 and tiled_out:
         def make(idx, prog):
             i = idx[0] if rows else 0
             j = idx[-1] if cols else 0
@@ -69,7 +69,7 @@ def matmul(a, b):
             parts.append(fut)
         futs[i, j] = tree(ex, parts, "sum", None, True, 0, None, out_idx(i, j)) if len(parts) > 1 else parts[0]
     shape = tuple(b[-1] for b in out_bounds)
-    if ni * nj == 1:
+    if not tiled_out:
         return remote_result(futs[0, 0], shape, dtype)
     futs = futs.reshape(tuple(len(b) - 1 for b in out_bounds))
     return TiledArray(ex, out_bounds, dtype, futures=futs)

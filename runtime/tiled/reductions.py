@@ -6,6 +6,7 @@ tiled dimensions, each tile computes a partial result in the task that computes 
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import numpy as np
 
@@ -31,7 +32,9 @@ def reduce(kind, t: TiledArray, axis=None, keepdims=False, ddof=0, dtype=None):
         extra["dtype"] = dtype
     sample = np.ones((1,) * nd, t.dtype)
     kw = {"axis": axis} if arg else {"axis": axis, "keepdims": keepdims}
-    out_dtype = np.asarray(fn(sample, **kw, **extra)).dtype
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out_dtype = np.asarray(fn(sample, **kw, **extra)).dtype
     if arg and keepdims:
         kw["keepdims"] = True
     reduced = tuple(range(nd)) if axes is None else axes
@@ -39,8 +42,9 @@ def reduce(kind, t: TiledArray, axis=None, keepdims=False, ddof=0, dtype=None):
     where = site_info()
     local = all(t.tiles[d] == 1 for d in reduced) and grid.known([t.boundaries[d] for d in reduced]) \
         and not (arg and axes is None and nd > 1)
-    if local and any(t.tiles[d] > 1 for d in kept):
-        t.used()
+    tiled_out = any(d in t.dist for d in kept)
+    if local and tiled_out:
+        t = t.used()
         bounds = [t.boundaries[d] if d in kept else (0, 1) for d in range(nd) if d in kept or keepdims]
         kwargs = {**kw, **extra}
 
@@ -50,11 +54,11 @@ def reduce(kind, t: TiledArray, axis=None, keepdims=False, ddof=0, dtype=None):
             return prog.op(fn, [prog.tile(t, src)], kwargs, where)
 
         return TiledArray(t._executor, bounds, out_dtype, make=make, operands=(t,))
-    return _tree_reduce(kind, t, axes, reduced, kept, keepdims, ddof, dtype, out_dtype, where)
+    return _tree_reduce(kind, t, axes, reduced, kept, keepdims, ddof, dtype, out_dtype, where, tiled_out)
 
 
-def _tree_reduce(kind, t, axes, reduced, kept, keepdims, ddof, dtype, out_dtype, where):
-    t.used()
+def _tree_reduce(kind, t, axes, reduced, kept, keepdims, ddof, dtype, out_dtype, where, tiled_out):
+    t = t.used()
     ex = t._executor
     shape = t.shape
     counts = t.tiles
@@ -81,7 +85,7 @@ def _tree_reduce(kind, t, axes, reduced, kept, keepdims, ddof, dtype, out_dtype,
             fut, _ = submit_program(ex, prog, ref, f"{kind}-partial", idx)
             parts.append(fut)
         futs[out_idx] = tree(ex, parts, kind, axes, keepdims, ddof, dtype, out_idx)
-    if futs.size == 1 and all(c == 1 for c in out_counts):
+    if not tiled_out:
         out_shape = np.empty(0).shape if axes is None and not keepdims else \
             tuple(int(shape[d]) if d in kept else 1 for d in range(t.ndim) if d in kept or keepdims)
         if kind in ("argmin", "argmax") and axes is None:

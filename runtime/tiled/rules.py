@@ -11,7 +11,8 @@ import warnings
 import numpy as np
 
 from . import create, elementwise, indexing, products, reductions
-from .array import TileFallbackWarning, is_tiled, site_info
+from .array import TileFallbackWarning, _is_future, is_tiled, site_info
+from .common import remote_result, submit
 
 _UFUNC_REDUCE = {np.add: "sum", np.multiply: "prod", np.minimum: "min", np.maximum: "max", np.logical_or: "any",
                  np.logical_and: "all"}
@@ -70,6 +71,17 @@ def _shape(a):
     return a.shape
 
 
+def _norm(x, ord=None, axis=None, keepdims=False):
+    if ord is not None or axis is not None or keepdims:
+        return fallback("linalg.norm", np.linalg.norm, (x,), {"ord": ord, "axis": axis, "keepdims": keepdims})
+    a = np.absolute(x) if x.dtype.kind == "c" else x
+    total = reductions.reduce("sum", a * a, None, False)
+    if not _is_future(total):
+        return np.sqrt(total)
+    out_dtype = np.sqrt(np.ones(1, a.dtype)).dtype
+    return remote_result(submit(x._executor, np.sqrt, total, label="norm"), (), out_dtype)
+
+
 HANDLED = {
     np.sum: _reduction("sum"), np.prod: _reduction("prod"), np.mean: _reduction("mean"),
     np.min: _reduction("min"), np.max: _reduction("max"), np.amin: _reduction("min"), np.amax: _reduction("max"),
@@ -87,7 +99,7 @@ HANDLED = {
     a.shape[axis],
     np.copy: lambda a, **kw: a.copy(),
     np.zeros_like: _full_like("zeros"), np.ones_like: _full_like("ones"), np.full_like: _full_like("full"),
-    np.empty_like: _full_like("zeros"),
+    np.empty_like: _full_like("zeros"), np.linalg.norm: _norm,
 }
 
 

@@ -1,0 +1,307 @@
+"""Benchmark: tiled arrays (data made on the workers) against dask.array on the very same tiles, same cluster.
+
+    python benchmarks/tiled.py                                  # the issue's sizes (needs ~2 GB, a few minutes)
+    python benchmarks/tiled.py --n 200000 --repeats 1           # a quick smoke run
+    python benchmarks/tiled.py --only lra kmeans                # some of the workloads
+
+One 2-worker ``LocalCluster(processes=True, threads_per_worker=1)`` (OMP/OPENBLAS/MKL/NUMBA_NUM_THREADS=1 in the
+workers) wrapped by ``px.runtime.dask(client=client)``. Every input is made on the workers with ``px.tiled``
+(``normal``/``random`` plus element-wise math, persisted), in ``--tiles`` row tiles; dask.array works on the same
+tile futures through ``TiledArray.to_dask()`` (no copy), so both start from identical data on the same workers.
+The NumPy (and Numba) references run in this client process on the gathered data (``np.asarray(X)``) with the
+default BLAS threads and 2 Numba threads.
+
+- LRA ``n`` x 20 float64, 10 iterations: ``lra`` of benchmarks/lra.py compiled, on TiledArray X, y (y built on the
+  workers from X), vs dask.array as dask-glm writes it (``lra_dask_array``: ``w`` a NumPy array, one gradient
+  ``compute()`` per iteration) and the plain function called on dask arrays (a lazy ``w``, one ``compute()``).
+- k-means ``n/2`` x 2, k=8, 10 iterations: ``kmeans`` of benchmarks/kmeans.py compiled, on a TiledArray X and NumPy
+  initial centroids, vs ``kmeans_dask_array`` (one ``dask.compute`` of the k means per iteration), NumPy and the
+  hand-written Numba kernel ``kmeans_numba``.
+- the element-wise chain ``exp(-x*x)*sin(x)+2*x-1`` on ``10 n`` float64: the compiled call (its TiledArray result
+  is computed and persisted on the workers when the call returns) vs ``client.persist`` of the same function on a
+  dask.array + ``wait``; also the chain on the TiledArray outside compiled code + ``persist(wait=True)``.
+- matmul ``--size`` square float64, tiles (2, 2) and (4, 1): compiled ``A @ B`` (result persisted on the workers)
+  vs dask.array ``A @ B`` persisted + ``wait``, on the same tiles.
+
+Times: the first call (compile, or for dask.array graph building and worker warm-up, + one run) apart from the
+steady state (median of ``--repeats`` further calls). "vs dask.array" is relative to the fastest dask.array row of
+the section. Targets (issue): LRA >= 3x faster than dask.array, k-means >= 5x, element-wise <= 0.7x dask.array's
+time, matmul <= 1x. Every result is checked against NumPy (np.allclose; k-means labels equal) in the same run;
+the script exits with status 1 on a mismatch (a missed target only prints "no").
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+
+import numba
+import numpy as np
+from _common import close_runtime, median_time, print_table
+from elementwise import chain, chain_numba
+from kmeans import kmeans, kmeans_dask_array, kmeans_numba
+from lra import lra, lra_dask_array
+
+import phylanx_py as px
+
+WORKERS = 2
+THREADS = 2  # Numba threads for the client-side references
+WORKER_ENV = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")}
+MATMUL_TILES = ((2, 2), (4, 1))
+WORKLOADS = ("lra", "kmeans", "elementwise", "matmul")
+
+kmeans_compiled = px.compile(kmeans)
+chain_compiled = px.compile(chain)
+
+
+def matmul(A, B):
+    return A @ B
+
+
+matmul_compiled = px.compile(matmul)
+
+
+def start_cluster():
+    """A 2-worker LocalCluster (one thread each, BLAS/OpenMP/Numba at one thread) and the Dask runtime over it."""
+    import distributed
+
+    warnings.filterwarnings("ignore", message=".*[Ll]arge graph.*", category=UserWarning)
+    cluster = distributed.LocalCluster(n_workers=WORKERS, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                       dashboard_address=":0", env=WORKER_ENV)
+    try:
+        client = distributed.Client(cluster)
+        rt = px.runtime.dask(client=client)
+    except BaseException:
+        cluster.close()
+        raise
+    rt.bench_owned = [client, cluster]
+    return rt, client
+
+
+def _worker_threads():
+    """Run on a worker: its thread settings as it sees them."""
+    env = ",".join(f"{v.split('_')[0]}={os.environ.get(v, '-')}" for v in WORKER_ENV)
+    try:
+        from threadpoolctl import threadpool_info
+
+        pools = ",".join(f"{p.get('internal_api')}:{p.get('num_threads')}" for p in threadpool_info())
+    except ImportError:
+        pools = "threadpoolctl not installed"
+    return f"{env} (pools {pools})"
+
+
+def measure(fn, repeats, check=None):
+    """(the first call's result if there is no ``check``, the first call's time, the median of ``repeats`` further
+    calls, ``check(result)``). A checked result is dropped before the repeats, so it does not hold memory or,
+    for dask.array, keys on the cluster that a repeat could find already computed."""
+    t0 = time.perf_counter()
+    r = fn()
+    first = time.perf_counter() - t0
+    agrees = True if check is None else bool(check(r))
+    kept = r if check is None else None
+    del r
+    return kept, first, median_time(fn, repeats, warmup=0), agrees
+
+
+def persisted(client, d):
+    """``d`` (a dask collection) persisted on the cluster, once every chunk is there."""
+    import distributed
+
+    d = client.persist(d)
+    distributed.wait(d)
+    return d
+
+
+class Section:
+    """One workload's table: rows (variant, kind, first call s, median s, agrees); kind is numpy, numba, px,
+    px-plain or dask."""
+
+    def __init__(self, title, repeats, per_iteration=None):
+        self.title, self.repeats, self.per_iteration, self.rows = title, repeats, per_iteration, []
+
+    def run(self, name, kind, fn, check=None):
+        """Time ``fn`` (see ``measure``), add its row, return its result when there is no ``check``."""
+        kept, first, t, agrees = measure(fn, self.repeats, check)
+        self.rows.append((name, kind, first, t, agrees))
+        return kept
+
+    def best(self, kind):
+        times = [r[3] for r in self.rows if r[1] == kind]
+        return min(times) if times else None
+
+    def print(self):
+        t_np, t_da = self.best("numpy"), self.best("dask")
+        headers = ["variant", "first call ms", "median ms"] + (["ms/iteration"] if self.per_iteration else []) \
+            + ["vs dask.array", "vs numpy", "agrees"]
+        out = []
+        for name, _, first, t, agrees in self.rows:
+            cells = [name, f"{first * 1e3:.1f}", f"{t * 1e3:.1f}"]
+            if self.per_iteration:
+                cells.append(f"{t * 1e3 / self.per_iteration:.2f}")
+            cells += [f"{t / t_da:.3f}" if t_da else "", f"{t / t_np:.3f}" if t_np else "",
+                      "yes" if agrees else "NO"]
+            out.append(cells)
+        print(self.title)
+        print_table(headers, out)
+        print()
+
+
+def close_to(expected, rtol=1e-9, atol=1e-12):
+    """A check: the result (gathered if tiled or a dask collection) np.allclose to ``expected``."""
+    return lambda r: np.allclose(np.asarray(r), expected, rtol=rtol, atol=atol)
+
+
+# ---- workloads: each returns its Section(s) and targets (name, phylanx-py median, dask.array median, kind, bound)
+def bench_lra(client, args):
+    n, cols, it, alpha = args.n, 20, args.iterations, 0.1
+    w_true = np.random.default_rng(0).standard_normal(cols)
+    X = px.tiled.normal((n, cols), tiles=(args.tiles, 1), seed=0)
+    noise = px.tiled.normal((n,), tiles=(args.tiles,), seed=1)
+    y = ((X @ w_true + 0.1 * noise) > 0).astype(np.float64).persist(wait=True)
+    Xn, yn = np.asarray(X), np.asarray(y)
+    Xd, yd = X.to_dask(), y.to_dask()
+    plain = lra.__wrapped__
+
+    sec = Section(f"LRA {n:,} x {cols} float64, {it} iterations, {args.tiles} row tiles", args.repeats, it)
+    w_np = sec.run("numpy (client, gathered X, y)", "numpy", lambda: plain(Xn, yn, alpha, it))
+    Xn = yn = None
+    ok = close_to(w_np)
+    sec.run("phylanx-py compiled lra, TiledArray X, y", "px", lambda: lra(X, y, alpha, it), ok)
+    sec.run("dask.array, w NumPy, gradient compute() per iteration", "dask",
+            lambda: lra_dask_array(Xd, yd, alpha, it), ok)
+    sec.run("dask.array, plain lra on dask arrays, one compute()", "dask",
+            lambda: plain(Xd, yd, alpha, it).compute(), ok)
+    return [sec], [("LRA", sec.best("px"), sec.best("dask"), "speed-up", 3.0)]
+
+
+def make_blobs(n, k, tiles, seed=0):
+    """k Gaussian blobs in 2-D (unit variance, centres uniform in [-10, 10]^2), made on the workers."""
+    centres = np.random.default_rng(seed).uniform(-10.0, 10.0, (k, 2))
+    which = np.floor(px.tiled.random((n,), tiles=(tiles,), seed=seed + 1) * k)  # each row's blob, 0..k-1
+    X = px.tiled.normal((n, 2), tiles=(tiles, 1), seed=seed + 2)
+    for j in range(k):
+        X = X + (which == j)[:, None] * centres[j]
+    return X.persist(wait=True)
+
+
+def bench_kmeans(client, args):
+    n, k, it = max(args.n // 2, args.k), args.k, args.iterations
+    X = make_blobs(n, k, args.tiles)
+    C0 = np.asarray(X[:k])
+    Xn = np.asarray(X)
+    Xd = X.to_dask()
+
+    sec = Section(f"k-means {n:,} x 2 float64, k={k}, {it} iterations, {args.tiles} row tiles", args.repeats, it)
+    C_np, l_np = sec.run("numpy (client, gathered X)", "numpy", lambda: kmeans(Xn, C0, it))
+
+    def ok(r):
+        return np.allclose(r[0], C_np, rtol=1e-9, atol=1e-12) and np.array_equal(np.asarray(r[1]), l_np)
+
+    sec.run(f"numba hand-written fused kernel (client, {numba.get_num_threads()} threads)", "numba",
+            lambda: kmeans_numba(Xn, C0, it), ok)
+    sec.run("phylanx-py compiled kmeans, TiledArray X", "px", lambda: kmeans_compiled(X, C0, it), ok)
+    sec.run("dask.array kmeans_dask_array (k means per compute)", "dask", lambda: kmeans_dask_array(Xd, C0, it), ok)
+    return [sec], [("k-means", sec.best("px"), sec.best("dask"), "speed-up", 5.0)]
+
+
+def bench_elementwise(client, args):
+    n = 10 * args.n
+    x = (px.tiled.random((n,), tiles=(args.tiles,), seed=0) * 8.0 - 4.0).persist(wait=True)  # uniform [-4, 4)
+    xn = np.asarray(x)
+
+    sec = Section(f"exp(-x*x)*sin(x)+2*x-1 on {n:,} float64, {args.tiles} tiles (results persisted on the workers)",
+                  args.repeats)
+    expected = sec.run("numpy (client, 1 thread)", "numpy", lambda: chain(xn))
+    ok = close_to(expected, rtol=1e-10)
+    sec.run(f"numba njit parallel (client, {numba.get_num_threads()} threads)", "numba", lambda: chain_numba(xn), ok)
+    xn = None
+    sec.run("phylanx-py compiled chain, TiledArray x", "px", lambda: chain_compiled(x), ok)
+    sec.run("phylanx-py uncompiled chain(x) + persist(wait=True)", "px-plain", lambda: chain(x).persist(wait=True), ok)
+    # a fresh dask.array name per call: dask's keys are deterministic, so a repeat must not meet the last result
+    sec.run("dask.array chain(xd), persist + wait", "dask", lambda: persisted(client, chain(x.to_dask())), ok)
+    return [sec], [("element-wise", sec.best("px"), sec.best("dask"), "time", 0.7)]
+
+
+def bench_matmul(client, args):
+    s = args.size
+    sections, targets, numpy_row = [], [], None
+    for tiles in MATMUL_TILES:
+        # uniform draws do not depend on the tiling: every tiling holds the same A and B
+        A = px.tiled.random((s, s), tiles=tiles, seed=0)
+        B = px.tiled.random((s, s), tiles=tiles, seed=1)
+        sec = Section(f"matmul {s:,} x {s:,} float64, tiles {tiles} (results persisted on the workers)",
+                      args.repeats)
+        if numpy_row is None:
+            An, Bn = np.asarray(A), np.asarray(B)
+            expected = sec.run("numpy A @ B (client, default BLAS threads)", "numpy", lambda: An @ Bn)  # noqa: B023
+            numpy_row, An, Bn = sec.rows[-1], None, None
+        else:
+            sec.rows.append(numpy_row)
+        ok = close_to(expected)
+        sec.run("phylanx-py compiled A @ B, TiledArray A, B", "px", lambda: matmul_compiled(A, B), ok)  # noqa: B023
+        sec.run("dask.array A @ B, persist + wait", "dask",
+                lambda: persisted(client, A.to_dask() @ B.to_dask()), ok)  # noqa: B023
+        sections.append(sec)
+        targets.append((f"matmul {tiles}", sec.best("px"), sec.best("dask"), "time", 1.0))
+    return sections, targets
+
+
+BENCH = {"lra": bench_lra, "kmeans": bench_kmeans, "elementwise": bench_elementwise, "matmul": bench_matmul}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=2_000_000,
+                    help="LRA rows; k-means uses n/2 rows, the element-wise chain 10*n elements")
+    ap.add_argument("--size", type=int, default=4000, help="side of the square matmul operands")
+    ap.add_argument("--tiles", type=int, default=8, help="row tiles (LRA, k-means, element-wise)")
+    ap.add_argument("--k", type=int, default=8)
+    ap.add_argument("--iterations", type=int, default=10)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--only", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
+    args = ap.parse_args(argv)
+    numba.set_num_threads(min(THREADS, numba.config.NUMBA_NUM_THREADS))
+
+    load0 = os.getloadavg()
+    print(f"tiled arrays vs dask.array: {WORKERS}-worker LocalCluster(processes=True, threads_per_worker=1), "
+          f"median of {args.repeats} repeats; {os.cpu_count()} cores")
+    print(f"load average at start (1/5/15 min): {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
+
+    rt, client = start_cluster()
+    sections, targets = [], []
+    try:
+        for w, threads in sorted(client.run(_worker_threads).items()):
+            print(f"worker {w}: {threads}")
+        with px.using(rt):
+            for name in args.only:
+                secs, tgts = BENCH[name](client, args)
+                sections += secs
+                targets += tgts
+    finally:
+        close_runtime(rt)
+    load1 = os.getloadavg()
+
+    print()
+    for sec in sections:
+        sec.print()
+    rows = []
+    for name, t_px, t_da, kind, bound in targets:
+        if kind == "speed-up":
+            rule, met = f">= {bound:g}x faster", t_da / t_px >= bound
+        else:
+            rule, met = f"<= {bound:g}x its time", t_px / t_da <= bound
+        rows.append([name, f"{t_px * 1e3:.1f}", f"{t_da * 1e3:.1f}", f"{t_px / t_da:.3f}", f"{t_da / t_px:.2f}x",
+                     rule, "yes" if met else "no"])
+    print("targets (phylanx-py compiled vs the fastest dask.array variant, steady-state medians)")
+    print_table(["workload", "phylanx-py ms", "dask.array ms", "time ratio", "speed-up", "target", "met"], rows)
+    print()
+    ok = all(r[4] for sec in sections for r in sec.rows)
+    print(f"load average at end (1/5/15 min): {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
+    print(f"all results agree with numpy: {ok}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
