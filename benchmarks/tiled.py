@@ -274,7 +274,9 @@ def main(argv=None) -> int:
     try:
         for w, threads in sorted(client.run(_worker_threads).items()):
             print(f"worker {w}: {threads}")
-        with px.using(rt):
+        # a primitive without a tile rule would gather its inputs to the client: record it, and any other warning
+        with px.using(rt), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", px.tiled.TileFallbackWarning)
             for name in args.only:
                 secs, tgts = BENCH[name](client, args)
                 sections += secs
@@ -298,6 +300,9 @@ def main(argv=None) -> int:
     print_table(["workload", "phylanx-py ms", "dask.array ms", "time ratio", "speed-up", "target", "met"], rows)
     print()
     ok = all(r[4] for sec in sections for r in sec.rows)
+    messages = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
+    fallbacks = sum(1 for w in caught if issubclass(w.category, px.tiled.TileFallbackWarning))
+    print(f"tile fallbacks (TileFallbackWarning): {fallbacks}" + "".join(f"\n  {m}" for m in messages))
     print(f"load average at end (1/5/15 min): {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
     print(f"all results agree with numpy: {ok}")
     return 0 if ok else 1

@@ -25,6 +25,7 @@ from phylanx_py.errors import ExecutionError
 from .code import PxFunction, call_value, read_global
 from .evaluation import CallSite
 from .executors import FUTURES
+from .tiled.array import TiledArray
 
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
            "lshift": "<<", "rshift": ">>", "and_": "&", "or_": "|", "xor": "^",
@@ -53,6 +54,7 @@ class Generator:
             "__pxr_PxFunction": PxFunction, "__pxr_call_value": call_value,
             "__pxr_global": read_global, "__pxr_list": list, "__pxr_dict": dict, "__pxr_set": set,
             "__pxr_MUT": (list, dict, set), "__pxr_ndarray": np.ndarray, "__pxr_fusemin": FUSE_MIN_ELEMENTS,
+            "__pxr_tiled": TiledArray,
         }
         self._const_ids: dict[int, str] = {}
         self.namespaces = {}
@@ -271,7 +273,7 @@ class Generator:
         t = self.temp()
         # scalars (the common case in scalar loops) fail the first membership test and cost nothing more
         tests = [f"(__pxr_type({a}) not in __pxr_S and ((__pxr_type({a}) is __pxr_ndarray and "
-                 f"{a}.size >= __pxr_fusemin) or __pxr_type({a}) in __pxr_F))"
+                 f"{a}.size >= __pxr_fusemin) or __pxr_type({a}) in __pxr_F or __pxr_type({a}) is __pxr_tiled))"
                  for a in dict.fromkeys(leaves) if not _is_literal(a)]
         site = self.site("fused.sum" if n.reduce else "fused.elementwise", n.loc)
         extra = f"{self.const(n.reduce[1])}, " if n.reduce else ""

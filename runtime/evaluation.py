@@ -88,6 +88,12 @@ def _has_future(value) -> bool:
     return bool(found)
 
 
+def _tile_rules() -> dict:
+    from .tiled.rules import PRIMITIVE_RULES
+
+    return PRIMITIVE_RULES
+
+
 def _tiled_in(args) -> bool:
     for a in args:
         t = type(a)
@@ -205,6 +211,14 @@ class Evaluation:
             args = tuple(self.memo.get(a, a) if type(a) in FUTURES else a for a in args)
         token = _TILE_SITE.set((site.loc, site.prim.label, self))
         try:
+            rule = _tile_rules().get(site.prim.name)
+            if rule is not None:
+                try:
+                    return rule(*args, **kwargs)
+                except ExecutionError:
+                    raise
+                except Exception as e:
+                    raise ExecutionError.from_exception(e, site.loc, site.prim.label) from e
             if self.profile is not None:
                 return self._profiled_inline(site, args, kwargs)
             return run_primitive(site.prim, site.loc, args, kwargs)

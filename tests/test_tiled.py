@@ -111,6 +111,8 @@ def test_element_wise_results_stay_where_their_inputs_live_and_no_tile_moves(rt)
     before = X.placement
     Z = px.compile(P.chain)(X)
     assert isinstance(Z, TiledArray)
+    # one task per tile, running the whole fused chain (the generated kernel), named for the user's line
+    assert all(f.key.startswith("fused@prog_tiled.py:") for f in Z.futures.flat)
     assert Z.placement == before
     assert len(set(before.values())) == 2  # spread over both workers
     who = rt.executor.client.who_has(list(X.futures.flat))

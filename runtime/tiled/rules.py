@@ -103,6 +103,25 @@ HANDLED = {
 }
 
 
+def _fused_elementwise(spec, locs, *leaves):
+    """A fused group on tiles: the generated kernel (tasks run it on each tile, fused.py picks Numba or NumPy
+    by the tile's size) as one element-wise function of the group's leaves."""
+    from phylanx_py.primitives.fused import fused_elementwise
+
+    return elementwise.elementwise(functools.partial(fused_elementwise, spec, locs), list(leaves))
+
+
+def _fused_sum(spec, locs, axis, *leaves):
+    chain = _fused_elementwise(spec, locs[:-1], *leaves)
+    if not is_tiled(chain):
+        return np.sum(chain, axis=axis)
+    return reductions.reduce("sum", chain, axis, False)
+
+
+# Tile rules of compiler-made primitives (not NumPy functions), by primitive name (Evaluation._tiled).
+PRIMITIVE_RULES = {"fused.elementwise": _fused_elementwise, "fused.sum": _fused_sum}
+
+
 def covered() -> list[str]:
     """Names of the NumPy functions with tile rules (ufuncs: every single-output ufunc called element-wise)."""
     return sorted({f.__name__ for f in HANDLED} | {"every ufunc (element-wise)", "ufunc.reduce of "
