@@ -107,6 +107,8 @@ class DaskExecutor:
         import numpy as np
 
         t = type(value)
+        if hasattr(value, "remote") and t.__name__ == "Deferred":
+            return value.remote()  # a batched tile reduction: its Dask future, submitted now
         if t is np.ndarray and value.nbytes > UPLOAD_BYTES:
             uploads = ev.__dict__.setdefault("uploads", {}) if ev is not None else {}
             base = value
@@ -235,6 +237,11 @@ class DaskExecutor:
     def gather(self, value):
         found: list = []
         collect(value, found)
+        # batched tile reductions (runtime/tiled/batch.py): submitted now, fetched with the rest
+        deferred = {id(f): f.remote() for f in found if hasattr(f, "remote")}
+        if deferred:
+            found = [deferred.get(id(f), f) for f in found]
+            value = substitute(value, lambda f: deferred.get(id(f), f))
         remote = [f for f in found if type(f) is self._distributed.Future]
         if not found:
             return value

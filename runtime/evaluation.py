@@ -24,7 +24,8 @@ from phylanx_py.errors import ExecutionError
 from . import profiling
 from .executors import FUTURES, collect, substitute
 from .tiled.array import SITE as _TILE_SITE
-from .tiled.array import TiledArray
+from .tiled.array import TiledArray, meta_of
+from .tiled.batch import Deferred
 
 INLINE_ELEMENTS = 1 << 16
 CHEAP_SECONDS = 200e-6
@@ -86,6 +87,21 @@ def _has_future(value) -> bool:
     found: list = []
     collect(value, found)
     return bool(found)
+
+
+def _small_remote(a) -> bool:
+    """A small result of a tile rule (a batched reduction, or a future whose shape the rule recorded): fetching
+    it costs one round trip, less than sending the client-side arithmetic on it to the cluster as tasks."""
+    if type(a) is Deferred:
+        return True
+    meta = meta_of(a)
+    return meta is not None and len(meta[0]) <= 2 and int(np.prod(meta[0])) <= INLINE_ELEMENTS
+
+
+def _only_small_remote(value) -> bool:
+    found: list = []
+    collect(value, found)
+    return all(_small_remote(f) for f in found)
 
 
 def _tile_rules() -> dict:
@@ -188,14 +204,16 @@ class Evaluation:
         for a in args:
             t = type(a)
             if t in FUTURES:
-                if not (cheap and a.done()):
+                if not (cheap and a.done()) and not _small_remote(a):
                     return self.submit(site, args, kwargs)
                 waited = True
             elif t is np.ndarray:
                 if a.size > limit and not cheap:
                     return self.submit(site, args, kwargs)
             elif mode == "deep" and t in _CONTAINERS and (len(a) > limit or _has_future(a)):
-                return self.submit(site, args, kwargs)
+                if len(a) > limit or not _only_small_remote(a):
+                    return self.submit(site, args, kwargs)
+                waited = True
         if kwargs and _has_future(kwargs):
             return self.submit(site, args, kwargs)
         if waited:

@@ -56,6 +56,8 @@ def remember(fut, shape, dtype):
 
 
 def meta_of(fut):
+    if type(fut).__name__ == "Deferred":
+        return fut.shape, fut.dtype
     return _META.get(getattr(fut, "key", None))
 
 
@@ -70,6 +72,8 @@ class Program:
         self.homes: dict = {}  # worker -> bytes of the leaves it holds
 
     def leaf(self, fut, home=None, nbytes=0):
+        if type(fut).__name__ == "Deferred":
+            fut = fut.remote()
         i = self._leaf_at.get(fut.key)
         if i is None:
             i = self._leaf_at[fut.key] = len(self.leaves)
@@ -103,7 +107,9 @@ class Program:
 
 
 def _is_future(v) -> bool:
-    return type(v).__name__ == "Future" and hasattr(v, "key")
+    """A Dask future, or a Deferred reduction result (batch.py)."""
+    name = type(v).__name__
+    return (name == "Future" and hasattr(v, "key")) or name == "Deferred"
 
 
 class _State:

@@ -31,8 +31,9 @@ def _broadcast(shapes):
     return tuple(out)
 
 
-def elementwise(fn, args, kwargs=None) -> TiledArray:
-    """``fn(*args, **kwargs)`` tile by tile (a lazy array on the grid of the first tiled operand)."""
+def elementwise(fn, args, kwargs=None, drop_axis=None) -> TiledArray:
+    """``fn(*args, **kwargs)`` tile by tile (a lazy array on the grid of the first tiled operand). With
+    ``drop_axis``, ``fn`` reduces that axis of the broadcast operands (which must be in one tile there)."""
     from .indexing import retile_dims
 
     args = [prepare(a) for a in args]
@@ -73,8 +74,15 @@ def elementwise(fn, args, kwargs=None) -> TiledArray:
     where = site_info()
     kwargs = kwargs or {}
     full = [shape_of(a) for a in args]
+    out_bounds = bounds
+    if drop_axis is not None:
+        if len(bounds[drop_axis]) != 2:
+            raise ValueError("the reduced axis is split over tiles")
+        out_bounds = bounds[:drop_axis] + bounds[drop_axis + 1:]
 
     def make(idx, prog):
+        if drop_axis is not None:
+            idx = idx[:drop_axis] + (0,) + idx[drop_axis:]
         refs = []
         for a, s in zip(args, full):
             off = nd - len(s)
@@ -88,7 +96,7 @@ def elementwise(fn, args, kwargs=None) -> TiledArray:
                 refs.append(piece(prog, a, region, s))
         return prog.op(fn, refs, kwargs, where)
 
-    return TiledArray(ex, bounds, dtype, make=make, operands=[a for a in args if is_tiled(a)])
+    return TiledArray(ex, out_bounds, dtype, make=make, operands=[a for a in args if is_tiled(a)])
 
 
 def astype(t, dtype):

@@ -7,8 +7,9 @@ import itertools
 
 import numpy as np
 
+from . import batch
 from .array import Program, TiledArray, is_tiled, site_info, submit_program
-from .common import executor_of, piece, prepare, remote_result, shape_of, tree, trial_dtype
+from .common import executor_of, piece, prepare, shape_of, tree, trial_dtype
 
 
 def matmul(a, b):
@@ -59,6 +60,9 @@ def matmul(a, b):
             return term(prog, i, j, 0)
 
         return TiledArray(ex, out_bounds, dtype, make=make, operands=[x for x in (a, b) if is_tiled(x)])
+    if not tiled_out:  # every output dimension in one tile: partial products over k, batched (batch.py)
+        return batch.defer(ex, nk, lambda prog, k: term(prog, 0, 0, k), ("sum", None, True, 0, None),
+                           tuple(b[-1] for b in out_bounds), dtype)
     futs = np.empty((ni, nj), dtype=object)
     for i, j in itertools.product(range(ni), range(nj)):
         parts = []
@@ -68,9 +72,6 @@ def matmul(a, b):
             fut, _ = submit_program(ex, prog, ref, "matmul-partial", out_idx(i, j) + (k,))
             parts.append(fut)
         futs[i, j] = tree(ex, parts, "sum", None, True, 0, None, out_idx(i, j)) if len(parts) > 1 else parts[0]
-    shape = tuple(b[-1] for b in out_bounds)
-    if not tiled_out:
-        return remote_result(futs[0, 0], shape, dtype)
     futs = futs.reshape(tuple(len(b) - 1 for b in out_bounds))
     return TiledArray(ex, out_bounds, dtype, futures=futs)
 

@@ -10,9 +10,9 @@ import warnings
 
 import numpy as np
 
-from . import grid, tasks
+from . import batch, grid, tasks
 from .array import Program, TiledArray, site_info, submit_program
-from .common import normalize_axis, remote_result, tree
+from .common import normalize_axis, tree
 
 KINDS = ("sum", "prod", "min", "max", "any", "all", "mean", "var", "std", "argmin", "argmax")
 _NUMPY = {"min": np.min, "max": np.max}
@@ -65,6 +65,23 @@ def _tree_reduce(kind, t, axes, reduced, kept, keepdims, ddof, dtype, out_dtype,
     known = grid.known(t.boundaries)
     part_axis = None if (kind in ("argmin", "argmax") and axes is None) else reduced
     acc = dtype if kind in ("sum", "prod", "mean", "var", "std") else None
+    full = tuple(int(s) for s in shape) if known else None
+
+    def partial_ref(prog, idx):
+        x = prog.tile(t, idx)
+        offsets = tuple(b[i] for b, i in zip(t.boundaries, idx)) if known else None
+        return prog.op(tasks.partial, [("C", kind), x, ("C", part_axis), ("C", offsets), ("C", full), ("C", acc)],
+                       None, where)
+
+    if not tiled_out:
+        out_shape = tuple(int(shape[d]) if d in kept else 1 for d in range(t.ndim) if d in kept or keepdims)
+        if kind in ("argmin", "argmax") and axes is None:
+            out_shape = (1,) * t.ndim if keepdims else ()
+        grid_shape = counts
+        n = int(np.prod(grid_shape))
+        return batch.defer(ex, n, lambda prog, k: partial_ref(prog, tuple(int(i) for i in
+                                                                            np.unravel_index(k, grid_shape))),
+                           (kind, axes, keepdims, ddof, dtype), out_shape, out_dtype)
     out_counts = [counts[d] for d in kept]
     futs = np.empty(out_counts, dtype=object)
     for out_idx in itertools.product(*(range(c) for c in out_counts)):
@@ -77,20 +94,9 @@ def _tree_reduce(kind, t, axes, reduced, kept, keepdims, ddof, dtype, out_dtype,
                 idx[d] = i
             idx = tuple(idx)
             prog = Program()
-            x = prog.tile(t, idx)
-            offsets = tuple(b[i] for b, i in zip(t.boundaries, idx)) if known else None
-            full = tuple(int(s) for s in shape) if known else None
-            ref = prog.op(tasks.partial, [("C", kind), x, ("C", part_axis), ("C", offsets), ("C", full),
-                                          ("C", acc)], None, where)
-            fut, _ = submit_program(ex, prog, ref, f"{kind}-partial", idx)
+            fut, _ = submit_program(ex, prog, partial_ref(prog, idx), f"{kind}-partial", idx)
             parts.append(fut)
         futs[out_idx] = tree(ex, parts, kind, axes, keepdims, ddof, dtype, out_idx)
-    if not tiled_out:
-        out_shape = np.empty(0).shape if axes is None and not keepdims else \
-            tuple(int(shape[d]) if d in kept else 1 for d in range(t.ndim) if d in kept or keepdims)
-        if kind in ("argmin", "argmax") and axes is None:
-            out_shape = (1,) * t.ndim if keepdims else ()
-        return remote_result(futs.flat[0], out_shape, out_dtype)
     bounds = [t.boundaries[d] if d in kept else (0, 1) for d in range(t.ndim) if d in kept or keepdims]
     if keepdims:
         grid_shape = tuple(counts[d] if d in kept else 1 for d in range(t.ndim))

@@ -79,7 +79,7 @@ def _norm(x, ord=None, axis=None, keepdims=False):
     if not _is_future(total):
         return np.sqrt(total)
     out_dtype = np.sqrt(np.ones(1, a.dtype)).dtype
-    return remote_result(submit(x._executor, np.sqrt, total, label="norm"), (), out_dtype)
+    return remote_result(submit(x._executor, np.sqrt, total.remote(), label="norm"), (), out_dtype)
 
 
 HANDLED = {
@@ -112,6 +112,18 @@ def _fused_elementwise(spec, locs, *leaves):
 
 
 def _fused_sum(spec, locs, axis, *leaves):
+    """A fused chain feeding ``sum(axis=a)``: when axis a is within one tile, each tile runs the compiled loop
+    that never builds the broadcast intermediate (k-means' n x k x d distances); else chain, then a tree."""
+    from phylanx_py.primitives.fused import fused_sum
+
+    if isinstance(axis, int):
+        nd = max(len(np.shape(v)) if not is_tiled(v) else v.ndim for v in leaves)
+        try:
+            return elementwise.elementwise(functools.partial(fused_sum, spec, locs, axis), list(leaves),
+                                           drop_axis=axis % nd)
+        except ValueError as e:
+            if "split over tiles" not in str(e):
+                raise
     chain = _fused_elementwise(spec, locs[:-1], *leaves)
     if not is_tiled(chain):
         return np.sum(chain, axis=axis)

@@ -261,3 +261,11 @@ def finish(kind, part, axis, keepdims, ddof, dtype):
 
 def combine_finish(kind, axis, keepdims, ddof, dtype, *parts):
     return finish(kind, combine(kind, *parts), axis, keepdims, ddof, dtype)
+
+
+def pack(*values):
+    return values
+
+
+def combine_pick(i, kind, axis, keepdims, ddof, dtype, *tuples):
+    return combine_finish(kind, axis, keepdims, ddof, dtype, *[t[i] for t in tuples])
