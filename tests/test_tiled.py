@@ -22,7 +22,9 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def cluster():
-    procs = DaskProcesses(n_workers=2)
+    # tiny row blocks: the tests' small tiles take the row-blocked path of tile programs (blocked.py) where it
+    # applies; the worker-kill tests below run the default block size
+    procs = DaskProcesses(n_workers=2, extra_env={"PHYLANX_TILE_BLOCK_BYTES": "512"})
     yield procs
     procs.stop()
 

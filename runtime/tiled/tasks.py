@@ -22,8 +22,21 @@ def _arg(ref, leaves, values):
 
 
 def run_program(ops, out, *leaves):
-    """Run a tile program: ``ops`` is a list of (function, argument refs, keyword arguments, loc, label)."""
+    """Run a tile program: ``ops`` is a list of (function, argument refs, keyword arguments, loc, label); on
+    row blocks when it allows (blocked.py)."""
+    from . import blocked
+
     leaves = [_aligned(v) for v in leaves]
+    found = blocked.plan(ops, out, leaves) if BLOCKED else None
+    if found is not None:
+        return blocked.run(ops, out, leaves, found, _execute)
+    return _execute(ops, out, leaves)
+
+
+BLOCKED = True  # row-blocked execution (blocked.py); tests compare both
+
+
+def _execute(ops, out, leaves):
     values = []
     for fn, args, kwargs, loc, label in ops:
         a = [_arg(r, leaves, values) for r in args]

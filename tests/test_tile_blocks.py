@@ -1,0 +1,94 @@
+"""Row-blocked execution of tile programs (runtime/tiled/blocked.py), in process: which programs qualify, and
+blocked results equal to the program run as written."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+from phylanx_py.primitives.fused import fused_sum
+from phylanx_py.runtime.tiled import blocked, tasks
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((5000, 6))
+Y = (RNG.random(5000) > 0.5).astype(float)
+W = RNG.standard_normal(6)
+C = X[:4, :2].copy()
+
+
+def L(i):
+    return ("L", i)
+
+
+def N(j):
+    return ("N", j)
+
+
+def K(v):
+    return ("C", v)
+
+
+def op(fn, *args, **kwargs):
+    return (fn, list(args), kwargs, None, "test")
+
+
+LRA = [op(np.matmul, L(0), K(W)), op(np.negative, N(0)), op(np.exp, N(1)), op(np.add, K(1.0), N(2)),
+       op(np.true_divide, K(1.0), N(3)), op(np.subtract, N(4), L(1)), op(np.transpose, L(0), K((1, 0))),
+       op(np.matmul, N(6), N(5))]
+SPEC = ("operator.pow", ("operator.sub", ("arg", 0), ("arg", 1)), ("const", 2))
+KMEANS = [op(functools.partial(fused_sum, SPEC, (None, None, None), 2), K(None), K(None)),
+          op(np.argmin, N(0), axis=1)]
+KMEANS_PARTIALS = [op(np.equal, N(1), K(j)) for j in range(4)] + \
+    [op(tasks.masked_rows, L(0), N(2 + j)) for j in range(4)] + \
+    [op(tasks.partial, K("mean"), N(6 + j), K((0,)), K((0, 0)), K((5000, 2)), K(None)) for j in range(4)] + \
+    [op(tasks.partial, K("argmin"), L(0), K((0,)), K((100, 0)), K((5100, 2)), K(None))] + \
+    [op(tasks.pack, *[N(10 + j) for j in range(5)])]
+
+
+def _kmeans_ops():
+    """Distances (fused chain + sum over centroids' coordinates), labels, then the batched partials of four masked
+    means and an argmin over rows, packed: what a k-means iteration's tile program looks like."""
+    return [op(KMEANS[0][0], L(1), K(C[None, :, :])), op(np.argmin, N(0), axis=1)] + KMEANS_PARTIALS
+
+
+def _both(ops, out, leaves, monkeypatch):
+    assert blocked.plan(ops, out, leaves) is not None, "this program should run on row blocks"
+    got = tasks.run_program(ops, out, *leaves)
+    monkeypatch.setattr(tasks, "BLOCKED", False)
+    want = tasks.run_program(ops, out, *leaves)
+    return got, want
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch):
+    monkeypatch.setattr(blocked, "BLOCK_BYTES", 4096)
+
+
+def test_lra_step_runs_on_row_blocks(monkeypatch):
+    got, want = _both(LRA, N(7), [X, Y], monkeypatch)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(want, X.T @ (1 / (1 + np.exp(-(X @ W))) - Y), rtol=1e-12)
+
+
+def test_kmeans_partials_run_on_row_blocks(monkeypatch):
+    X2 = X[:, :2].copy()
+    ops = _kmeans_ops()
+    got, want = _both(ops, N(len(ops) - 1), [X2, X2[:, None, :]], monkeypatch)
+    for g, w in zip(got, want):
+        for a, b in zip(g, w):
+            np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name, ops, out", [
+    ("result is row-aligned", LRA[:6], N(5)),
+    ("sum over another axis", [op(tasks.partial, K("sum"), L(0), K((1,)), K(None), K(None), K(None))], N(0)),
+    ("reduction over rows with a negative axis", [op(np.sum, L(0), axis=-2), op(np.add, N(0), K(1.0))], N(1)),
+    ("unknown function", [op(np.sort, L(0)), op(np.matmul, K(W[:5000 % 6 or 6]), N(0))], N(1)),
+])
+def test_programs_that_are_not_row_sums_run_as_written(name, ops, out):
+    assert blocked.plan(ops, out, [X, Y]) is None
+
+
+def test_row_aligned_constants_disable_blocking():
+    ops = [op(np.subtract, L(0), K(X)), op(np.transpose, N(0), K((1, 0))), op(np.matmul, N(1), L(1))]
+    assert blocked.plan(ops, N(2), [X, Y]) is None
