@@ -237,11 +237,11 @@ class DaskExecutor:
     def gather(self, value):
         found: list = []
         collect(value, found)
-        # batched tile reductions (runtime/tiled/batch.py): submitted now, fetched with the rest
-        deferred = {id(f): f.remote() for f in found if hasattr(f, "remote")}
+        # batched tile reductions (runtime/tiled/batch.py): one fetch per batch, however many items
+        deferred = {id(f): f for f in found if hasattr(f, "remote")}
         if deferred:
-            found = [deferred.get(id(f), f) for f in found]
-            value = substitute(value, lambda f: deferred.get(id(f), f))
+            found = [f for f in found if id(f) not in deferred]
+            value = substitute(value, lambda f: deferred[id(f)].result() if id(f) in deferred else f)
         remote = [f for f in found if type(f) is self._distributed.Future]
         if not found:
             return value

@@ -92,3 +92,36 @@ def test_programs_that_are_not_row_sums_run_as_written(name, ops, out):
 def test_row_aligned_constants_disable_blocking():
     ops = [op(np.subtract, L(0), K(X)), op(np.transpose, N(0), K((1, 0))), op(np.matmul, N(1), L(1))]
     assert blocked.plan(ops, N(2), [X, Y]) is None
+
+
+@pytest.mark.parametrize("labels", [RNG.integers(0, 5, 5000), RNG.integers(-2, 3, 5000),
+                                    RNG.integers(0, 5, 5000).astype(float), np.zeros(0, np.int64)],
+                         ids=["non-negative ints", "negative ints", "floats", "empty"])
+def test_grouped_masked_sums_equal_one_mask_per_key(labels):
+    from phylanx_py.runtime.tiled.optimize import group_sums, pick_group
+
+    x = X[:len(labels)]
+    groups = group_sums(x, labels, (0, 1, 4, 7))
+    for key in (0, 1, 4, 7):
+        s, n = pick_group(groups, key, "mean", None)
+        rows = x[labels == key]
+        np.testing.assert_allclose(s, rows.sum(axis=0, keepdims=True), rtol=1e-12, atol=1e-12)
+        assert n == rows.shape[0]
+
+
+def test_masked_means_in_one_program_become_one_grouped_pass():
+    from phylanx_py.runtime.tiled.optimize import optimize
+
+    ops = [op(np.argmin, L(0), axis=1)] + [op(np.equal, N(0), K(j)) for j in range(3)] + \
+        [op(tasks.masked_rows, L(1), N(1 + j)) for j in range(3)] + \
+        [op(tasks.partial, K("mean"), N(4 + j), K((0,)), K(None), K(None), K(None)) for j in range(3)] + \
+        [op(tasks.pack, N(7), N(8), N(9))]
+    new, out = optimize(ops, N(10))
+    names = [getattr(o[0], "__name__", "") for o in new]
+    assert names.count("group_sums") == 1 and "masked_rows" not in names and "equal" not in names
+    D = RNG.random((300, 3))
+    got = tasks.run_program(tasks.Code(new), out, D, X[:300])
+    want = tasks.run_program(ops, N(10), D, X[:300])
+    for (gs, gn), (ws, wn) in zip(got, want):
+        np.testing.assert_allclose(gs, ws, rtol=1e-12)
+        assert gn == wn

@@ -13,6 +13,7 @@ which is Dask's reference counting of futures.
 from __future__ import annotations
 
 import contextvars
+import itertools
 import os
 import uuid
 import warnings
@@ -61,10 +62,24 @@ def meta_of(fut):
     return _META.get(getattr(fut, "key", None))
 
 
-class Program:
-    """The task of one output tile: the operations of a lazy chain, sharing tiles read more than once."""
+MAX_DEPTH = 16
+_SUBMISSIONS = itertools.count(1)
 
-    def __init__(self):
+
+def new_submission() -> int:
+    """An id for one round of tile tasks (a persist, a batch of reductions, a product)."""
+    return next(_SUBMISSIONS)
+
+
+class Program:
+    """The task of one output tile: the operations of a lazy chain, sharing tiles read more than once.
+
+    A lazy array read by tasks of two different submissions (a mask used by this iteration's reductions and
+    again later) is computed and kept at the second: computed inline at most twice, and tasks of one submission
+    share it tile by tile without storing it (k-means' labels feed k reductions in one batch)."""
+
+    def __init__(self, submission=None):
+        self.submission = submission if submission is not None else new_submission()
         self.leaves: list = []
         self._leaf_at: dict = {}
         self.ops: list = []
@@ -99,6 +114,12 @@ class Program:
         key = (id(t._s), idx)
         hit = self._memo.get(key)
         if hit is None:
+            s = t._s
+            if s.futures is None and not s.cheap:
+                if s.inlined is not None and s.inlined != self.submission:
+                    t.persist()  # read again by a later round of tasks: compute it once more, and keep it
+                else:
+                    s.inlined = self.submission
             hit = self._memo[key] = t._tile_ref(idx, self)
         return hit
 
@@ -117,7 +138,7 @@ class _State:
     ``u[1:-1] = ...``), which gives the array a new state, is not seen by lazy results made before it."""
 
     __slots__ = ("boundaries", "dtype", "futures", "make", "operands", "cheap", "uses", "homes", "where", "dist",
-                 "__weakref__")
+                 "inlined", "depth", "__weakref__")
 
 
 def _state_property(name):
@@ -152,6 +173,10 @@ class TiledArray:
         s.futures, s.make, s.operands, s.cheap, s.uses, s.homes = futures, make, tuple(operands), cheap, 0, homes
         s.where = site_info()
         s.dist = None
+        s.inlined = None  # the submission whose tasks computed this lazy array inline (see Program.tile)
+        # lazy operations between this array and concrete tiles: a chain this long is computed and kept
+        s.depth = 0 if make is None else (0 if cheap else 1) + max(
+            (o._s.depth for o in operands if isinstance(o, TiledArray)), default=0)
 
     # ---- description -----------------------------------------------------------------------------------
     @property
@@ -252,33 +277,25 @@ class TiledArray:
 
     def used(self) -> TiledArray:
         """What a new rule reading this array holds on to: a view of its current state (see _State). A lazy
-        array read twice is computed once and kept."""
+        chain longer than ``MAX_DEPTH`` is computed and kept here (Jacobi's in-place updates would otherwise
+        grow one chain over every iteration)."""
         self._uses += 1
-        if self._uses >= 2 and self._futures is None:
-            self._settle()
-        return TiledArray(self._executor, None, None, state=self._s)
-
-    def _settle(self):
-        if self._futures is not None:
-            return
-        if self._cheap:
-            for t in self._operands:
-                if isinstance(t, TiledArray):
-                    t._settle()
-        else:
+        if self._futures is None and self._s.depth >= MAX_DEPTH:
             self.persist()
+        return TiledArray(self._executor, None, None, state=self._s)
 
     def persist(self, wait: bool = False):
         """Compute a lazy array: one task per tile running its whole chain; the array becomes concrete."""
         if self._futures is None:
             futs = np.empty(grid.counts(self.boundaries), dtype=object)
             homes = np.empty(futs.shape, dtype=object)
+            submission = new_submission()
             for idx in grid.indices(self.boundaries):
-                prog = Program()
+                prog = Program(submission)
                 out = self._make(idx, prog)
                 futs[idx], homes[idx] = submit_program(self._executor, prog, out, "tile", idx, self._where)
             self._futures, self._homes = futs, homes
-            self._make, self._operands = None, ()
+            self._make, self._operands, self._s.depth = None, (), 0
         if wait:
             self._executor.wait(list(self._futures.flat))
         return self
@@ -391,15 +408,18 @@ def _concrete_shape(shape, out):
 
 def submit_program(executor, prog: Program, out, label, idx=(), where=None):
     """Submit one tile's program; returns (future, worker it was placed on)."""
+    from .optimize import optimize
+
     client = executor.client
+    prog.ops, out = optimize(prog.ops, out)
     home = prog.home()
     kw = {"workers": [home], "allow_other_workers": True} if home is not None else {}
     if not prog.ops and out[0] == "L":
         return prog.leaves[out[1]], home  # nothing to compute: the tile is an existing one
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*[Ll]arge (graph|object).*")
-        fut = client.submit(tasks.run_program, prog.ops, out, *prog.leaves, key=key_for(label, idx, where), pure=False,
-                            **kw)
+        fut = client.submit(tasks.run_program, tasks.Code(prog.ops), out, *prog.leaves,
+                            key=key_for(label, idx, where), pure=False, **kw)
     return fut, home
 
 

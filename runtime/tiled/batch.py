@@ -6,33 +6,60 @@ k-means asks for k masked means per iteration (``X[labels == j].mean(axis=0)`` f
 the same tiles become one pass per tile instead of k. ``standardize`` asks for a mean and a std: one pass."""
 from __future__ import annotations
 
+import operator
 import threading
 
 import numpy as np
 
 from ..executors import FUTURES
 from . import tasks
-from .array import Program, key_for, remember, site_info, submit_program
+from .array import Program, key_for, new_submission, remember, site_info, submit_program
 
 _PENDING: dict = {}  # (id(executor), number of tiles) -> [Deferred]
 _LOCK = threading.Lock()
 
 
+class _Batch:
+    """One submitted batch: a task per tile computing every item's partial result, and one task combining
+    them all (its value is the tuple of the items' results: fetched once however many items are read)."""
+
+    __slots__ = ("executor", "future", "items", "_values", "_lock")
+
+    def __init__(self, executor, future, items):
+        self.executor, self.future, self.items, self._values = executor, future, items, None
+        self._lock = threading.Lock()
+
+    def values(self):
+        with self._lock:
+            if self._values is None:
+                self.executor.wait([self.future])
+                self._values = self.future.result()
+            return self._values
+
+
 class Deferred:
     """A small result of a tile reduction, not submitted yet. Acts as a future (the evaluator waits for it like
-    one); ``remote()`` is the Dask future once its batch has been submitted."""
+    one); ``remote()`` is a Dask future of it (for tasks that take it as an input)."""
 
-    __slots__ = ("executor", "n", "partial_ref", "combine", "shape", "dtype", "future", "ev", "where",
-                 "__weakref__")
+    __slots__ = ("executor", "n", "partial_ref", "combine", "shape", "dtype", "batch", "index", "future", "ev",
+                 "where", "__weakref__")
 
     def __init__(self, executor, n, partial_ref, combine, shape, dtype, ev):
         self.executor, self.n, self.partial_ref, self.combine = executor, n, partial_ref, combine
-        self.shape, self.dtype, self.future, self.ev, self.where = tuple(shape), np.dtype(dtype), None, ev, \
-            site_info()
+        self.shape, self.dtype, self.ev, self.where = tuple(shape), np.dtype(dtype), ev, site_info()
+        self.batch = self.index = self.future = None
+
+    def _submitted(self) -> _Batch:
+        if self.batch is None:
+            flush(self.executor, self.n)
+        return self.batch
 
     def remote(self):
         if self.future is None:
-            flush(self.executor, self.n)
+            batch = self._submitted()
+            self.future = self.executor.client.submit(operator.getitem, batch.future, self.index,
+                                                      key=key_for("item", (), self.where), pure=False)
+            remember(self.future, self.shape, self.dtype)
         return self.future
 
     @property
@@ -40,27 +67,25 @@ class Deferred:
         return self.remote().key
 
     def done(self) -> bool:
-        return self.future is not None and self.future.done()
+        return self.batch is not None and self.batch.future.done()
 
     def cancelled(self) -> bool:
         return False
 
     @property
     def status(self):
-        return "pending" if self.future is None else self.future.status
+        return "pending" if self.batch is None else self.batch.future.status
 
     def result(self, timeout=None):
-        fut = self.remote()
-        self.executor.wait([fut])
-        return fut.result(timeout)
+        return self._submitted().values()[self.index]
 
     def exception(self, timeout=None):
-        fut = self.remote()
+        fut = self._submitted().future
         self.executor.wait([fut])
         return fut.exception(timeout)
 
     def __repr__(self):
-        return f"<Deferred {self.shape} {self.dtype}: {'pending' if self.future is None else self.future.status}>"
+        return f"<Deferred {self.shape} {self.dtype}: {self.status}>"
 
 
 FUTURES.add(Deferred)  # the evaluator waits for it, passes it on, and resolves it like any future
@@ -87,19 +112,23 @@ def flush(executor, n):
     if not items:
         return
     tuples = []
+    submission = new_submission()
     for k in range(n):
-        prog = Program()
+        prog = Program(submission)
         refs = [d.partial_ref(prog, k) for d in items]
         out = prog.op(tasks.pack, refs, None, items[0].where)
         fut, _ = submit_program(executor, prog, out, "partials", (k,), items[0].where)
         tuples.append(fut)
+    where = items[0].where
+    label = "+".join(sorted({d.combine[0] for d in items}))
+    fut = executor.client.submit(tasks.combine_all, [d.combine for d in items], *tuples,
+                                 key=key_for(label, (), where), pure=False)
+    batch = _Batch(executor, fut, items)
     for i, d in enumerate(items):
-        kind, axis, keepdims, ddof, dtype = d.combine
-        d.future = executor.client.submit(tasks.combine_pick, i, kind, axis, keepdims, ddof, dtype, *tuples,
-                                          key=key_for(kind, (), d.where), pure=False)
-        remember(d.future, d.shape, d.dtype)
-        if d.ev is not None:
-            d.ev._track(d.future, ())
+        d.batch, d.index = batch, i
+    evs = {id(d.ev): d.ev for d in items if d.ev is not None}
+    for ev in evs.values():
+        ev._track(fut, ())
 
 
 def flush_all():

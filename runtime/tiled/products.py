@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 
 from . import batch
-from .array import Program, TiledArray, is_tiled, site_info, submit_program
+from .array import Program, TiledArray, is_tiled, new_submission, site_info, submit_program
 from .common import executor_of, piece, prepare, shape_of, tree, trial_dtype
 
 
@@ -64,10 +64,11 @@ def matmul(a, b):
         return batch.defer(ex, nk, lambda prog, k: term(prog, 0, 0, k), ("sum", None, True, 0, None),
                            tuple(b[-1] for b in out_bounds), dtype)
     futs = np.empty((ni, nj), dtype=object)
+    submission = new_submission()
     for i, j in itertools.product(range(ni), range(nj)):
         parts = []
         for k in range(nk):
-            prog = Program()
+            prog = Program(submission)
             ref = term(prog, i, j, k)
             fut, _ = submit_program(ex, prog, ref, "matmul-partial", out_idx(i, j) + (k,))
             parts.append(fut)
