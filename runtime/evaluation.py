@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+import warnings
 
 import numpy as np
 from phylanx_py.primitives import IO, MUTATES, STATE, backends
@@ -23,9 +24,9 @@ from phylanx_py.errors import ExecutionError
 
 from . import profiling
 from .executors import FUTURES, collect, substitute
+from .tiled import batch as _batch  # noqa: F401 - registers Deferred among FUTURES
 from .tiled.array import SITE as _TILE_SITE
-from .tiled.array import TiledArray, meta_of
-from .tiled.batch import Deferred
+from .tiled.array import TiledArray, meta_of, remember
 
 INLINE_ELEMENTS = 1 << 16
 CHEAP_SECONDS = 200e-6
@@ -89,19 +90,46 @@ def _has_future(value) -> bool:
     return bool(found)
 
 
-def _small_remote(a) -> bool:
-    """A small result of a tile rule (a batched reduction, or a future whose shape the rule recorded): fetching
-    it costs one round trip, less than sending the client-side arithmetic on it to the cluster as tasks."""
-    if type(a) is Deferred:
-        return True
-    meta = meta_of(a)
-    return meta is not None and len(meta[0]) <= 2 and int(np.prod(meta[0])) <= INLINE_ELEMENTS
-
-
-def _only_small_remote(value) -> bool:
+def _result_meta(prim, args, kwargs):
+    """(shape, dtype) of a remote task's result when its inputs are small results of tile rules (their shapes
+    are recorded) and small values: found by running the kernel on zeros of those shapes here. Tile rules then
+    take the task's future as an input without fetching it, so an iterative algorithm's update of its small
+    state (``w = w - alpha * g``) stays on the cluster and its next iteration is issued at once."""
     found: list = []
-    collect(value, found)
-    return all(_small_remote(f) for f in found)
+    collect((args, kwargs), found)
+    metas = {}
+    for f in found:
+        meta = meta_of(f)
+        if meta is None or int(np.prod(meta[0])) > INLINE_ELEMENTS:
+            return None
+        metas[id(f)] = meta
+    if not metas or _has_big_array((args, kwargs)):
+        return None
+
+    def zeros(f):
+        shape, dtype = metas[id(f)]
+        return np.zeros(shape, dtype)
+
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = prim.kernel(*substitute(list(args), zeros), **substitute(dict(kwargs), zeros))
+    except Exception:  # noqa: BLE001 - no shape known: rules will fetch the value instead
+        return None
+    if isinstance(out, (np.ndarray, np.generic, int, float, bool, complex)):
+        return np.shape(out), np.asarray(out).dtype
+    return None
+
+
+def _has_big_array(value) -> bool:
+    t = type(value)
+    if t is np.ndarray:
+        return value.size > INLINE_ELEMENTS
+    if t is list or t is tuple:
+        return any(_has_big_array(v) for v in value)
+    if t is dict:
+        return any(_has_big_array(v) for v in value.values())
+    return False
 
 
 def _tile_rules() -> dict:
@@ -181,6 +209,7 @@ class Evaluation:
         self.profile = profiling.active()  # a recorder while inside ``px.profile()``, else None
         self.profile_keys: dict = {}  # remote task key -> (site, dependency keys), for the profile
         self._prune_at = 64
+        self._tiles = False  # a tile rule ran: record the shapes of small remote results (_result_meta)
 
     # ---- primitive calls ---------------------------------------------------------------------------------
     def call(self, site, args, kwargs=None):
@@ -204,16 +233,14 @@ class Evaluation:
         for a in args:
             t = type(a)
             if t in FUTURES:
-                if not (cheap and a.done()) and not _small_remote(a):
+                if not (cheap and a.done()):
                     return self.submit(site, args, kwargs)
                 waited = True
             elif t is np.ndarray:
                 if a.size > limit and not cheap:
                     return self.submit(site, args, kwargs)
             elif mode == "deep" and t in _CONTAINERS and (len(a) > limit or _has_future(a)):
-                if len(a) > limit or not _only_small_remote(a):
-                    return self.submit(site, args, kwargs)
-                waited = True
+                return self.submit(site, args, kwargs)
         if kwargs and _has_future(kwargs):
             return self.submit(site, args, kwargs)
         if waited:
@@ -227,6 +254,7 @@ class Evaluation:
         futures among the arguments become their inputs) and returns a tiled array or a small future."""
         if self.memo:
             args = tuple(self.memo.get(a, a) if type(a) in FUTURES else a for a in args)
+        self._tiles = True
         token = _TILE_SITE.set((site.loc, site.prim.label, self))
         try:
             rule = _tile_rules().get(site.prim.name)
@@ -266,6 +294,10 @@ class Evaluation:
             site = profiling.ProfiledSite(site, self.profile)
         fut = self.executor.submit(site, tuple(args), kwargs, self)
         self._track(fut, _mutable_ids(args))
+        if self._tiles and hasattr(fut, "key"):
+            meta = _result_meta(site.prim, args, kwargs)
+            if meta is not None:
+                remember(fut, *meta)
         return fut
 
     def _track(self, fut, ids):

@@ -17,7 +17,7 @@ import numpy as np
 
 # Rows per block: the widest row-aligned input's block is about this size (L2-sized). Settable for tests, which
 # use a tiny value so that small arrays take the blocked path too.
-BLOCK_BYTES = int(os.environ.get("PHYLANX_TILE_BLOCK_BYTES", 1 << 19))
+BLOCK_BYTES = int(os.environ.get("PHYLANX_TILE_BLOCK_BYTES", 1 << 21))
 MIN_ROWS = 16
 MIN_BLOCKS = 4  # smaller tiles run unblocked
 
