@@ -173,7 +173,35 @@ def bench_lra(client, args):
             lambda: lra_dask_array(Xd, yd, alpha, it), ok)
     sec.run("dask.array, plain lra on dask arrays, one compute()", "dask",
             lambda: plain(Xd, yd, alpha, it).compute(), ok)
+    gbps, bound = lra_bandwidth(client, n, cols, it, sec.best("px"))
+    print(f"LRA compiled on tiles: {gbps:.1f} GB/s effective (X and y read once per iteration) = "
+          f"{100 * gbps / bound:.0f}% of the workers' read bandwidth, {bound:.1f} GB/s (a read-only pass over "
+          f"{READ_BYTES >> 20} MB per worker, both at once; target >= 50%)")
     return [sec], [("LRA", sec.best("px"), sec.best("dask"), "speed-up", 3.0)]
+
+
+READ_BYTES = 256 << 20
+
+
+def _read_pass():
+    """Seconds for the fastest of 5 read-only passes (a sum) over READ_BYTES of float64, on this worker."""
+    import time
+
+    a = np.ones(READ_BYTES // 8)
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        a.sum()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def lra_bandwidth(client, n, cols, iterations, median_ms):
+    """(effective GB/s of the compiled LRA, aggregate read bandwidth of the workers in GB/s), same run."""
+    seconds = client.run(_read_pass)  # every worker at the same time: the bandwidth they share
+    bound = sum(READ_BYTES / s for s in seconds.values()) / 1e9
+    moved = (n * cols + n) * 8 * iterations
+    return moved / (median_ms / 1e3) / 1e9, bound
 
 
 def make_blobs(n, k, tiles, seed=0):
