@@ -196,12 +196,12 @@ def _read_pass():
     return best
 
 
-def lra_bandwidth(client, n, cols, iterations, median_ms):
+def lra_bandwidth(client, n, cols, iterations, median_s):
     """(effective GB/s of the compiled LRA, aggregate read bandwidth of the workers in GB/s), same run."""
     seconds = client.run(_read_pass)  # every worker at the same time: the bandwidth they share
     bound = sum(READ_BYTES / s for s in seconds.values()) / 1e9
     moved = (n * cols + n) * 8 * iterations
-    return moved / (median_ms / 1e3) / 1e9, bound
+    return moved / median_s / 1e9, bound
 
 
 def make_blobs(n, k, tiles, seed=0):

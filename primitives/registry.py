@@ -1,6 +1,7 @@
 """The primitive registry: each primitive registered once, by name, with its NumPy kernel and rules."""
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -66,6 +67,18 @@ def lookup(name: str) -> Primitive:
         return _REGISTRY[name]
     except KeyError:
         raise UnknownPrimitive(name) from None
+
+
+_ALTERNATIVES = os.environ.get("PHYLANX_NUMBA", "1") != "0"
+
+
+def choose(prim: Primitive, args, kwargs):
+    """The kernel to run ``prim`` with: its Numba alternative when one is registered and ``accepts`` these
+    arguments (hand-written kernels for multi-pass functions: nn_ops.py), else the NumPy reference."""
+    alt = prim.numba_kernel
+    if alt is not None and _ALTERNATIVES and alt.accepts(*args, **kwargs):
+        return alt
+    return prim.kernel
 
 
 def exists(name: str) -> bool:

@@ -18,6 +18,7 @@ import warnings
 
 import numpy as np
 from phylanx_py.primitives import IO, MUTATES, STATE, backends
+from phylanx_py.primitives import choose as choose_kernel
 from phylanx_py.primitives import lookup as lookup_primitive
 
 from phylanx_py.errors import ExecutionError
@@ -37,7 +38,7 @@ _MISSING = object()
 
 def run_primitive(prim, loc, args, kwargs):
     """Run ``prim``'s kernel; a failure becomes an ExecutionError naming the user's line (cause chained)."""
-    kernel = prim.kernel
+    kernel = prim.kernel if prim.numba_kernel is None else choose_kernel(prim, args, kwargs)
     if backends.DEVICE_TYPES and backends.on_device(args):
         kernel = backends.device_kernel(prim)  # CuPy arrays in: CuPy's kernel of the same primitive
     try:

@@ -16,6 +16,7 @@ from distributed import Client
 from phylanx_py.runtime.tiled import TiledArray, TileFallbackWarning
 
 import phylanx_py as px
+from phylanx_py import nn
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -240,6 +241,11 @@ EXPRESSIONS = {
     "reshape": lambda X, v: X.reshape(-1),
     "astype": lambda X, v: X.astype(np.float32),
     "norm": lambda X, v: np.linalg.norm(v),
+    "nn.softmax": lambda X, v: nn.softmax(X * 30),
+    "nn.log_softmax": lambda X, v: nn.log_softmax(X),
+    "nn.logsumexp": lambda X, v: nn.logsumexp(X, axis=1),
+    "nn.cross entropy, class indices": lambda X, v: nn.softmax_cross_entropy(X, (v * 6).astype(np.int64)),
+    "nn.cross entropy, one-hot": lambda X, v: nn.softmax_cross_entropy(X, np.eye(6)[(VN * 6).astype(np.int64)]),
 }
 
 

@@ -31,7 +31,7 @@ def _broadcast(shapes):
     return tuple(out)
 
 
-def elementwise(fn, args, kwargs=None, drop_axis=None) -> TiledArray:
+def elementwise(fn, args, kwargs=None, drop_axis=None, dtype=None) -> TiledArray:
     """``fn(*args, **kwargs)`` tile by tile (a lazy array on the grid of the first tiled operand). With
     ``drop_axis``, ``fn`` reduces that axis of the broadcast operands (which must be in one tile there)."""
     from .indexing import retile_dims
@@ -41,7 +41,7 @@ def elementwise(fn, args, kwargs=None, drop_axis=None) -> TiledArray:
     shapes = [shape_of(a) for a in args]
     out_shape = _broadcast(shapes)
     nd = len(out_shape)
-    dtype = trial_dtype(fn, args, kwargs)
+    dtype = trial_dtype(fn, args, kwargs) if dtype is None else np.dtype(dtype)
     bounds = []
     for d, n in enumerate(out_shape):
         chosen = None

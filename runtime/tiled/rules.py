@@ -130,8 +130,70 @@ def _fused_sum(spec, locs, axis, *leaves):
     return reductions.reduce("sum", chain, axis, False)
 
 
-# Tile rules of compiler-made primitives (not NumPy functions), by primitive name (Evaluation._tiled).
-PRIMITIVE_RULES = {"fused.elementwise": _fused_elementwise, "fused.sum": _fused_sum}
+def _rowwise(name):
+    """``nn.softmax``/``log_softmax``/``logsumexp`` tile by tile (the registry picks the Numba kernel per tile),
+    with the reduced axis first retiled into one tile if it is split."""
+    from phylanx_py.primitives import lookup
+
+    prim = lookup(f"nn.{name}")
+
+    def rule(x, axis=-1, keepdims=False):
+        if not is_tiled(x) or axis is None:
+            return fallback(f"nn.{name}", prim.kernel, (x,), {"axis": axis} if name != "logsumexp" else
+                            {"axis": axis, "keepdims": keepdims})
+        a = axis % x.ndim
+        if len(x.boundaries[a]) != 2:  # the axis in one tile: moves the other pieces of each row, no gathering
+            x = indexing.retile_dims(x, {a: (0, int(x.shape[a]))})
+        kernel = functools.partial(_choose_and_run, prim.name, axis=axis)
+        if name == "logsumexp" and not keepdims:
+            return elementwise.elementwise(kernel, [x], drop_axis=axis % x.ndim)
+        if name == "logsumexp":
+            kernel = functools.partial(_choose_and_run, prim.name, axis=axis, keepdims=True)
+        return elementwise.elementwise(kernel, [x])
+
+    return rule
+
+
+def _choose_and_run(name, x, **kwargs):
+    from phylanx_py.primitives import choose, lookup
+
+    prim = lookup(name)
+    return choose(prim, (x,), kwargs)(x, **kwargs)
+
+
+def _softmax_cross_entropy(logits, labels):
+    """Per-row losses tile by tile (logits' classes in one tile), then their mean as a batched reduction."""
+    if not is_tiled(logits) or logits.ndim != 2:
+        from phylanx_py.primitives.nn_ops import softmax_cross_entropy
+
+        return fallback("nn.softmax_cross_entropy", softmax_cross_entropy, (logits, labels), {})
+    if len(logits.boundaries[1]) != 2:
+        logits = indexing.retile_dims(logits, {1: (0, int(logits.shape[1]))})
+    if is_tiled(labels) and labels.ndim == 1:
+        labels = indexing.getitem(labels, (slice(None), None))
+    elif not is_tiled(labels) and np.ndim(labels) == 1:
+        labels = np.asarray(labels)[:, None]
+    # dtype given: a trial on one-element stand-ins would index class 1 of a one-class sample
+    rows = elementwise.elementwise(_row_losses, [logits, labels], drop_axis=1,
+                                   dtype=logits.dtype if logits.dtype.kind == "f" else np.float64)
+    return reductions.reduce("mean", rows, None, False)
+
+
+def _row_losses(logits, labels):
+    from phylanx_py.primitives.nn_ops import log_softmax
+
+    logp = log_softmax(logits, axis=-1)
+    labels = np.asarray(labels)
+    if labels.dtype.kind in "iu":
+        idx = labels if labels.ndim == logits.ndim else labels[..., None]
+        return -np.take_along_axis(logp, idx.reshape(-1, 1), axis=-1)[:, 0]
+    return -np.sum(labels * logp, axis=-1)
+
+
+# Tile rules of primitives that are not NumPy functions (compiler-made, nn), by primitive name (Evaluation._tiled).
+PRIMITIVE_RULES = {"fused.elementwise": _fused_elementwise, "fused.sum": _fused_sum,
+                   "nn.softmax": _rowwise("softmax"), "nn.log_softmax": _rowwise("log_softmax"),
+                   "nn.logsumexp": _rowwise("logsumexp"), "nn.softmax_cross_entropy": _softmax_cross_entropy}
 
 
 def covered() -> list[str]:
@@ -188,3 +250,18 @@ def fallback(name, fn, args, kwargs):
     warnings.warn(f"{label if loc is not None else name}: no tile rule for {name}{where}; gathered "
                   f"{len(found)} tiled input(s) ({size:.1f} MB) to the client", TileFallbackWarning, stacklevel=3)
     return fn(*args, **kwargs)
+
+
+def _nn_dispatch(name, args, kwargs):
+    return PRIMITIVE_RULES[f"nn.{name}"](*args, **kwargs)
+
+
+def _register_nn():
+    from phylanx_py.primitives import nn_ops
+
+    from .array import TiledArray
+
+    nn_ops.DISPATCH[TiledArray] = _nn_dispatch
+
+
+_register_nn()

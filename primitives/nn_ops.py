@@ -1,0 +1,172 @@
+"""Softmax, log-softmax, logsumexp and softmax cross-entropy: functions NumPy needs several passes for (max, subtract,
+exp, sum, divide), with a hand-written Numba kernel each as the registered alternative.
+
+The NumPy kernels define the semantics (numerically stable: the row maximum is subtracted first; logsumexp follows
+``scipy.special.logsumexp``: an infinite maximum is taken as 0, so a row of -inf gives -inf). The Numba kernels make
+one pass to find each row's maximum and one to sum and write, on rows of a 2-D float array along its last axis,
+split over threads; ``registry.choose`` picks them for large inputs of that form (``PHYLANX_NUMBA=0`` never).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .registry import register
+
+NUMBA_MIN_ELEMENTS = 1 << 14
+# Array types with their own implementation (runtime/tiled registers TiledArray): type -> fn(name, args, kwargs).
+# Called directly on such an array (plain Python), these functions then run that implementation, as NumPy's
+# functions do through __array_function__, instead of converting it with np.asarray.
+DISPATCH: dict = {}
+
+
+def _other(name, args, kwargs):
+    handler = DISPATCH.get(type(args[0])) if DISPATCH else None
+    return None if handler is None else handler(name, args, kwargs)
+
+
+def softmax(x, axis=-1):
+    if DISPATCH and type(x) in DISPATCH:
+        return _other("softmax", (x,), {"axis": axis})
+    x = np.asarray(x)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+        return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def logsumexp(x, axis=-1, keepdims=False):
+    if DISPATCH and type(x) in DISPATCH:
+        return _other("logsumexp", (x,), {"axis": axis, "keepdims": keepdims})
+    x = np.asarray(x)
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+    return out if keepdims else np.squeeze(out, axis=axis) if axis is not None else out.reshape(())[()]
+
+
+def log_softmax(x, axis=-1):
+    if DISPATCH and type(x) in DISPATCH:
+        return _other("log_softmax", (x,), {"axis": axis})
+    x = np.asarray(x)
+    with np.errstate(invalid="ignore"):
+        return x - logsumexp(x, axis=axis, keepdims=True)
+
+
+def softmax_cross_entropy(logits, labels):
+    """Mean cross-entropy of ``softmax(logits)`` (rows) against ``labels``: class indices (n,) or one-hot / class
+    probabilities (n, k). Computed from log-softmax, so large logits do not overflow."""
+    if DISPATCH and type(logits) in DISPATCH:
+        return _other("softmax_cross_entropy", (logits, labels), {})
+    logits = np.asarray(logits)
+    labels = np.asarray(labels)
+    logp = log_softmax(logits, axis=-1)
+    if labels.ndim == logits.ndim - 1 and labels.dtype.kind in "iu":
+        picked = np.take_along_axis(logp, labels[..., None], axis=-1)[..., 0]
+        return -np.mean(picked)
+    if labels.shape != logits.shape:
+        raise ValueError(f"labels of shape {labels.shape} do not match logits of shape {logits.shape}: give class "
+                         "indices (one per row) or one row of class probabilities per row")
+    return -np.mean(np.sum(labels * logp, axis=-1))
+
+
+# ---- Numba alternatives ------------------------------------------------------------------------------------
+_compiled: dict = {}
+
+
+def _numba_rows():
+    """Compiled on first use (Numba is a dependency, but importing it costs ~0.5 s)."""
+    if _compiled:
+        return _compiled
+    import numba
+
+    @numba.njit(cache=True, nogil=True)
+    def softmax_rows(x, out, log):
+        n, k = x.shape
+        for i in range(n):
+            m = -np.inf
+            for j in range(k):
+                v = x[i, j]
+                if v > m or v != v:
+                    m = v
+                    if v != v:
+                        break
+            s = 0.0
+            for j in range(k):
+                s += np.exp(x[i, j] - m)
+            if log:
+                mm = m if np.isfinite(m) else 0.0
+                s2 = 0.0
+                for j in range(k):
+                    s2 += np.exp(x[i, j] - mm)
+                lse = np.log(s2) + mm
+                for j in range(k):
+                    out[i, j] = x[i, j] - lse
+            else:
+                for j in range(k):
+                    out[i, j] = np.exp(x[i, j] - m) / s
+
+    @numba.njit(cache=True, nogil=True)
+    def logsumexp_rows(x, out):
+        n, k = x.shape
+        for i in range(n):
+            m = -np.inf
+            for j in range(k):
+                v = x[i, j]
+                if v > m or v != v:
+                    m = v
+                    if v != v:
+                        break
+            if not np.isfinite(m):
+                m = 0.0
+            s = 0.0
+            for j in range(k):
+                s += np.exp(x[i, j] - m)
+            out[i] = np.log(s) + m
+
+    _compiled.update(softmax=softmax_rows, logsumexp=logsumexp_rows)
+    return _compiled
+
+
+def _rows_ok(x, axis) -> bool:
+    return (type(x) is np.ndarray and x.ndim == 2 and x.dtype in (np.float64, np.float32) and axis in (-1, 1)
+            and x.size >= NUMBA_MIN_ELEMENTS)
+
+
+def _split(n_rows, fn):
+    from .fused import _blocks, _map_blocks, _threads
+
+    _map_blocks(fn, _blocks(n_rows, max(1, min(_threads(), n_rows // 1024 or 1))))
+
+
+class RowKernel:
+    """A Numba alternative over the rows of a 2-D array: ``accepts`` says when it applies."""
+
+    def __init__(self, name):
+        self.name = name
+        self.__name__ = f"{name}_numba"
+
+    def accepts(self, x, axis=-1, keepdims=False, *rest, **kw) -> bool:
+        return not rest and not kw and _rows_ok(x, axis) and (self.name != "logsumexp" or not keepdims)
+
+    def __call__(self, x, axis=-1, keepdims=False):
+        kernels = _numba_rows()
+        x = np.ascontiguousarray(x)
+        with np.errstate(all="ignore"):
+            if self.name == "logsumexp":
+                out = np.empty(x.shape[0], x.dtype)
+                _split(x.shape[0], lambda lo, hi: kernels["logsumexp"](x[lo:hi], out[lo:hi]))
+            else:
+                out = np.empty_like(x)
+                log = self.name == "log_softmax"
+                _split(x.shape[0], lambda lo, hi: kernels["softmax"](x[lo:hi], out[lo:hi], log))
+        return out
+
+
+def _register():
+    for name, fn in (("softmax", softmax), ("log_softmax", log_softmax), ("logsumexp", logsumexp)):
+        register(f"nn.{name}", fn, obj=fn, numba_kernel=RowKernel(name), display=f"nn.{name}")
+    register("nn.softmax_cross_entropy", softmax_cross_entropy, obj=softmax_cross_entropy,
+             display="nn.softmax_cross_entropy")
+
+
+_register()
