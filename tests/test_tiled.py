@@ -266,6 +266,17 @@ def test_tile_rule_equals_numpy(rt, name, tiles):
         np.testing.assert_allclose(g, want, rtol=1e-12)
 
 
+def test_reductions_over_many_tiles_combine_by_a_tree(rt):
+    X = px.tiled.from_array(XN, tiles=(20, 1))  # more tiles than one combine task takes (batch.SPLIT_EVERY)
+
+    def stats(X):
+        return X.mean(axis=0), X.var(axis=0), X.argmax(axis=0), X.sum()
+
+    got = px.compile(stats)(X)
+    for g, w in zip(got, stats(XN)):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
 def test_retile_moves_tiles_to_new_boundaries(rt):
     X = px.tiled.from_array(XN, tiles=(4, 1))
     R = X.retile(((10, 27), (2, 4)))

@@ -15,6 +15,7 @@ from ..executors import FUTURES
 from . import tasks
 from .array import Program, key_for, new_submission, remember, site_info, submit_program
 
+SPLIT_EVERY = 8  # tiles' partial results per combine task
 _PENDING: dict = {}  # (id(executor), number of tiles) -> [Deferred]
 _LOCK = threading.Lock()
 
@@ -121,8 +122,12 @@ def flush(executor, n):
         tuples.append(fut)
     where = items[0].where
     label = "+".join(sorted({d.combine[0] for d in items}))
-    fut = executor.client.submit(tasks.combine_all, [d.combine for d in items], *tuples,
-                                 key=key_for(label, (), where), pure=False)
+    specs = [d.combine for d in items]
+    while len(tuples) > SPLIT_EVERY:  # many tiles: a tree of partial combines, then the last one finishes
+        tuples = [executor.client.submit(tasks.combine_tuples, specs, *tuples[i:i + SPLIT_EVERY],
+                                         key=key_for(f"{label}-combine", (), where), pure=False)
+                  for i in range(0, len(tuples), SPLIT_EVERY)]
+    fut = executor.client.submit(tasks.combine_all, specs, *tuples, key=key_for(label, (), where), pure=False)
     batch = _Batch(executor, fut, items)
     for i, d in enumerate(items):
         d.batch, d.index = batch, i

@@ -295,6 +295,11 @@ def pack(*values):
     return values
 
 
+def combine_tuples(specs, *tuples):
+    """Partial results of several tiles combined, item by item (a level of a batch's tree)."""
+    return tuple(combine(spec[0], *[t[i] for t in tuples]) for i, spec in enumerate(specs))
+
+
 def combine_all(specs, *tuples):
     """Every item of a batch (batch.py): item i's partials are element i of each tile's tuple."""
     return tuple(combine_finish(*spec, *[t[i] for t in tuples]) for i, spec in enumerate(specs))
