@@ -11,9 +11,11 @@ import weakref
 from phylanx_py.runtime import current
 from phylanx_py.runtime.code import ProgramCode
 
-from .passes import PIPELINE, fuse_elementwise, run_pipeline
+from .passes import PIPELINE, fuse_elementwise, fuse_row_products, run_pipeline
 from .program import translate
 from .verify import verify
+
+FUSION = (fuse_elementwise, fuse_row_products)  # what ``fuse=False`` / PHYLANX_FUSE=0 turn off
 
 
 class CompiledFunction:
@@ -45,7 +47,7 @@ class CompiledFunction:
             if self._code is None:
                 program, namespaces = translate(self.__wrapped__)
                 if self.optimize:
-                    passes = PIPELINE if self.fuse else tuple(p for p in PIPELINE if p is not fuse_elementwise)
+                    passes = PIPELINE if self.fuse else tuple(p for p in PIPELINE if p not in FUSION)
                     program = run_pipeline(program, passes)
                 verify(program)
                 self._tree = program

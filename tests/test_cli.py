@@ -33,10 +33,11 @@ def test_profile_command_prints_the_table_and_writes_the_report(tmp_path):
     assert "7 iterations" in done.stdout  # the script's own output: its arguments came through
     header = [line for line in done.stdout.splitlines() if line.startswith("node ")]
     assert header and header[0].split()[:4] == ["node", "where", "calls", "total"]
-    # the sigmoid line ran 2 calls x 7 iterations: as a fused kernel (inputs still futures) or op by op
+    # the sigmoid ran 2 calls x 7 iterations: inside the row-product kernel of line 21 (passes/rowdot.py), as
+    # a fused kernel, or op by op
     rows = [line.split() for line in done.stdout.splitlines()]
     sigmoid = sum(int(r[2]) for r in rows if len(r) > 3 and (r[0], r[1]) in
-                  (("exp", "lra.py:20:26"), ("fused", "lra.py:20:13")))
+                  (("exp", "lra.py:20:26"), ("fused", "lra.py:20:13"), ("fused_rowdot", "lra.py:21:26")))
     assert sigmoid == 14
     page = out.read_text()
     assert "<svg" in page and "<script" not in page

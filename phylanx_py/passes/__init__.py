@@ -4,11 +4,13 @@ from __future__ import annotations
 from .dead_code import remove_dead_code
 from .fold import fold_constants
 from .fuse import fuse_elementwise
+from .rowdot import fuse_row_products
 
 PIPELINE = (
     fold_constants,  # first: makes conditions constant, so dead-code removal can drop whole branches
     remove_dead_code,  # after folding: statements after return/break, constant-false branches and loops
-    fuse_elementwise,  # last: groups what is left of the element-wise chains (folded constants included)
+    fuse_elementwise,  # groups what is left of the element-wise chains (folded constants included)
+    fuse_row_products,  # after fusion: X.T @ f(X @ v) over element-wise groups becomes one pass over X
 )
 
 
@@ -18,4 +20,5 @@ def run_pipeline(program, passes=PIPELINE):
     return program
 
 
-__all__ = ["PIPELINE", "fold_constants", "fuse_elementwise", "remove_dead_code", "run_pipeline"]
+__all__ = ["PIPELINE", "fold_constants", "fuse_elementwise", "fuse_row_products", "remove_dead_code",
+           "run_pipeline"]

@@ -1,0 +1,117 @@
+"""``X.T @ f(X @ v, ...)`` as one pass over X: the gradient step of logistic and linear regression.
+
+NumPy reads X twice (``X @ v``, then ``X.T @ r``) and writes every element-wise step of ``f`` as a temporary of n
+elements. This primitive, made by the ``fuse_row_products`` pass (phylanx_py/passes/rowdot.py), computes per row
+i: ``s = X[i] . v``, ``r = f(s, leaves[i]...)``, ``acc += X[i] * r``, in a generated Numba kernel over row blocks
+on parallel threads, each with its own accumulator (added in block order). ``f`` is a fused spec
+(primitives/fused.py) whose ``("arg", 0)`` is ``X @ v``; the other leaves are scalars or vectors with one value
+per row. ``locs`` = (loc of ``X @ v``, loc of ``X.T @ ...``, then each operation of the spec in pre-order).
+Other inputs (dtypes, shapes, small sizes) run the reference: exactly the NumPy operations written.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from . import fused
+from .registry import register
+
+MIN_ELEMENTS = 1 << 16
+_kernels: dict = {}
+_lock = threading.Lock()
+
+
+def reference(spec, locs, X, v, *leaves):
+    """The unfused meaning: ``X.T @ f(X @ v, *leaves)``, NumPy op by op (errors at their own operation)."""
+    from phylanx_py.errors import ExecutionError
+
+    inner, outer, ops = locs[0], locs[1], locs[2:]
+    try:
+        row = np.matmul(X, v)
+    except Exception as e:
+        raise ExecutionError.from_exception(e, inner, "__matmul") from e
+    r = fused.reference(spec, [row, *leaves], ops)
+    try:
+        return np.matmul(X.T, r)
+    except Exception as e:
+        raise ExecutionError.from_exception(e, outer, "__matmul") from e
+
+
+def _kinds(X, v, leaves):
+    """'v' (one float64 per row) or 's' (a scalar) per leaf, or None when the kernel does not apply."""
+    if not (type(X) is np.ndarray and X.ndim == 2 and X.dtype == np.float64 and X.size >= MIN_ELEMENTS
+            and type(v) is np.ndarray and v.dtype == np.float64 and v.shape == (X.shape[1],)):
+        return None
+    kinds = []
+    for a in leaves:
+        if type(a) is np.ndarray and a.dtype == np.float64 and a.shape == (X.shape[0],):
+            kinds.append("v")
+        elif type(a) in (float, int) or (isinstance(a, np.generic) and a.dtype == np.float64):
+            kinds.append("s")
+        else:
+            return None
+    return tuple(kinds)
+
+
+def _kernel(spec, kinds):
+    key = (spec, kinds)
+    hit = _kernels.get(key, False)
+    if hit is not False:
+        return hit
+    with _lock:
+        if key in _kernels:
+            return _kernels[key]
+        try:
+            probes = [np.empty(0)] + [np.empty(0) if k == "v" else 1.0 for k in kinds]
+            found = fused._dtypes(spec, probes)
+            if found is None or found[0][id(spec)] != np.float64:
+                _kernels[key] = None
+                return None
+            dtypes = found[0]
+            names = ["s"] + [f"b{k}" for k in range(1, len(kinds) + 1)]
+            lines, result = fused._body(spec, dtypes, names, indent="        ")
+            params = ", ".join(f"a{k}" for k in range(1, len(kinds) + 1))
+            loads = [f"        b{k} = a{k}[i]" if kind == "v" else f"        b{k} = a{k}"
+                     for k, kind in enumerate(kinds, start=1)]
+            src = ("import numpy as np\nimport numba\n\n\n"
+                   "@numba.njit(cache=True, nogil=True)\n"
+                   f"def kernel(X, v, lo, hi, acc{', ' + params if params else ''}):\n"
+                   "    m = X.shape[1]\n"
+                   "    for i in range(lo, hi):\n"
+                   "        s = 0.0\n"
+                   "        for j in range(m):\n"
+                   "            s += X[i, j] * v[j]\n"
+                   + "\n".join(loads + lines) + "\n"
+                   f"        r = {result}\n"
+                   "        for j in range(m):\n"
+                   "            acc[j] += X[i, j] * r\n")
+            _kernels[key] = fused._compile(spec, None, None, src=src, warm=False)
+        except Exception:  # noqa: BLE001 - Numba cannot compile this chain: the reference, from now on
+            _kernels[key] = None
+        return _kernels[key]
+
+
+def row_products(spec, locs, X, v, *leaves):
+    """The kernel of ``fused.rowdot`` (see the module doc)."""
+    kinds = _kinds(X, v, leaves)
+    kernel = _kernel(spec, kinds) if kinds is not None else None
+    if kernel is None:
+        return reference(spec, locs, X, v, *leaves)
+    X = np.ascontiguousarray(X)
+    n, m = X.shape
+    blocks = fused._blocks(n, max(1, min(fused._threads(), n // 4096 or 1)))
+    accs = [np.zeros(m) for _ in blocks]
+
+    def run(k, lo, hi):
+        kernel(X, v, lo, hi, accs[k], *leaves)
+
+    with np.errstate(all="ignore"):
+        fused._map_blocks(lambda lo, hi: run(blocks.index((lo, hi)), lo, hi), blocks)
+    out = accs[0]
+    for a in accs[1:]:
+        out = out + a
+    return out
+
+
+register("fused.rowdot", row_products, display="fused_rowdot")

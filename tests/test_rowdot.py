@@ -1,0 +1,84 @@
+"""The row-product pass and kernel: ``X.T @ f(X @ v, ...)`` as one pass over X (passes/rowdot.py,
+primitives/rowdot.py)."""
+from __future__ import annotations
+
+import numpy as np
+import prog_rowdot as P
+import pytest
+from helpers import check, source_position
+from phylanx_py.primitives import rowdot
+
+import phylanx_py as px
+from phylanx_py import ir
+
+RNG = np.random.default_rng(0)
+BIG = (RNG.standard_normal((20_000, 8)), (RNG.random(20_000) > 0.5).astype(float), RNG.standard_normal(8) * 0.1)
+SMALL = tuple(a[:50] if a.shape[0] == 20_000 else a for a in BIG)
+
+
+def _rowdots(fn):
+    return [n for n in ir.walk(px.compile(fn).tree) if isinstance(n, ir.Call) and n.prim == "fused.rowdot"]
+
+
+@pytest.mark.parametrize("fn", [P.lra, P.least_squares_step, P.weighted])
+def test_the_pattern_becomes_one_row_product(fn):
+    assert len(_rowdots(fn)) == 1
+
+
+@pytest.mark.parametrize("fn", [P.temporary_read_twice, P.temporary_returned, P.other_matrix])
+def test_near_misses_are_left_as_written(fn):
+    # a temporary read twice or returned is not inlined (so the product does not see X @ v); another matrix is
+    # not the transposed one
+    assert _rowdots(fn) == []
+
+
+def test_temporary_is_inlined_into_the_row_product_and_its_statement_goes():
+    text = str(px.compile(P.lra).tree)
+    assert "define(p," not in text
+    assert "fused_rowdot@" in text and "X.T @ __sub(__div(1.0, __add(1.0, exp(__minus($0)))), $1)" in text
+
+
+def _args(fn, data):
+    X, y, w = data
+    return {P.lra: (X, y, 0.5, 3), P.least_squares_step: (X, y, w), P.weighted: (X, y, w, 0.25)}[fn]
+
+
+@pytest.mark.parametrize("size", ["small (reference)", "large (kernel)"])
+@pytest.mark.parametrize("fn", [P.lra, P.least_squares_step, P.weighted])
+def test_compiled_equals_plain(fn, size):
+    data = SMALL if size.startswith("small") else BIG
+    args = _args(fn, data)
+    want = fn(*args)
+    got = px.compile(fn)(*args)
+    np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-12)
+    assert np.asarray(got).dtype == np.asarray(want).dtype
+    unfused = px.compile(fn, fuse=False)
+    assert not _rowdots_of(unfused)
+    np.testing.assert_array_equal(unfused(*args), want)
+
+
+def _rowdots_of(compiled):
+    return [n for n in ir.walk(compiled.tree) if isinstance(n, ir.Call) and n.prim == "fused.rowdot"]
+
+
+@pytest.mark.parametrize("fn", [P.temporary_read_twice, P.temporary_returned, P.other_matrix])
+def test_near_misses_still_equal_plain(fn):
+    X, y, w = BIG
+    args = (X, X[:, ::-1].copy(), y, w) if fn is P.other_matrix else (X, y, w)
+    check(fn, *args)
+
+
+def test_kernel_applies_to_large_float64_inputs_only():
+    X, y, w = BIG
+    assert rowdot._kinds(X, w, (y, 0.5)) == ("v", "s")
+    assert rowdot._kinds(X[:10], w, (y[:10],)) is None  # small: NumPy
+    assert rowdot._kinds(X.astype(np.float32), w, (y,)) is None
+    assert rowdot._kinds(X, w, (y[:, None],)) is None  # not one value per row
+
+
+def test_error_in_the_row_product_names_the_users_line():
+    X, y, w = BIG
+    with pytest.raises(px.ExecutionError) as err:
+        px.compile(P.mismatch)(X, y[:-1], w)
+    line, col = source_position(P.mismatch, "r - y")
+    assert (err.value.loc.lineno, err.value.loc.col, err.value.primitive) == (line, col, "__sub")
