@@ -17,23 +17,6 @@ def _label(prim: str) -> str:
         return prim
 
 
-def spec_text(spec) -> str:
-    """A fused spec as an expression over $i (its inputs)."""
-    kind = spec[0]
-    if kind == "arg":
-        return f"${spec[1]}"
-    if kind == "const":
-        return repr(spec[1])
-    return f"{_label(kind)}({', '.join(spec_text(c) for c in spec[1:])})"
-
-
-def _row_products(n) -> str:
-    """``fused_rowdot@21:26[X.T @ f($0, $1)]($0=__matmul(X, w), $1=y)``: one pass over X (passes/rowdot.py)."""
-    spec, _locs, X, v, *leaves = n.args
-    inputs = [f"$0=__matmul({expr(X)}, {expr(v)})"] + [f"${i}={expr(leaf)}" for i, leaf in enumerate(leaves, 1)]
-    return f"fused_rowdot{_at(n.loc)}[{expr(X)}.T @ {spec_text(spec.value)}]({', '.join(inputs)})"
-
-
 def expr(n) -> str:
     """One expression as text."""
     if isinstance(n, ir.Const):
@@ -45,8 +28,6 @@ def expr(n) -> str:
         return f"{n.module}.{n.name}"
     if isinstance(n, ir.FuncRef):
         return n.name
-    if isinstance(n, ir.Call) and n.prim == "fused.rowdot":
-        return _row_products(n)
     if isinstance(n, (ir.Call, ir.Apply)):
         head = _label(n.prim) if isinstance(n, ir.Call) else expr(n.func)
         parts = [expr(a) for a in n.args] + [f"{k}={expr(v)}" for k, v in n.kwargs]
@@ -146,10 +127,7 @@ def tree_view(program: ir.Program) -> str:
         loc = getattr(n, "loc", None)
         where = f"  (line {loc.lineno})" if loc is not None and loc.lineno else ""
         out.append(f"{'  ' * depth}{head}{where}")
-        kids = list(ir.children(n))
-        if isinstance(n, ir.Call) and n.prim == "fused.rowdot":
-            kids = kids[2:]  # the spec and its source locations are shown by ``expr``, not as nodes
-        for c in kids:
+        for c in ir.children(n):
             if not (isinstance(c, ir.Block) and not c.stmts):  # an empty else: nothing to show
                 visit(c, depth + 1)
 

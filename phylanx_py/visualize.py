@@ -17,10 +17,6 @@ class GraphvizMissing(RuntimeError):
 
 
 def _text(n) -> str:
-    if isinstance(n, ir.Call) and n.prim == "fused.rowdot":
-        from .printer import spec_text
-
-        return f"fused_rowdot: X.T @ {spec_text(n.args[0].value)}"[:60]
     if isinstance(n, ir.Call):
         return _label(n.prim)
     if isinstance(n, ir.Leaf):
@@ -60,47 +56,11 @@ def to_dot(program: ir.Program, profile=None) -> str:
         font = ', fontcolor="#ffffff"' if fill in _PALETTE[-2:] else ""
         return f'label="{label}", fillcolor="{fill}"{font}' + (", shape=ellipse" if isinstance(n, ir.Call) else "")
 
-    def box(label, indent, lineno=None, shape="ellipse") -> str:
-        counter[0] += 1
-        nid = f"n{counter[0]}"
-        text = _esc(label) + (f"\\nline {lineno}" if lineno else "")
-        lines.append(f'{indent}{nid} [label="{text}", shape={shape}];')
-        return nid
-
-    def _draw_row_products(n, nid, indent):
-        """``fused.rowdot``: its operations inside a cluster (one kernel), its inputs outside."""
-        spec, locs, X, v, *leaves = n.args
-        inner, ops = locs.value[0], iter(locs.value[2:])
-        inputs = [visit(leaf, indent) for leaf in leaves]
-        lines.append(f'{indent}subgraph "cluster_{nid}" {{ label="row-product kernel, line {n.loc.lineno}"; '
-                     f'style="filled,rounded"; fillcolor="#eef5ff";')
-        row = box("__matmul", indent + "  ", inner.lineno if inner else None)
-
-        def draw(node):
-            if node[0] == "arg":
-                return row if node[1] == 0 else inputs[node[1] - 1]
-            if node[0] == "const":
-                return box(repr(node[1]), indent + "  ", shape="box")
-            loc = next(ops, None)
-            me = box(_label(node[0]), indent + "  ", loc.lineno if loc else None)
-            for c in node[1:]:
-                lines.append(f"{indent}  {me} -> {draw(c)};")
-            return me
-
-        top = draw(spec.value)
-        lines.append(f"{indent}  {nid} -> {top};")
-        lines.append(f"{indent}}}")
-        lines.append(f"{indent}{nid} -> {visit(X, indent)};")
-        lines.append(f"{indent}{row} -> {visit(v, indent)};")
-
     def visit(n, indent="  ") -> str:
         counter[0] += 1
         nid = f"n{counter[0]}"
         lines.append(f"{indent}{nid} [{node_attrs(n)}];")
         kids = [c for c in ir.children(n) if not (isinstance(c, ir.Block) and not c.stmts)]  # no empty else
-        if isinstance(n, ir.Call) and n.prim == "fused.rowdot":
-            _draw_row_products(n, nid, indent)
-            return nid
         if isinstance(n, ir.Fused):
             # a fused group: one kernel; its operations drawn inside a cluster, its inputs outside
             for i, leaf in enumerate(n.leaves):

@@ -18,6 +18,7 @@ import numpy as np
 from phylanx_py.primitives import MUTATES, PURE, lookup
 from phylanx_py.primitives.fused import FUSE_MIN_ELEMENTS
 from phylanx_py.primitives.python_ops import LAZY_BUILTINS
+from phylanx_py.primitives.rowdot import MIN_ELEMENTS as ROWDOT_MIN_ELEMENTS
 
 from phylanx_py import ir
 from phylanx_py.errors import ExecutionError
@@ -54,7 +55,7 @@ class Generator:
             "__pxr_PxFunction": PxFunction, "__pxr_call_value": call_value,
             "__pxr_global": read_global, "__pxr_list": list, "__pxr_dict": dict, "__pxr_set": set,
             "__pxr_MUT": (list, dict, set), "__pxr_ndarray": np.ndarray, "__pxr_fusemin": FUSE_MIN_ELEMENTS,
-            "__pxr_tiled": TiledArray,
+            "__pxr_tiled": TiledArray, "__pxr_rowmin": ROWDOT_MIN_ELEMENTS,
         }
         self._const_ids: dict[int, str] = {}
         self.namespaces = {}
@@ -275,8 +276,14 @@ class Generator:
         tests = [f"(__pxr_type({a}) not in __pxr_S and ((__pxr_type({a}) is __pxr_ndarray and "
                  f"{a}.size >= __pxr_fusemin) or __pxr_type({a}) in __pxr_F or __pxr_type({a}) is __pxr_tiled))"
                  for a in dict.fromkeys(leaves) if not _is_literal(a)]
-        site = self.site("fused.sum" if n.reduce else "fused.elementwise", n.loc)
-        extra = f"{self.const(n.reduce[1])}, " if n.reduce else ""
+        kind = n.reduce[0] if n.reduce else None
+        if kind == "rowdot" and not _is_literal(leaves[0]):
+            # the row product pays off from ROWDOT_MIN_ELEMENTS elements of X on (primitives/rowdot.py)
+            x = leaves[0]
+            tests = [f"((__pxr_type({x}) is __pxr_ndarray and {x}.size >= __pxr_rowmin) or "
+                     f"__pxr_type({x}) in __pxr_F or __pxr_type({x}) is __pxr_tiled)"]
+        site = self.site({"sum": "fused.sum", "rowdot": "fused.rowdot"}.get(kind, "fused.elementwise"), n.loc)
+        extra = f"{self.const(n.reduce[1])}, " if kind == "sum" else ""
         call = (f"__pxr_call({site}, ({self.const(n.spec)}, {self.const(n.locs)}, {extra}"
                 f"{''.join(a + ', ' for a in leaves)}))")
         self.leaf_atoms.append(leaves)

@@ -17,7 +17,7 @@ SMALL = tuple(a[:50] if a.shape[0] == 20_000 else a for a in BIG)
 
 
 def _rowdots(fn):
-    return [n for n in ir.walk(px.compile(fn).tree) if isinstance(n, ir.Call) and n.prim == "fused.rowdot"]
+    return _rowdots_of(px.compile(fn))
 
 
 @pytest.mark.parametrize("fn", [P.lra, P.least_squares_step, P.weighted])
@@ -35,7 +35,12 @@ def test_near_misses_are_left_as_written(fn):
 def test_temporary_is_inlined_into_the_row_product_and_its_statement_goes():
     text = str(px.compile(P.lra).tree)
     assert "define(p," not in text
-    assert "fused_rowdot@" in text and "X.T @ __sub(__div(1.0, __add(1.0, exp(__minus($0)))), $1)" in text
+    assert "fused_rowdot@" in text and "($0=X, $1=w, $2=y)" in text
+    # the group's body is the expression as written: small inputs run it op by op
+    assert "__matmul@21:26(T@21:26($0), __sub@21:33(fused@20:13" not in text  # (lines of examples/lra.py)
+    group = _rowdots(P.lra)[0]
+    assert group.spec == ("operator.sub", ("operator.truediv", ("const", 1.0), ("operator.add", ("const", 1.0), (
+        "exp", ("operator.neg", ("arg", 0))))), ("arg", 1))
 
 
 def _args(fn, data):
@@ -58,7 +63,7 @@ def test_compiled_equals_plain(fn, size):
 
 
 def _rowdots_of(compiled):
-    return [n for n in ir.walk(compiled.tree) if isinstance(n, ir.Call) and n.prim == "fused.rowdot"]
+    return [n for n in ir.walk(compiled.tree) if isinstance(n, ir.Fused) and n.reduce == ("rowdot",)]
 
 
 @pytest.mark.parametrize("fn", [P.temporary_read_twice, P.temporary_returned, P.other_matrix])

@@ -44,59 +44,62 @@ def _is_matmul(n):
 
 
 class _Builder:
-    """The spec of ``f`` over leaves, with ``X @ v`` as ("arg", 0)."""
+    """The spec of ``f`` over leaves, with ``X @ v`` as ("arg", 0), and the same expression as IR over the group's
+    Leaf nodes (run instead of the kernel on small inputs, with the ordinary fast paths)."""
 
     def __init__(self, X, inline):
         self.X, self.inline = X, inline  # inline: {name: value} of temporaries that may be expanded
-        self.leaves, self.locs, self.v, self.inner, self.used = [None], [], None, None, set()
+        self.leaves, self.locs, self.v, self.inner, self.used = [], [], None, None, set()
 
     def leaf(self, node):
-        for i, seen in enumerate(self.leaves[1:], start=1):
+        """("arg", i) of the spec and Leaf(i + 2) of the body (Leaf 0 is X, Leaf 1 is v)."""
+        for i, seen in enumerate(self.leaves):
             if _same_variable(seen, node):
-                return ("arg", i)
+                return ("arg", i + 1), ir.Leaf(i + 2, node.loc)
         self.leaves.append(node)
-        return ("arg", len(self.leaves) - 1)
+        return ("arg", len(self.leaves)), ir.Leaf(len(self.leaves) + 1, node.loc)
 
-    def spec(self, n):
+    def build(self, n):
         if _is_matmul(n) and _same_variable(n.args[0], self.X):
             if self.v is not None or not _pure(n.args[1]):
                 raise _NoMatch
             self.v, self.inner = n.args[1], n.loc
-            return ("arg", 0)
+            return ("arg", 0), ir.Call("operator.matmul", (ir.Leaf(0, n.args[0].loc), ir.Leaf(1, n.args[1].loc)),
+                                       (), n.loc)
         if isinstance(n, ir.Var) and n.depth == 0 and n.name in self.inline:
             self.used.add(n.name)
-            return self.spec(self.inline[n.name])
+            return self.build(self.inline[n.name])
         if isinstance(n, ir.Fused):
             if n.reduce:
                 raise _NoMatch
             locs = iter(n.locs)
+            parts = [self.build(leaf) for leaf in n.leaves]
 
             def expand(node):
                 if node[0] == "arg":
-                    return self.spec(n.leaves[node[1]])
+                    return parts[node[1]][0]
                 if node[0] == "const":
                     return node
                 self.locs.append(next(locs, n.loc))
                 return (node[0], *(expand(c) for c in node[1:]))
 
-            return expand(n.spec)
+            # the group stays a group in the body: its leaves are now this group's leaves (or X @ v)
+            return expand(n.spec), dataclasses.replace(n, leaves=tuple(p[1] for p in parts))
         if isinstance(n, ir.Call) and n.prim in FUSABLE and not n.kwargs:
             self.locs.append(n.loc)
-            return (n.prim, *(self.spec(a) for a in n.args))
+            parts = [self.build(a) for a in n.args]
+            return (n.prim, *(p[0] for p in parts)), dataclasses.replace(n, args=tuple(p[1] for p in parts))
         if isinstance(n, ir.Const) and type(n.value) is not bool and isinstance(n.value, _SCALARS):
-            return ("const", n.value)
+            return ("const", n.value), n
         if isinstance(n, (ir.Var, ir.Global)) or (isinstance(n, ir.Call) and _pure(n)):
-            if self._reads_X_product(n):
+            if any(_is_matmul(m) and _same_variable(m.args[0], self.X) for m in ir.walk(n)):
                 raise _NoMatch
             return self.leaf(n)
         raise _NoMatch
 
-    def _reads_X_product(self, n):
-        return any(_is_matmul(m) and _same_variable(m.args[0], self.X) for m in ir.walk(n))
-
 
 def _match(n, inline):
-    """The ``fused.rowdot`` call for ``n`` = ``X.T @ f(X @ v)``, and the temporaries it inlined; else None."""
+    """A Fused group (kind "rowdot") for ``n`` = ``X.T @ f(X @ v)``, and the temporaries it inlined; else None."""
     if not _is_matmul(n):
         return None
     X = _is_transpose(n.args[0])
@@ -104,14 +107,16 @@ def _match(n, inline):
         return None
     b = _Builder(X, inline)
     try:
-        spec = b.spec(n.args[1])
+        spec, body = b.build(n.args[1])
     except _NoMatch:
         return None
     if b.v is None:
         return None
+    transposed = dataclasses.replace(n.args[0], args=(ir.Leaf(0, X.loc),))
+    body = dataclasses.replace(n, args=(transposed, body))
     locs = (b.inner, n.loc, *b.locs)
-    call = ir.Call("fused.rowdot", (ir.Const(spec), ir.Const(locs), X, b.v, *b.leaves[1:]), (), n.loc)
-    return call, b.used
+    group = ir.Fused(spec, body, (X, b.v, *b.leaves), locs, ("rowdot",), n.loc)
+    return group, b.used
 
 
 def _counts(fn: ir.Function):
