@@ -208,7 +208,7 @@ def _numba_kernel(spec, args):
     if not _compilable(args):
         return None
     size = max((a.size for a in args if isinstance(a, np.ndarray)), default=0)
-    if size < FUSE_MIN_ELEMENTS or _operations(spec) < FUSE_MIN_OPS:
+    if size < FUSE_MIN_ELEMENTS or _operations(spec) < FUSE_MIN_OPS or not exact_comparisons(spec):
         return None
     try:
         found = _dtypes(spec, args)
@@ -234,6 +234,27 @@ def _operations(spec) -> int:
 
 
 _ORDERED = {"operator.lt", "operator.le", "operator.gt", "operator.ge", "maximum", "minimum"}
+_COMPARISONS = {"operator.lt", "operator.le", "operator.gt", "operator.ge", "operator.eq", "operator.ne"}
+# Functions whose last bit may differ between NumPy's and Numba's implementations (+ - * / sqrt are exactly
+# rounded in both). Within float tolerance as numbers; but compared, a 1-ULP difference flips a boolean
+# (tanh(19.0) is 1.0 in NumPy and 0.9999999999999999 in Numba): such comparisons run in NumPy.
+_INEXACT = {"exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "tanh", "sinh", "cosh",
+            "arctan", "operator.pow"}
+
+
+def exact_comparisons(spec) -> bool:
+    """False when a comparison in ``spec`` reads the result of an ``_INEXACT`` function (see there)."""
+    def inexact(node) -> bool:
+        return node[0] in _INEXACT or (node[0] not in ("arg", "const") and any(inexact(c) for c in node[1:]))
+
+    def visit(node) -> bool:
+        if node[0] in ("arg", "const"):
+            return True
+        if node[0] in _COMPARISONS and any(inexact(c) for c in node[1:]):
+            return False
+        return all(visit(c) for c in node[1:])
+
+    return visit(spec)
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
