@@ -529,9 +529,112 @@ def _reduce_source(spec, dtypes, n_args, nd, full, acc_dt) -> str:
             + "\n".join(head + body + tail) + "\n")
 
 
+# ---- distances and their argmin: k-means' assignment step ------------------------------------------------
+_argmin_kernels: dict = {}
+
+
+def fused_sum_argmin(spec, locs, axis, arg_axis, *args):
+    """``np.argmin(np.sum(chain, axis), axis=arg_axis)`` in one compiled loop nest: neither the broadcast chain
+    (k-means' n x k x d differences) nor the summed array (n x k distances) is built. Ties and NaN as NumPy: the
+    first minimum, or the first NaN."""
+    found = _argmin_kernel(spec, axis, arg_axis, args)
+    if found is not None:
+        try:
+            return found()
+        except Exception:  # noqa: BLE001 - the reference below raises the error at the right operation
+            pass
+    sums = fused_sum(spec, locs[:-1], axis, *args)
+    try:
+        return np.argmin(sums, axis=arg_axis)
+    except Exception as e:
+        from phylanx_py.errors import ExecutionError
+
+        raise ExecutionError.from_exception(e, locs[-1], "argmin") from e
+
+
+def _argmin_kernel(spec, axis, arg_axis, args):
+    if not _compilable(args) or not any(isinstance(a, np.ndarray) for a in args):
+        return None
+    try:
+        shape = np.broadcast_shapes(*(np.shape(a) for a in args))
+    except ValueError:
+        return None
+    nd = len(shape)
+    if nd < 2 or nd > 4 or int(np.prod(shape, dtype=np.int64)) < FUSE_MIN_ELEMENTS:
+        return None
+    if not (-nd <= axis < nd) or not (-(nd - 1) <= arg_axis < nd - 1):
+        return None
+    try:
+        found = _dtypes(spec, args)
+    except Exception:
+        return None
+    if found is None:
+        return None
+    dtypes, in_dtypes = found
+    acc_dt = np.sum(np.zeros(1, dtypes[id(spec)])).dtype
+    if acc_dt.kind != "f":
+        return None  # integer sums: NumPy (exact ties, wrap-around) keeps them
+    ax, arg_ax = axis % nd, arg_axis % (nd - 1)
+    key = (spec, tuple(d.str for d in in_dtypes), nd)
+    kernel = _argmin_kernels.get(key, False)
+    if kernel is False:
+        with _lock:
+            kernel = _argmin_kernels.get(key, False)
+            if kernel is False:
+                try:
+                    src = _argmin_source(spec, dtypes, len(args), nd, acc_dt)
+                    kernel = _compile(spec, in_dtypes, dtypes, src=src, warm=False)
+                except Exception:  # noqa: BLE001
+                    kernel = None
+                _argmin_kernels[key] = kernel
+    if kernel is None:
+        return None
+    # views with the summed axis last and the argmin axis just before it
+    views = [np.moveaxis(np.broadcast_to(np.asarray(a, dtype=d), shape), ax, -1) for a, d in zip(args, in_dtypes)]
+    views = [np.moveaxis(v, arg_ax, -2) for v in views]
+    out_shape = views[0].shape[:-2]
+
+    def run():
+        out = np.empty(out_shape, np.intp)
+        if len(out_shape) and out_shape[0] > 1:
+            _map_blocks(lambda lo, hi: kernel(out[lo:hi], *[v[lo:hi] for v in views]),
+                        _blocks(out_shape[0], min(_threads(), out_shape[0])))
+        else:
+            kernel(out, *views)
+        return out
+
+    return run
+
+
+def _argmin_source(spec, dtypes, n_args, nd, acc_dt) -> str:
+    names = [f"x{i}" for i in range(n_args)]
+    idx = [f"i{d}" for d in range(nd)]
+    head = [f"def kernel(out, {', '.join(f'a{i}' for i in range(n_args))}):"]
+    body, pad = [], "    "
+    for d in range(nd - 2):
+        body.append(f"{pad}for {idx[d]} in range(a0.shape[{d}]):")
+        pad += "    "
+    body += [f"{pad}best = np.{acc_dt.name}(np.inf)", f"{pad}arg = 0", f"{pad}nan = False",
+             f"{pad}for {idx[nd - 2]} in range(a0.shape[{nd - 2}]):"]
+    pad2 = pad + "    "
+    body += [f"{pad2}acc = np.{acc_dt.name}(0)", f"{pad2}for {idx[nd - 1]} in range(a0.shape[{nd - 1}]):"]
+    pad3 = pad2 + "    "
+    where = ", ".join(idx)
+    body += [f"{pad3}{names[i]} = a{i}[{where}]" for i in range(n_args)]
+    lines, result = _body(spec, dtypes, names, pad3)
+    body += lines + [f"{pad3}acc += {result}"]
+    body += [f"{pad2}if not nan:", f"{pad2}    if acc != acc:", f"{pad2}        nan = True",
+             f"{pad2}        arg = {idx[nd - 2]}", f"{pad2}    elif acc < best:", f"{pad2}        best = acc",
+             f"{pad2}        arg = {idx[nd - 2]}"]
+    body.append(f"{pad}out[{', '.join(idx[:nd - 2])}{'' if nd > 2 else '()'}] = arg")
+    return ("import numpy as np\nimport numba\n\n\n@numba.njit(cache=True, nogil=True)\n"
+            + "\n".join(head + body) + "\n")
+
+
 def _register():
     register("fused.elementwise", fused_elementwise, display="fused")
     register("fused.sum", fused_sum, display="fused_sum")
+    register("fused.sum_argmin", fused_sum_argmin, display="fused_sum_argmin")
 
 
 _register()

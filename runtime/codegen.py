@@ -282,8 +282,9 @@ class Generator:
             x = leaves[0]
             tests = [f"((__pxr_type({x}) is __pxr_ndarray and {x}.size >= __pxr_rowmin) or "
                      f"__pxr_type({x}) in __pxr_F or __pxr_type({x}) is __pxr_tiled)"]
-        site = self.site({"sum": "fused.sum", "rowdot": "fused.rowdot"}.get(kind, "fused.elementwise"), n.loc)
-        extra = f"{self.const(n.reduce[1])}, " if kind == "sum" else ""
+        site = self.site({"sum": "fused.sum", "rowdot": "fused.rowdot", "sum_argmin": "fused.sum_argmin"}.get(
+            kind, "fused.elementwise"), n.loc)
+        extra = "".join(f"{self.const(v)}, " for v in n.reduce[1:]) if kind in ("sum", "sum_argmin") else ""
         call = (f"__pxr_call({site}, ({self.const(n.spec)}, {self.const(n.locs)}, {extra}"
                 f"{''.join(a + ', ' for a in leaves)}))")
         self.leaf_atoms.append(leaves)

@@ -2,6 +2,8 @@
 primitives/rowdot.py)."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import prog_rowdot as P
 import pytest
@@ -87,3 +89,34 @@ def test_error_in_the_row_product_names_the_users_line():
         px.compile(P.mismatch)(X, y[:-1], w)
     line, col = source_position(P.mismatch, "r - y")
     assert (err.value.loc.lineno, err.value.loc.col, err.value.primitive) == (line, col, "__sub")
+
+
+def test_distances_then_argmin_become_one_loop_nest():
+    import prog_tiled
+
+    f = px.compile(prog_tiled.kmeans)
+    groups = [n for n in ir.walk(f.tree) if isinstance(n, ir.Fused) and n.reduce[:1] == ("sum_argmin",)]
+    assert len(groups) == 1 and groups[0].reduce == ("sum_argmin", 2, 1)
+    assert "define(d," not in str(f.tree)  # the distances are never stored
+    X = RNG.standard_normal((30_000, 2))
+    X[5] = np.nan  # the first NaN wins, as in NumPy
+    for C0 in (X[1:9].copy(), np.repeat(X[1:3], 4, axis=0)):  # ties: the first minimum, as in NumPy
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # tied centroids leave empty clusters: NaN means
+            C, labels = f(X, C0, 2)
+            Cn, ln = prog_tiled.kmeans(X, C0, 2)
+        np.testing.assert_array_equal(labels, ln)
+        np.testing.assert_allclose(C, Cn, rtol=1e-12, equal_nan=True)
+
+
+def test_sum_argmin_kernel_against_numpy():
+    from phylanx_py.primitives.fused import fused_sum_argmin
+
+    spec = ("operator.pow", ("operator.sub", ("arg", 0), ("arg", 1)), ("const", 2))
+    X = RNG.standard_normal((40_000, 3))
+    C = X[:5].copy()
+    C[3] = C[1]  # a tie
+    for axis, arg_axis, a, b in [(2, 1, X[:, None, :], C[None]), (1, 1, X[:, :, None], C.T[None])]:
+        got = fused_sum_argmin(spec, (None,) * 4, axis, arg_axis, a, b)
+        want = np.argmin(((a - b) ** 2).sum(axis=axis), axis=arg_axis)
+        np.testing.assert_array_equal(got, want)

@@ -5,7 +5,10 @@ over X instead of two, with no temporaries for ``f``.
 statement just before: LRA writes ``p = 1/(1+exp(-(X @ w)))`` and then ``w = w - a * (X.T @ (p - y)) / n``. Such
 a temporary is inlined only when nothing else can tell: it is assigned once and read once in the whole function,
 its value is free of effects, and the statement reading it is free of effects too (so no effect moves across
-the computation). Anything else is left as written."""
+the computation). Anything else is left as written.
+
+The same inlining serves k-means' ``d = ((X[:, None] - C[None]) ** 2).sum(axis=2)`` then ``labels =
+d.argmin(axis=1)``: one ``fused_sum_argmin`` group."""
 from __future__ import annotations
 
 import dataclasses
@@ -98,8 +101,31 @@ class _Builder:
         raise _NoMatch
 
 
+def _match_sum_argmin(n, inline):
+    """``d.argmin(axis=b)`` of ``d = chain.sum(axis=a)`` (k-means' distances and labels) as one Fused group of kind
+    ("sum_argmin", a, b): one loop nest, neither the chain nor the sums built (primitives/fused.py)."""
+    if not (isinstance(n, ir.Call) and n.prim in ("method.argmin", "argmin") and len(n.args) == 1):
+        return None
+    kwargs = dict(n.kwargs)
+    axis = kwargs.pop("axis", None)
+    if kwargs or not isinstance(axis, ir.Const) or type(axis.value) is not int:
+        return None
+    d, used = n.args[0], set()
+    if isinstance(d, ir.Var) and d.depth == 0 and d.name in inline:
+        d, used = inline[d.name], {d.name}
+    if not (isinstance(d, ir.Fused) and d.reduce and d.reduce[0] == "sum" and type(d.reduce[1]) is int):
+        return None
+    inner = dataclasses.replace(d, leaves=tuple(ir.Leaf(i, leaf.loc) for i, leaf in enumerate(d.leaves)))
+    body = dataclasses.replace(n, args=(inner,))
+    group = ir.Fused(d.spec, body, d.leaves, d.locs + (n.loc,), ("sum_argmin", d.reduce[1], axis.value), n.loc)
+    return group, used
+
+
 def _match(n, inline):
     """A Fused group (kind "rowdot") for ``n`` = ``X.T @ f(X @ v)``, and the temporaries it inlined; else None."""
+    found = _match_sum_argmin(n, inline)
+    if found is not None:
+        return found
     if not _is_matmul(n):
         return None
     X = _is_transpose(n.args[0])

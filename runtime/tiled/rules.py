@@ -190,8 +190,15 @@ def _row_losses(logits, labels):
     return -np.sum(labels * logp, axis=-1)
 
 
+def _fused_sum_argmin(spec, locs, axis, arg_axis, *leaves):
+    """Distances then their argmin: the per-tile compiled sum, then argmin, both in each tile's task."""
+    sums = _fused_sum(spec, locs[:-1], axis, *leaves)
+    return np.argmin(sums, axis=arg_axis)
+
+
 # Tile rules of primitives that are not NumPy functions (compiler-made, nn), by primitive name (Evaluation._tiled).
 PRIMITIVE_RULES = {"fused.elementwise": _fused_elementwise, "fused.sum": _fused_sum,
+                   "fused.sum_argmin": _fused_sum_argmin,
                    "nn.softmax": _rowwise("softmax"), "nn.log_softmax": _rowwise("log_softmax"),
                    "nn.logsumexp": _rowwise("logsumexp"), "nn.softmax_cross_entropy": _softmax_cross_entropy}
 
