@@ -143,6 +143,33 @@ def test_worker_memory_returns_to_baseline_when_arrays_go(rt):
     assert managed() <= base
 
 
+def unused_reduction(X):
+    X.sum(axis=0)  # asked for, never used: computed or not, it must not keep X alive
+    return 1
+
+
+def test_a_reduction_never_used_does_not_keep_tiles_alive(rt):
+    from phylanx_py.runtime.tiled import batch
+
+    client = rt.executor.client
+
+    def managed():
+        return client.run_on_scheduler(lambda dask_scheduler: sum(ws.nbytes for ws in
+                                                                  dask_scheduler.workers.values()))
+
+    gc.collect()
+    base = managed()
+    X = px.tiled.random((100_000, 5), tiles=(4, 1), seed=0)
+    assert px.compile(unused_reduction)(X) == 1
+    assert not any(d.ev is not None for items in batch._PENDING.values() for d in items)
+    del X
+    gc.collect()
+    end = time.monotonic() + 30
+    while managed() > base and time.monotonic() < end:
+        time.sleep(0.2)
+    assert managed() <= base
+
+
 def test_first_rows_gather_only_what_is_asked(rt):
     X = px.tiled.random((10_000, 4), tiles=(8, 1), seed=1)
     first = X[:5]

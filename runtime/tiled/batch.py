@@ -136,6 +136,18 @@ def flush(executor, n):
         ev._track(fut, ())
 
 
+def discard(ev):
+    """Forget the reductions ``ev`` asked for and never needed (its result is resolved by now): they must not
+    keep their arrays' tiles alive on the workers."""
+    with _LOCK:
+        for key in list(_PENDING):
+            kept = [d for d in _PENDING[key] if d.ev is not ev]
+            if kept:
+                _PENDING[key] = kept
+            else:
+                del _PENDING[key]
+
+
 def flush_all():
     with _LOCK:
         keys = list(_PENDING)
