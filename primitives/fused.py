@@ -218,15 +218,24 @@ def _numba_kernel(spec, args):
         return None
     dtypes, in_dtypes = found
     key = (spec, tuple(d.str for d in in_dtypes))
-    if key in _kernels:
-        return _kernels[key]
+    return cached_kernel(_kernels, key, lambda: (_compile(spec, in_dtypes, dtypes), in_dtypes))
+
+
+def cached_kernel(cache: dict, key, build):
+    """``cache[key]``, made once by ``build()`` under the lock; None when it cannot be made (a type Numba
+    cannot compile, a dtype NumPy treats differently): the reference runs for that key from then on."""
+    hit = cache.get(key, False)
+    if hit is not False:
+        return hit
     with _lock:
-        if key not in _kernels:
+        hit = cache.get(key, False)
+        if hit is False:
             try:
-                _kernels[key] = (_compile(spec, in_dtypes, dtypes), in_dtypes)
-            except Exception:  # noqa: BLE001 - a type Numba cannot compile: the reference, from now on
-                _kernels[key] = None
-    return _kernels[key]
+                hit = build()
+            except Exception:  # noqa: BLE001 - any failure to build means: use the reference
+                hit = None
+            cache[key] = hit
+    return hit
 
 
 def _operations(spec) -> int:
@@ -420,22 +429,16 @@ def fused_sum(spec, locs, axis, *args):
         raise ExecutionError.from_exception(e, locs[-1], "sum") from e
 
 
-def _reduce_kernel(spec, axis, args):
-    """A callable computing the sum with a compiled kernel, or None (the reference then runs)."""
-    if not _compilable(args):
-        return None
-    arrays = [a for a in args if isinstance(a, np.ndarray)]
-    if not arrays:
+def _summed_chain(spec, args):
+    """(broadcast shape, dtypes, input dtypes, accumulator dtype) of a chain that a compiled loop nest may sum
+    (numeric inputs, at least one array, FUSE_MIN_ELEMENTS elements or more), else None."""
+    if not _compilable(args) or not any(isinstance(a, np.ndarray) for a in args):
         return None
     try:
         shape = np.broadcast_shapes(*(np.shape(a) for a in args))
     except ValueError:
         return None
-    nd = len(shape)
-    size = int(np.prod(shape, dtype=np.int64))
-    if size < FUSE_MIN_ELEMENTS or nd == 0 or nd > 4:
-        return None
-    if axis is not None and not -nd <= axis < nd:
+    if not shape or int(np.prod(shape, dtype=np.int64)) < FUSE_MIN_ELEMENTS:
         return None
     try:
         found = _dtypes(spec, args)
@@ -444,23 +447,22 @@ def _reduce_kernel(spec, axis, args):
     if found is None:
         return None
     dtypes, in_dtypes = found
-    chain_dt = dtypes[id(spec)]
-    acc_dt = np.sum(np.zeros(1, chain_dt)).dtype
-    if acc_dt.kind not in "iuf":
+    return shape, dtypes, in_dtypes, np.sum(np.zeros(1, dtypes[id(spec)])).dtype
+
+
+def _reduce_kernel(spec, axis, args):
+    """A callable computing the sum with a compiled kernel, or None (the reference then runs)."""
+    found = _summed_chain(spec, args)
+    if found is None:
+        return None
+    shape, dtypes, in_dtypes, acc_dt = found
+    nd = len(shape)
+    if nd > 4 or (axis is not None and not -nd <= axis < nd) or acc_dt.kind not in "iuf":
         return None  # complex and bool sums stay with NumPy
     ax = None if axis is None or nd == 1 else axis % nd  # a 1-D sum over its only axis is the full sum
     key = (spec, tuple(d.str for d in in_dtypes), nd, ax)
-    kernel = _reduce_kernels.get(key, False)
-    if kernel is False:
-        with _lock:
-            kernel = _reduce_kernels.get(key, False)
-            if kernel is False:
-                try:
-                    src = _reduce_source(spec, dtypes, len(args), nd, ax is None, acc_dt)
-                    kernel = _compile(spec, in_dtypes, dtypes, src=src, warm=False)
-                except Exception:  # noqa: BLE001
-                    kernel = None
-                _reduce_kernels[key] = kernel
+    kernel = cached_kernel(_reduce_kernels, key, lambda: _compile(
+        spec, in_dtypes, dtypes, src=_reduce_source(spec, dtypes, len(args), nd, ax is None, acc_dt), warm=False))
     if kernel is None:
         return None
     views = [np.broadcast_to(np.asarray(a, dtype=d), shape) for a, d in zip(args, in_dtypes)]
@@ -553,40 +555,19 @@ def fused_sum_argmin(spec, locs, axis, arg_axis, *args):
 
 
 def _argmin_kernel(spec, axis, arg_axis, args):
-    if not _compilable(args) or not any(isinstance(a, np.ndarray) for a in args):
-        return None
-    try:
-        shape = np.broadcast_shapes(*(np.shape(a) for a in args))
-    except ValueError:
-        return None
-    nd = len(shape)
-    if nd < 2 or nd > 4 or int(np.prod(shape, dtype=np.int64)) < FUSE_MIN_ELEMENTS:
-        return None
-    if not (-nd <= axis < nd) or not (-(nd - 1) <= arg_axis < nd - 1):
-        return None
-    try:
-        found = _dtypes(spec, args)
-    except Exception:
-        return None
+    found = _summed_chain(spec, args)
     if found is None:
         return None
-    dtypes, in_dtypes = found
-    acc_dt = np.sum(np.zeros(1, dtypes[id(spec)])).dtype
+    shape, dtypes, in_dtypes, acc_dt = found
+    nd = len(shape)
+    if nd < 2 or nd > 4 or not (-nd <= axis < nd) or not (-(nd - 1) <= arg_axis < nd - 1):
+        return None
     if acc_dt.kind != "f":
         return None  # integer sums: NumPy (exact ties, wrap-around) keeps them
     ax, arg_ax = axis % nd, arg_axis % (nd - 1)
     key = (spec, tuple(d.str for d in in_dtypes), nd)
-    kernel = _argmin_kernels.get(key, False)
-    if kernel is False:
-        with _lock:
-            kernel = _argmin_kernels.get(key, False)
-            if kernel is False:
-                try:
-                    src = _argmin_source(spec, dtypes, len(args), nd, acc_dt)
-                    kernel = _compile(spec, in_dtypes, dtypes, src=src, warm=False)
-                except Exception:  # noqa: BLE001
-                    kernel = None
-                _argmin_kernels[key] = kernel
+    kernel = cached_kernel(_argmin_kernels, key, lambda: _compile(
+        spec, in_dtypes, dtypes, src=_argmin_source(spec, dtypes, len(args), nd, acc_dt), warm=False))
     if kernel is None:
         return None
     # views with the summed axis last and the argmin axis just before it

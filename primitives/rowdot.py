@@ -10,8 +10,6 @@ Other inputs (dtypes, shapes, small sizes) run the reference: exactly the NumPy 
 """
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from . import fused
@@ -21,7 +19,6 @@ from .registry import register
 # through it); the group's guard in the generated code uses the same threshold (runtime/codegen.py).
 MIN_ELEMENTS = 1 << 17
 _kernels: dict = {}
-_lock = threading.Lock()
 
 
 _evaluators: dict = {}
@@ -93,41 +90,33 @@ def _kinds(X, v, leaves):
 
 
 def _kernel(spec, kinds):
-    key = (spec, kinds)
-    hit = _kernels.get(key, False)
-    if hit is not False:
-        return hit
-    with _lock:
-        if key in _kernels:
-            return _kernels[key]
-        try:
-            probes = [np.empty(0)] + [np.empty(0) if k == "v" else 1.0 for k in kinds]
-            found = fused._dtypes(spec, probes)
-            if found is None or found[0][id(spec)] != np.float64:
-                _kernels[key] = None
-                return None
-            dtypes = found[0]
-            names = ["s"] + [f"b{k}" for k in range(1, len(kinds) + 1)]
-            lines, result = fused._body(spec, dtypes, names, indent="        ")
-            params = ", ".join(f"a{k}" for k in range(1, len(kinds) + 1))
-            loads = [f"        b{k} = a{k}[i]" if kind == "v" else f"        b{k} = a{k}"
-                     for k, kind in enumerate(kinds, start=1)]
-            src = ("import numpy as np\nimport numba\n\n\n"
-                   "@numba.njit(cache=True, nogil=True)\n"
-                   f"def kernel(X, v, lo, hi, acc{', ' + params if params else ''}):\n"
-                   "    m = X.shape[1]\n"
-                   "    for i in range(lo, hi):\n"
-                   "        s = 0.0\n"
-                   "        for j in range(m):\n"
-                   "            s += X[i, j] * v[j]\n"
-                   + "\n".join(loads + lines) + "\n"
-                   f"        r = {result}\n"
-                   "        for j in range(m):\n"
-                   "            acc[j] += X[i, j] * r\n")
-            _kernels[key] = fused._compile(spec, None, None, src=src, warm=False)
-        except Exception:  # noqa: BLE001 - Numba cannot compile this chain: the reference, from now on
-            _kernels[key] = None
-        return _kernels[key]
+    return fused.cached_kernel(_kernels, (spec, kinds), lambda: _build(spec, kinds))
+
+
+def _build(spec, kinds):
+    probes = [np.empty(0)] + [np.empty(0) if k == "v" else 1.0 for k in kinds]
+    found = fused._dtypes(spec, probes)
+    if found is None or found[0][id(spec)] != np.float64:
+        return None
+    dtypes = found[0]
+    names = ["s"] + [f"b{k}" for k in range(1, len(kinds) + 1)]
+    lines, result = fused._body(spec, dtypes, names, indent="        ")
+    params = ", ".join(f"a{k}" for k in range(1, len(kinds) + 1))
+    loads = [f"        b{k} = a{k}[i]" if kind == "v" else f"        b{k} = a{k}"
+             for k, kind in enumerate(kinds, start=1)]
+    src = ("import numpy as np\nimport numba\n\n\n"
+           "@numba.njit(cache=True, nogil=True)\n"
+           f"def kernel(X, v, lo, hi, acc{', ' + params if params else ''}):\n"
+           "    m = X.shape[1]\n"
+           "    for i in range(lo, hi):\n"
+           "        s = 0.0\n"
+           "        for j in range(m):\n"
+           "            s += X[i, j] * v[j]\n"
+           + "\n".join(loads + lines) + "\n"
+           f"        r = {result}\n"
+           "        for j in range(m):\n"
+           "            acc[j] += X[i, j] * r\n")
+    return fused._compile(spec, None, None, src=src, warm=False)
 
 
 def row_products(spec, locs, X, v, *leaves):
@@ -139,13 +128,14 @@ def row_products(spec, locs, X, v, *leaves):
     X = np.ascontiguousarray(X)
     n, m = X.shape
     blocks = fused._blocks(n, max(1, min(fused._threads(), n // 4096 or 1)))
-    accs = [np.zeros(m) for _ in blocks]
 
-    def run(k, lo, hi):
-        kernel(X, v, lo, hi, accs[k], *leaves)
+    def run(lo, hi):
+        acc = np.zeros(m)  # one accumulator per block, added in block order below
+        kernel(X, v, lo, hi, acc, *leaves)
+        return acc
 
     with np.errstate(all="ignore"):
-        fused._map_blocks(lambda lo, hi: run(blocks.index((lo, hi)), lo, hi), blocks)
+        accs = fused._map_blocks(run, blocks)
     out = accs[0]
     for a in accs[1:]:
         out = out + a
