@@ -80,48 +80,48 @@ def _numba_rows():
     import numba
 
     @numba.njit(cache=True, nogil=True)
+    def row_max(x, i):
+        """The row's maximum as np.max gives it: NaN if the row has one."""
+        m = -np.inf
+        for j in range(x.shape[1]):
+            v = x[i, j]
+            if v != v:
+                return v
+            if v > m:
+                m = v
+        return m
+
+    @numba.njit(cache=True, nogil=True)
+    def row_logsumexp(x, i):
+        """logsumexp of row i, an infinite maximum taken as 0 (as the NumPy kernel and scipy do)."""
+        m = row_max(x, i)
+        if not np.isfinite(m):
+            m = 0.0
+        s = 0.0
+        for j in range(x.shape[1]):
+            s += np.exp(x[i, j] - m)
+        return np.log(s) + m
+
+    @numba.njit(cache=True, nogil=True)
     def softmax_rows(x, out, log):
         n, k = x.shape
         for i in range(n):
-            m = -np.inf
-            for j in range(k):
-                v = x[i, j]
-                if v > m or v != v:
-                    m = v
-                    if v != v:
-                        break
-            s = 0.0
-            for j in range(k):
-                s += np.exp(x[i, j] - m)
             if log:
-                mm = m if np.isfinite(m) else 0.0
-                s2 = 0.0
-                for j in range(k):
-                    s2 += np.exp(x[i, j] - mm)
-                lse = np.log(s2) + mm
+                lse = row_logsumexp(x, i)
                 for j in range(k):
                     out[i, j] = x[i, j] - lse
             else:
+                m = row_max(x, i)
+                s = 0.0
+                for j in range(k):
+                    s += np.exp(x[i, j] - m)
                 for j in range(k):
                     out[i, j] = np.exp(x[i, j] - m) / s
 
     @numba.njit(cache=True, nogil=True)
     def logsumexp_rows(x, out):
-        n, k = x.shape
-        for i in range(n):
-            m = -np.inf
-            for j in range(k):
-                v = x[i, j]
-                if v > m or v != v:
-                    m = v
-                    if v != v:
-                        break
-            if not np.isfinite(m):
-                m = 0.0
-            s = 0.0
-            for j in range(k):
-                s += np.exp(x[i, j] - m)
-            out[i] = np.log(s) + m
+        for i in range(x.shape[0]):
+            out[i] = row_logsumexp(x, i)
 
     _compiled.update(softmax=softmax_rows, logsumexp=logsumexp_rows)
     return _compiled
