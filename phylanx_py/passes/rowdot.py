@@ -155,7 +155,7 @@ def _counts(fn: ir.Function):
     return stores, loads
 
 
-def _rewrite_expr(node, inline, used):
+def _rewrite_expr(node, inline, used, counts):
     found = _match(node, inline)
     if found is not None:
         call, names = found
@@ -168,24 +168,25 @@ def _rewrite_expr(node, inline, used):
         if f.name == "loc":
             continue
         old = getattr(node, f.name)
-        new = _map(old, inline, used)
+        new = _map(old, inline, used, counts)
         if new is not old:
             changes[f.name] = new
     return dataclasses.replace(node, **changes) if changes else node
 
 
-def _map(v, inline, used):
+def _map(v, inline, used, counts):
     if isinstance(v, ir.Block):
-        return _rewrite_block(v, _map.counts)
+        return _rewrite_block(v, counts)
     if isinstance(v, ir.Node):
-        return _rewrite_expr(v, inline, used)
+        return _rewrite_expr(v, inline, used, counts)
     if isinstance(v, tuple):
-        new = tuple(_map(x, inline, used) for x in v)
+        new = tuple(_map(x, inline, used, counts) for x in v)
         return v if all(a is b for a, b in zip(new, v)) else new
     return v
 
 
 def _rewrite_block(block: ir.Block, counts) -> ir.Block:
+    """``counts``: (stores, loads) per name in the whole function (_counts)."""
     stores, loads = counts
     out = []
     for stmt in block.stmts:
@@ -193,11 +194,10 @@ def _rewrite_block(block: ir.Block, counts) -> ir.Block:
         prev = out[-1] if out else None
         if (isinstance(prev, ir.Assign) and isinstance(prev.target, ir.StoreName) and prev.target.depth == 0
                 and stores.get(prev.target.name) == 1 and loads.get(prev.target.name) == 1
-                and _pure(prev.value) and isinstance(stmt, (ir.Assign, ir.Return))
-                and _pure(stmt.value) and not isinstance(stmt, ir.Block)):
+                and _pure(prev.value) and isinstance(stmt, (ir.Assign, ir.Return)) and _pure(stmt.value)):
             inline[prev.target.name] = prev.value
         used: set = set()
-        new = _rewrite_expr(stmt, inline, used)
+        new = _rewrite_expr(stmt, inline, used, counts)
         if used:
             out.pop()  # the temporary now lives inside the row product
         out.append(new)
@@ -208,7 +208,6 @@ def _rewrite_block(block: ir.Block, counts) -> ir.Block:
 def fuse_row_products(program: ir.Program) -> ir.Program:
     functions = []
     for name, fn in program.functions:
-        _map.counts = _counts(fn)
-        body = _rewrite_block(fn.body, _map.counts)
+        body = _rewrite_block(fn.body, _counts(fn))
         functions.append((name, fn if body is fn.body else dataclasses.replace(fn, body=body)))
     return dataclasses.replace(program, functions=tuple(functions))
