@@ -10,10 +10,11 @@ import phylanx_py as px
 DASK_WORKERS = 2  # worker processes of the benchmark's Dask LocalCluster, one thread each
 
 
-def dask_runtime(n_workers: int = DASK_WORKERS):
+def dask_runtime(n_workers: int = DASK_WORKERS, env: dict | None = None):
     """A fresh ``LocalCluster`` of ``n_workers`` single-threaded worker processes on 127.0.0.1, its client
     wrapped by ``px.runtime.dask(client=...)``. The runtime does not own a client it is given, so the cluster and
-    client go in ``rt.bench_owned`` and ``close_runtime`` closes them. ``rt.executor.client`` is the client."""
+    client go in ``rt.bench_owned`` and ``close_runtime`` closes them. ``rt.executor.client`` is the client.
+    ``env``: environment variables of the worker processes."""
     import warnings
 
     import distributed
@@ -22,7 +23,7 @@ def dask_runtime(n_workers: int = DASK_WORKERS):
     # and Dask warns about the graph size from its event-loop thread, where a catch_warnings block does not reach.
     warnings.filterwarnings("ignore", message=".*[Ll]arge graph.*", category=UserWarning)
     cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                                       host="127.0.0.1", dashboard_address=":0")
+                                       host="127.0.0.1", dashboard_address=":0", **({"env": env} if env else {}))
     try:
         client = distributed.Client(cluster)
         rt = px.runtime.dask(client=client)

@@ -39,7 +39,7 @@ import warnings
 
 import numba
 import numpy as np
-from _common import close_runtime, median_time, print_table
+from _common import close_runtime, dask_runtime, median_time, print_table
 from elementwise import chain, chain_numba
 from kmeans import kmeans, kmeans_dask_array, kmeans_numba
 from lra import lra, lra_dask_array
@@ -65,19 +65,8 @@ matmul_compiled = px.compile(matmul)
 
 def start_cluster():
     """A 2-worker LocalCluster (one thread each, BLAS/OpenMP/Numba at one thread) and the Dask runtime over it."""
-    import distributed
-
-    warnings.filterwarnings("ignore", message=".*[Ll]arge graph.*", category=UserWarning)
-    cluster = distributed.LocalCluster(n_workers=WORKERS, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                       dashboard_address=":0", env=WORKER_ENV)
-    try:
-        client = distributed.Client(cluster)
-        rt = px.runtime.dask(client=client)
-    except BaseException:
-        cluster.close()
-        raise
-    rt.bench_owned = [client, cluster]
-    return rt, client
+    rt = dask_runtime(WORKERS, env=WORKER_ENV)
+    return rt, rt.executor.client
 
 
 def _worker_threads():

@@ -152,26 +152,14 @@ def _tiled_in(args) -> bool:
 
 
 def _settle_tiled(value, executor):
-    found = []
-    _find_tiled(value, found)
+    found: list = []
+    collect(value, found, (TiledArray,))
     futures = [f for t in found for f in t.persist().futures.flat]
     if futures:
         executor.wait(futures)
         for f in futures:
             if executor.failed(f):
                 f.result()
-
-
-def _find_tiled(value, out):
-    t = type(value)
-    if t is TiledArray:
-        out.append(value)
-    elif t is list or t is tuple:
-        for v in value:
-            _find_tiled(v, out)
-    elif t is dict:
-        for v in value.values():
-            _find_tiled(v, out)
 
 
 def _mutable_ids(args) -> tuple:

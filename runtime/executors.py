@@ -16,17 +16,18 @@ from concurrent.futures import Future
 FUTURES: set[type] = {Future}
 
 
-def collect(value, out: list) -> None:
-    """Append every future found in ``value`` (top level or nested in list/tuple/dict) to ``out``."""
+def collect(value, out: list, types=FUTURES) -> None:
+    """Append every future (or value of one of ``types``) found in ``value`` (top level or nested in
+    list/tuple/dict) to ``out``."""
     t = type(value)
-    if t in FUTURES:
+    if t in types:
         out.append(value)
     elif t is list or t is tuple:
         for v in value:
-            collect(v, out)
+            collect(v, out, types)
     elif t is dict:
         for v in value.values():
-            collect(v, out)
+            collect(v, out, types)
 
 
 def _result(fut):

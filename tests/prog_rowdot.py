@@ -1,13 +1,6 @@
-"""Programs for the row-product pass (passes/rowdot.py): ``X.T @ f(X @ v, ...)`` and near misses."""
+"""Programs for the row-product pass (passes/rowdot.py): ``X.T @ f(X @ v, ...)`` and near misses (LRA itself is
+prog_tiled.lra)."""
 import numpy as np
-
-
-def lra(X, y, alpha, iterations):
-    w = np.zeros(X.shape[1])
-    for _ in range(iterations):
-        p = 1.0 / (1.0 + np.exp(-(X @ w)))
-        w = w - alpha * (X.T @ (p - y)) / X.shape[0]
-    return w
 
 
 def least_squares_step(X, y, w):

@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import prog_rowdot as P
+import prog_tiled
 import pytest
 from helpers import check, source_position
 from phylanx_py.primitives import rowdot
@@ -22,7 +23,7 @@ def _rowdots(fn):
     return _rowdots_of(px.compile(fn))
 
 
-@pytest.mark.parametrize("fn", [P.lra, P.least_squares_step, P.weighted])
+@pytest.mark.parametrize("fn", [prog_tiled.lra, P.least_squares_step, P.weighted])
 def test_the_pattern_becomes_one_row_product(fn):
     assert len(_rowdots(fn)) == 1
 
@@ -35,10 +36,10 @@ def test_near_misses_are_left_as_written(fn):
 
 
 def test_temporary_is_inlined_into_the_row_product_and_its_statement_goes():
-    text = str(px.compile(P.lra).tree)
+    text = str(px.compile(prog_tiled.lra).tree)
     assert "define(p," not in text
     assert "fused_rowdot@" in text and "($0=X, $1=w, $2=y)" in text
-    group = _rowdots(P.lra)[0]
+    group = _rowdots(prog_tiled.lra)[0]
     # the group's body is the expression as written (X.T @ (p - y), p inlined): small inputs run it op by op
     body = group.body
     assert body.prim == "operator.matmul" and body.args[0].prim == "attr.T" and body.args[0].args[0].index == 0
@@ -49,11 +50,11 @@ def test_temporary_is_inlined_into_the_row_product_and_its_statement_goes():
 
 def _args(fn, data):
     X, y, w = data
-    return {P.lra: (X, y, 0.5, 3), P.least_squares_step: (X, y, w), P.weighted: (X, y, w, 0.25)}[fn]
+    return {prog_tiled.lra: (X, y, 0.5, 3), P.least_squares_step: (X, y, w), P.weighted: (X, y, w, 0.25)}[fn]
 
 
 @pytest.mark.parametrize("size", ["small (reference)", "large (kernel)"])
-@pytest.mark.parametrize("fn", [P.lra, P.least_squares_step, P.weighted])
+@pytest.mark.parametrize("fn", [prog_tiled.lra, P.least_squares_step, P.weighted])
 def test_compiled_equals_plain(fn, size):
     data = SMALL if size.startswith("small") else BIG
     args = _args(fn, data)
@@ -94,8 +95,6 @@ def test_error_in_the_row_product_names_the_users_line():
 
 
 def test_distances_then_argmin_become_one_loop_nest():
-    import prog_tiled
-
     f = px.compile(prog_tiled.kmeans)
     groups = [n for n in ir.walk(f.tree) if isinstance(n, ir.Fused) and n.reduce[:1] == ("sum_argmin",)]
     assert len(groups) == 1 and groups[0].reduce == ("sum_argmin", 2, 1)

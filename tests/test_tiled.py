@@ -123,24 +123,30 @@ def test_element_wise_results_stay_where_their_inputs_live_and_no_tile_moves(rt)
     np.testing.assert_allclose(np.asarray(Z), P.chain(np.asarray(X)), rtol=1e-12)
 
 
+def managed_bytes(client) -> int:
+    """Bytes the scheduler counts as held on all workers."""
+    return client.run_on_scheduler(lambda dask_scheduler: sum(ws.nbytes for ws in dask_scheduler.workers.values()))
+
+
+def bytes_after_release(client, base, timeout=30.0) -> int:
+    """Managed bytes once they are back to ``base`` or ``timeout`` seconds have passed (release is asynchronous;
+    small results of earlier tests may go too, hence ``<= base`` in the callers)."""
+    gc.collect()
+    end = time.monotonic() + timeout
+    while managed_bytes(client) > base and time.monotonic() < end:
+        time.sleep(0.2)
+    return managed_bytes(client)
+
+
 def test_worker_memory_returns_to_baseline_when_arrays_go(rt):
     client = rt.executor.client
-
-    def managed():
-        return client.run_on_scheduler(lambda dask_scheduler: sum(ws.nbytes for ws in
-                                                                  dask_scheduler.workers.values()))
-
     gc.collect()
-    base = managed()
+    base = managed_bytes(client)
     X = px.tiled.random((200_000, 5), tiles=(4, 1), seed=0)
     Z = px.compile(P.standardize)(X)
-    assert managed() >= 2 * 8_000_000  # X and Z, 8 MB each
+    assert managed_bytes(client) >= 2 * 8_000_000  # X and Z, 8 MB each
     del X, Z
-    gc.collect()
-    end = time.monotonic() + 30
-    while managed() > base and time.monotonic() < end:  # (base: small results of earlier tests may go too)
-        time.sleep(0.2)
-    assert managed() <= base
+    assert bytes_after_release(client, base) <= base
 
 
 def unused_reduction(X):
@@ -152,22 +158,13 @@ def test_a_reduction_never_used_does_not_keep_tiles_alive(rt):
     from phylanx_py.runtime.tiled import batch
 
     client = rt.executor.client
-
-    def managed():
-        return client.run_on_scheduler(lambda dask_scheduler: sum(ws.nbytes for ws in
-                                                                  dask_scheduler.workers.values()))
-
     gc.collect()
-    base = managed()
+    base = managed_bytes(client)
     X = px.tiled.random((100_000, 5), tiles=(4, 1), seed=0)
     assert px.compile(unused_reduction)(X) == 1
     assert not any(d.ev is not None for items in batch._PENDING.values() for d in items)
     del X
-    gc.collect()
-    end = time.monotonic() + 30
-    while managed() > base and time.monotonic() < end:
-        time.sleep(0.2)
-    assert managed() <= base
+    assert bytes_after_release(client, base) <= base
 
 
 def test_first_rows_gather_only_what_is_asked(rt):
