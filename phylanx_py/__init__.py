@@ -4,6 +4,7 @@ __version__ = "0.1.0"
 from . import runtime  # noqa: E402
 from .decorator import CompiledFunction, compile  # noqa: E402
 from .errors import ClusterError, CompileError, ExecutionError, PhylanxError  # noqa: E402
+from .grad import grad, value_and_grad  # noqa: E402
 from .profile import Profile, profile  # noqa: E402
 from .runtime import (
            tiled,  # noqa: E402
@@ -12,4 +13,5 @@ from .runtime import (
 from .runtime.tiled import allgather, allreduce, broadcast  # noqa: E402
 
 __all__ = ["ClusterError", "CompileError", "CompiledFunction", "ExecutionError", "PhylanxError", "Profile",
-           "allgather", "allreduce", "broadcast", "compile", "profile", "runtime", "tiled", "using"]
+           "allgather", "allreduce", "broadcast", "compile", "grad", "profile", "runtime", "tiled", "using",
+           "value_and_grad"]

@@ -132,3 +132,22 @@ def _compile_callable(fn):
 
 
 HOOKS = {"compile": _compile_callable}
+
+
+# ---- programs built by other parts of the frontend (px.grad's traced trees) -------------------------------
+def optimize_program(program, fuse: bool | None = None):
+    """The compile pipeline on a Program that did not come from source (fusion on unless PHYLANX_FUSE=0)."""
+    fuse = fuse if fuse is not None else os.environ.get("PHYLANX_FUSE", "1") != "0"
+    passes = PIPELINE if fuse else tuple(p for p in PIPELINE if p not in FUSION)
+    program = run_pipeline(program, passes)
+    verify(program)
+    return program
+
+
+def program_code(program) -> ProgramCode:
+    return ProgramCode(program, {})
+
+
+def evaluate_program(code: ProgramCode, args: tuple):
+    """Run ``code``'s entry on ``args`` on the current runtime, like a compiled function's call."""
+    return current().evaluate(code, args, {}, HOOKS)

@@ -93,3 +93,21 @@ def name_of(obj: object) -> str | None:
 
 def names() -> list[str]:
     return sorted(_REGISTRY)
+
+
+def set_grad(name: str, rule: Callable) -> Primitive:
+    """Attach the gradient rule (primitives/vjp.py) to primitive ``name``."""
+    from dataclasses import replace
+
+    prim = _REGISTRY[name] = replace(lookup(name), grad=rule)
+    return prim
+
+
+def apply(name: str, *args, **kwargs):
+    """Run primitive ``name`` on these arguments, or let a traced argument record it (``__phylanx_call__``): how
+    functions built on the primitives (gradient rules, nn layers) stay traceable."""
+    for a in args:
+        hook = getattr(type(a), "__phylanx_call__", None)
+        if hook is not None:
+            return hook(name, args, kwargs)
+    return lookup(name).kernel(*args, **kwargs)

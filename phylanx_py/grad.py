@@ -1,0 +1,395 @@
+"""``px.grad`` and ``px.value_and_grad``: reverse-mode differentiation that yields an execution tree.
+
+The function (plain, or the Python function behind a ``@compile``) is traced once for a call signature (trace.py):
+Python runs its control flow, every primitive is recorded. Reverse mode then walks the recording backwards and calls
+each primitive's gradient rule (primitives/vjp.py) on traced values, which records the gradient as primitives too.
+The recording becomes an ``ir.Program`` (forward and backward, one function, file:line:col on every node) that goes
+through the usual passes (constant folding, element-wise fusion) and runs on the current runtime, locally, on Dask
+or on tiled arrays, like any compiled function. Later calls with the same signature (argument structure, array
+shapes and dtypes, the values of int/bool/str arguments) reuse the tree without tracing.
+
+A function whose control flow read a traced value (``if loss > 1``, ``while err > tol``) is re-traced at every call:
+its tree holds the branches that call took. Arrays the function reads from outside (globals, closures) enter the
+tree as the same objects, so changing them in place is seen and rebinding a global is not (as with ``jax.jit``).
+"""
+from __future__ import annotations
+
+import numbers
+import threading
+
+import numpy as np
+
+from phylanx_py.primitives import vjp
+
+from . import ir
+from .source import UNKNOWN
+from .trace import Trace, TraceError, Tracer
+
+# ---- argument trees ----------------------------------------------------------------------------------------
+
+
+def flatten(tree, leaves=None):
+    """(leaves, structure) of nested dicts/lists/tuples; the structure rebuilds them with ``unflatten``."""
+    if leaves is None:
+        leaves = []
+    if isinstance(tree, dict):
+        return leaves, ("dict", tuple(tree), tuple(flatten(v, leaves)[1] for v in tree.values()))
+    if isinstance(tree, (list, tuple)) and not hasattr(tree, "_fields"):
+        return leaves, (type(tree).__name__, len(tree), tuple(flatten(v, leaves)[1] for v in tree))
+    leaves.append(tree)
+    return leaves, None
+
+
+def unflatten(structure, leaves):
+    it = iter(leaves)
+
+    def build(s):
+        if s is None:
+            return next(it)
+        kind, meta, parts = s
+        items = [build(p) for p in parts]
+        if kind == "dict":
+            return dict(zip(meta, items))
+        return items if kind == "list" else tuple(items)
+    return build(structure)
+
+
+def _is_float_value(v) -> bool:
+    if isinstance(v, (bool, np.bool_)):
+        return False
+    if isinstance(v, (float, np.floating)):
+        return True
+    dtype = getattr(v, "dtype", None)
+    return dtype is not None and hasattr(v, "shape") and np.issubdtype(dtype, np.inexact)
+
+
+def _is_array_value(v) -> bool:
+    return hasattr(v, "shape") and hasattr(v, "dtype") and not isinstance(v, np.generic)
+
+
+def _leaf_key(v, diff):
+    """What a leaf contributes to the signature: shapes and dtypes of data, the value of static arguments."""
+    if _is_array_value(v):
+        return ("array", type(v).__name__, tuple(v.shape), str(v.dtype))
+    if isinstance(v, (float, np.floating, complex)) or (diff and isinstance(v, numbers.Number)):
+        return ("scalar", type(v).__name__)
+    try:
+        hash(v)
+    except TypeError:
+        return ("object", id(v))
+    return ("static", type(v).__name__, v)
+
+
+# ---- the gradient program ----------------------------------------------------------------------------------
+class GradProgram:
+    """One traced signature: the Program (value, gradients, aux outputs) and how to call it."""
+
+    def __init__(self, program: ir.Program, consts: list, out_structure, guards):
+        self.program, self.consts, self.out_structure, self.guards = program, consts, out_structure, guards
+        self._code = None
+        self._lock = threading.Lock()
+
+    def run(self, data_leaves):
+        from .decorator import evaluate_program, program_code
+
+        with self._lock:
+            if self._code is None:
+                self._code = program_code(self.program)
+        flat = evaluate_program(self._code, tuple(data_leaves) + tuple(self.consts))
+        return unflatten(self.out_structure, list(flat))
+
+
+class _Builder:
+    """Turns a Trace into IR statements: arrays met as plain values become extra (hidden) parameters."""
+
+    def __init__(self):
+        self.consts: list = []
+        self.const_names: list[str] = []
+        self._const_ids: dict[int, str] = {}
+
+    def node(self, x, loc):
+        if type(x) is Tracer:
+            return ir.Var(x.name, 0, loc)
+        if isinstance(x, list):
+            return ir.List(tuple(self.node(v, loc) for v in x), loc)
+        if isinstance(x, tuple):
+            return ir.Tuple(tuple(self.node(v, loc) for v in x), loc)
+        if isinstance(x, dict):
+            return ir.Dict(tuple(ir.Const(k, loc) for k in x), tuple(self.node(v, loc) for v in x.values()), loc)
+        if isinstance(x, slice):
+            parts = (x.start, x.stop, x.step)
+            if any(type(p) is Tracer for p in parts):
+                return ir.Call("python.slice", tuple(self.node(p, loc) for p in parts), (), loc)
+            return ir.Const(x, loc)
+        if isinstance(x, np.ndarray) or (_is_array_value(x) and not isinstance(x, np.generic)):
+            name = self._const_ids.get(id(x))
+            if name is None:
+                name = self._const_ids[id(x)] = f"__c{len(self.consts)}"
+                self.consts.append(x)
+                self.const_names.append(name)
+            return ir.Var(name, 0, loc)
+        return ir.Const(x, loc)
+
+
+def _uses(records, out_nodes):
+    """How often each name is read by the statements that are needed for ``out_nodes`` (dead ones dropped)."""
+    needed: set[str] = set()
+    for n in out_nodes:
+        needed.update(v.name for v in ir.walk(n) if isinstance(v, ir.Var))
+    keep = []
+    for rec, call in reversed(records):
+        if rec.out.name in needed:
+            keep.append((rec, call))
+            needed.update(v.name for v in ir.walk(call) if isinstance(v, ir.Var))
+    keep.reverse()
+    counts: dict[str, int] = {}
+    for _, call in keep:
+        for v in ir.walk(call):
+            if isinstance(v, ir.Var):
+                counts[v.name] = counts.get(v.name, 0) + 1
+    for n in out_nodes:
+        for v in ir.walk(n):
+            if isinstance(v, ir.Var):
+                counts[v.name] = counts.get(v.name, 0) + 1
+    return keep, counts
+
+
+def _substitute(node, inline):
+    if isinstance(node, ir.Var) and node.name in inline:
+        return inline[node.name]
+    if isinstance(node, ir.Call):
+        return ir.Call(node.prim, tuple(_substitute(a, inline) for a in node.args),
+                       tuple((k, _substitute(v, inline)) for k, v in node.kwargs), node.loc)
+    if isinstance(node, (ir.List, ir.Tuple)):
+        return type(node)(tuple(_substitute(a, inline) for a in node.items), node.loc)
+    if isinstance(node, ir.Dict):
+        return ir.Dict(node.keys, tuple(_substitute(a, inline) for a in node.values), node.loc)
+    return node
+
+
+def build_program(name, trace: Trace, params: list[str], outputs: list, builder: _Builder, loc) -> ir.Program:
+    """The Program ``name(*params, *consts) -> tuple(outputs)`` of the recorded statements it needs."""
+    calls = [(rec, ir.Call(rec.prim, tuple(builder.node(a, rec.loc) for a in rec.args),
+                           tuple((k, builder.node(v, rec.loc)) for k, v in rec.kwargs.items()), rec.loc))
+             for rec in trace.records]
+    out_nodes = [builder.node(o, loc) for o in outputs]
+    keep, counts = _uses(calls, out_nodes)
+    # A value read once is written into its reader (an expression tree, as the user wrote it), so element-wise
+    # chains of the gradient fuse into one kernel like those of compiled code.
+    inline: dict[str, ir.Node] = {}
+    stmts = []
+    for rec, call in keep:
+        call = _substitute(call, inline)
+        if counts.get(rec.out.name, 0) == 1:
+            inline[rec.out.name] = call
+        else:
+            stmts.append(ir.Assign(ir.StoreName(rec.out.name, 0, rec.loc), call, rec.loc))
+    result = ir.Tuple(tuple(_substitute(n, inline) for n in out_nodes), loc)
+    stmts.append(ir.Return(result, loc))
+    all_params = tuple(params) + tuple(builder.const_names)
+    local_names = tuple(sorted(set(all_params) | {s.target.name for s in stmts if isinstance(s, ir.Assign)}))
+    fn = ir.Function(name, all_params, ir.Block(tuple(stmts), loc), local_names, (), loc)
+    return ir.Program(name, ((name, fn),))
+
+
+# ---- the public functions --------------------------------------------------------------------------------
+class Grad:
+    """``px.grad(f)`` / ``px.value_and_grad(f)``: call it like ``f``."""
+
+    def __init__(self, fn, argnums=0, *, with_value=False, has_aux=False):
+        from .decorator import CompiledFunction
+
+        if isinstance(fn, CompiledFunction):
+            fn = fn.__wrapped__
+        if not callable(fn):
+            raise TypeError(f"px.grad takes a function, not {type(fn).__name__}")
+        self.fn = fn
+        self.argnums = argnums
+        self.with_value, self.has_aux = with_value, has_aux
+        self._cache: dict = {}
+        self._lock = threading.Lock()
+        self.last: GradProgram | None = None
+        self.__name__ = f"grad_{getattr(fn, '__name__', 'f')}"
+        self.__doc__ = getattr(fn, "__doc__", None)
+
+    @property
+    def tree(self) -> ir.Program:
+        """The execution tree of the last call (forward and backward): print it, draw it (``px.visualize``)."""
+        if self.last is None:
+            raise ValueError("the gradient's tree exists once it has been called (it depends on the shapes)")
+        return self.last.program
+
+    def to_dot(self, profile=None) -> str:
+        from .visualize import to_dot
+
+        return to_dot(self.tree, profile)
+
+    def _argnums(self, nargs):
+        nums = (self.argnums,) if isinstance(self.argnums, int) else tuple(self.argnums)
+        for i in nums:
+            if not -nargs <= i < nargs:
+                raise ValueError(f"px.grad: argnums {i} is out of range for {nargs} positional arguments")
+        return tuple(i % nargs for i in nums)
+
+    def __call__(self, *args, **kwargs):
+        nums = self._argnums(len(args))
+        per_arg = [flatten(a) for a in args]
+        kw_leaves, kw_structure = flatten(kwargs)
+        key = (tuple(s for _, s in per_arg), kw_structure, nums,
+               tuple(_leaf_key(v, i in nums) for i, (leaves, _) in enumerate(per_arg) for v in leaves),
+               tuple(_leaf_key(v, False) for v in kw_leaves))
+        try:
+            gp = self._cache.get(key)
+        except TypeError:  # an unhashable static argument: trace every call
+            gp = None
+        data = _data_leaves(per_arg, kw_leaves, nums)
+        if gp is None:
+            gp = self._trace(args, kwargs, per_arg, kw_leaves, kw_structure, nums)
+            if not gp.guards:
+                try:
+                    with self._lock:
+                        self._cache[key] = gp
+                except TypeError:
+                    pass
+        self.last = gp
+        return gp.run(data)
+
+    def _trace(self, args, kwargs, per_arg, kw_leaves, kw_structure, nums) -> GradProgram:
+        trace = Trace()
+        params: list[str] = []
+        wrt: list[Tracer] = []
+        traced_args = []
+        for i, (leaves, structure) in enumerate(per_arg):
+            new = []
+            for j, v in enumerate(leaves):
+                diff = i in nums
+                if diff and not _is_float_value(v):
+                    kind = type(v).__name__ if not hasattr(v, "dtype") else f"{type(v).__name__} of {v.dtype}"
+                    raise TypeError(f"px.grad of {self.__name__[5:]}: argument {i} has a leaf of type {kind}; "
+                                    "gradients are taken with respect to floating-point arrays and scalars only")
+                if diff or _is_float_value(v) or _is_array_value(v):
+                    name = f"__a{i}_{j}"
+                    t = Tracer(v, name, trace, diff)
+                    params.append(name)
+                    if diff:
+                        wrt.append(t)
+                    new.append(t)
+                else:
+                    new.append(v)
+            traced_args.append(unflatten(structure, new))
+        kw_new = []
+        for j, v in enumerate(kw_leaves):
+            if _is_float_value(v) or _is_array_value(v):
+                name = f"__k{j}"
+                params.append(name)
+                kw_new.append(Tracer(v, name, trace, False))
+            else:
+                kw_new.append(v)
+        out = self.fn(*traced_args, **unflatten(kw_structure, kw_new))
+        if self.has_aux:
+            if not (isinstance(out, tuple) and len(out) == 2):
+                raise TypeError(f"px.grad(has_aux=True): {self.__name__[5:]} must return (value, aux)")
+            value, aux = out
+        else:
+            value, aux = out, None
+        if np.ndim(value.value if type(value) is Tracer else value) != 0:
+            raise TypeError(f"px.grad needs a scalar-valued function; {self.__name__[5:]} returned shape "
+                            f"{np.shape(value.value if type(value) is Tracer else value)}")
+        grads = backward(trace, value, wrt)
+        # The outputs: value (when asked), one gradient per differentiated leaf in its argument's structure, aux.
+        grad_trees = []
+        k = 0
+        for i in nums:
+            leaves, structure = per_arg[i]
+            grad_trees.append(unflatten(structure, grads[k:k + len(leaves)]))
+            k += len(leaves)
+        g_out = grad_trees[0] if isinstance(self.argnums, int) else tuple(grad_trees)
+        result = g_out
+        if self.with_value:
+            result = (value, g_out)
+        if self.has_aux:
+            result = ((value, aux), g_out) if self.with_value else (g_out, aux)
+        out_leaves, out_structure = flatten(result)
+        builder = _Builder()
+        loc = trace.records[-1].loc if trace.records else UNKNOWN
+        program = build_program(self.__name__, trace, params, out_leaves, builder, loc)
+        from .decorator import optimize_program
+
+        program = optimize_program(program)
+        return GradProgram(program, builder.consts, out_structure, trace.guards)
+
+    def __repr__(self):
+        return f"<px.{'value_and_grad' if self.with_value else 'grad'} of {getattr(self.fn, '__qualname__', self.fn)}>"
+
+
+def _data_leaves(per_arg, kw_leaves, nums):
+    out = []
+    for i, (leaves, _) in enumerate(per_arg):
+        out.extend(v for v in leaves if i in nums or _is_float_value(v) or _is_array_value(v))
+    out.extend(v for v in kw_leaves if _is_float_value(v) or _is_array_value(v))
+    return out
+
+
+def backward(trace: Trace, value, wrt: list[Tracer]) -> list:
+    """Reverse mode over the recording: the cotangent of each Tracer in ``wrt`` (zeros where none flows)."""
+    n_forward = len(trace.records)
+    cot: dict[str, object] = {}
+    if type(value) is Tracer and value.diff:
+        trace.at = next((r.loc for r in reversed(trace.records) if r.out is value), None)
+        cot[value.name] = trace.emit("ones_like", (value,), {}, diff=False)
+        trace.at = None
+    for rec in reversed(trace.records[:n_forward]):
+        g = cot.pop(rec.out.name, None)
+        if g is None or not rec.out.diff:
+            continue
+        try:
+            rule = vjp.grad_rule(rec.prim)
+        except KeyError:
+            raise TraceError(f"{rec.loc}: no gradient rule for primitive {rec.prim!r}; the gradient cannot flow "
+                             "through it") from None
+        if rule is None:
+            continue
+        # The gradient's operations carry the location of the operation they differentiate.
+        trace.at = rec.loc
+        try:
+            thunks = rule(g, rec.out, *rec.args, **rec.kwargs)
+            for arg, th in _pairs(rec.args, thunks):
+                if type(arg) is Tracer and arg.diff and th is not None:
+                    try:
+                        c = th()
+                    except NotImplementedError as e:
+                        raise TraceError(f"{rec.loc}: {e}") from None
+                    prev = cot.get(arg.name)
+                    cot[arg.name] = c if prev is None else prev + c
+        finally:
+            trace.at = None
+    out = []
+    for t in wrt:
+        c = cot.get(t.name)
+        if c is None:
+            c = trace.emit("zeros_like", (t,), {}, diff=False)
+        elif np.shape(c.value if type(c) is Tracer else c) != t.shape or type(c) is not Tracer:
+            c = trace.emit("multiply", (trace.emit("ones_like", (t,), {}, diff=False), c), {}, diff=False)
+        out.append(c)
+    return out
+
+
+def _pairs(args, thunks):
+    for arg, th in zip(args, thunks):
+        if isinstance(th, list) and isinstance(arg, (list, tuple)):
+            yield from _pairs(arg, th)
+        elif not isinstance(th, list):
+            yield arg, th
+
+
+def grad(fn, argnums=0, *, has_aux=False) -> Grad:
+    """The gradient of scalar-valued ``fn`` with respect to argument(s) ``argnums`` (same structure as them)."""
+    return Grad(fn, argnums, has_aux=has_aux)
+
+
+def value_and_grad(fn, argnums=0, *, has_aux=False) -> Grad:
+    """``(fn(...), grad(fn)(...))`` from one tree: the forward pass is shared."""
+    return Grad(fn, argnums, with_value=True, has_aux=has_aux)
+
+
+__all__ = ["Grad", "GradProgram", "TraceError", "backward", "flatten", "grad", "unflatten", "value_and_grad"]

@@ -1,0 +1,39 @@
+"""Losses, activations and metrics as plain NumPy-style functions (traceable; the ``nn.*`` primitives where one
+exists): ``softmax_cross_entropy`` (from logits, numerically stable), ``binary_cross_entropy`` (from logits),
+``mse``, ``sigmoid``, ``accuracy``."""
+from __future__ import annotations
+
+import numpy as np
+
+from phylanx_py.primitives.nn_ops import log_softmax, logsumexp, softmax, softmax_cross_entropy
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def binary_cross_entropy(logits, targets):
+    """Mean binary cross-entropy of ``sigmoid(logits)`` against targets in [0, 1], computed from the logits
+    (``max(z, 0) - z*y + log(1 + exp(-|z|))``) so large logits neither overflow nor take log(0)."""
+    z = logits
+    return np.mean(np.maximum(z, 0.0) - z * targets + np.log1p(np.exp(-np.abs(z))))
+
+
+def mse(pred, targets):
+    return np.mean((pred - targets) ** 2)
+
+
+def accuracy(outputs, labels) -> float:
+    """Fraction of rows whose largest output is the label (labels as class indices, or one-hot rows)."""
+    outputs, labels = np.asarray(outputs), np.asarray(labels)
+    if labels.ndim == outputs.ndim:
+        labels = labels.argmax(axis=-1)
+    if outputs.ndim == 1 or outputs.shape[-1] == 1:  # one logit per row: binary
+        return float(np.mean((np.reshape(outputs, -1) > 0) == (np.reshape(labels, -1) > 0.5)))
+    return float(np.mean(outputs.argmax(axis=-1) == labels))
+
+
+LOSSES = {"softmax_cross_entropy": softmax_cross_entropy, "binary_cross_entropy": binary_cross_entropy, "mse": mse}
+
+__all__ = ["LOSSES", "accuracy", "binary_cross_entropy", "log_softmax", "logsumexp", "mse", "sigmoid", "softmax",
+           "softmax_cross_entropy"]

@@ -1,0 +1,197 @@
+"""``Sequential``: layers in order, trained with ``fit`` on the gradient tree of its loss (px.value_and_grad).
+
+One training step is one call of that tree: forward, loss, backward, plus the new BatchNorm statistics and the
+logits (for the epoch's accuracy) as auxiliary outputs; the optimizer then updates the parameters in place. The
+tree is traced once per batch shape and reused. Shuffling, initialisation and dropout draw from one generator
+seeded by ``seed``: training is deterministic for a seed on one runtime.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from ..grad import flatten, unflatten, value_and_grad
+from . import functional as F
+
+
+class Sequential:
+    def __init__(self, layers, loss: str | object = "softmax_cross_entropy"):
+        self.layers = list(layers)
+        if not self.layers:
+            raise ValueError("Sequential needs at least one layer")
+        self.loss_name = loss if isinstance(loss, str) else getattr(loss, "__name__", "loss")
+        self.loss_fn = F.LOSSES[loss] if isinstance(loss, str) else loss
+        self.params: list[dict] | None = None
+        self.state: list[dict] | None = None
+        self.input_shape = None
+        self._step_fn = None
+
+    # ---- building ------------------------------------------------------------------------------------------
+    def build(self, input_shape, seed: int = 0):
+        """Initialise the parameters for inputs of ``input_shape`` (without the batch axis)."""
+        rng = np.random.default_rng(seed)
+        shape = tuple(input_shape)
+        self.input_shape = shape
+        self.params, self.state = [], []
+        for layer in self.layers:
+            p, s, shape = layer.init(rng, shape)
+            self.params.append(p)
+            self.state.append(s)
+        self.output_shape = shape
+        return self
+
+    def _ensure_built(self, X, seed):
+        if self.params is None:
+            self.build(np.shape(X)[1:], seed)
+        elif tuple(np.shape(X)[1:]) != self.input_shape:
+            raise ValueError(f"the model was built for inputs of shape (n, {', '.join(map(str, self.input_shape))}),"
+                             f" got {tuple(np.shape(X))}")
+
+    def n_params(self) -> int:
+        return sum(int(np.size(v)) for p in self.params for v in p.values())
+
+    # ---- the functions that are traced -----------------------------------------------------------------------
+    def forward(self, params, state, x, noise=None, training=False):
+        new_state = []
+        for i, layer in enumerate(self.layers):
+            x, s = layer.apply(params[i], state[i], x, None if noise is None else noise.get(i), training)
+            new_state.append(s)
+        return x, new_state
+
+    def objective(self, params, state, noise, X, Y):
+        out, new_state = self.forward(params, state, X, noise, training=True)
+        return self.loss_fn(out, Y), (new_state, out)
+
+    def step_function(self):
+        """``(params, state, noise, X, Y) -> ((loss, (new_state, outputs)), grads)``: one tree per batch shape."""
+        if self._step_fn is None:
+            self._step_fn = value_and_grad(self.objective, has_aux=True)
+        return self._step_fn
+
+    def noise(self, rng, batch: int) -> dict:
+        return {i: rng.random((batch,) + layer.noise_shape) for i, layer in enumerate(self.layers)
+                if layer.noise_shape is not None and getattr(layer, "rate", 0.0) > 0.0}
+
+    # ---- training ------------------------------------------------------------------------------------------
+    def fit(self, X, Y, epochs: int = 1, batch_size: int = 32, optimizer=None, validation=None, seed: int = 0,
+            verbose: bool = True, parallel: str | None = None, every: int = 1, checkpoint=None):
+        """Train; returns the history: per epoch ``loss``, ``accuracy`` (and ``val_loss``, ``val_accuracy`` with
+        ``validation=(Xv, Yv)``; ``consensus`` with ``parallel="neighbours"``; ``time`` in seconds).
+
+        ``parallel``: None (this process, or tiled inputs through the runtime), ``"allreduce"`` or
+        ``"neighbours"`` (row-tiled X/Y on a Dask runtime: parallel.py; ``every``: steps between averages)."""
+        from .optim import SGD
+
+        optimizer = optimizer if optimizer is not None else SGD(0.01)
+        if len(X) != len(Y):
+            raise ValueError(f"X has {len(X)} rows and Y has {len(Y)}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self._ensure_built(X, seed)
+        history = {"loss": [], "accuracy": [], "time": []}
+        if validation is not None:
+            history["val_loss"], history["val_accuracy"] = [], []
+        if parallel is not None:
+            from .parallel import fit_parallel
+
+            return fit_parallel(self, X, Y, epochs, batch_size, optimizer, validation, seed, verbose, parallel,
+                                every, history)
+        rng = np.random.default_rng(seed + 1)
+        X, Y = _local(X), _local(Y)
+        flat, structure = flatten(self.params)
+        opt_state = optimizer.init(flat)
+        step_fn = self.step_function()
+        n = len(X)
+        step = 0
+        for epoch in range(epochs):
+            t0 = time.perf_counter()
+            order = rng.permutation(n)
+            total, correct = 0.0, 0.0
+            for start in range(0, n, batch_size):
+                idx = order[start:start + batch_size]
+                Xb, Yb = X[idx], Y[idx]
+                (loss, (new_state, out)), grads = step_fn(self.params, self.state, self.noise(rng, len(idx)), Xb, Yb)
+                optimizer.update(flat, flatten(grads)[0], opt_state, step)
+                self.state = new_state
+                step += 1
+                total += float(loss) * len(idx)
+                correct += F.accuracy(out, Yb) * len(idx)
+            self.params = unflatten(structure, flat)
+            self._end_epoch(history, epoch, epochs, total / n, correct / n, validation, t0, verbose)
+        return history
+
+    def _end_epoch(self, history, epoch, epochs, loss, acc, validation, t0, verbose, extra=None):
+        history["loss"].append(loss)
+        history["accuracy"].append(acc)
+        for k, v in (extra or {}).items():
+            history.setdefault(k, []).append(v)
+        if validation is not None:
+            ev = self.evaluate(*validation)
+            history["val_loss"].append(ev["loss"])
+            history["val_accuracy"].append(ev["accuracy"])
+        history["time"].append(time.perf_counter() - t0)
+        if verbose:
+            _progress(history, epoch, epochs)
+
+    # ---- using the model -----------------------------------------------------------------------------------
+    def predict(self, X, batch_size: int | None = None):
+        """The last layer's outputs for ``X`` (evaluation mode: no dropout, running BatchNorm statistics)."""
+        if self.params is None:
+            raise ValueError("the model has no weights yet: fit, build or load it first")
+        X = _local(X)
+        self._ensure_built(X, 0)
+        if batch_size is None:
+            return np.asarray(self.forward(self.params, self.state, X)[0])
+        return np.concatenate([np.asarray(self.forward(self.params, self.state, X[i:i + batch_size])[0])
+                               for i in range(0, len(X), batch_size)])
+
+    def evaluate(self, X, Y, batch_size: int | None = None) -> dict:
+        out = self.predict(X, batch_size)
+        Y = _local(Y)
+        return {"loss": float(self.loss_fn(out, Y)), "accuracy": F.accuracy(out, Y)}
+
+    def save(self, path):
+        """The weights (and BatchNorm statistics) as an ``.npz`` file."""
+        arrays = {f"layer{i}.{k}": v for i, p in enumerate(self.params) for k, v in p.items()}
+        arrays.update({f"state{i}.{k}": np.asarray(v) for i, s in enumerate(self.state) for k, v in s.items()})
+        arrays["input_shape"] = np.asarray(self.input_shape)
+        np.savez(path, **arrays)
+
+    def load(self, path):
+        """Weights saved by ``save``, into a model of the same layers (shapes are checked)."""
+        with np.load(path) as data:
+            self.build(tuple(int(v) for v in data["input_shape"]))
+            for kind, store in (("layer", self.params), ("state", self.state)):
+                for i, p in enumerate(store):
+                    for k in p:
+                        key = f"{kind}{i}.{k}"
+                        if key not in data:
+                            raise ValueError(f"{path}: no array {key!r}: saved from a model of other layers?")
+                        if data[key].shape != np.shape(p[k]):
+                            raise ValueError(f"{path}: {key} has shape {data[key].shape}, the model wants "
+                                             f"{np.shape(p[k])}")
+                        p[k] = data[key].copy()
+        return self
+
+    def __repr__(self):
+        return "Sequential([" + ", ".join(map(repr, self.layers)) + "])"
+
+
+def _local(a):
+    """Tiled inputs without ``parallel=``: gathered once (a data set that fits here), not per batch."""
+    return a.to_numpy() if hasattr(a, "to_numpy") and hasattr(a, "tiles") else np.asarray(a)
+
+
+def _progress(history, epoch, epochs):
+    width = 20
+    done = int(width * (epoch + 1) / epochs)
+    parts = [f"epoch {epoch + 1:>{len(str(epochs))}}/{epochs} [{'=' * done}{' ' * (width - done)}]",
+             f"loss {history['loss'][-1]:.4f}", f"acc {history['accuracy'][-1]:.4f}"]
+    if "val_loss" in history:
+        parts += [f"val_loss {history['val_loss'][-1]:.4f}", f"val_acc {history['val_accuracy'][-1]:.4f}"]
+    if "consensus" in history:
+        parts.append(f"consensus {history['consensus'][-1]:.2e}")
+    parts.append(f"{history['time'][-1]:.2f}s")
+    print("  ".join(parts), file=sys.stderr if not sys.stdout.isatty() else sys.stdout, flush=True)

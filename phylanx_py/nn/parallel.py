@@ -1,0 +1,297 @@
+"""Data-parallel training on Dask workers, where the row tiles of X and Y live.
+
+``allreduce``: every step, the worker of each row tile computes the gradient of its rows of the global batch (the
+gradient tree, on the synchronous runtime, on the tile it holds); the gradients travel as one flat vector (all
+parameters bucketed together), are summed and applied once by the optimizer on the first tile's worker, and the new
+parameter vector goes back to the others. With the same global batch this is sequential training, to float
+tolerance. Per step and per non-root worker: one gradient vector in, one parameter vector out (2(n-1)P values in all,
+the minimum of any allreduce that ends with every worker holding the result).
+
+``neighbours`` (D-PSGD): each worker keeps its own replica and optimizer state, takes steps on batches of its own
+rows (batch_size / n rows each, so an epoch has as many steps as allreduce's), and every ``every`` steps replaces
+its parameters by the mean of its own and its ring neighbours'. The model after an epoch is the replicas' mean;
+the history reports the consensus distance sqrt(mean_i |x_i - mean|^2).
+
+A whole epoch is submitted as one graph of futures (no round trip per step). A worker that dies mid-epoch loses no
+work for good: its tasks are recomputed from lineage (tiles come from tasks, the epoch's start values are
+replicated), and an epoch that still fails is restarted from the parameters it started with (a checkpoint).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..grad import flatten, unflatten
+from . import functional as F
+
+RETRIES = 3  # restarts of one epoch from its checkpoint before giving up
+
+
+# ---- run on the workers --------------------------------------------------------------------------------------
+_SYNC = None
+
+
+def _runtime():
+    global _SYNC
+    if _SYNC is None:
+        import phylanx_py as px
+
+        _SYNC = px.runtime.synchronous()
+    return _SYNC
+
+
+def _unpack(vec, shapes, structure):
+    out, at = [], 0
+    for shape in shapes:
+        n = int(np.prod(shape))
+        out.append(vec[at:at + n].reshape(shape))
+        at += n
+    return unflatten(structure, out)
+
+
+def _pack(tree):
+    return np.concatenate([np.ravel(np.asarray(v, dtype=np.float64)) for v in flatten(tree)[0]])
+
+
+def _grad_part(spec, pvec, state, X, Y, idx, noise, scale):
+    """This worker's share of one step: the gradient of its rows (times their share of the batch), flat."""
+    import phylanx_py as px
+
+    model, shapes, structure = spec
+    params = _unpack(pvec, shapes, structure)
+    with px.using(_runtime()):
+        (loss, (new_state, out)), grads = model.step_function()(params, state, noise, X[idx], Y[idx])
+    return _pack(grads) * scale, float(loss) * len(idx), F.accuracy(out, Y[idx]) * len(idx), new_state
+
+
+def _first(t):
+    return t[0]
+
+
+def _update(optimizer, carry, step, *parts):
+    """Sum the gradient parts (the allreduce) and apply the optimizer once: (params, optimizer state, totals)."""
+    pvec, opt_state, loss_sum, correct = carry
+    pvec = pvec.copy()
+    g = parts[0][0].copy()
+    for p in parts[1:]:
+        g += p[0]
+    optimizer.update([pvec], [g], opt_state, step)
+    return (pvec, opt_state, loss_sum + sum(p[1] for p in parts), correct + sum(p[2] for p in parts))
+
+
+def _state_of(part):
+    return part[3]
+
+
+def _local_step(spec, optimizer, carry, X, Y, idx, noise, step):
+    """One D-PSGD local step on this worker's replica: (params, optimizer state, loss total, correct total)."""
+    import phylanx_py as px
+
+    model, shapes, structure = spec
+    pvec, opt_state, state, loss_sum, correct = carry
+    params = _unpack(pvec, shapes, structure)
+    with px.using(_runtime()):
+        (loss, (new_state, out)), grads = model.step_function()(params, state, noise, X[idx], Y[idx])
+    pvec = pvec.copy()
+    optimizer.update([pvec], [_pack(grads)], opt_state, step)
+    return (pvec, opt_state, new_state, loss_sum + float(loss) * len(idx),
+            correct + F.accuracy(out, Y[idx]) * len(idx))
+
+
+def _mix(carry, *neighbours):
+    pvec = carry[0].copy()
+    for p in neighbours:
+        pvec += p
+    pvec /= 1 + len(neighbours)
+    return (pvec,) + tuple(carry[1:])
+
+
+def _sent_bytes(dask_worker):
+    # What this worker fetched from its peers (its outgoing log would also count what the client gathers).
+    log = dask_worker.transfer_incoming_log
+    total = sum(e["total"] for e in log)
+    log.clear()
+    return total
+
+
+# ---- the driver ----------------------------------------------------------------------------------------------
+def _row_tiles(X, name):
+    from phylanx_py.runtime.tiled import TiledArray
+
+    if not isinstance(X, TiledArray):
+        raise TypeError(f"parallel training takes row-tiled {name} (px.tiled.from_array(..., tiles=(k, 1))), got "
+                        f"{type(X).__name__}")
+    if any(t != 1 for t in X.tiles[1:]):
+        raise ValueError(f"parallel training needs {name} tiled by rows only, got tiles={X.tiles}")
+    return X
+
+
+def fit_parallel(model, X, Y, epochs, batch_size, optimizer, validation, seed, verbose, mode, every, history):
+    if mode not in ("allreduce", "neighbours"):
+        raise ValueError(f"parallel must be 'allreduce' or 'neighbours', got {mode!r}")
+    X, Y = _row_tiles(X, "X"), _row_tiles(Y, "Y")
+    if X.boundaries[0] != Y.boundaries[0]:
+        raise ValueError(f"X and Y must have the same row tiles, got {X.boundaries[0]} and {Y.boundaries[0]}")
+    if every < 1:
+        raise ValueError(f"every must be at least 1, got {every}")
+    X.persist(wait=True)  # the tiles must exist somewhere before the steps can go where they are
+    Y.persist(wait=True)
+    client = X.client
+    rows = X.boundaries[0]
+    parts = len(rows) - 1
+    xf = [X.futures[(i,) + (0,) * (X.ndim - 1)] for i in range(parts)]
+    yf = [Y.futures[(i,) + (0,) * (Y.ndim - 1)] for i in range(parts)]
+    homes = [X.placement[(i,) + (0,) * (X.ndim - 1)] for i in range(parts)]
+    flat, structure = flatten(model.params)
+    shapes = [np.shape(p) for p in flat]
+    # The model travels without its weights: the parameters travel as one vector.
+    from .model import Sequential
+
+    bare = Sequential(model.layers, model.loss_fn)
+    bare.input_shape, bare.output_shape = model.input_shape, model.output_shape
+    [spec] = client.scatter([(bare, shapes, structure)], broadcast=True, hash=False)
+    run = _allreduce_epoch if mode == "allreduce" else _neighbours_epoch
+    ctx = dict(client=client, spec=spec, xf=xf, yf=yf, homes=homes, rows=rows, optimizer=optimizer,
+               batch_size=batch_size, every=every, seed=seed, model=model, parts=parts)
+    carry = None
+    rng = np.random.default_rng(seed + 1)
+    step = 0
+    for epoch in range(epochs):
+        t0 = time.perf_counter()
+        for attempt in range(RETRIES + 1):
+            rng_state = rng.bit_generator.state
+            try:
+                client.run(_sent_bytes)
+                result = run(ctx, carry, rng, step, epoch)
+                break
+            except Exception as e:  # a lost worker or its data: restart the epoch from its checkpoint
+                if attempt == RETRIES or not _is_cluster_failure(e):
+                    raise
+                rng.bit_generator.state = rng_state
+        carry, step, pvec, stats = result
+        model.params = _unpack(pvec, shapes, structure)
+        if stats.get("state") is not None:
+            model.state = stats["state"]
+        sent = sum(client.run(_sent_bytes).values())
+        n_steps = max(stats["steps"], 1)
+        extra = {"bytes_per_step": sent / n_steps, "min_bytes_per_step": stats["min_bytes"] / n_steps,
+                 "tasks_per_step": stats["tasks"] / n_steps}
+        if "consensus" in stats:
+            extra["consensus"] = stats["consensus"]
+        model._end_epoch(history, epoch, epochs, stats["loss"] / stats["n"], stats["correct"] / stats["n"],
+                         validation, t0, verbose, extra)
+    return history
+
+
+def _is_cluster_failure(e) -> bool:
+    from distributed.client import FutureCancelledError
+    from distributed.scheduler import KilledWorker
+
+    return isinstance(e, (KilledWorker, FutureCancelledError, OSError, TimeoutError)) or "lost" in str(e).lower()
+
+
+def _split(idx, rows):
+    """The global batch ``idx`` as local row numbers per tile (tiles are row ranges ``rows[i]:rows[i+1]``)."""
+    out = []
+    for i in range(len(rows) - 1):
+        lo, hi = rows[i], rows[i + 1]
+        mine = idx[(idx >= lo) & (idx < hi)]
+        out.append((mine - lo, (idx >= lo) & (idx < hi)))
+    return out
+
+
+def _allreduce_epoch(ctx, carry, rng, step, epoch):
+    client, spec, homes, model = ctx["client"], ctx["spec"], ctx["homes"], ctx["model"]
+    opt = ctx["optimizer"]
+    root = homes[0]
+    if carry is None:
+        flat, _ = flatten(model.params)
+        carry = (np.concatenate([np.ravel(p) for p in flat]).astype(np.float64), None)
+    pvec0, opt_state = carry
+    if opt_state is None:
+        opt_state = opt.init([pvec0])
+    n = ctx["rows"][-1]
+    bs = ctx["batch_size"]
+    [start] = client.scatter([(pvec0, opt_state, 0.0, 0.0)], broadcast=True, hash=False)
+    cur = start
+    p = client.submit(_first, cur, workers=[root], allow_other_workers=True, pure=False)
+    state = model.state
+    order = rng.permutation(n)
+    tasks, steps, min_bytes = 1, 0, 0
+    size = int(np.asarray(pvec0).nbytes)
+    last_part = None
+    for s in range(0, n, bs):
+        idx = order[s:s + bs]
+        noise = model.noise(rng, len(idx))
+        parts = []
+        for i, (local, mask) in enumerate(_split(idx, ctx["rows"])):
+            if len(local) == 0:
+                continue
+            nz = {k: v[mask] for k, v in noise.items()}
+            parts.append(client.submit(_grad_part, spec, p, state, ctx["xf"][i], ctx["yf"][i], local, nz,
+                                       len(local) / len(idx), workers=[homes[i]], allow_other_workers=True,
+                                       pure=False))
+            if homes[i] != root:
+                min_bytes += 2 * size  # its gradient in, the new parameters out
+        last_part = parts[0]
+        cur = client.submit(_update, opt, cur, step, *parts, workers=[root], allow_other_workers=True, pure=False)
+        p = client.submit(_first, cur, workers=[root], allow_other_workers=True, pure=False)
+        # BatchNorm statistics follow the first part's batch (a documented approximation for several parts)
+        state = client.submit(_state_of, last_part, workers=[root], allow_other_workers=True, pure=False)
+        tasks += len(parts) + 3
+        steps += 1
+        step += 1
+    pvec, opt_state, loss_sum, correct = cur.result()
+    new_state = state.result() if last_part is not None else model.state
+    return ((pvec, opt_state), step, pvec,
+            {"loss": loss_sum, "correct": correct, "n": n, "steps": steps, "tasks": tasks, "min_bytes": min_bytes,
+             "state": new_state})
+
+
+def _neighbours_epoch(ctx, carry, rng, step, epoch):
+    client, spec, homes, model, opt = ctx["client"], ctx["spec"], ctx["homes"], ctx["model"], ctx["optimizer"]
+    rows, parts = ctx["rows"], ctx["parts"]
+    sizes = [rows[i + 1] - rows[i] for i in range(parts)]
+    if carry is None:
+        flat, _ = flatten(model.params)
+        pvec0 = np.concatenate([np.ravel(p) for p in flat]).astype(np.float64)
+        carry = [(pvec0, opt.init([pvec0]), model.state) for _ in range(parts)]
+    # Each replica starts where its rows are (lost with its worker, the epoch restarts from the driver's copy).
+    cur = [client.scatter([(pv, os_, st, 0.0, 0.0)], workers=[homes[i]], hash=False)[0]
+           for i, (pv, os_, st) in enumerate(carry)]
+    b = max(1, ctx["batch_size"] // parts)
+    steps = -(-max(sizes) // b)
+    orders = [rng.permutation(sizes[i]) for i in range(parts)]
+    size = int(carry[0][0].nbytes)
+    tasks, min_bytes, seen = 0, 0, 0
+    for s in range(steps):
+        for i in range(parts):
+            at = (s * b) % sizes[i]
+            idx = orders[i][at:at + b]
+            noise = model.noise(rng, len(idx))
+            seen += len(idx)
+            cur[i] = client.submit(_local_step, spec, opt, cur[i], ctx["xf"][i], ctx["yf"][i], idx, noise, step,
+                                   workers=[homes[i]], allow_other_workers=True, pure=False)
+        tasks += parts
+        step += 1
+        if (s + 1) % ctx["every"] == 0 and parts > 1:
+            ps = [client.submit(_first, c, workers=[homes[i]], allow_other_workers=True, pure=False)
+                  for i, c in enumerate(cur)]
+            new = []
+            for i in range(parts):
+                nb = sorted({(i - 1) % parts, (i + 1) % parts} - {i})
+                new.append(client.submit(_mix, cur[i], *[ps[j] for j in nb], workers=[homes[i]],
+                                         allow_other_workers=True, pure=False))
+                min_bytes += size * sum(1 for j in nb if homes[j] != homes[i])
+            cur = new
+            tasks += 2 * parts
+    results = client.gather(cur)
+    vecs = np.stack([r[0] for r in results])
+    mean = vecs.mean(axis=0)
+    consensus = float(np.sqrt(np.mean(np.sum((vecs - mean) ** 2, axis=1))))
+    new_carry = [(r[0], r[1], r[2]) for r in results]
+    return (new_carry, step, mean,
+            {"loss": sum(r[3] for r in results), "correct": sum(r[4] for r in results), "n": seen, "steps": steps,
+             "tasks": tasks, "min_bytes": min_bytes,
+             "consensus": consensus, "state": results[0][2]})

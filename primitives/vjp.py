@@ -1,0 +1,484 @@
+"""Gradient rules (vector-Jacobian products) of the differentiable primitives, registered beside them.
+
+A rule is ``rule(g, ans, *args, **kwargs) -> (thunk | None | [thunk, ...], ...)``: one entry per positional argument
+(a list of entries for a list argument, as ``concatenate`` takes), where ``g`` is the cotangent of the result ``ans``.
+A thunk computes that argument's cotangent when called; reverse mode calls only the thunks of arguments that need a
+gradient, so ``X @ W`` with data ``X`` never computes the (large) cotangent of ``X``.
+
+Rules are written with NumPy functions and operators only. Called on traced values (phylanx_py/trace.py) the same
+code records the gradient as primitives of the execution tree; called on arrays it computes it. Primitives listed in
+NONDIFF pass no gradient (comparisons, argmax, rounding); every other primitive without a rule is an error when a
+gradient has to flow through it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .registry import apply, lookup, register, set_grad
+
+NONDIFF = set("""
+greater greater_equal less less_equal equal not_equal logical_and logical_or logical_xor logical_not isnan isinf
+isfinite signbit sign floor ceil trunc rint round around fix argmax argmin nanargmax nanargmin argsort argwhere
+nonzero flatnonzero floor_divide zeros_like ones_like empty_like full_like shape size ndim count_nonzero any all
+bitwise_and bitwise_or bitwise_xor invert isclose allclose array_equal searchsorted digitize bincount unique
+int64 int32 int16 int8 uint8 bool_ heaviside
+""".split())
+
+
+# ---- helpers ---------------------------------------------------------------------------------------------
+def unbroadcast(g, shape):
+    """Sum ``g`` down to ``shape``: the cotangent of an input that broadcasting stretched."""
+    shape = tuple(shape)
+    gshape = np.shape(g)
+    if gshape == shape:
+        return g
+    extra = len(gshape) - len(shape)
+    if extra > 0:
+        g = np.sum(g, axis=tuple(range(extra)))
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and np.shape(g)[i] != 1)
+    if axes:
+        g = np.sum(g, axis=axes, keepdims=True)
+    if np.shape(g) != shape:  # a 0-d input against a 0-d result of another shape kind
+        g = np.reshape(g, shape)
+    return g
+
+
+def _shape(x):
+    return np.shape(x)
+
+
+def _unary(fn):
+    """A rule for a one-argument element-wise primitive: ``fn(g, ans, x)`` is the cotangent."""
+    return lambda g, ans, x, *rest, **kw: (lambda: fn(g, ans, x),)
+
+
+def _binary(fx, fy):
+    """A rule for a broadcasting two-argument primitive; cotangents are summed back to each input's shape."""
+    def rule(g, ans, x, y, *rest, **kw):
+        return (lambda: unbroadcast(fx(g, ans, x, y), _shape(x)),
+                lambda: unbroadcast(fy(g, ans, x, y), _shape(y)))
+    return rule
+
+
+UNARY = {
+    "negative": lambda g, a, x: -g,
+    "positive": lambda g, a, x: g,
+    "exp": lambda g, a, x: g * a,
+    "exp2": lambda g, a, x: g * a * np.log(2.0),
+    "expm1": lambda g, a, x: g * (a + 1.0),
+    "log": lambda g, a, x: g / x,
+    "log2": lambda g, a, x: g / (x * np.log(2.0)),
+    "log10": lambda g, a, x: g / (x * np.log(10.0)),
+    "log1p": lambda g, a, x: g / (x + 1.0),
+    "sqrt": lambda g, a, x: g * 0.5 / a,
+    "cbrt": lambda g, a, x: g / (3.0 * a * a),
+    "square": lambda g, a, x: g * 2.0 * x,
+    "reciprocal": lambda g, a, x: -g * a * a,
+    "sin": lambda g, a, x: g * np.cos(x),
+    "cos": lambda g, a, x: -g * np.sin(x),
+    "tan": lambda g, a, x: g * (1.0 + a * a),
+    "arcsin": lambda g, a, x: g / np.sqrt(1.0 - x * x),
+    "arccos": lambda g, a, x: -g / np.sqrt(1.0 - x * x),
+    "arctan": lambda g, a, x: g / (1.0 + x * x),
+    "sinh": lambda g, a, x: g * np.cosh(x),
+    "cosh": lambda g, a, x: g * np.sinh(x),
+    "tanh": lambda g, a, x: g * (1.0 - a * a),
+    "arcsinh": lambda g, a, x: g / np.sqrt(x * x + 1.0),
+    "absolute": lambda g, a, x: g * np.sign(x),
+    "fabs": lambda g, a, x: g * np.sign(x),
+    "abs": lambda g, a, x: g * np.sign(x),
+}
+
+
+def _max_like(g, a, x, y):
+    # Ties split the gradient in halves (as JAX does), so it is the same whichever argument comes first.
+    return g * ((x > y) + 0.5 * (x == y))
+
+
+BINARY = {
+    "add": (lambda g, a, x, y: g, lambda g, a, x, y: g),
+    "subtract": (lambda g, a, x, y: g, lambda g, a, x, y: -g),
+    "multiply": (lambda g, a, x, y: g * y, lambda g, a, x, y: g * x),
+    "divide": (lambda g, a, x, y: g / y, lambda g, a, x, y: -g * x / (y * y)),
+    "power": (lambda g, a, x, y: g * y * np.power(x, y - 1.0),
+              lambda g, a, x, y: g * a * np.log(np.where(x > 0, x, 1.0))),
+    "maximum": (_max_like, lambda g, a, x, y: _max_like(g, a, y, x)),
+    "minimum": (lambda g, a, x, y: _max_like(g, a, y, x), _max_like),
+    "fmax": (_max_like, lambda g, a, x, y: _max_like(g, a, y, x)),
+    "fmin": (lambda g, a, x, y: _max_like(g, a, y, x), _max_like),
+    "arctan2": (lambda g, a, x, y: g * y / (x * x + y * y), lambda g, a, x, y: -g * x / (x * x + y * y)),
+    "hypot": (lambda g, a, x, y: g * x / a, lambda g, a, x, y: g * y / a),
+    "logaddexp": (lambda g, a, x, y: g * np.exp(x - a), lambda g, a, x, y: g * np.exp(y - a)),
+    "remainder": (lambda g, a, x, y: g, lambda g, a, x, y: -g * np.floor_divide(x, y)),
+}
+BINARY["true_divide"] = BINARY["divide"]
+BINARY["float_power"] = BINARY["power"]
+BINARY["mod"] = BINARY["remainder"]
+
+
+# ---- reductions --------------------------------------------------------------------------------------------
+def _axes(axis, ndim):
+    if axis is None:
+        return tuple(range(ndim))
+    axis = axis if isinstance(axis, tuple) else (axis,)
+    return tuple(sorted(a % ndim for a in axis))
+
+
+def _expand(g, x, axis, keepdims):
+    """``g`` of a reduction's result, reshaped to broadcast against ``x`` (the reduced axes put back as 1)."""
+    if keepdims:
+        return g
+    shape = list(_shape(x))
+    for a in _axes(axis, len(shape)):
+        shape[a] = 1
+    return np.reshape(g, tuple(shape))
+
+
+def _count(x, axis):
+    shape = _shape(x)
+    n = 1
+    for a in _axes(axis, len(shape)):
+        n *= shape[a]
+    return n
+
+
+def _sum(g, ans, x, axis=None, dtype=None, out=None, keepdims=False, **kw):
+    return (lambda: np.broadcast_to(_expand(g, x, axis, keepdims), _shape(x)),)
+
+
+def _mean(g, ans, x, axis=None, dtype=None, out=None, keepdims=False, **kw):
+    return (lambda: np.broadcast_to(_expand(g, x, axis, keepdims) / _count(x, axis), _shape(x)),)
+
+
+def _extreme(g, ans, x, axis=None, out=None, keepdims=False, **kw):
+    def grad():
+        a = _expand(ans, x, axis, keepdims)
+        hit = x == a
+        # Ties share the gradient equally, so the rule is the same for every order of the equal elements.
+        n = np.sum(hit, axis=axis, keepdims=True)
+        return _expand(g, x, axis, keepdims) * hit / n
+    return (grad,)
+
+
+def _var(g, ans, x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+    def grad():
+        centred = x - np.mean(x, axis=axis, keepdims=True)
+        return _expand(g, x, axis, keepdims) * 2.0 * centred / (_count(x, axis) - ddof)
+    return (grad,)
+
+
+def _std(g, ans, x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+    def grad():
+        centred = x - np.mean(x, axis=axis, keepdims=True)
+        return _expand(g / ans, x, axis, keepdims) * centred / (_count(x, axis) - ddof)
+    return (grad,)
+
+
+def _prod(g, ans, x, axis=None, dtype=None, out=None, keepdims=False, **kw):
+    # ans / x: exact unless an element is zero (a documented limit of this rule)
+    return (lambda: _expand(g * ans, x, axis, keepdims) / x,)
+
+
+# ---- linear algebra ----------------------------------------------------------------------------------------
+def _matmul(g, ans, a, b, **kw):
+    na, nb = np.ndim(a), np.ndim(b)
+    if na == 1 and nb == 1:
+        return (lambda: g * b, lambda: g * a)
+    if nb == 1:  # (..., n, k) @ (k,) -> (..., n)
+        # 2-D a: g @ a is a matrix-vector product (tiled arrays have a rule for it, not for tensordot)
+        return (lambda: np.expand_dims(g, -1) * b,
+                lambda: np.matmul(g, a) if na == 2 else
+                np.tensordot(g, a, axes=(list(range(np.ndim(g))), list(range(na - 1)))))
+    if na == 1:  # (k,) @ (..., k, m) -> (..., m)
+        return (lambda: np.matmul(b, g) if nb == 2 else
+                np.tensordot(g, b, axes=(list(range(np.ndim(g))), [i for i in range(nb) if i != nb - 2])),
+                lambda: np.expand_dims(a, -1) * np.expand_dims(g, -2))
+    return (lambda: unbroadcast(np.matmul(g, np.swapaxes(b, -1, -2)), _shape(a)),
+            lambda: unbroadcast(np.matmul(np.swapaxes(a, -1, -2), g), _shape(b)))
+
+
+def _dot(g, ans, a, b, **kw):
+    if np.ndim(a) <= 2 and np.ndim(b) <= 2 and np.ndim(a) > 0 and np.ndim(b) > 0:
+        return _matmul(g, ans, a, b)
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return (lambda: unbroadcast(g * b, _shape(a)), lambda: unbroadcast(g * a, _shape(b)))
+    return _tensordot(g, ans, a, b, axes=([np.ndim(a) - 1], [max(np.ndim(b) - 2, 0)]))
+
+
+def _tensordot(g, ans, a, b, axes=2, **kw):
+    na, nb = np.ndim(a), np.ndim(b)
+    if isinstance(axes, int):
+        ax_a, ax_b = list(range(na - axes, na)), list(range(axes))
+    else:
+        ax_a, ax_b = axes
+        ax_a = [ax_a] if isinstance(ax_a, int) else list(ax_a)
+        ax_b = [ax_b] if isinstance(ax_b, int) else list(ax_b)
+    ax_a, ax_b = [x % na for x in ax_a], [x % nb for x in ax_b]
+    free_a = [i for i in range(na) if i not in ax_a]
+    free_b = [i for i in range(nb) if i not in ax_b]
+    ka = len(free_a)
+
+    def ga():
+        # g has axes free_a + free_b; contract its free_b part with b's free axes
+        r = np.tensordot(g, b, axes=(list(range(ka, ka + len(free_b))), free_b))
+        # r has axes free_a + ax_b order (b's contracted axes, in b's order) -> permute into a's axis order
+        order_b = sorted(range(len(ax_b)), key=lambda i: ax_b[i])  # positions of b's contracted axes in r
+        src = free_a + [ax_a[i] for i in order_b]
+        return np.transpose(r, np.argsort(src))
+
+    def gb():
+        r = np.tensordot(a, g, axes=(free_a, list(range(ka))))
+        order_a = sorted(range(len(ax_a)), key=lambda i: ax_a[i])
+        src = [ax_b[i] for i in order_a] + free_b
+        return np.transpose(r, np.argsort(src))
+    return ga, gb
+
+
+def _einsum(g, ans, subscripts, *operands, **kw):
+    if not isinstance(subscripts, str) or "..." in subscripts or "->" not in subscripts:
+        raise NotImplementedError("the gradient of einsum needs explicit subscripts with '->' and no '...'")
+    ins, out = subscripts.replace(" ", "").split("->")
+    ins = ins.split(",")
+
+    def grad_of(i):
+        def th():
+            target = ins[i]
+            if len(set(target)) != len(target):  # a repeated index (a diagonal)
+                raise NotImplementedError("the gradient of einsum with a repeated index in one operand")
+            others = [op for j, op in enumerate(operands) if j != i]
+            subs = [s for j, s in enumerate(ins) if j != i]
+            seen = set(out).union(*subs) if subs else set(out)
+            kept = "".join(c for c in target if c in seen)
+            r = np.einsum(",".join([out] + subs) + "->" + kept, g, *others)
+            missing = [k for k, c in enumerate(target) if c not in seen]
+            if missing:  # an index summed only within this operand: its gradient is constant along it
+                r = np.broadcast_to(np.expand_dims(r, tuple(missing)), _shape(operands[i]))
+            return r
+        return th
+    return (None,) + tuple(grad_of(i) for i in range(len(operands)))
+
+
+def _outer(g, ans, a, b, **kw):
+    return (lambda: np.reshape(np.matmul(g, np.ravel(b)), _shape(a)),
+            lambda: np.reshape(np.matmul(np.ravel(a), g), _shape(b)))
+
+
+# ---- shape and indexing ----------------------------------------------------------------------------------
+def _reshape_back(g, ans, x, *args, **kw):
+    return (lambda: np.reshape(g, _shape(x)),)
+
+
+def _transpose(g, ans, x, axes=None, **kw):
+    if axes is None:
+        return (lambda: np.transpose(g),)
+    return (lambda: np.transpose(g, np.argsort(axes)),)
+
+
+def _swapaxes(g, ans, x, a, b, **kw):
+    return (lambda: np.swapaxes(g, a, b),)
+
+
+def _moveaxis(g, ans, x, source, destination, **kw):
+    return (lambda: np.moveaxis(g, destination, source),)
+
+
+def _broadcast_to(g, ans, x, shape, **kw):
+    return (lambda: unbroadcast(g, _shape(x)),)
+
+
+def _concatenate(g, ans, arrays, axis=0, **kw):
+    if axis is None:
+        sizes = [int(np.size(a)) for a in arrays]
+        cuts = np.cumsum(sizes)[:-1]
+        return ([(lambda i=i: np.reshape(np.split(g, cuts)[i], _shape(arrays[i]))) for i in range(len(arrays))],)
+    sizes = [_shape(a)[axis] for a in arrays]
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+
+    def piece(i):
+        index = [slice(None)] * np.ndim(g)
+        index[axis] = slice(int(bounds[i]), int(bounds[i + 1]))
+        return lambda: g[tuple(index)]
+    return ([piece(i) for i in range(len(arrays))],)
+
+
+def _stack(g, ans, arrays, axis=0, **kw):
+    def piece(i):
+        return lambda: np.take(g, i, axis=axis)
+    return ([piece(i) for i in range(len(arrays))],)
+
+
+def _hstack(g, ans, arrays, **kw):
+    return _concatenate(g, ans, arrays, axis=0 if np.ndim(arrays[0]) == 1 else 1)
+
+
+def _vstack(g, ans, arrays, **kw):
+    if np.ndim(arrays[0]) >= 2:
+        return _concatenate(g, ans, arrays, axis=0)
+    return ([(lambda i=i: g[i]) for i in range(len(arrays))],)
+
+
+def index_add(shape, key, g, dtype):
+    """A zero array of ``shape`` with ``g`` added at ``key`` (repeated indices add up): getitem's gradient."""
+    out = np.zeros(shape, dtype=dtype)
+    np.add.at(out, key, g)
+    return out
+
+
+def _getitem(g, ans, x, key, **kw):
+    return (lambda: _index_add(_shape(x), key, g, np.result_type(x)), None)
+
+
+def _index_add(shape, key, g, dtype):
+    return apply("ad.index_add", tuple(shape), key, g, dtype)
+
+
+def _take(g, ans, x, indices, axis=None, **kw):
+    def grad():
+        if axis is None:
+            return np.reshape(_index_add((int(np.size(x)),), indices, g, np.result_type(x)), _shape(x))
+        key = (slice(None),) * (axis % np.ndim(x)) + (indices,)
+        return _index_add(_shape(x), key, g, np.result_type(x))
+    return (grad, None)
+
+
+def _where(g, ans, cond, x=None, y=None, **kw):
+    return (None,
+            lambda: unbroadcast(np.where(cond, g, 0.0), _shape(x)),
+            lambda: unbroadcast(np.where(cond, 0.0, g), _shape(y)))
+
+
+def _clip(g, ans, x, lo=None, hi=None, **kw):
+    def grad():
+        inside = 1.0
+        if lo is not None:
+            inside = inside * (x >= lo)
+        if hi is not None:
+            inside = inside * (x <= hi)
+        return g * inside
+    return (grad, None, None)
+
+
+def _expand_dims(g, ans, x, axis, **kw):
+    return (lambda: np.reshape(g, _shape(x)),)
+
+
+def _flip(g, ans, x, axis=None, **kw):
+    return (lambda: np.flip(g, axis=axis),)
+
+
+def _copy(g, ans, x, *args, **kw):
+    return (lambda: g,)
+
+
+def _astype(g, ans, x, dtype, *args, **kw):
+    return (lambda: g.astype(np.result_type(x)), None)
+
+
+def _pad(g, ans, x, pad_width, mode="constant", **kw):
+    if mode != "constant":
+        raise NotImplementedError(f"the gradient of np.pad with mode={mode!r}")
+    widths = np.broadcast_to(np.asarray(pad_width), (np.ndim(x), 2))
+    key = tuple(slice(int(lo), int(lo) + n) for (lo, _hi), n in zip(widths, _shape(x)))
+    return (lambda: g[key], None)
+
+
+def _tile_like(g, ans, x, reps, **kw):  # np.tile: sum the copies
+    def grad():
+        reps_t = (reps,) if isinstance(reps, int) else tuple(reps)
+        shape = _shape(x)
+        d = max(len(shape), len(reps_t))
+        shape = (1,) * (d - len(shape)) + tuple(shape)
+        reps_t = (1,) * (d - len(reps_t)) + reps_t
+        split = []
+        for r, n in zip(reps_t, shape):
+            split += [r, n]
+        summed = np.sum(np.reshape(g, tuple(split)), axis=tuple(range(0, 2 * d, 2)))
+        return np.reshape(summed, _shape(x))
+    return (grad, None)
+
+
+# ---- neural-network primitives -----------------------------------------------------------------------------
+def _softmax(g, ans, x, axis=-1, **kw):
+    return (lambda: ans * (g - np.sum(g * ans, axis=axis, keepdims=True)),)
+
+
+def _log_softmax(g, ans, x, axis=-1, **kw):
+    return (lambda: g - np.exp(ans) * np.sum(g, axis=axis, keepdims=True),)
+
+
+def _logsumexp(g, ans, x, axis=-1, keepdims=False, **kw):
+    def grad():
+        a = ans if keepdims else np.expand_dims(ans, axis) if axis is not None else ans
+        gg = g if keepdims else np.expand_dims(g, axis) if axis is not None else g
+        return gg * np.exp(x - a)
+    return (grad,)
+
+
+def _softmax_cross_entropy(g, ans, logits, labels, **kw):
+    def grad():
+        n = _shape(logits)[0]
+        p = apply("nn.softmax", logits, axis=-1)
+        if np.ndim(labels) == 1:
+            onehot = np.arange(_shape(logits)[-1]) == np.expand_dims(labels, -1)
+            return g * (p - onehot) / n
+        return g * (p * np.sum(labels, axis=-1, keepdims=True) - labels) / n
+    return (grad, None)
+
+
+def _conv2d(g, ans, x, w, stride=1, padding=0, **kw):
+    return (lambda: apply("nn.conv2d_grad_input", g, w, _shape(x), stride, padding),
+            lambda: apply("nn.conv2d_grad_weight", g, x, _shape(w), stride, padding))
+
+
+def _max_pool2d(g, ans, x, size=2, stride=None, **kw):
+    return (lambda: apply("nn.max_pool2d_grad", g, x, size, stride),)
+
+
+def _avg_pool2d(g, ans, x, size=2, stride=None, **kw):
+    return (lambda: apply("nn.avg_pool2d_grad", g, _shape(x), size, stride),)
+
+
+RULES = {
+    "sum": _sum, "nansum": _sum, "mean": _mean, "max": _extreme, "amax": _extreme, "min": _extreme,
+    "amin": _extreme, "var": _var, "std": _std, "prod": _prod,
+    "matmul": _matmul, "operator.matmul": _matmul, "dot": _dot, "tensordot": _tensordot, "einsum": _einsum,
+    "outer": _outer,
+    "reshape": _reshape_back, "ravel": _reshape_back, "squeeze": _reshape_back, "atleast_1d": _reshape_back,
+    "atleast_2d": _reshape_back, "method.reshape": _reshape_back, "method.ravel": _reshape_back,
+    "method.flatten": _reshape_back, "expand_dims": _expand_dims,
+    "transpose": _transpose, "swapaxes": _swapaxes, "moveaxis": _moveaxis, "broadcast_to": _broadcast_to,
+    "concatenate": _concatenate, "stack": _stack, "hstack": _hstack, "vstack": _vstack,
+    "operator.getitem": _getitem, "take": _take, "where": _where, "clip": _clip, "flip": _flip,
+    "copy": _copy, "asarray": _copy, "array": _copy, "ascontiguousarray": _copy, "method.copy": _copy,
+    "float64": _copy, "method.astype": _astype, "pad": _pad, "tile": _tile_like,
+    "nn.softmax": _softmax, "nn.log_softmax": _log_softmax, "nn.logsumexp": _logsumexp,
+    "nn.softmax_cross_entropy": _softmax_cross_entropy,
+    "nn.conv2d": _conv2d, "nn.max_pool2d": _max_pool2d, "nn.avg_pool2d": _avg_pool2d,
+}
+
+
+def _register():
+    register("ad.index_add", index_add, display="index_add")
+    for name, fn in UNARY.items():
+        RULES[name] = _unary(fn)
+    for name, (fx, fy) in BINARY.items():
+        RULES[name] = _binary(fx, fy)
+    for name, rule in RULES.items():
+        try:
+            lookup(name)
+        except KeyError:
+            continue  # a primitive this NumPy lacks (or conv_ops not loaded yet): set_grad runs again later
+        set_grad(name, rule)
+
+
+def grad_rule(name):
+    """The gradient rule of primitive ``name``; None for one that passes no gradient; KeyError if it has none."""
+    if name in NONDIFF:
+        return None
+    rule = lookup(name).grad or RULES.get(name)
+    if rule is None:
+        raise KeyError(name)
+    return rule
+
+
+_register()

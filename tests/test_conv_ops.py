@@ -1,0 +1,291 @@
+"""nn.conv2d / max_pool2d / avg_pool2d and their gradient kernels: forward against naive loops, gradients against
+central finite differences, the error messages, the registry entries."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from phylanx_py.primitives import conv_ops, lookup, name_of
+from phylanx_py.primitives.conv_ops import (
+    avg_pool2d,
+    avg_pool2d_grad,
+    conv2d,
+    conv2d_grad_input,
+    conv2d_grad_weight,
+    max_pool2d,
+    max_pool2d_grad,
+)
+
+RNG = np.random.default_rng(0)
+EPS = 1e-6
+
+
+# ---- naive references ----------------------------------------------------------------------------------------
+def naive_conv2d(x, w, stride, padding):
+    n, c, h, wd = x.shape
+    f, _, kh, kw = w.shape
+    xp = np.zeros((n, c, h + 2 * padding, wd + 2 * padding), x.dtype)
+    xp[:, :, padding:padding + h, padding:padding + wd] = x
+    oh = (h + 2 * padding - kh) // stride + 1
+    ow = (wd + 2 * padding - kw) // stride + 1
+    out = np.zeros((n, f, oh, ow), np.float64)
+    for b in range(n):
+        for o in range(f):
+            for i in range(oh):
+                for j in range(ow):
+                    patch = xp[b, :, i * stride:i * stride + kh, j * stride:j * stride + kw]
+                    out[b, o, i, j] = np.sum(patch.astype(np.float64) * w[o].astype(np.float64))
+    return out
+
+
+def naive_pool(x, size, stride, reduce):
+    stride = size if stride is None else stride
+    n, c, h, w = x.shape
+    oh, ow = (h - size) // stride + 1, (w - size) // stride + 1
+    out = np.zeros((n, c, oh, ow), x.dtype)
+    for b in range(n):
+        for ch in range(c):
+            for i in range(oh):
+                for j in range(ow):
+                    out[b, ch, i, j] = reduce(x[b, ch, i * stride:i * stride + size, j * stride:j * stride + size])
+    return out
+
+
+def numeric_grad(loss, a):
+    """Central differences of the scalar ``loss()`` with respect to every element of ``a`` (changed in place)."""
+    grad = np.zeros_like(a)
+    for idx in np.ndindex(a.shape):
+        keep = a[idx]
+        a[idx] = keep + EPS
+        up = loss()
+        a[idx] = keep - EPS
+        down = loss()
+        a[idx] = keep
+        grad[idx] = (up - down) / (2 * EPS)
+    return grad
+
+
+def assert_grad(analytic, numeric):
+    # atol only for entries whose true gradient is ~0 (rounding of the loss leaves ~1e-10 there)
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-8)
+
+
+# ---- conv2d --------------------------------------------------------------------------------------------------
+CONV_CASES = [  # x shape, w shape, stride, padding
+    ((2, 3, 5, 5), (4, 3, 3, 3), 1, 0),
+    ((2, 3, 5, 5), (4, 3, 3, 3), 2, 1),
+    ((2, 3, 7, 5), (2, 3, 3, 2), 2, 0),     # non-square input and kernel; a row and column no window reaches
+    ((1, 2, 6, 9), (3, 2, 4, 3), 3, 2),
+    ((3, 1, 4, 4), (5, 1, 1, 1), 1, 0),     # 1x1 kernel
+    ((2, 2, 3, 2), (1, 2, 5, 4), 1, 1),     # kernel exactly the padded input
+    ((2, 4, 8, 6), (3, 4, 3, 3), 1, 1),
+]
+CONV_IDS = [f"x{x}-w{w}-s{s}-p{p}" for x, w, s, p in CONV_CASES]
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "stride", "padding"), CONV_CASES, ids=CONV_IDS)
+def test_conv2d_equals_naive_loops(x_shape, w_shape, stride, padding):
+    x, w = RNG.standard_normal(x_shape), RNG.standard_normal(w_shape)
+    got = conv2d(x, w, stride, padding)
+    assert got.dtype == np.float64 and got.flags.c_contiguous
+    np.testing.assert_allclose(got, naive_conv2d(x, w, stride, padding), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "stride", "padding"), CONV_CASES[:4], ids=CONV_IDS[:4])
+def test_conv2d_float32(x_shape, w_shape, stride, padding):
+    x = RNG.standard_normal(x_shape).astype(np.float32)
+    w = RNG.standard_normal(w_shape).astype(np.float32)
+    got = conv2d(x, w, stride=stride, padding=padding)
+    assert got.dtype == np.float32 and got.flags.c_contiguous
+    np.testing.assert_allclose(got, naive_conv2d(x, w, stride, padding), rtol=1e-4, atol=1e-5)
+    g = RNG.standard_normal(got.shape).astype(np.float32)
+    assert conv2d_grad_input(g, w, x.shape, stride, padding).dtype == np.float32
+    assert conv2d_grad_weight(g, x, w.shape, stride, padding).dtype == np.float32
+
+
+def test_conv2d_of_integers_is_float64():
+    x = np.arange(2 * 1 * 4 * 4).reshape(2, 1, 4, 4)
+    w = np.ones((1, 1, 2, 2), np.int32)
+    got = conv2d(x, w)
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, naive_conv2d(x, w, 1, 0))
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "stride", "padding"), CONV_CASES, ids=CONV_IDS)
+def test_conv2d_gradients_match_finite_differences(x_shape, w_shape, stride, padding):
+    x, w = RNG.standard_normal(x_shape), RNG.standard_normal(w_shape)
+    r = RNG.standard_normal(conv2d(x, w, stride, padding).shape)
+    loss = lambda: np.sum(conv2d(x, w, stride, padding) * r)
+    dx = conv2d_grad_input(r, w, x_shape, stride, padding)
+    dw = conv2d_grad_weight(r, x, w_shape, stride, padding)
+    assert dx.shape == x_shape and dx.flags.c_contiguous
+    assert dw.shape == w_shape and dw.flags.c_contiguous
+    assert_grad(dx, numeric_grad(loss, x))
+    assert_grad(dw, numeric_grad(loss, w))
+
+
+def test_conv2d_inputs_are_not_changed():
+    x, w = RNG.standard_normal((2, 3, 5, 5)), RNG.standard_normal((4, 3, 3, 3))
+    x0, w0 = x.copy(), w.copy()
+    g = conv2d(x, w, 2, 1)
+    g0 = g.copy()
+    conv2d_grad_input(g, w, x.shape, 2, 1)
+    conv2d_grad_weight(g, x, w.shape, 2, 1)
+    for a, a0 in ((x, x0), (w, w0), (g, g0)):
+        np.testing.assert_array_equal(a, a0)
+
+
+# ---- pooling -------------------------------------------------------------------------------------------------
+POOL_CASES = [  # x shape, size, stride
+    ((2, 3, 4, 4), 2, None),
+    ((2, 2, 7, 5), 2, None),    # odd sizes: the last row and column are dropped
+    ((1, 2, 7, 6), 3, 2),       # overlapping windows
+    ((2, 1, 5, 5), 2, 1),
+    ((1, 2, 6, 8), 3, 3),
+    ((1, 1, 3, 3), 3, None),    # one window covering everything
+]
+POOL_IDS = [f"x{x}-k{k}-s{s}" for x, k, s in POOL_CASES]
+
+
+def distinct(shape):
+    """Values far apart (no ties, no change of the argmax under a step of EPS), in random order."""
+    return (RNG.permutation(int(np.prod(shape))) * 0.1 + RNG.uniform(0, 0.01)).reshape(shape)
+
+
+@pytest.mark.parametrize(("x_shape", "size", "stride"), POOL_CASES, ids=POOL_IDS)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_pool_forward_equals_naive_loops(x_shape, size, stride, dtype):
+    x = RNG.standard_normal(x_shape).astype(dtype)
+    for fn, reduce in ((max_pool2d, np.max), (avg_pool2d, np.mean)):
+        got = fn(x, size, stride)
+        assert got.dtype == dtype and got.flags.c_contiguous
+        rtol = 1e-6 if dtype == np.float32 else 1e-13
+        np.testing.assert_allclose(got, naive_pool(x, size, stride, reduce), rtol=rtol)
+
+
+@pytest.mark.parametrize(("x_shape", "size", "stride"), POOL_CASES, ids=POOL_IDS)
+def test_max_pool2d_grad_matches_finite_differences(x_shape, size, stride):
+    x = distinct(x_shape)
+    r = RNG.standard_normal(max_pool2d(x, size, stride).shape)
+    dx = max_pool2d_grad(r, x, size, stride)
+    assert dx.shape == x_shape and dx.flags.c_contiguous
+    assert_grad(dx, numeric_grad(lambda: np.sum(max_pool2d(x, size, stride) * r), x))
+
+
+@pytest.mark.parametrize(("x_shape", "size", "stride"), POOL_CASES, ids=POOL_IDS)
+def test_avg_pool2d_grad_matches_finite_differences(x_shape, size, stride):
+    x = RNG.standard_normal(x_shape)
+    r = RNG.standard_normal(avg_pool2d(x, size, stride).shape)
+    dx = avg_pool2d_grad(r, x_shape, size, stride)
+    assert dx.shape == x_shape and dx.flags.c_contiguous
+    assert_grad(dx, numeric_grad(lambda: np.sum(avg_pool2d(x, size, stride) * r), x))
+
+
+def test_max_pool2d_grad_ties_go_to_the_first_maximum_row_major():
+    x = np.zeros((1, 1, 3, 4))
+    x[0, 0, 1, 0] = x[0, 0, 0, 1] = 5.0           # a tie in the first window: (0, 1) comes first row-major
+    g = np.array([[[[1.0, 2.0]]]])
+    dx = max_pool2d_grad(g, x, 2)
+    want = np.zeros_like(x)
+    want[0, 0, 0, 1] = 1.0
+    want[0, 0, 0, 2] = 2.0                        # an all-zero window: its first element
+    np.testing.assert_array_equal(dx, want)
+
+
+def test_max_pool2d_grad_sums_where_windows_overlap():
+    x = np.zeros((1, 1, 3, 3))
+    x[0, 0, 1, 1] = 1.0                           # the maximum of all four 2x2 windows (stride 1)
+    g = np.array([[[[1.0, 2.0], [3.0, 4.0]]]])
+    dx = max_pool2d_grad(g, x, 2, 1)
+    want = np.zeros_like(x)
+    want[0, 0, 1, 1] = 10.0
+    np.testing.assert_array_equal(dx, want)
+
+
+def test_max_pool2d_nan_is_the_maximum():
+    x = np.arange(16.0).reshape(1, 1, 4, 4)
+    x[0, 0, 1, 0] = np.nan
+    assert np.isnan(max_pool2d(x)[0, 0, 0, 0])
+    dx = max_pool2d_grad(np.ones((1, 1, 2, 2)), x)
+    assert dx[0, 0, 1, 0] == 1.0 and dx[0, 0, 1, 1] == 0.0
+
+
+def test_pool_grad_dtypes():
+    x = RNG.standard_normal((2, 2, 4, 4)).astype(np.float32)
+    g = np.ones((2, 2, 2, 2), np.float32)
+    assert max_pool2d_grad(g, x).dtype == np.float32
+    assert avg_pool2d_grad(g, x.shape).dtype == np.float32
+    assert max_pool2d(np.arange(16).reshape(1, 1, 4, 4)).dtype == np.float64
+
+
+# ---- errors --------------------------------------------------------------------------------------------------
+ERRORS = [
+    (lambda: conv2d(np.ones((3, 4)), np.ones((1, 1, 1, 1))),
+     "conv2d: x must be 4-D (N, C, H, W), got shape (3, 4)"),
+    (lambda: conv2d(np.ones((1, 2, 4, 4)), np.ones((2, 3, 3))),
+     "conv2d: w must be 4-D (F, C, KH, KW), got shape (2, 3, 3)"),
+    (lambda: conv2d(np.ones((1, 2, 4, 4)), np.ones((5, 3, 3, 3))),
+     "conv2d: x has 2 channels but w has 3 (x shape (1, 2, 4, 4), w shape (5, 3, 3, 3))"),
+    (lambda: conv2d(np.ones((1, 2, 4, 4)), np.ones((5, 2, 5, 3))),
+     "conv2d: kernel 5x3 is larger than the padded input 4x4 (x shape (1, 2, 4, 4), padding 0)"),
+    (lambda: conv2d(np.ones((1, 2, 3, 3)), np.ones((5, 2, 6, 3)), padding=1),
+     "conv2d: kernel 6x3 is larger than the padded input 5x5 (x shape (1, 2, 3, 3), padding 1)"),
+    (lambda: conv2d(np.ones((1, 2, 4, 4)), np.ones((5, 2, 3, 3)), stride=0),
+     "conv2d: stride must be a positive int, got 0"),
+    (lambda: conv2d(np.ones((1, 2, 4, 4)), np.ones((5, 2, 3, 3)), stride=1.5),
+     "conv2d: stride must be a positive int, got 1.5"),
+    (lambda: conv2d(np.ones((1, 2, 4, 4)), np.ones((5, 2, 3, 3)), padding=-1),
+     "conv2d: padding must be a non-negative int, got -1"),
+    (lambda: conv2d_grad_input(np.ones((1, 5, 2, 2)), np.ones((5, 2, 3, 3)), (1, 2, 4)),
+     "conv2d_grad_input: x_shape must be 4-D (N, C, H, W), got shape (1, 2, 4)"),
+    (lambda: conv2d_grad_input(np.ones((1, 5, 3, 2)), np.ones((5, 2, 3, 3)), (1, 2, 4, 4)),
+     "conv2d_grad_input: g has shape (1, 5, 3, 2), expected (1, 5, 2, 2) (conv2d's output for x shape "
+     "(1, 2, 4, 4), w shape (5, 2, 3, 3), stride 1, padding 0)"),
+    (lambda: conv2d_grad_input(np.ones((1, 5, 2, 2)), np.ones((5, 2, 3, 3)), (1, 2, 4, 4), stride=-2),
+     "conv2d_grad_input: stride must be a positive int, got -2"),
+    (lambda: conv2d_grad_weight(np.ones((1, 5, 2, 2)), np.ones((1, 3, 4, 4)), (5, 2, 3, 3)),
+     "conv2d_grad_weight: x has 3 channels but w has 2 (x shape (1, 3, 4, 4), w shape (5, 2, 3, 3))"),
+    (lambda: conv2d_grad_weight(np.ones((1, 4, 2, 2)), np.ones((1, 2, 4, 4)), (5, 2, 3, 3)),
+     "conv2d_grad_weight: g has shape (1, 4, 2, 2), expected (1, 5, 2, 2) (conv2d's output for x shape "
+     "(1, 2, 4, 4), w shape (5, 2, 3, 3), stride 1, padding 0)"),
+    (lambda: max_pool2d(np.ones((4, 4))),
+     "max_pool2d: x must be 4-D (N, C, H, W), got shape (4, 4)"),
+    (lambda: max_pool2d(np.ones((1, 1, 4, 2)), 3),
+     "max_pool2d: window 3x3 is larger than the input 4x2 (x shape (1, 1, 4, 2))"),
+    (lambda: max_pool2d(np.ones((1, 1, 4, 4)), 0),
+     "max_pool2d: size must be a positive int, got 0"),
+    (lambda: max_pool2d(np.ones((1, 1, 4, 4)), 2, 0),
+     "max_pool2d: stride must be a positive int, got 0"),
+    (lambda: max_pool2d_grad(np.ones((1, 1, 3, 3)), np.ones((1, 1, 4, 4))),
+     "max_pool2d_grad: g has shape (1, 1, 3, 3), expected (1, 1, 2, 2) (max_pool2d's output for x shape "
+     "(1, 1, 4, 4), size 2, stride 2)"),
+    (lambda: avg_pool2d(np.ones((1, 1, 4, 4)), 2, True),
+     "avg_pool2d: stride must be a positive int, got True"),
+    (lambda: avg_pool2d_grad(np.ones((1, 1, 2, 2)), (4, 4)),
+     "avg_pool2d_grad: x_shape must be 4-D (N, C, H, W), got shape (4, 4)"),
+    (lambda: avg_pool2d_grad(np.ones((1, 1, 2, 2)), (1, 1, 4, 4), 2, 1),
+     "avg_pool2d_grad: g has shape (1, 1, 2, 2), expected (1, 1, 3, 3) (avg_pool2d's output for x shape "
+     "(1, 1, 4, 4), size 2, stride 1)"),
+]
+
+
+@pytest.mark.parametrize(("call", "message"), ERRORS, ids=[m.split(":")[0] + str(i) for i, (_, m) in enumerate(ERRORS)])
+def test_error_messages(call, message):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        call()
+
+
+# ---- registry ------------------------------------------------------------------------------------------------
+NAMES = ["conv2d", "conv2d_grad_input", "conv2d_grad_weight", "max_pool2d", "max_pool2d_grad", "avg_pool2d",
+         "avg_pool2d_grad"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_registered(name):
+    fn = getattr(conv_ops, name)
+    prim = lookup(f"nn.{name}")
+    assert prim.kernel is fn
+    assert prim.label == f"nn.{name}"
+    assert prim.effect is None  # pure
+    assert name_of(fn) == f"nn.{name}"
