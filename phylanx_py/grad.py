@@ -89,6 +89,13 @@ class GradProgram:
         self._code = None
         self._lock = threading.Lock()
 
+    def __getstate__(self):  # the compiled code and the lock stay behind; the tree travels and compiles there
+        return {"program": self.program, "consts": self.consts, "out_structure": self.out_structure,
+                "guards": self.guards}
+
+    def __setstate__(self, state):
+        self.__init__(**state)
+
     def run(self, data_leaves):
         from .decorator import evaluate_program, program_code
 
@@ -211,6 +218,15 @@ class Grad:
         self.last: GradProgram | None = None
         self.__name__ = f"grad_{getattr(fn, '__name__', 'f')}"
         self.__doc__ = getattr(fn, "__doc__", None)
+
+    def __getstate__(self):  # traced trees are per process: the function travels, its cache does not
+        state = dict(self.__dict__)
+        state["_cache"], state["_lock"], state["last"] = {}, None, None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     @property
     def tree(self) -> ir.Program:

@@ -91,8 +91,9 @@ UNARY = {
 
 
 def _max_like(g, a, x, y):
-    # Ties split the gradient in halves (as JAX does), so it is the same whichever argument comes first.
-    return g * ((x > y) + 0.5 * (x == y))
+    # Ties split the gradient in halves (as JAX does), so it is the same whichever argument comes first. Built
+    # with where, not arithmetic on booleans, so a float32 gradient stays float32.
+    return np.where(x > y, g, np.where(x == y, 0.5 * g, 0.0))
 
 
 BINARY = {

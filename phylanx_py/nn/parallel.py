@@ -217,6 +217,7 @@ def _allreduce_epoch(ctx, carry, rng, step, epoch):
     cur = start
     p = client.submit(_first, cur, workers=[root], allow_other_workers=True, pure=False)
     state = model.state
+    has_state = any(bool(s) for s in state)
     order = rng.permutation(n)
     tasks, steps, min_bytes = 1, 0, 0
     size = int(np.asarray(pvec0).nbytes)
@@ -237,13 +238,13 @@ def _allreduce_epoch(ctx, carry, rng, step, epoch):
         last_part = parts[0]
         cur = client.submit(_update, opt, cur, step, *parts, workers=[root], allow_other_workers=True, pure=False)
         p = client.submit(_first, cur, workers=[root], allow_other_workers=True, pure=False)
-        # BatchNorm statistics follow the first part's batch (a documented approximation for several parts)
-        state = client.submit(_state_of, last_part, workers=[root], allow_other_workers=True, pure=False)
-        tasks += len(parts) + 3
+        if has_state:  # BatchNorm statistics follow the first part's batch (an approximation with several parts)
+            state = client.submit(_state_of, last_part, workers=[root], allow_other_workers=True, pure=False)
+        tasks += len(parts) + 2 + has_state
         steps += 1
         step += 1
     pvec, opt_state, loss_sum, correct = cur.result()
-    new_state = state.result() if last_part is not None else model.state
+    new_state = state.result() if has_state and last_part is not None else model.state
     return ((pvec, opt_state), step, pvec,
             {"loss": loss_sum, "correct": correct, "n": n, "steps": steps, "tasks": tasks, "min_bytes": min_bytes,
              "state": new_state})
