@@ -312,6 +312,52 @@ def check_losses(params, batches, steps: int, *, lr, runtime, rtol, torch=None) 
 
 
 # ---- main --------------------------------------------------------------------------------------------------
+def bench_parallel(X, labels, *, batch, lr, epochs, dtype) -> list:
+    """Sequential.fit of simplemlp on Dask workers (single-threaded processes): one worker with one row tile, then
+    two workers with two tiles, parallel="allreduce" and "neighbours". Samples/s from the best epoch after the
+    first (the first traces the tree on each worker)."""
+    from _common import close_runtime, dask_runtime
+
+    from phylanx_py import nn
+
+    def model():
+        layers = []
+        for a, b in zip(SIZES[:-1], SIZES[1:]):
+            layers += [nn.Dense(a, b, dtype=dtype), nn.ReLU()]
+        return nn.Sequential(layers[:-1])
+
+    env = {v: "1" for v in THREAD_VARS}
+    rows = []
+    for n_workers, mode in ((1, "allreduce"), (2, "allreduce"), (2, "neighbours")):
+        rt = dask_runtime(n_workers, env)
+        try:
+            with px.using(rt):
+                Xt = px.tiled.from_array(X, tiles=(n_workers, 1))
+                Yt = px.tiled.from_array(labels, tiles=(n_workers,))
+                m = model()
+                h = m.fit(Xt, Yt, epochs=epochs, batch_size=batch, optimizer=nn.SGD(lr), parallel=mode, every=4,
+                          verbose=False, seed=0)
+        finally:
+            close_runtime(rt)
+        best = min(h["time"][1:] or h["time"])
+        rows.append({"workers": n_workers, "mode": mode, "samples_per_s": len(X) / best, "epoch_s": best,
+                     "loss": h["loss"][-1], "bytes": h["bytes_per_step"][-1], "min_bytes": h["min_bytes_per_step"][-1],
+                     "tasks": h["tasks_per_step"][-1]})
+    return rows
+
+
+def print_parallel(rows) -> None:
+    one = rows[0]["samples_per_s"]
+    table = []
+    for r in rows:
+        eff = r["samples_per_s"] / (r["workers"] * one)
+        table.append([f"{r['workers']} worker(s), {r['mode']}", f"{r['samples_per_s']:,.0f}", f"{r['epoch_s']:.2f}",
+                      f"{eff:.2f}", f"{r['bytes'] / 1e6:.2f}", f"{r['min_bytes'] / 1e6:.2f}", f"{r['tasks']:.1f}",
+                      f"{r['loss']:.4f}"])
+    print_table(["data-parallel (Sequential.fit)", "samples/s", "epoch s", "X(n)/(n X(1))", "MB moved/step",
+                 "MB needed/step", "tasks/step", "last loss"], table)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=None, help="timed steps per run (default 50; 10 with --quick)")
@@ -326,9 +372,11 @@ def main(argv=None) -> int:
                     help="BLAS/OpenMP/PyTorch threads and phylanx local-runtime workers (default 2)")
     ap.add_argument("--quick", action="store_true", help="a smoke run: fewer samples, steps and repeats")
     ap.add_argument("--profile", action="store_true", help="also print px.profile() of the timed phylanx steps")
+    ap.add_argument("--parallel-epochs", type=int, default=None,
+                    help="epochs of the data-parallel runs on 1 and 2 Dask workers (default 3; 2 --quick; 0: skip)")
     args = ap.parse_args(argv)
-    quick = {"steps": 10, "repeats": 2, "warmup": 2, "check_steps": 3, "samples": 2048}
-    full = {"steps": 50, "repeats": 3, "warmup": 5, "check_steps": 10, "samples": 8192}
+    quick = {"steps": 10, "repeats": 2, "warmup": 2, "check_steps": 3, "samples": 2048, "parallel_epochs": 2}
+    full = {"steps": 50, "repeats": 3, "warmup": 5, "check_steps": 10, "samples": 8192, "parallel_epochs": 3}
     for k, v in (quick if args.quick else full).items():
         if getattr(args, k) is None:
             setattr(args, k, v)
@@ -375,7 +423,7 @@ def main(argv=None) -> int:
             results["phylanx-py value_and_grad (synchronous)"] = bench_phylanx(
                 params, batches, args.steps, runtime=sync, **kw)
             results["numpy (hand-written backward)"] = bench_numpy(params, batches, args.steps, **kw)
-            t = bench_torch(params, batches, args.steps, threads=args.threads, torch=torch, **kw)
+            t = bench_torch(params, batches, args.steps, threads=args.threads, torch=torch, **kw) if torch else None
             torch_name = None
             if t is not None:
                 torch_name = f"pytorch {t['version']} ({args.threads} threads)"
@@ -403,6 +451,11 @@ def main(argv=None) -> int:
         if not name.startswith("numpy"):
             print(f"  {name}: {abs(r['final_loss'] - loss_np) / loss_np:.1e}")
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.parallel_epochs:
+        print()
+        print_parallel(bench_parallel(X, labels, batch=args.batch, lr=args.lr, epochs=args.parallel_epochs,
+                                      dtype=dtype))
+        print("X(n)/(n X(1)): scaling efficiency against one worker; MB moved: what workers fetched from each other")
     if args.profile:
         print()
         print(f"px.profile() of the local-runtime phylanx steps (warm-up and {args.repeats} x {args.steps} steps):")

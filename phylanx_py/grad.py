@@ -240,6 +240,12 @@ class Grad:
 
         return to_dot(self.tree, profile)
 
+    def visualize(self, path, profile=None) -> str:
+        """Draw the last call's tree to ``path`` (.svg/.png/.pdf with graphviz's dot, .dot, or an .html report)."""
+        from .visualize import visualize
+
+        return visualize(self.tree, path, profile)
+
     def _argnums(self, nargs):
         nums = (self.argnums,) if isinstance(self.argnums, int) else tuple(self.argnums)
         for i in nums:
@@ -375,6 +381,7 @@ def backward(trace: Trace, value, wrt: list[Tracer]) -> list:
                         c = th()
                     except NotImplementedError as e:
                         raise TraceError(f"{rec.loc}: {e}") from None
+                    c = _like(trace, c, arg)
                     prev = cot.get(arg.name)
                     cot[arg.name] = c if prev is None else prev + c
         finally:
@@ -388,6 +395,16 @@ def backward(trace: Trace, value, wrt: list[Tracer]) -> list:
             c = trace.emit("multiply", (trace.emit("ones_like", (t,), {}, diff=False), c), {}, diff=False)
         out.append(c)
     return out
+
+
+def _like(trace, c, arg):
+    """The cotangent in its input's float dtype: a rule that promoted float32 to float64 must not make the rest of
+    the backward pass (its matmuls) float64."""
+    want = arg.dtype
+    have = c.dtype if type(c) is Tracer else np.result_type(c)
+    if want != have and np.issubdtype(want, np.floating) and np.issubdtype(have, np.floating):
+        return trace.emit("method.astype", (c, want), {}, diff=False)
+    return c
 
 
 def _pairs(args, thunks):

@@ -216,7 +216,8 @@ class Tracer:
 
     @property
     def dtype(self):
-        return np.result_type(self.value)
+        dtype = getattr(self.value, "dtype", None)  # arrays (tiled ones too) know it; np.result_type would gather
+        return np.dtype(dtype) if dtype is not None else np.result_type(self.value)
 
     def __len__(self):
         return len(self.value)

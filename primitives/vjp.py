@@ -47,6 +47,10 @@ def _shape(x):
     return np.shape(x)
 
 
+def _dtype(x):
+    return x.dtype if hasattr(x, "dtype") else np.result_type(x)
+
+
 def _unary(fn):
     """A rule for a one-argument element-wise primitive: ``fn(g, ans, x)`` is the cotangent."""
     return lambda g, ans, x, *rest, **kw: (lambda: fn(g, ans, x),)
@@ -91,9 +95,9 @@ UNARY = {
 
 
 def _max_like(g, a, x, y):
-    # Ties split the gradient in halves (as JAX does), so it is the same whichever argument comes first. Built
-    # with where, not arithmetic on booleans, so a float32 gradient stays float32.
-    return np.where(x > y, g, np.where(x == y, 0.5 * g, 0.0))
+    # Ties split the gradient in halves (as JAX does), so it is the same whichever argument comes first. The
+    # booleans multiply the gradient (never a Python float: that would make a float32 gradient float64).
+    return g * (x > y) + (0.5 * g) * (x == y)
 
 
 BINARY = {
@@ -156,7 +160,7 @@ def _extreme(g, ans, x, axis=None, out=None, keepdims=False, **kw):
         a = _expand(ans, x, axis, keepdims)
         hit = x == a
         # Ties share the gradient equally, so the rule is the same for every order of the equal elements.
-        n = np.sum(hit, axis=axis, keepdims=True)
+        n = np.sum(hit, axis=axis, keepdims=True, dtype=_dtype(g))  # g's dtype: float32 stays float32
         return _expand(g, x, axis, keepdims) * hit / n
     return (grad,)
 
@@ -350,12 +354,12 @@ def _where(g, ans, cond, x=None, y=None, **kw):
 
 def _clip(g, ans, x, lo=None, hi=None, **kw):
     def grad():
-        inside = 1.0
+        out = g
         if lo is not None:
-            inside = inside * (x >= lo)
+            out = out * (x >= lo)
         if hi is not None:
-            inside = inside * (x <= hi)
-        return g * inside
+            out = out * (x <= hi)
+        return out
     return (grad, None, None)
 
 

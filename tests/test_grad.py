@@ -144,13 +144,15 @@ def test_generated_programs_against_central_finite_differences(seed, n_ops):
 
 
 # ---- the tree ------------------------------------------------------------------------------------------------
-def test_the_gradient_is_a_printable_fused_tree_with_user_locations(data):
+def test_the_gradient_is_a_printable_fused_tree_with_user_locations(data, tmp_path):
     X, _, Y, params = data
     g = px.grad(pg.mlp_loss)
     g(params, X, Y)
     text = str(g.tree)
     assert "prog_grad.py:" in text and "matmul" in text and "fused" in text
     assert "digraph" in g.to_dot()
+    svg = g.visualize(tmp_path / "grad.svg")
+    assert "<svg" in open(svg).read()
     # every operation of the backward pass names the forward line it differentiates
     line = pg.mlp_loss.__code__.co_firstlineno + 1
     assert f"prog_grad.py:{line}:" in text
@@ -228,3 +230,19 @@ def test_gradient_on_tiled_arrays_on_dask(dask_rt, data):
         yt = px.tiled.from_array(y, tiles=(2,))
         got = px.grad(pg.logistic_loss)(w, Xt, yt)
     np.testing.assert_allclose(np.asarray(got), pg.logistic_grad_by_hand(w, X, y), rtol=1e-10)
+
+
+def test_float32_in_float32_out_through_every_rule_of_the_mlp_and_reductions():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(4, 5)).astype(np.float32)
+    g = px.grad(pg.reductions)(x)
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(g, px.grad(pg.reductions)(x.astype(np.float64)), rtol=2e-4, atol=1e-5)
+    X, Y = rng.normal(size=(6, 5)).astype(np.float32), rng.integers(0, 4, 6)
+    params = {k: v.astype(np.float32) for k, v in {"W1": rng.normal(size=(5, 8)), "b1": np.zeros(8),
+                                                   "W2": rng.normal(size=(8, 4)), "b2": np.zeros(4)}.items()}
+    grads = px.grad(pg.mlp_loss)(params, X, Y)
+    assert {k: v.dtype for k, v in grads.items()} == {k: np.dtype(np.float32) for k in params}
+    # and no float64 operation inside the tree: every array the tree makes from float32 inputs is float32
+    clip = px.grad(lambda a: np.sum(np.clip(a, -0.5, 0.5) * np.max(a, axis=0)))(x)
+    assert clip.dtype == np.float32

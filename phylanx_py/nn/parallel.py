@@ -19,6 +19,7 @@ replicated), and an epoch that still fails is restarted from the parameters it s
 from __future__ import annotations
 
 import time
+import uuid
 
 import numpy as np
 
@@ -51,7 +52,7 @@ def _unpack(vec, shapes, structure):
 
 
 def _pack(tree):
-    return np.concatenate([np.ravel(np.asarray(v, dtype=np.float64)) for v in flatten(tree)[0]])
+    return np.concatenate([np.ravel(np.asarray(v)) for v in flatten(tree)[0]])  # the parameters' own dtype
 
 
 def _grad_part(spec, pvec, state, X, Y, idx, noise, scale):
@@ -69,19 +70,37 @@ def _first(t):
     return t[0]
 
 
-def _update(optimizer, carry, step, *parts):
-    """Sum the gradient parts (the allreduce) and apply the optimizer once: (params, optimizer state, totals)."""
-    pvec, opt_state, loss_sum, correct = carry
+_RUNS: dict = {}  # on the root worker, during an allreduce epoch: run -> optimizer state, step, totals, state
+
+
+def _root_step(run, spec, optimizer, pvec, begin, state, X, Y, idx, noise, scale, step, *remote):
+    """One allreduce step on the root worker: its own rows' gradient, plus the other parts' (the reduction), then
+    the optimizer (its state kept here, so only parameter vectors travel). Returns the new parameters."""
+    if begin is not None:
+        _RUNS[run] = {"opt": begin, "step": step, "loss": 0.0, "correct": 0.0, "state": state}
+    r = _RUNS.get(run)
+    if r is None or r["step"] != step:  # recomputed elsewhere after a failure: the epoch restarts instead
+        raise RuntimeError(f"the optimizer state of training run {run} was lost with its worker")
+    g = None
+    if idx is not None:
+        g, loss, correct, new_state = _grad_part(spec, pvec, r["state"], X, Y, idx, noise, scale)
+        r["loss"] += loss
+        r["correct"] += correct
+        r["state"] = new_state  # BatchNorm statistics follow the root's rows (an approximation with several parts)
+    for part in remote:
+        g = part[0].copy() if g is None else g.__iadd__(part[0])
+        r["loss"] += part[1]
+        r["correct"] += part[2]
     pvec = pvec.copy()
-    g = parts[0][0].copy()
-    for p in parts[1:]:
-        g += p[0]
-    optimizer.update([pvec], [g], opt_state, step)
-    return (pvec, opt_state, loss_sum + sum(p[1] for p in parts), correct + sum(p[2] for p in parts))
+    optimizer.update([pvec], [g], r["opt"], step)
+    r["step"] = step + 1
+    return pvec
 
 
-def _state_of(part):
-    return part[3]
+def _root_end(run, last):
+    r = _RUNS.pop(run)
+    has_state = any(bool(s) for s in r["state"])
+    return r["opt"], r["loss"], r["correct"], r["state"] if has_state else None
 
 
 def _local_step(spec, optimizer, carry, X, Y, idx, noise, step):
@@ -142,7 +161,6 @@ def fit_parallel(model, X, Y, epochs, batch_size, optimizer, validation, seed, v
     parts = len(rows) - 1
     xf = [X.futures[(i,) + (0,) * (X.ndim - 1)] for i in range(parts)]
     yf = [Y.futures[(i,) + (0,) * (Y.ndim - 1)] for i in range(parts)]
-    homes = [X.placement[(i,) + (0,) * (X.ndim - 1)] for i in range(parts)]
     flat, structure = flatten(model.params)
     shapes = [np.shape(p) for p in flat]
     # The model travels without its weights: the parameters travel as one vector.
@@ -152,7 +170,7 @@ def fit_parallel(model, X, Y, epochs, batch_size, optimizer, validation, seed, v
     bare.input_shape, bare.output_shape = model.input_shape, model.output_shape
     [spec] = client.scatter([(bare, shapes, structure)], broadcast=True, hash=False)
     run = _allreduce_epoch if mode == "allreduce" else _neighbours_epoch
-    ctx = dict(client=client, spec=spec, xf=xf, yf=yf, homes=homes, rows=rows, optimizer=optimizer,
+    ctx = dict(client=client, spec=spec, xf=xf, yf=yf, rows=rows, optimizer=optimizer,
                batch_size=batch_size, every=every, seed=seed, model=model, parts=parts)
     carry = None
     rng = np.random.default_rng(seed + 1)
@@ -162,6 +180,7 @@ def fit_parallel(model, X, Y, epochs, batch_size, optimizer, validation, seed, v
         for attempt in range(RETRIES + 1):
             rng_state = rng.bit_generator.state
             try:
+                ctx["homes"] = _homes(client, X, parts)  # again at each attempt: a dead worker's tiles moved
                 client.run(_sent_bytes)
                 result = run(ctx, carry, rng, step, epoch)
                 break
@@ -170,6 +189,7 @@ def fit_parallel(model, X, Y, epochs, batch_size, optimizer, validation, seed, v
                     raise
                 rng.bit_generator.state = rng_state
         carry, step, pvec, stats = result
+        history.setdefault("restarts", []).append(attempt)
         model.params = _unpack(pvec, shapes, structure)
         if stats.get("state") is not None:
             model.state = stats["state"]
@@ -182,6 +202,19 @@ def fit_parallel(model, X, Y, epochs, batch_size, optimizer, validation, seed, v
         model._end_epoch(history, epoch, epochs, stats["loss"] / stats["n"], stats["correct"] / stats["n"],
                          validation, t0, verbose, extra)
     return history
+
+
+def _homes(client, X, parts):
+    """The worker of each row tile: where it is now, or (lost with a worker) a live worker to recompute it on."""
+    alive = sorted(client.scheduler_info()["workers"])
+    if not alive:
+        raise RuntimeError("no Dask workers are left to train on")
+    where = X.placement
+    out = []
+    for i in range(parts):
+        w = where.get((i,) + (0,) * (X.ndim - 1))
+        out.append(w if w in alive else alive[i % len(alive)])
+    return out
 
 
 def _is_cluster_failure(e) -> bool:
@@ -207,47 +240,48 @@ def _allreduce_epoch(ctx, carry, rng, step, epoch):
     root = homes[0]
     if carry is None:
         flat, _ = flatten(model.params)
-        carry = (np.concatenate([np.ravel(p) for p in flat]).astype(np.float64), None)
+        carry = (np.concatenate([np.ravel(p) for p in flat]), None)
     pvec0, opt_state = carry
     if opt_state is None:
         opt_state = opt.init([pvec0])
     n = ctx["rows"][-1]
     bs = ctx["batch_size"]
-    [start] = client.scatter([(pvec0, opt_state, 0.0, 0.0)], broadcast=True, hash=False)
-    cur = start
-    p = client.submit(_first, cur, workers=[root], allow_other_workers=True, pure=False)
+    run = f"{uuid.uuid4().hex}-{epoch}"
+    # The epoch's checkpoint on the cluster: the parameters where every part can read them, the optimizer state
+    # on the root only (it never travels during the epoch).
+    [p] = client.scatter([pvec0], broadcast=True, hash=False)
+    [begin] = client.scatter([opt_state], workers=[root], hash=False)
     state = model.state
-    has_state = any(bool(s) for s in state)
     order = rng.permutation(n)
-    tasks, steps, min_bytes = 1, 0, 0
+    tasks, steps, min_bytes = 0, 0, 0
     size = int(np.asarray(pvec0).nbytes)
-    last_part = None
     for s in range(0, n, bs):
         idx = order[s:s + bs]
         noise = model.noise(rng, len(idx))
-        parts = []
+        remote, own = [], (None, None, None)
         for i, (local, mask) in enumerate(_split(idx, ctx["rows"])):
             if len(local) == 0:
                 continue
             nz = {k: v[mask] for k, v in noise.items()}
-            parts.append(client.submit(_grad_part, spec, p, state, ctx["xf"][i], ctx["yf"][i], local, nz,
-                                       len(local) / len(idx), workers=[homes[i]], allow_other_workers=True,
-                                       pure=False))
+            if i == 0:
+                own = (local, nz, len(local) / len(idx))
+                continue
+            remote.append(client.submit(_grad_part, spec, p, state, ctx["xf"][i], ctx["yf"][i], local, nz,
+                                        len(local) / len(idx), workers=[homes[i]], allow_other_workers=True,
+                                        pure=False))
             if homes[i] != root:
                 min_bytes += 2 * size  # its gradient in, the new parameters out
-        last_part = parts[0]
-        cur = client.submit(_update, opt, cur, step, *parts, workers=[root], allow_other_workers=True, pure=False)
-        p = client.submit(_first, cur, workers=[root], allow_other_workers=True, pure=False)
-        if has_state:  # BatchNorm statistics follow the first part's batch (an approximation with several parts)
-            state = client.submit(_state_of, last_part, workers=[root], allow_other_workers=True, pure=False)
-        tasks += len(parts) + 2 + has_state
+        p = client.submit(_root_step, run, spec, opt, p, begin, state, ctx["xf"][0], ctx["yf"][0], *own, step,
+                          *remote, workers=[root], allow_other_workers=True, pure=False)
+        begin = None
+        tasks += len(remote) + 1
         steps += 1
         step += 1
-    pvec, opt_state, loss_sum, correct = cur.result()
-    new_state = state.result() if has_state and last_part is not None else model.state
+    fin = client.submit(_root_end, run, p, workers=[root], allow_other_workers=True, pure=False)
+    pvec, (opt_state, loss_sum, correct, new_state) = client.gather([p, fin])
     return ((pvec, opt_state), step, pvec,
-            {"loss": loss_sum, "correct": correct, "n": n, "steps": steps, "tasks": tasks, "min_bytes": min_bytes,
-             "state": new_state})
+            {"loss": loss_sum, "correct": correct, "n": n, "steps": steps, "tasks": tasks + 1,
+             "min_bytes": min_bytes, "state": new_state if new_state is not None else model.state})
 
 
 def _neighbours_epoch(ctx, carry, rng, step, epoch):
@@ -256,7 +290,7 @@ def _neighbours_epoch(ctx, carry, rng, step, epoch):
     sizes = [rows[i + 1] - rows[i] for i in range(parts)]
     if carry is None:
         flat, _ = flatten(model.params)
-        pvec0 = np.concatenate([np.ravel(p) for p in flat]).astype(np.float64)
+        pvec0 = np.concatenate([np.ravel(p) for p in flat])
         carry = [(pvec0, opt.init([pvec0]), model.state) for _ in range(parts)]
     # Each replica starts where its rows are (lost with its worker, the epoch restarts from the driver's copy).
     cur = [client.scatter([(pv, os_, st, 0.0, 0.0)], workers=[homes[i]], hash=False)[0]
