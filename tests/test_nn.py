@@ -184,6 +184,24 @@ def test_allreduce_training_equals_sequential_training(cluster):
     assert h_par["bytes_per_step"][-1] <= 1.2 * h_par["min_bytes_per_step"][-1]
 
 
+def test_allreduce_over_four_row_tiles_sums_up_a_tree(cluster):
+    procs, rt = cluster
+    X, Y = blobs(n=96)
+    opt = dict(optimizer=nn.Adam(0.01), epochs=2, batch_size=32, seed=4, verbose=False)
+    seq = nn.Sequential([nn.Dense(6, 16), nn.ReLU(), nn.Dense(16, 3)])
+    h_seq = seq.fit(X, Y, **opt)
+    par = nn.Sequential([nn.Dense(6, 16), nn.ReLU(), nn.Dense(16, 3)])
+    with px.using(rt):
+        Xt, Yt = px.tiled.from_array(X, tiles=(4, 1)), px.tiled.from_array(Y, tiles=(4,))
+        h_par = par.fit(Xt, Yt, parallel="allreduce", **opt)
+    np.testing.assert_allclose(h_par["loss"], h_seq["loss"], rtol=1e-9)
+    for a, b in zip(seq.params, par.params):
+        for k in a:
+            np.testing.assert_allclose(b[k], a[k], rtol=1e-8, atol=1e-12)
+    # three remote parts: two summed, then the third added: 3 grad parts + 2 sums + 1 root step (+ the epoch's end)
+    assert h_par["tasks_per_step"][0] == pytest.approx(6 + 1 / 3)
+
+
 def test_neighbour_averaging_trains_and_reports_consensus(cluster):
     procs, rt = cluster
     X, Y = blobs(n=200)

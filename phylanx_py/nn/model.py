@@ -76,7 +76,7 @@ class Sequential:
 
     # ---- training ------------------------------------------------------------------------------------------
     def fit(self, X, Y, epochs: int = 1, batch_size: int = 32, optimizer=None, validation=None, seed: int = 0,
-            verbose: bool = True, parallel: str | None = None, every: int = 1, checkpoint=None):
+            verbose: bool = True, parallel: str | None = None, every: int = 1):
         """Train; returns the history: per epoch ``loss``, ``accuracy`` (and ``val_loss``, ``val_accuracy`` with
         ``validation=(Xv, Yv)``; ``consensus`` with ``parallel="neighbours"``; ``time`` in seconds).
 

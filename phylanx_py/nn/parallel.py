@@ -2,10 +2,10 @@
 
 ``allreduce``: every step, the worker of each row tile computes the gradient of its rows of the global batch (the
 gradient tree, on the synchronous runtime, on the tile it holds); the gradients travel as one flat vector (all
-parameters bucketed together), are summed and applied once by the optimizer on the first tile's worker, and the new
-parameter vector goes back to the others. With the same global batch this is sequential training, to float
-tolerance. Per step and per non-root worker: one gradient vector in, one parameter vector out (2(n-1)P values in all,
-the minimum of any allreduce that ends with every worker holding the result).
+parameters bucketed together), are summed pairwise up a tree and applied once by the optimizer on the first
+tile's worker, and the new parameter vector goes back to the others. With the same global batch this is
+sequential training, to float tolerance. Per step and per non-root worker: one gradient vector in, one parameter
+vector out (2(n-1)P values in all, the minimum of any allreduce that ends with every worker holding the result).
 
 ``neighbours`` (D-PSGD): each worker keeps its own replica and optimizer state, takes steps on batches of its own
 rows (batch_size / n rows each, so an epoch has as many steps as allreduce's), and every ``every`` steps replaces
@@ -95,6 +95,31 @@ def _root_step(run, spec, optimizer, pvec, begin, state, X, Y, idx, noise, scale
     optimizer.update([pvec], [g], r["opt"], step)
     r["step"] = step + 1
     return pvec
+
+
+def _sum_parts(*parts):
+    g = parts[0][0].copy()
+    for part in parts[1:]:
+        g += part[0]
+    return g, sum(p[1] for p in parts), sum(p[2] for p in parts), None
+
+
+def _tree_sum(client, parts, where):
+    """Pairwise sums of the non-root parts, each on the first of its pair's workers, until one is left: a
+    reduction tree, so no worker receives more than one vector per level (the root receives one in all)."""
+    extra = 0
+    while len(parts) > 1:
+        nxt, nxt_where = [], []
+        for k in range(0, len(parts), 2):
+            if k + 1 == len(parts):
+                nxt.append(parts[k])
+            else:
+                nxt.append(client.submit(_sum_parts, parts[k], parts[k + 1], workers=[where[k]],
+                                         allow_other_workers=True, pure=False))
+                extra += 1
+            nxt_where.append(where[k])
+        parts, where = nxt, nxt_where
+    return parts, extra
 
 
 def _root_end(run, last):
@@ -221,6 +246,8 @@ def _is_cluster_failure(e) -> bool:
     from distributed.client import FutureCancelledError
     from distributed.scheduler import KilledWorker
 
+    if isinstance(e, KeyError) and "://" in str(e):  # the scheduler no longer knows a worker we just picked
+        return True
     return isinstance(e, (KilledWorker, FutureCancelledError, OSError, TimeoutError)) or "lost" in str(e).lower()
 
 
@@ -258,7 +285,7 @@ def _allreduce_epoch(ctx, carry, rng, step, epoch):
     for s in range(0, n, bs):
         idx = order[s:s + bs]
         noise = model.noise(rng, len(idx))
-        remote, own = [], (None, None, None)
+        remote, where, own = [], [], (None, None, None)
         for i, (local, mask) in enumerate(_split(idx, ctx["rows"])):
             if len(local) == 0:
                 continue
@@ -269,12 +296,16 @@ def _allreduce_epoch(ctx, carry, rng, step, epoch):
             remote.append(client.submit(_grad_part, spec, p, state, ctx["xf"][i], ctx["yf"][i], local, nz,
                                         len(local) / len(idx), workers=[homes[i]], allow_other_workers=True,
                                         pure=False))
+            where.append(homes[i])
             if homes[i] != root:
                 min_bytes += 2 * size  # its gradient in, the new parameters out
+        tasks += len(remote)
+        remote, extra = _tree_sum(client, remote, where)
         p = client.submit(_root_step, run, spec, opt, p, begin, state, ctx["xf"][0], ctx["yf"][0], *own, step,
                           *remote, workers=[root], allow_other_workers=True, pure=False)
+        tasks += extra
         begin = None
-        tasks += len(remote) + 1
+        tasks += 1
         steps += 1
         step += 1
     fin = client.submit(_root_end, run, p, workers=[root], allow_other_workers=True, pure=False)
