@@ -216,6 +216,26 @@ def test_neighbour_averaging_trains_and_reports_consensus(cluster):
     assert h["bytes_per_step"][-1] <= 1.2 * h["min_bytes_per_step"][-1]
 
 
+def test_a_stalled_epoch_is_an_error_not_a_hang(cluster, monkeypatch):
+    from phylanx_py.nn import parallel
+
+    class Slow(nn.Layer):  # defined here, so it travels to the workers by value
+        def apply(self, params, state, x, noise, training):
+            time.sleep(1.5)  # each step outlasts the stall limit below
+            return x, state
+
+    procs, rt = cluster
+    monkeypatch.setattr(parallel, "STALL_SECONDS", 0.5)
+    X, Y = blobs(n=32)
+    m = nn.Sequential([Slow(), nn.Dense(6, 3)])
+    with px.using(rt):
+        Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
+        with pytest.raises(px.ClusterError, match=r"training stalled: no step finished for 0 s \(step 1 of 2 of "
+                                                  r"the epoch never completed\)"):
+            m.fit(Xt, Yt, epochs=1, batch_size=16, parallel="allreduce", verbose=False)
+    time.sleep(1.5)  # the cancelled step ends on its worker before the next test
+
+
 def test_parallel_fit_needs_row_tiles():
     X, Y = blobs(n=40)
     m = nn.Sequential([nn.Dense(6, 3)])

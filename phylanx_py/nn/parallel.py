@@ -18,6 +18,7 @@ replicated), and an epoch that still fails is restarted from the parameters it s
 """
 from __future__ import annotations
 
+import os
 import time
 import uuid
 
@@ -27,6 +28,9 @@ from ..grad import flatten, unflatten
 from . import functional as F
 
 RETRIES = 3  # restarts of one epoch from its checkpoint before giving up
+# Seconds without one finished step before an epoch counts as stalled (an error, not a hang): a step is seconds at
+# most, so this only fires when the cluster stopped making progress (a task waiting for data it can never get).
+STALL_SECONDS = float(os.environ.get("PHYLANX_STALL_SECONDS", "600"))
 
 
 # ---- run on the workers --------------------------------------------------------------------------------------
@@ -206,7 +210,7 @@ def fit_parallel(model, X, Y, epochs, batch_size, optimizer, validation, seed, v
             rng_state = rng.bit_generator.state
             try:
                 ctx["homes"] = _homes(client, X, parts)  # again at each attempt: a dead worker's tiles moved
-                client.run(_sent_bytes)
+                client.run(_sent_bytes, on_error="ignore")
                 result = run(ctx, carry, rng, step, epoch)
                 break
             except Exception as e:  # a lost worker or its data: restart the epoch from its checkpoint
@@ -218,7 +222,8 @@ def fit_parallel(model, X, Y, epochs, batch_size, optimizer, validation, seed, v
         model.params = _unpack(pvec, shapes, structure)
         if stats.get("state") is not None:
             model.state = stats["state"]
-        sent = sum(client.run(_sent_bytes).values())
+        # a worker that died meanwhile cannot say what it fetched: the figure then undercounts (it is a profile)
+        sent = sum(client.run(_sent_bytes, on_error="ignore").values())
         n_steps = max(stats["steps"], 1)
         extra = {"bytes_per_step": sent / n_steps, "min_bytes_per_step": stats["min_bytes"] / n_steps,
                  "tasks_per_step": stats["tasks"] / n_steps}
@@ -240,6 +245,30 @@ def _homes(client, X, parts):
         w = where.get((i,) + (0,) * (X.ndim - 1))
         out.append(w if w in alive else alive[i % len(alive)])
     return out
+
+
+def _await(client, steps, last):
+    """Wait for ``last`` (the epoch's final futures), watching the steps finish: no step done for STALL_SECONDS is
+    a ClusterError naming the step it stopped at (the epoch's tasks are cancelled), never an endless wait."""
+    from distributed import wait
+
+    from phylanx_py.errors import ClusterError
+
+    done, since = -1, time.monotonic()
+    while True:
+        try:
+            wait(last, timeout=min(1.0, STALL_SECONDS))
+            return client.gather(last)
+        except TimeoutError:
+            pass
+        n = sum(f.done() for f in steps)
+        if n != done:
+            done, since = n, time.monotonic()
+        elif time.monotonic() - since > STALL_SECONDS:
+            client.cancel(list(steps) + list(last))
+            raise ClusterError(f"training stalled: no step finished for {STALL_SECONDS:.0f} s (step {n + 1} of "
+                               f"{len(steps)} of the epoch never completed); the cluster is not making progress "
+                               "(PHYLANX_STALL_SECONDS sets the limit)")
 
 
 def _is_cluster_failure(e) -> bool:
@@ -280,6 +309,7 @@ def _allreduce_epoch(ctx, carry, rng, step, epoch):
     [begin] = client.scatter([opt_state], workers=[root], hash=False)
     state = model.state
     order = rng.permutation(n)
+    chain = []
     tasks, steps, min_bytes = 0, 0, 0
     size = int(np.asarray(pvec0).nbytes)
     for s in range(0, n, bs):
@@ -303,13 +333,14 @@ def _allreduce_epoch(ctx, carry, rng, step, epoch):
         remote, extra = _tree_sum(client, remote, where)
         p = client.submit(_root_step, run, spec, opt, p, begin, state, ctx["xf"][0], ctx["yf"][0], *own, step,
                           *remote, workers=[root], allow_other_workers=True, pure=False)
+        chain.append(p)
         tasks += extra
         begin = None
         tasks += 1
         steps += 1
         step += 1
     fin = client.submit(_root_end, run, p, workers=[root], allow_other_workers=True, pure=False)
-    pvec, (opt_state, loss_sum, correct, new_state) = client.gather([p, fin])
+    pvec, (opt_state, loss_sum, correct, new_state) = _await(client, chain, [p, fin])
     return ((pvec, opt_state), step, pvec,
             {"loss": loss_sum, "correct": correct, "n": n, "steps": steps, "tasks": tasks + 1,
              "min_bytes": min_bytes, "state": new_state if new_state is not None else model.state})
@@ -330,6 +361,7 @@ def _neighbours_epoch(ctx, carry, rng, step, epoch):
     steps = -(-max(sizes) // b)
     orders = [rng.permutation(sizes[i]) for i in range(parts)]
     size = int(carry[0][0].nbytes)
+    chain = []
     tasks, min_bytes, seen = 0, 0, 0
     for s in range(steps):
         for i in range(parts):
@@ -339,6 +371,7 @@ def _neighbours_epoch(ctx, carry, rng, step, epoch):
             seen += len(idx)
             cur[i] = client.submit(_local_step, spec, opt, cur[i], ctx["xf"][i], ctx["yf"][i], idx, noise, step,
                                    workers=[homes[i]], allow_other_workers=True, pure=False)
+            chain.append(cur[i])
         tasks += parts
         step += 1
         if (s + 1) % ctx["every"] == 0 and parts > 1:
@@ -352,7 +385,7 @@ def _neighbours_epoch(ctx, carry, rng, step, epoch):
                 min_bytes += size * sum(1 for j in nb if homes[j] != homes[i])
             cur = new
             tasks += 2 * parts
-    results = client.gather(cur)
+    results = _await(client, chain, cur)
     vecs = np.stack([r[0] for r in results])
     mean = vecs.mean(axis=0)
     consensus = float(np.sqrt(np.mean(np.sum((vecs - mean) ** 2, axis=1))))
