@@ -38,6 +38,9 @@ TEMPLATES = {
     "maximum": "({0} if ({0} >= {1} or {0} != {0}) else {1})",
     "minimum": "({0} if ({0} <= {1} or {0} != {0}) else {1})",
     "where": "({1} if {0} else {2})",
+    # NumPy's names of the comparisons (what traced gradient trees record: the ReLU rule's g*(x>0))
+    "greater": "{0} > {1}", "greater_equal": "{0} >= {1}", "less": "{0} < {1}", "less_equal": "{0} <= {1}",
+    "equal": "{0} == {1}", "not_equal": "{0} != {1}",
 }
 FUSABLE = frozenset(TEMPLATES)
 # Integer semantics Numba does not share with NumPy (division by zero gives 0 with a warning in NumPy,
@@ -242,8 +245,10 @@ def _operations(spec) -> int:
     return 0 if spec[0] in ("arg", "const") else 1 + sum(_operations(c) for c in spec[1:])
 
 
-_ORDERED = {"operator.lt", "operator.le", "operator.gt", "operator.ge", "maximum", "minimum"}
-_COMPARISONS = {"operator.lt", "operator.le", "operator.gt", "operator.ge", "operator.eq", "operator.ne"}
+_ORDERED = {"operator.lt", "operator.le", "operator.gt", "operator.ge", "maximum", "minimum", "greater",
+            "greater_equal", "less", "less_equal"}
+_COMPARISONS = {"operator.lt", "operator.le", "operator.gt", "operator.ge", "operator.eq", "operator.ne", "greater",
+                "greater_equal", "less", "less_equal", "equal", "not_equal"}
 # Functions whose last bit may differ between NumPy's and Numba's implementations (+ - * / sqrt are exactly
 # rounded in both). Within float tolerance as numbers; but compared, a 1-ULP difference flips a boolean
 # (tanh(19.0) is 1.0 in NumPy and 0.9999999999999999 in Numba): such comparisons run in NumPy.
