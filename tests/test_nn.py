@@ -143,6 +143,24 @@ def test_fit_learns_is_deterministic_for_a_seed_and_saves_and_loads(tmp_path):
         nn.Sequential([nn.Dense(6, 8), nn.ReLU(), nn.Dense(8, 3)]).load(tmp_path / "w.npz")
 
 
+def test_regression_with_mse_and_binary_classification():
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(200, 3))
+    y = (X @ np.array([1.0, -2.0, 0.5]))[:, None]
+    m = nn.Sequential([nn.Dense(3, 1, init="glorot")], loss="mse")
+    h = m.fit(X, y, epochs=20, batch_size=20, optimizer=nn.SGD(0.05), verbose=False)
+    assert h["loss"][-1] < 1e-3 and all(np.isnan(h["accuracy"]))
+    np.testing.assert_allclose(m.params[0]["W"][:, 0], [1.0, -2.0, 0.5], atol=0.02)
+    with pytest.raises(ValueError, match=r"mse: outputs of shape \(200, 1\) and targets of shape \(200,\) differ"):
+        m.evaluate(X, y[:, 0])
+    labels = (X[:, :1] > 0).astype(float)
+    b = nn.Sequential([nn.Dense(3, 8), nn.Tanh(), nn.Dense(8, 1)], loss="binary_cross_entropy")
+    b.fit(X, labels, epochs=10, batch_size=20, optimizer=nn.Adam(0.02), verbose=False)
+    assert b.evaluate(X, labels)["accuracy"] > 0.95
+    with pytest.raises(ValueError, match=r"unknown loss 'hinge'; the losses are \['binary_cross_entropy', 'mse', "):
+        nn.Sequential([nn.Dense(3, 1)], loss="hinge")
+
+
 def test_fit_rejects_mismatched_inputs():
     X, Y = blobs()
     m = nn.Sequential([nn.Dense(6, 3)])

@@ -22,11 +22,17 @@ class Sequential:
         if not self.layers:
             raise ValueError("Sequential needs at least one layer")
         self.loss_name = loss if isinstance(loss, str) else getattr(loss, "__name__", "loss")
+        if isinstance(loss, str) and loss not in F.LOSSES:
+            raise ValueError(f"unknown loss {loss!r}; the losses are {sorted(F.LOSSES)} or a function")
         self.loss_fn = F.LOSSES[loss] if isinstance(loss, str) else loss
         self.params: list[dict] | None = None
         self.state: list[dict] | None = None
         self.input_shape = None
         self._step_fn = None
+
+    def metric(self, out, Y) -> float:
+        """Accuracy for classification losses; NaN for ``mse`` (a regression has none)."""
+        return float("nan") if self.loss_fn is F.mse else F.accuracy(out, Y)
 
     # ---- building ------------------------------------------------------------------------------------------
     def build(self, input_shape, seed: int = 0):
@@ -121,7 +127,7 @@ class Sequential:
                 self.state = new_state
                 step += 1
                 total += float(loss) * len(idx)
-                correct += F.accuracy(out, Yb) * len(idx)
+                correct += self.metric(out, Yb) * len(idx)
             self.params = unflatten(structure, flat)
             self._end_epoch(history, epoch, epochs, total / n, correct / n, validation, t0, verbose)
         return history
@@ -154,7 +160,7 @@ class Sequential:
     def evaluate(self, X, Y, batch_size: int | None = None) -> dict:
         out = self.predict(X, batch_size)
         Y = _local(Y)
-        return {"loss": float(self.loss_fn(out, Y)), "accuracy": F.accuracy(out, Y)}
+        return {"loss": float(self.loss_fn(out, Y)), "accuracy": self.metric(out, Y)}
 
     def save(self, path):
         """The weights (and BatchNorm statistics) as an ``.npz`` file."""

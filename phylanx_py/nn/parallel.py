@@ -25,7 +25,6 @@ import uuid
 import numpy as np
 
 from ..grad import flatten, unflatten
-from . import functional as F
 
 RETRIES = 3  # restarts of one epoch from its checkpoint before giving up
 # Seconds without one finished step before an epoch counts as stalled (an error, not a hang): a step is seconds at
@@ -67,7 +66,7 @@ def _grad_part(spec, pvec, state, X, Y, idx, noise, scale):
     params = _unpack(pvec, shapes, structure)
     with px.using(_runtime()):
         (loss, (new_state, out)), grads = model.step_function()(params, state, noise, X[idx], Y[idx])
-    return _pack(grads) * scale, float(loss) * len(idx), F.accuracy(out, Y[idx]) * len(idx), new_state
+    return _pack(grads) * scale, float(loss) * len(idx), model.metric(out, Y[idx]) * len(idx), new_state
 
 
 def _first(t):
@@ -144,7 +143,7 @@ def _local_step(spec, optimizer, carry, X, Y, idx, noise, step):
     pvec = pvec.copy()
     optimizer.update([pvec], [_pack(grads)], opt_state, step)
     return (pvec, opt_state, new_state, loss_sum + float(loss) * len(idx),
-            correct + F.accuracy(out, Y[idx]) * len(idx))
+            correct + model.metric(out, Y[idx]) * len(idx))
 
 
 def _mix(carry, *neighbours):
