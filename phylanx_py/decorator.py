@@ -18,6 +18,14 @@ from .verify import verify
 FUSION = (fuse_elementwise, fuse_row_products)  # what ``fuse=False`` / PHYLANX_FUSE=0 turn off
 
 
+def _fuse_default() -> bool:
+    return os.environ.get("PHYLANX_FUSE", "1") != "0"
+
+
+def _passes(fuse: bool):
+    return PIPELINE if fuse else tuple(p for p in PIPELINE if p not in FUSION)
+
+
 class CompiledFunction:
     """A Python function compiled to an execution tree (on first use). Call it like the function."""
 
@@ -31,7 +39,7 @@ class CompiledFunction:
         self.__wrapped__ = fn
         self.optimize, self.disable, self.debug = optimize, disable, debug
         # fusion of element-wise chains into Numba kernels: on unless fuse=False or PHYLANX_FUSE=0
-        self.fuse = fuse if fuse is not None else os.environ.get("PHYLANX_FUSE", "1") != "0"
+        self.fuse = fuse if fuse is not None else _fuse_default()
         if device not in ("cpu", "gpu"):
             raise ValueError(f"device must be 'cpu' or 'gpu', not {device!r}")
         # "gpu": NumPy inputs go to the GPU (CuPy) and results stay there until asked for (cupy.asnumpy)
@@ -47,8 +55,7 @@ class CompiledFunction:
             if self._code is None:
                 program, namespaces = translate(self.__wrapped__)
                 if self.optimize:
-                    passes = PIPELINE if self.fuse else tuple(p for p in PIPELINE if p not in FUSION)
-                    program = run_pipeline(program, passes)
+                    program = run_pipeline(program, _passes(self.fuse))
                 verify(program)
                 self._tree = program
                 self._code = ProgramCode(program, namespaces)
@@ -135,11 +142,9 @@ HOOKS = {"compile": _compile_callable}
 
 
 # ---- programs built by other parts of the frontend (px.grad's traced trees) -------------------------------
-def optimize_program(program, fuse: bool | None = None):
+def optimize_program(program):
     """The compile pipeline on a Program that did not come from source (fusion on unless PHYLANX_FUSE=0)."""
-    fuse = fuse if fuse is not None else os.environ.get("PHYLANX_FUSE", "1") != "0"
-    passes = PIPELINE if fuse else tuple(p for p in PIPELINE if p not in FUSION)
-    program = run_pipeline(program, passes)
+    program = run_pipeline(program, _passes(_fuse_default()))
     verify(program)
     return program
 

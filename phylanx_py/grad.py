@@ -22,6 +22,7 @@ import numpy as np
 from phylanx_py.primitives import vjp
 
 from . import ir
+from .passes.rewrite import map_nodes
 from .source import UNKNOWN
 from .trace import Trace, TraceError, Tracer
 
@@ -65,6 +66,11 @@ def _is_float_value(v) -> bool:
 
 def _is_array_value(v) -> bool:
     return hasattr(v, "shape") and hasattr(v, "dtype") and not isinstance(v, np.generic)
+
+
+def _is_data(v, diff: bool) -> bool:
+    """Does this leaf enter the tree as a parameter (differentiated, a float or an array), not as a constant?"""
+    return diff or _is_float_value(v) or _is_array_value(v)
 
 
 def _leaf_key(v, diff):
@@ -128,7 +134,7 @@ class _Builder:
             if any(type(p) is Tracer for p in parts):
                 return ir.Call("python.slice", tuple(self.node(p, loc) for p in parts), (), loc)
             return ir.Const(x, loc)
-        if isinstance(x, np.ndarray) or (_is_array_value(x) and not isinstance(x, np.generic)):
+        if _is_array_value(x):
             name = self._const_ids.get(id(x))
             if name is None:
                 name = self._const_ids[id(x)] = f"__c{len(self.consts)}"
@@ -139,39 +145,27 @@ class _Builder:
 
 
 def _uses(records, out_nodes):
-    """How often each name is read by the statements that are needed for ``out_nodes`` (dead ones dropped)."""
-    needed: set[str] = set()
+    """The statements needed for ``out_nodes`` (dead ones dropped) and how often each name is read by them."""
+    counts: dict[str, int] = {}
+
+    def read(node):
+        for v in ir.walk(node):
+            if isinstance(v, ir.Var):
+                counts[v.name] = counts.get(v.name, 0) + 1
+
     for n in out_nodes:
-        needed.update(v.name for v in ir.walk(n) if isinstance(v, ir.Var))
+        read(n)
     keep = []
     for rec, call in reversed(records):
-        if rec.out.name in needed:
+        if rec.out.name in counts:  # read by an output or a statement kept after it
             keep.append((rec, call))
-            needed.update(v.name for v in ir.walk(call) if isinstance(v, ir.Var))
+            read(call)
     keep.reverse()
-    counts: dict[str, int] = {}
-    for _, call in keep:
-        for v in ir.walk(call):
-            if isinstance(v, ir.Var):
-                counts[v.name] = counts.get(v.name, 0) + 1
-    for n in out_nodes:
-        for v in ir.walk(n):
-            if isinstance(v, ir.Var):
-                counts[v.name] = counts.get(v.name, 0) + 1
     return keep, counts
 
 
 def _substitute(node, inline):
-    if isinstance(node, ir.Var) and node.name in inline:
-        return inline[node.name]
-    if isinstance(node, ir.Call):
-        return ir.Call(node.prim, tuple(_substitute(a, inline) for a in node.args),
-                       tuple((k, _substitute(v, inline)) for k, v in node.kwargs), node.loc)
-    if isinstance(node, (ir.List, ir.Tuple)):
-        return type(node)(tuple(_substitute(a, inline) for a in node.items), node.loc)
-    if isinstance(node, ir.Dict):
-        return ir.Dict(node.keys, tuple(_substitute(a, inline) for a in node.values), node.loc)
-    return node
+    return map_nodes(node, lambda n: inline.get(n.name, n) if isinstance(n, ir.Var) else n)
 
 
 def build_program(name, trace: Trace, params: list[str], outputs: list, builder: _Builder, loc) -> ir.Program:
@@ -260,23 +254,18 @@ class Grad:
         key = (tuple(s for _, s in per_arg), kw_structure, nums,
                tuple(_leaf_key(v, i in nums) for i, (leaves, _) in enumerate(per_arg) for v in leaves),
                tuple(_leaf_key(v, False) for v in kw_leaves))
-        try:
-            gp = self._cache.get(key)
-        except TypeError:  # an unhashable static argument: trace every call
-            gp = None
-        data = _data_leaves(per_arg, kw_leaves, nums)
+        gp = self._cache.get(key)
         if gp is None:
-            gp = self._trace(args, kwargs, per_arg, kw_leaves, kw_structure, nums)
+            gp = self._trace(per_arg, kw_leaves, kw_structure, nums)
             if not gp.guards:
-                try:
-                    with self._lock:
-                        self._cache[key] = gp
-                except TypeError:
-                    pass
+                with self._lock:
+                    self._cache[key] = gp
+        data = [v for i, (leaves, _) in enumerate(per_arg) for v in leaves if _is_data(v, i in nums)]
+        data += [v for v in kw_leaves if _is_data(v, False)]
         self.last = gp
         return gp.run(data)
 
-    def _trace(self, args, kwargs, per_arg, kw_leaves, kw_structure, nums) -> GradProgram:
+    def _trace(self, per_arg, kw_leaves, kw_structure, nums) -> GradProgram:
         trace = Trace()
         params: list[str] = []
         wrt: list[Tracer] = []
@@ -289,7 +278,7 @@ class Grad:
                     kind = type(v).__name__ if not hasattr(v, "dtype") else f"{type(v).__name__} of {v.dtype}"
                     raise TypeError(f"px.grad of {self.__name__[5:]}: argument {i} has a leaf of type {kind}; "
                                     "gradients are taken with respect to floating-point arrays and scalars only")
-                if diff or _is_float_value(v) or _is_array_value(v):
+                if _is_data(v, diff):
                     name = f"__a{i}_{j}"
                     t = Tracer(v, name, trace, diff)
                     params.append(name)
@@ -301,7 +290,7 @@ class Grad:
             traced_args.append(unflatten(structure, new))
         kw_new = []
         for j, v in enumerate(kw_leaves):
-            if _is_float_value(v) or _is_array_value(v):
+            if _is_data(v, False):
                 name = f"__k{j}"
                 params.append(name)
                 kw_new.append(Tracer(v, name, trace, False))
@@ -314,9 +303,9 @@ class Grad:
             value, aux = out
         else:
             value, aux = out, None
-        if np.ndim(value.value if type(value) is Tracer else value) != 0:
-            raise TypeError(f"px.grad needs a scalar-valued function; {self.__name__[5:]} returned shape "
-                            f"{np.shape(value.value if type(value) is Tracer else value)}")
+        shape = np.shape(value.value if type(value) is Tracer else value)
+        if shape != ():
+            raise TypeError(f"px.grad needs a scalar-valued function; {self.__name__[5:]} returned shape {shape}")
         grads = backward(trace, value, wrt)
         # The outputs: value (when asked), one gradient per differentiated leaf in its argument's structure, aux.
         grad_trees = []
@@ -344,23 +333,15 @@ class Grad:
         return f"<px.{'value_and_grad' if self.with_value else 'grad'} of {getattr(self.fn, '__qualname__', self.fn)}>"
 
 
-def _data_leaves(per_arg, kw_leaves, nums):
-    out = []
-    for i, (leaves, _) in enumerate(per_arg):
-        out.extend(v for v in leaves if i in nums or _is_float_value(v) or _is_array_value(v))
-    out.extend(v for v in kw_leaves if _is_float_value(v) or _is_array_value(v))
-    return out
-
-
 def backward(trace: Trace, value, wrt: list[Tracer]) -> list:
     """Reverse mode over the recording: the cotangent of each Tracer in ``wrt`` (zeros where none flows)."""
-    n_forward = len(trace.records)
+    forward = list(trace.records)  # the rules append the backward pass's records to the trace
     cot: dict[str, object] = {}
     if type(value) is Tracer and value.diff:
         trace.at = next((r.loc for r in reversed(trace.records) if r.out is value), None)
         cot[value.name] = trace.emit("ones_like", (value,), {}, diff=False)
         trace.at = None
-    for rec in reversed(trace.records[:n_forward]):
+    for rec in reversed(forward):
         g = cot.pop(rec.out.name, None)
         if g is None or not rec.out.diff:
             continue

@@ -14,13 +14,13 @@ A value that depends on the differentiated arguments may not leave the trace as 
 from __future__ import annotations
 
 import itertools
+import linecache
 import os
 import sys
-import threading
 
 import numpy as np
 
-from phylanx_py.primitives import exists, lookup, name_of, nn_ops
+from phylanx_py.primitives import lookup, name_of, nn_ops
 from phylanx_py.primitives.vjp import NONDIFF
 
 from .errors import PhylanxError
@@ -44,14 +44,11 @@ def user_loc() -> SourceLoc:
     if f is None:
         return UNKNOWN
     code, line, col = f.f_code, f.f_lineno, 1
-    try:
-        pos = list(code.co_positions())[f.f_lasti // 2]
-        if pos[0] is not None:
-            line, col = pos[0], (pos[2] or 0) + 1
-    except (AttributeError, IndexError):
-        pass
-    import linecache
-
+    # the instruction's position (Python 3.11+): the column too, not only the line
+    pos = next(itertools.islice(code.co_positions(), f.f_lasti // 2, None), None) \
+        if hasattr(code, "co_positions") else None
+    if pos is not None and pos[0] is not None:
+        line, col = pos[0], (pos[2] or 0) + 1
     return SourceLoc(code.co_filename, line, col, code.co_name, linecache.getline(code.co_filename, line))
 
 
@@ -76,9 +73,6 @@ class Trace:
     def fresh(self, prefix="t") -> str:
         return f"__{prefix}{next(self._ids)}"
 
-    def leaf(self, value, diff: bool, name: str) -> Tracer:
-        return Tracer(value, name, self, diff)
-
     def guard(self, why: str):
         self.guards.append((user_loc(), why))
 
@@ -100,9 +94,9 @@ class Trace:
     def _record(self, value, prim, args, kwargs, loc, diff, part=None):
         out = Tracer(value, self.fresh(), self, diff)
         if part is not None:  # one element of a tuple result: recorded as the whole call, then an index
-            whole = self.fresh()
-            self.records.append(Record(Tracer(None, whole, self, False), prim, args, kwargs, loc))
-            self.records.append(Record(out, "operator.getitem", (Tracer(None, whole, self, False), part), {}, loc))
+            whole = Tracer(None, self.fresh(), self, False)
+            self.records.append(Record(whole, prim, args, kwargs, loc))
+            self.records.append(Record(out, "operator.getitem", (whole, part), {}, loc))
             return out
         self.records.append(Record(out, prim, args, kwargs, loc))
         return out
@@ -115,8 +109,6 @@ def _any_diff(x) -> bool:
         return any(_any_diff(v) for v in x)
     if isinstance(x, dict):
         return any(_any_diff(v) for v in x.values())
-    if isinstance(x, slice):
-        return False
     return False
 
 
@@ -132,9 +124,6 @@ def _concrete(x):
     if isinstance(x, slice):
         return slice(_concrete(x.start), _concrete(x.stop), _concrete(x.step))
     return x
-
-
-_local = threading.local()
 
 
 def _trace_of(args) -> Trace:
@@ -344,11 +333,7 @@ def _dispatch_nn(name, args, kwargs):
     return _call(f"nn.{name}", args, kwargs)
 
 
-def _phylanx_call(name, args, kwargs):
-    return _call(name, args, kwargs)
-
-
-Tracer.__phylanx_call__ = staticmethod(_phylanx_call)
+Tracer.__phylanx_call__ = staticmethod(_call)
 nn_ops.DISPATCH[Tracer] = _dispatch_nn
 
-__all__ = ["Record", "Trace", "TraceError", "Tracer", "exists", "user_loc"]
+__all__ = ["Record", "Trace", "TraceError", "Tracer", "user_loc"]

@@ -145,17 +145,24 @@ def _offsets(k, s, oh, ow):
     return [(slice(i, i + s * (oh - 1) + 1, s), slice(j, j + s * (ow - 1) + 1, s)) for i in range(k) for j in range(k)]
 
 
-def max_pool2d(x, size=2, stride=None):
-    """Maximum over each size x size window of x (N, C, H, W)."""
+def _window_reduce(fn, x, size, stride, ufunc):
+    """``ufunc`` folded over each size x size window of x (N, C, H, W); also returns the window size k.
+
+    k*k element-wise steps over whole strided slices: long inner loops, where reducing a (..., k, k) window view
+    would run one short loop per window."""
     x = _float(x)
-    k, s, oh, ow = _pool_geometry("max_pool2d", x.shape, size, stride)
-    # k*k elementwise maxima over whole strided slices: long inner loops, where reducing a (..., k, k) window view
-    # would run one short loop per window. np.maximum propagates NaN as np.max does.
+    k, s, oh, ow = _pool_geometry(fn, x.shape, size, stride)
     (ri, rj), *rest = _offsets(k, s, oh, ow)
     out = x[:, :, ri, rj].copy()
     for ri, rj in rest:
-        np.maximum(out, x[:, :, ri, rj], out=out)
-    return out
+        ufunc(out, x[:, :, ri, rj], out=out)
+    return out, k
+
+
+def max_pool2d(x, size=2, stride=None):
+    """Maximum over each size x size window of x (N, C, H, W)."""
+    # np.maximum propagates NaN as np.max does.
+    return _window_reduce("max_pool2d", x, size, stride, np.maximum)[0]
 
 
 def max_pool2d_grad(g, x, size=2, stride=None):
@@ -177,12 +184,7 @@ def max_pool2d_grad(g, x, size=2, stride=None):
 
 def avg_pool2d(x, size=2, stride=None):
     """Mean over each size x size window of x (N, C, H, W)."""
-    x = _float(x)
-    k, s, oh, ow = _pool_geometry("avg_pool2d", x.shape, size, stride)
-    (ri, rj), *rest = _offsets(k, s, oh, ow)
-    out = x[:, :, ri, rj].copy()
-    for ri, rj in rest:
-        out += x[:, :, ri, rj]
+    out, k = _window_reduce("avg_pool2d", x, size, stride, np.add)
     out /= k * k
     return out
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .registry import apply, lookup, register, set_grad
+from .registry import apply, exists, lookup, register, set_grad
 
 NONDIFF = set("""
 greater greater_equal less less_equal equal not_equal logical_and logical_or logical_xor logical_not isnan isinf
@@ -330,7 +330,7 @@ def index_add(shape, key, g, dtype):
 
 
 def _getitem(g, ans, x, key, **kw):
-    return (lambda: _index_add(_shape(x), key, g, np.result_type(x)), None)
+    return (lambda: _index_add(_shape(x), key, g, _dtype(x)), None)
 
 
 def _index_add(shape, key, g, dtype):
@@ -340,9 +340,9 @@ def _index_add(shape, key, g, dtype):
 def _take(g, ans, x, indices, axis=None, **kw):
     def grad():
         if axis is None:
-            return np.reshape(_index_add((int(np.size(x)),), indices, g, np.result_type(x)), _shape(x))
+            return np.reshape(_index_add((int(np.size(x)),), indices, g, _dtype(x)), _shape(x))
         key = (slice(None),) * (axis % np.ndim(x)) + (indices,)
-        return _index_add(_shape(x), key, g, np.result_type(x))
+        return _index_add(_shape(x), key, g, _dtype(x))
     return (grad, None)
 
 
@@ -376,7 +376,7 @@ def _copy(g, ans, x, *args, **kw):
 
 
 def _astype(g, ans, x, dtype, *args, **kw):
-    return (lambda: g.astype(np.result_type(x)), None)
+    return (lambda: g.astype(_dtype(x)), None)
 
 
 def _pad(g, ans, x, pad_width, mode="constant", **kw):
@@ -469,18 +469,15 @@ def _register():
     for name, (fx, fy) in BINARY.items():
         RULES[name] = _binary(fx, fy)
     for name, rule in RULES.items():
-        try:
-            lookup(name)
-        except KeyError:
-            continue  # a primitive this NumPy lacks (or conv_ops not loaded yet): set_grad runs again later
-        set_grad(name, rule)
+        if exists(name):  # not every NumPy has every function
+            set_grad(name, rule)
 
 
 def grad_rule(name):
     """The gradient rule of primitive ``name``; None for one that passes no gradient; KeyError if it has none."""
     if name in NONDIFF:
         return None
-    rule = lookup(name).grad or RULES.get(name)
+    rule = lookup(name).grad
     if rule is None:
         raise KeyError(name)
     return rule

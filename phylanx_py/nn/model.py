@@ -7,12 +7,14 @@ seeded by ``seed``: training is deterministic for a seed on one runtime.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import sys
 import time
 
 import numpy as np
 
-from ..grad import flatten, unflatten, value_and_grad
+from ..grad import flatten, value_and_grad
 from . import functional as F
 
 
@@ -110,7 +112,7 @@ class Sequential:
             return self._fit_local(X, Y, epochs, batch_size, optimizer, validation, rng, verbose, history)
 
     def _fit_local(self, X, Y, epochs, batch_size, optimizer, validation, rng, verbose, history):
-        flat, structure = flatten(self.params)
+        flat = flatten(self.params)[0]
         opt_state = optimizer.init(flat)
         step_fn = self.step_function()
         n = len(X)
@@ -128,7 +130,7 @@ class Sequential:
                 step += 1
                 total += float(loss) * len(idx)
                 correct += self.metric(out, Yb) * len(idx)
-            self.params = unflatten(structure, flat)
+            # flat holds self.params's own arrays: the optimizer has updated the model in place
             self._end_epoch(history, epoch, epochs, total / n, correct / n, validation, t0, verbose)
         return history
 
@@ -193,24 +195,19 @@ def _step_runtime():
     """Where one process runs its training steps: in the calling thread when the current runtime is the local
     thread pool. A step's tree is a chain of matmuls that BLAS already spreads over the cores; pool threads each
     running BLAS fight it (benchmarks/train.py: 8.2 ms a step on the pool, 4.0 ms in the calling thread)."""
-    import contextlib
-
     from phylanx_py import runtime
 
     if type(runtime.current().executor) is runtime.ThreadPoolExecutorRuntime:
-        return runtime.using(_synchronous())
+        return runtime.using(synchronous_runtime())
     return contextlib.nullcontext()
 
 
-_SYNC = []
+@functools.cache
+def synchronous_runtime():
+    """The one synchronous runtime of this process (training steps here and on Dask workers run on it)."""
+    from phylanx_py import runtime
 
-
-def _synchronous():
-    if not _SYNC:
-        from phylanx_py import runtime
-
-        _SYNC.append(runtime.synchronous())
-    return _SYNC[0]
+    return runtime.synchronous()
 
 
 def _local(a):

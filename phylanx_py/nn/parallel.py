@@ -24,7 +24,10 @@ import uuid
 
 import numpy as np
 
+from phylanx_py.runtime import using
+
 from ..grad import flatten, unflatten
+from .model import Sequential, synchronous_runtime
 
 RETRIES = 3  # restarts of one epoch from its checkpoint before giving up
 # Seconds without one finished step before an epoch counts as stalled (an error, not a hang): a step is seconds at
@@ -33,18 +36,6 @@ STALL_SECONDS = float(os.environ.get("PHYLANX_STALL_SECONDS", "600"))
 
 
 # ---- run on the workers --------------------------------------------------------------------------------------
-_SYNC = None
-
-
-def _runtime():
-    global _SYNC
-    if _SYNC is None:
-        import phylanx_py as px
-
-        _SYNC = px.runtime.synchronous()
-    return _SYNC
-
-
 def _unpack(vec, shapes, structure):
     out, at = [], 0
     for shape in shapes:
@@ -60,11 +51,9 @@ def _pack(tree):
 
 def _grad_part(spec, pvec, state, X, Y, idx, noise, scale):
     """This worker's share of one step: the gradient of its rows (times their share of the batch), flat."""
-    import phylanx_py as px
-
     model, shapes, structure = spec
     params = _unpack(pvec, shapes, structure)
-    with px.using(_runtime()):
+    with using(synchronous_runtime()):
         (loss, (new_state, out)), grads = model.step_function()(params, state, noise, X[idx], Y[idx])
     return _pack(grads) * scale, float(loss) * len(idx), model.metric(out, Y[idx]) * len(idx), new_state
 
@@ -84,16 +73,15 @@ def _root_step(run, spec, optimizer, pvec, begin, state, X, Y, idx, noise, scale
     r = _RUNS.get(run)
     if r is None or r["step"] != step:  # recomputed elsewhere after a failure: the epoch restarts instead
         raise RuntimeError(f"the optimizer state of training run {run} was lost with its worker")
-    g = None
+    parts = list(remote)
     if idx is not None:
-        g, loss, correct, new_state = _grad_part(spec, pvec, r["state"], X, Y, idx, noise, scale)
-        r["loss"] += loss
-        r["correct"] += correct
-        r["state"] = new_state  # BatchNorm statistics follow the root's rows (an approximation with several parts)
-    for part in remote:
-        g = part[0].copy() if g is None else g.__iadd__(part[0])
-        r["loss"] += part[1]
-        r["correct"] += part[2]
+        own = _grad_part(spec, pvec, r["state"], X, Y, idx, noise, scale)
+        r["state"] = own[3]  # BatchNorm statistics follow the root's rows (an approximation with several parts)
+        parts.insert(0, own)
+    # the optimizer reads the gradient without changing it: a single part needs no copy
+    g, loss, correct, _ = parts[0] if len(parts) == 1 else _sum_parts(*parts)
+    r["loss"] += loss
+    r["correct"] += correct
     pvec = pvec.copy()
     optimizer.update([pvec], [g], r["opt"], step)
     r["step"] = step + 1
@@ -101,8 +89,9 @@ def _root_step(run, spec, optimizer, pvec, begin, state, X, Y, idx, noise, scale
 
 
 def _sum_parts(*parts):
-    g = parts[0][0].copy()
-    for part in parts[1:]:
+    """Two or more gradient parts summed into a new array (the parts are other tasks' results), with their totals."""
+    g = parts[0][0] + parts[1][0]
+    for part in parts[2:]:
         g += part[0]
     return g, sum(p[1] for p in parts), sum(p[2] for p in parts), None
 
@@ -133,17 +122,11 @@ def _root_end(run, last):
 
 def _local_step(spec, optimizer, carry, X, Y, idx, noise, step):
     """One D-PSGD local step on this worker's replica: (params, optimizer state, loss total, correct total)."""
-    import phylanx_py as px
-
-    model, shapes, structure = spec
     pvec, opt_state, state, loss_sum, correct = carry
-    params = _unpack(pvec, shapes, structure)
-    with px.using(_runtime()):
-        (loss, (new_state, out)), grads = model.step_function()(params, state, noise, X[idx], Y[idx])
+    g, loss, right, new_state = _grad_part(spec, pvec, state, X, Y, idx, noise, 1.0)
     pvec = pvec.copy()
-    optimizer.update([pvec], [_pack(grads)], opt_state, step)
-    return (pvec, opt_state, new_state, loss_sum + float(loss) * len(idx),
-            correct + model.metric(out, Y[idx]) * len(idx))
+    optimizer.update([pvec], [g], opt_state, step)
+    return pvec, opt_state, new_state, loss_sum + loss, correct + right
 
 
 def _mix(carry, *neighbours):
@@ -192,8 +175,6 @@ def fit_parallel(model, X, Y, epochs, batch_size, optimizer, validation, seed, v
     flat, structure = flatten(model.params)
     shapes = [np.shape(p) for p in flat]
     # The model travels without its weights: the parameters travel as one vector.
-    from .model import Sequential
-
     bare = Sequential(model.layers, model.loss_fn)
     bare.input_shape, bare.output_shape = model.input_shape, model.output_shape
     [spec] = client.scatter([(bare, shapes, structure)], broadcast=True, hash=False)
