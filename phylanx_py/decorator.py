@@ -1,6 +1,7 @@
 """``@compile``: the one module that ties the frontend (translation, passes) to the runtime."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
@@ -12,6 +13,7 @@ from phylanx_py.runtime import current
 from phylanx_py.runtime.code import ProgramCode
 
 from .passes import PIPELINE, fuse_elementwise, fuse_row_products, run_pipeline
+from .printer import labels_of
 from .program import translate
 from .verify import verify
 
@@ -24,6 +26,12 @@ def _fuse_default() -> bool:
 
 def _passes(fuse: bool):
     return PIPELINE if fuse else tuple(p for p in PIPELINE if p not in FUSION)
+
+
+def _finish(program):
+    """A checked program that prints with the registry's names (``str(f.tree)`` shows ``__add``)."""
+    verify(program)
+    return dataclasses.replace(program, labels=labels_of(program))
 
 
 class CompiledFunction:
@@ -56,7 +64,7 @@ class CompiledFunction:
                 program, namespaces = translate(self.__wrapped__)
                 if self.optimize:
                     program = run_pipeline(program, _passes(self.fuse))
-                verify(program)
+                program = _finish(program)
                 self._tree = program
                 self._code = ProgramCode(program, namespaces)
                 if self.debug:
@@ -144,9 +152,7 @@ HOOKS = {"compile": _compile_callable}
 # ---- programs built by other parts of the frontend (px.grad's traced trees) -------------------------------
 def optimize_program(program):
     """The compile pipeline on a Program that did not come from source (fusion on unless PHYLANX_FUSE=0)."""
-    program = run_pipeline(program, _passes(_fuse_default()))
-    verify(program)
-    return program
+    return _finish(run_pipeline(program, _passes(_fuse_default())))
 
 
 def program_code(program) -> ProgramCode:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import text_form
 from .source import UNKNOWN, SourceLoc
 
 # Every node is a frozen, slotted dataclass: a value. Passes build new trees with dataclasses.replace.
@@ -253,6 +254,9 @@ class Program(Node):
     functions: tuple  # ((name, Function), ...) in compile order
     defaults: tuple = ()  # ((name, (Const, ...)), ...) defaults of the program's top-level functions
     kwdefaults: tuple = ()  # ((name, ((param, Const), ...)), ...)
+    # ((primitive name, printed name), ...): the readable names ``str()`` shows, stored by the compile pipeline
+    # (printer.labels_of); not part of the tree's value.
+    labels: tuple = field(default=(), compare=False)
 
     def function(self, name: str) -> Function:
         for n, fn in self.functions:
@@ -261,15 +265,13 @@ class Program(Node):
         raise KeyError(name)
 
     def __str__(self) -> str:
-        from .printer import format_program
-
-        return format_program(self)
+        labels = dict(self.labels)
+        return text_form.format_program(self, lambda name: labels.get(name, name))
 
     def view(self) -> str:
         """An indented tree, one node a line with its line number: for terminals and logs."""
-        from .printer import tree_view
-
-        return tree_view(self)
+        labels = dict(self.labels)
+        return text_form.tree_view(self, children, lambda name: labels.get(name, name))
 
 
 STATEMENTS = (Assign, Expr, Block, If, While, For, Break, Continue, Return)

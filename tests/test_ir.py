@@ -74,7 +74,7 @@ def test_fold_constants_folds_pure_scalar_calls_only():
         set_y(IfExp(Call("operator.lt", (Const(1), Const(2))), Var("x"), Const(None))),  # constant condition
         Return(Var("y")),
     )
-    assert str(fold_constants(p)) == text("""
+    assert format_program(fold_constants(p)) == text("""
         define(f, lambda(x),
             block(
                 define(y, 7)
@@ -121,7 +121,7 @@ def test_remove_dead_code():
         Return(Var("y")),
         set_y(Const(8)),
     )
-    assert str(remove_dead_code(p)) == text("""
+    assert format_program(remove_dead_code(p)) == text("""
         define(f, lambda(x),
             block(
                 define(y, 1)
@@ -145,7 +145,7 @@ def test_remove_dead_code():
 
 def test_remove_dead_code_return_in_spliced_branch_ends_the_block():
     p = program(If(Const(True), Block((Return(Const(1)),)), Block(())), set_y(Const(2)), Return(Var("y")))
-    assert str(remove_dead_code(p)) == text("""
+    assert format_program(remove_dead_code(p)) == text("""
         define(f, lambda(x),
             block(
                 return(1)
@@ -158,7 +158,7 @@ def test_pipeline_folds_then_removes_branches():
     p = program(If(Call("operator.lt", (Const(1), Const(2))), Block((Return(Const("yes")),)),
                    Block((Return(Const("no")),))))
     assert str(remove_dead_code(p)).count("return") == 2  # dead-code removal alone sees no constant
-    assert str(run_pipeline(p)) == text("""
+    assert format_program(run_pipeline(p)) == text("""
         define(f, lambda(x),
             block(
                 return('yes')
