@@ -47,6 +47,11 @@ class ExecutionError(PhylanxError):
 
     @classmethod
     def from_exception(cls, exc: BaseException, loc: SourceLoc | None, primitive: str) -> ExecutionError:
+        # A composite kernel (a fused group) names the operation that failed inside it and that operation's
+        # location (primitives.OperationFailed, duck-typed: errors.py imports nothing of the project).
+        located = getattr(exc, "located", None)
+        if located is not None:
+            exc, loc, primitive = located
         err = cls(f"in primitive '{primitive}': {type(exc).__name__}: {exc}", loc, primitive)
         err.__cause__ = exc
         return err

@@ -19,7 +19,7 @@ import threading
 
 import numpy as np
 
-from .registry import lookup, register
+from .registry import OperationFailed, lookup, register
 
 # The Numba expression of each fusable primitive ({0}, {1}, {2}: operand temporaries).
 TEMPLATES = {
@@ -62,8 +62,6 @@ _CACHE_DIR = os.environ.get("PHYLANX_CACHE_DIR") or os.path.join(os.path.expandu
 def reference(spec, args, locs=None):
     """The spec evaluated with the registry's NumPy kernels: the semantics of the unfused tree. With ``locs``
     (each operation's SourceLoc, in pre-order) a failing operation is an ExecutionError at its own line."""
-    from phylanx_py.errors import ExecutionError
-
     order = iter(locs or ())
 
     def visit(node):
@@ -77,12 +75,12 @@ def reference(spec, args, locs=None):
         operands = [visit(c) for c in node[1:]]
         try:
             return prim.kernel(*operands)
-        except ExecutionError:
+        except OperationFailed:
             raise
         except Exception as e:
             if loc is None:
                 raise
-            raise ExecutionError.from_exception(e, loc, prim.label) from e
+            raise OperationFailed(e, loc, prim.label) from e
 
     return visit(spec)
 
@@ -429,9 +427,7 @@ def fused_sum(spec, locs, axis, *args):
     try:
         return np.sum(value, axis=axis)
     except Exception as e:
-        from phylanx_py.errors import ExecutionError
-
-        raise ExecutionError.from_exception(e, locs[-1], "sum") from e
+        raise OperationFailed(e, locs[-1], "sum") from e
 
 
 def _summed_chain(spec, args):
@@ -554,9 +550,7 @@ def fused_sum_argmin(spec, locs, axis, arg_axis, *args):
     try:
         return np.argmin(sums, axis=arg_axis)
     except Exception as e:
-        from phylanx_py.errors import ExecutionError
-
-        raise ExecutionError.from_exception(e, locs[-1], "argmin") from e
+        raise OperationFailed(e, locs[-1], "argmin") from e
 
 
 def _argmin_kernel(spec, axis, arg_axis, args):

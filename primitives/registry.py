@@ -50,6 +50,20 @@ class UnknownPrimitive(KeyError):
     pass
 
 
+class OperationFailed(Exception):
+    """An operation inside a composite kernel (a fused group, a row product) failed. ``located`` is (the original
+    exception, the operation's SourceLoc as the kernel was given it, the operation's printed name): the runtime
+    reports that operation's line rather than the group's (errors.ExecutionError.from_exception reads it).
+    Primitives raise only plain exceptions; they know nothing of the frontend's error classes."""
+
+    def __init__(self, cause: BaseException, loc, label: str):
+        super().__init__(f"in {label}: {type(cause).__name__}: {cause}")
+        self.located = (cause, loc, label)
+
+    def __reduce__(self):  # crosses processes (Dask workers)
+        return (OperationFailed, self.located)
+
+
 def register(name: str, kernel: Callable, *, obj: object = None, **fields) -> Primitive:
     """Register ``name``. ``obj`` is the Python object (``np.exp``) that resolves to it in user code."""
     if name in _REGISTRY:

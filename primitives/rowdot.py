@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import fused
-from .registry import register
+from .registry import OperationFailed, register
 
 # Below this many elements of X, calling the kernel costs more than it saves (LRA 569x30 measured 4.5x NumPy
 # through it); the group's guard in the generated code uses the same threshold (runtime/codegen.py).
@@ -59,18 +59,16 @@ def reference(spec, locs, X, v, *leaves):
         return np.matmul(X.T, _evaluator(spec)([np.matmul(X, v), *leaves]))
     except Exception:  # noqa: BLE001 - again, one operation at a time, to name the one that fails
         pass
-    from phylanx_py.errors import ExecutionError
-
     inner, outer, ops = locs[0], locs[1], locs[2:]
     try:
         row = np.matmul(X, v)
     except Exception as e:
-        raise ExecutionError.from_exception(e, inner, "__matmul") from e
+        raise OperationFailed(e, inner, "__matmul") from e
     r = fused.reference(spec, [row, *leaves], ops)
     try:
         return np.matmul(X.T, r)
     except Exception as e:
-        raise ExecutionError.from_exception(e, outer, "__matmul") from e
+        raise OperationFailed(e, outer, "__matmul") from e
 
 
 def _kinds(X, v, leaves):

@@ -46,7 +46,8 @@ def run_primitive(prim, loc, args, kwargs):
     except ExecutionError:
         raise
     except Exception as e:
-        raise ExecutionError.from_exception(e, loc, prim.label) from e
+        err = ExecutionError.from_exception(e, loc, prim.label)
+        raise err from err.__cause__
 
 
 class CallSite:
@@ -253,7 +254,8 @@ class Evaluation:
                 except ExecutionError:
                     raise
                 except Exception as e:
-                    raise ExecutionError.from_exception(e, site.loc, site.prim.label) from e
+                    err = ExecutionError.from_exception(e, site.loc, site.prim.label)
+                    raise err from err.__cause__
             if self.profile is not None:
                 return self._profiled_inline(site, args, kwargs)
             return run_primitive(site.prim, site.loc, args, kwargs)

@@ -60,7 +60,8 @@ def _execute(ops, out, leaves):
         except ExecutionError:
             raise
         except Exception as e:
-            raise ExecutionError.from_exception(e, loc, label) from e
+            err = ExecutionError.from_exception(e, loc, label)
+            raise err from err.__cause__
     return _arg(out, leaves, values)
 
 
