@@ -8,9 +8,8 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from . import progress
+from . import kinds, progress
 from .evaluation import INLINE_ELEMENTS, Evaluation
-from .tiled import batch as _batch
 
 # Compiled recursion nests a few Python frames per IR call; leave room beyond Python's default of 1000.
 _RECURSION_LIMIT = 20_000
@@ -50,12 +49,12 @@ class Runtime:
                 result = code.invoke(ev, args, kwargs)
             except BaseException:
                 ev.wait_all(raise_errors=False)  # no task of this call outlives it
-                _batch.discard(ev)
+                kinds.discard(ev)
                 raise
             try:
                 return ev.finish(result)
             finally:
-                _batch.discard(ev)  # tile reductions the call asked for but never used
+                kinds.discard(ev)  # e.g. tile reductions the call asked for but never used
                 if profiled:
                     self.executor.collect_profile(ev)
 

@@ -26,7 +26,7 @@ from phylanx_py.errors import ExecutionError
 from .code import PxFunction, call_value, read_global
 from .evaluation import CallSite
 from .executors import FUTURES
-from .tiled.array import TiledArray
+from .kinds import TYPES as KIND_TYPES
 
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
            "lshift": "<<", "rshift": ">>", "and_": "&", "or_": "|", "xor": "^",
@@ -55,7 +55,7 @@ class Generator:
             "__pxr_PxFunction": PxFunction, "__pxr_call_value": call_value,
             "__pxr_global": read_global, "__pxr_list": list, "__pxr_dict": dict, "__pxr_set": set,
             "__pxr_MUT": (list, dict, set), "__pxr_ndarray": np.ndarray, "__pxr_fusemin": FUSE_MIN_ELEMENTS,
-            "__pxr_tiled": TiledArray, "__pxr_rowmin": ROWDOT_MIN_ELEMENTS,
+            "__pxr_K": KIND_TYPES, "__pxr_rowmin": ROWDOT_MIN_ELEMENTS,
         }
         self._const_ids: dict[int, str] = {}
         self.namespaces = {}
@@ -274,14 +274,14 @@ class Generator:
         t = self.temp()
         # scalars (the common case in scalar loops) fail the first membership test and cost nothing more
         tests = [f"(__pxr_type({a}) not in __pxr_S and ((__pxr_type({a}) is __pxr_ndarray and "
-                 f"{a}.size >= __pxr_fusemin) or __pxr_type({a}) in __pxr_F or __pxr_type({a}) is __pxr_tiled))"
+                 f"{a}.size >= __pxr_fusemin) or __pxr_type({a}) in __pxr_F or __pxr_type({a}) in __pxr_K))"
                  for a in dict.fromkeys(leaves) if not _is_literal(a)]
         kind = n.reduce[0] if n.reduce else None
         if kind == "rowdot" and not _is_literal(leaves[0]):
             # the row product pays off from ROWDOT_MIN_ELEMENTS elements of X on (primitives/rowdot.py)
             x = leaves[0]
             tests = [f"((__pxr_type({x}) is __pxr_ndarray and {x}.size >= __pxr_rowmin) or "
-                     f"__pxr_type({x}) in __pxr_F or __pxr_type({x}) is __pxr_tiled)"]
+                     f"__pxr_type({x}) in __pxr_F or __pxr_type({x}) in __pxr_K)"]
         site = self.site({"sum": "fused.sum", "rowdot": "fused.rowdot", "sum_argmin": "fused.sum_argmin"}.get(
             kind, "fused.elementwise"), n.loc)
         extra = "".join(f"{self.const(v)}, " for v in n.reduce[1:]) if kind in ("sum", "sum_argmin") else ""

@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-import warnings
 
 import numpy as np
 from phylanx_py.primitives import IO, MUTATES, STATE, backends
@@ -23,11 +22,8 @@ from phylanx_py.primitives import lookup as lookup_primitive
 
 from phylanx_py.errors import ExecutionError
 
-from . import profiling
+from . import kinds, profiling
 from .executors import FUTURES, collect, substitute
-from .tiled import batch as _batch  # noqa: F401 - registers Deferred among FUTURES
-from .tiled.array import SITE as _TILE_SITE
-from .tiled.array import TiledArray, meta_of, remember
 
 INLINE_ELEMENTS = 1 << 16
 CHEAP_SECONDS = 200e-6
@@ -92,77 +88,6 @@ def _has_future(value) -> bool:
     return bool(found)
 
 
-def _result_meta(prim, args, kwargs):
-    """(shape, dtype) of a remote task's result when its inputs are small results of tile rules (their shapes
-    are recorded) and small values: found by running the kernel on zeros of those shapes here. Tile rules then
-    take the task's future as an input without fetching it, so an iterative algorithm's update of its small
-    state (``w = w - alpha * g``) stays on the cluster and its next iteration is issued at once."""
-    found: list = []
-    collect((args, kwargs), found)
-    metas = {}
-    for f in found:
-        meta = meta_of(f)
-        if meta is None or int(np.prod(meta[0])) > INLINE_ELEMENTS:
-            return None
-        metas[id(f)] = meta
-    if not metas or _has_big_array((args, kwargs)):
-        return None
-
-    def zeros(f):
-        shape, dtype = metas[id(f)]
-        return np.zeros(shape, dtype)
-
-    try:
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            out = prim.kernel(*substitute(list(args), zeros), **substitute(dict(kwargs), zeros))
-    except Exception:  # noqa: BLE001 - no shape known: rules will fetch the value instead
-        return None
-    if isinstance(out, (np.ndarray, np.generic, int, float, bool, complex)):
-        return np.shape(out), np.asarray(out).dtype
-    return None
-
-
-def _has_big_array(value) -> bool:
-    t = type(value)
-    if t is np.ndarray:
-        return value.size > INLINE_ELEMENTS
-    if t is list or t is tuple:
-        return any(_has_big_array(v) for v in value)
-    if t is dict:
-        return any(_has_big_array(v) for v in value.values())
-    return False
-
-
-def _tile_rules() -> dict:
-    from .tiled.rules import PRIMITIVE_RULES
-
-    return PRIMITIVE_RULES
-
-
-def _tiled_in(args) -> bool:
-    for a in args:
-        t = type(a)
-        if t is TiledArray:
-            return True
-        if (t is list or t is tuple) and len(a) < 64:
-            for v in a:
-                if type(v) is TiledArray:
-                    return True
-    return False
-
-
-def _settle_tiled(value, executor):
-    found: list = []
-    collect(value, found, (TiledArray,))
-    futures = [f for t in found for f in t.persist().futures.flat]
-    if futures:
-        executor.wait(futures)
-        for f in futures:
-            if executor.failed(f):
-                f.result()
-
-
 def _mutable_ids(args) -> tuple:
     """ids of the lists/dicts/sets among a task's inputs (top level and one level in), for targeted waits."""
     ids = []
@@ -199,7 +124,7 @@ class Evaluation:
         self.profile = profiling.active()  # a recorder while inside ``px.profile()``, else None
         self.profile_keys: dict = {}  # remote task key -> (site, dependency keys), for the profile
         self._prune_at = 64
-        self._tiles = False  # a tile rule ran: record the shapes of small remote results (_result_meta)
+        self.kinds_used: set = set()  # value kinds (runtime/kinds.py) whose calls ran: told of later tasks
 
     # ---- primitive calls ---------------------------------------------------------------------------------
     def call(self, site, args, kwargs=None):
@@ -213,8 +138,10 @@ class Evaluation:
             return run_primitive(prim, site.loc, args, kwargs)
         if prim.local:
             return site(*self._fetch(tuple(args)), **kwargs)
-        if _tiled_in(args):
-            return self._tiled(site, args, kwargs)
+        if kinds.TYPES:
+            kind = kinds.kind_in(args)
+            if kind is not None:
+                return kind.call(self, site, args, kwargs)
         if self.memo:
             args = tuple(self.memo.get(a, a) if type(a) in FUTURES else a for a in args)
         limit = self.inline_elements
@@ -239,28 +166,11 @@ class Evaluation:
             return self._profiled_inline(site, args, kwargs)
         return site(*args, **kwargs)
 
-    def _tiled(self, site, args, kwargs):
-        """A call on tiled arrays runs its tile rule here, on the client: the rule submits tile tasks (remote
-        futures among the arguments become their inputs) and returns a tiled array or a small future."""
-        if self.memo:
-            args = tuple(self.memo.get(a, a) if type(a) in FUTURES else a for a in args)
-        self._tiles = True
-        token = _TILE_SITE.set((site.loc, site.prim.label, self))
-        try:
-            rule = _tile_rules().get(site.prim.name)
-            if rule is not None:
-                try:
-                    return rule(*args, **kwargs)
-                except ExecutionError:
-                    raise
-                except Exception as e:
-                    err = ExecutionError.from_exception(e, site.loc, site.prim.label)
-                    raise err from err.__cause__
-            if self.profile is not None:
-                return self._profiled_inline(site, args, kwargs)
-            return run_primitive(site.prim, site.loc, args, kwargs)
-        finally:
-            _TILE_SITE.reset(token)
+    def run_inline(self, site, args, kwargs):
+        """Run the call here, now (timed when profiling)."""
+        if self.profile is not None:
+            return self._profiled_inline(site, args, kwargs)
+        return run_primitive(site.prim, site.loc, args, kwargs)
 
     def _profiled_inline(self, site, args, kwargs):
         t0 = time.perf_counter()
@@ -285,10 +195,8 @@ class Evaluation:
             site = profiling.ProfiledSite(site, self.profile)
         fut = self.executor.submit(site, tuple(args), kwargs, self)
         self._track(fut, _mutable_ids(args))
-        if self._tiles and hasattr(fut, "key"):
-            meta = _result_meta(site.prim, args, kwargs)
-            if meta is not None:
-                remember(fut, *meta)
+        for kind in self.kinds_used:
+            kind.submitted(self, fut, site, args, kwargs)
         return fut
 
     def _track(self, fut, ids):
@@ -343,11 +251,11 @@ class Evaluation:
         if prim.effect == MUTATES or "out" in kwargs:
             target = kwargs.get("out", args[0] if args else None)
             self.barrier(target)
-        if _tiled_in(args):
-            return self._tiled(site, args, kwargs)
-        if self.profile is not None:
-            return self._profiled_inline(site, args, kwargs)
-        return run_primitive(prim, site.loc, args, kwargs)
+        if kinds.TYPES:
+            kind = kinds.kind_in(args)
+            if kind is not None:
+                return kind.call(self, site, args, kwargs)
+        return self.run_inline(site, args, kwargs)
 
     def prune(self):
         """Forget finished remote futures (recording failures), as done-callbacks do for local ones."""
@@ -409,10 +317,11 @@ class Evaluation:
     def finish(self, result):
         """The final result: every future resolved, every task finished, the earliest failure raised.
 
-        Tiled arrays in the result are computed and stay on the workers (a failing tile raises here)."""
+        Values of other kinds (tiled arrays) in the result are computed and stay on the workers (a failing tile
+        raises here)."""
         try:
             value = self.resolve(result)
-            _settle_tiled(value, self.executor)
+            kinds.settle(value, self.executor)
         except BaseException:
             self.wait_all(raise_errors=False)
             self.raise_failure()

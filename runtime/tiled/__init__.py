@@ -8,7 +8,7 @@ See array.py (TiledArray and lazy per-tile chains), rules.py (which NumPy functi
 """
 from __future__ import annotations
 
-from . import rules
+from . import kind, rules  # noqa: F401 - kind: tiled arrays plug into the evaluator (runtime/kinds.py)
 from .array import TiledArray, TileFallbackWarning
 from .collectives import allgather, allreduce, broadcast
 from .create import arange, from_array, from_csv, from_dask, from_npy, full, normal, ones, random, zeros
