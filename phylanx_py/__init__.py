@@ -1,7 +1,6 @@
 """phylanx-py: compile NumPy-style Python into an execution tree of futures; run it locally or on Dask."""
-__version__ = "0.1.0"
-
 from . import runtime  # noqa: E402
+from ._version import __version__  # noqa: F401
 from .decorator import CompiledFunction, compile  # noqa: E402
 from .errors import ClusterError, CompileError, ExecutionError, PhylanxError  # noqa: E402
 from .grad import grad, value_and_grad  # noqa: E402

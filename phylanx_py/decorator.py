@@ -9,13 +9,16 @@ import threading
 import types
 import weakref
 
+from phylanx_py.primitives.backends import to_device
 from phylanx_py.runtime import current
 from phylanx_py.runtime.code import ProgramCode
 
+from .draw import draw
 from .passes import PIPELINE, fuse_elementwise, fuse_row_products, run_pipeline
 from .printer import labels_of
 from .program import translate
 from .verify import verify
+from .visualize import to_dot
 
 FUSION = (fuse_elementwise, fuse_row_products)  # what ``fuse=False`` / PHYLANX_FUSE=0 turn off
 
@@ -79,22 +82,16 @@ class CompiledFunction:
 
     def to_dot(self, profile=None) -> str:
         """DOT text of the tree (no graphviz needed to produce it); ``profile`` colours nodes by time."""
-        from .visualize import to_dot
-
         return to_dot(self.tree, profile)
 
     def visualize(self, path, profile=None) -> str:
         """Draw the tree to ``path``: .svg/.png/.pdf (graphviz's dot), .dot, or an .html report."""
-        from .visualize import visualize
-
-        return visualize(self.tree, path, profile)
+        return draw(self.tree, path, profile)
 
     # ---- calling -------------------------------------------------------------------------------------
     def _inputs(self, args, kwargs):
         if self.device != "gpu":
             return args, kwargs
-        from phylanx_py.primitives.backends import to_device
-
         return to_device(tuple(args)), to_device(dict(kwargs))
 
     def __call__(self, *args, **kwargs):

@@ -236,7 +236,7 @@ class Grad:
 
     def visualize(self, path, profile=None) -> str:
         """Draw the last call's tree to ``path`` (.svg/.png/.pdf with graphviz's dot, .dot, or an .html report)."""
-        from .visualize import visualize
+        from .draw import draw as visualize
 
         return visualize(self.tree, path, profile)
 

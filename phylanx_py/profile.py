@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 from phylanx_py.runtime import profiling
 
+from .report import write_report
+
 
 @dataclass
 class NodeStats:
@@ -90,8 +92,6 @@ class Profile:
 
     def to_html(self, path) -> str:
         """Write the self-contained HTML report (tree as inline SVG, table, source with per-line times)."""
-        from .report import write_report
-
         return write_report(self, path)
 
     def __repr__(self):

@@ -105,26 +105,3 @@ def render(dot_text: str, fmt: str) -> bytes:
     if done.returncode != 0:
         raise RuntimeError(f"dot -T{fmt} failed: {done.stderr.decode(errors='replace')[:500]}")
     return done.stdout
-
-
-def visualize(program: ir.Program, path, profile=None) -> str:
-    """Write the drawing to ``path``: .svg .png .pdf (graphviz), .dot (text), .html (report)."""
-    path = os.fspath(path)
-    ext = os.path.splitext(path)[1].lower().lstrip(".")
-    if ext == "dot":
-        with open(path, "w") as f:
-            f.write(to_dot(program, profile))
-    elif ext in ("svg", "png", "pdf"):
-        data = render(to_dot(program, profile), ext)
-        with open(path, "wb") as f:
-            f.write(data)
-    elif ext == "html":
-        from .profile import Profile
-        from .report import write_report
-
-        prof = profile if profile is not None else Profile()
-        prof.programs.setdefault(program.entry, program)
-        write_report(prof, path)
-    else:
-        raise ValueError(f"cannot draw to {path!r}: use .svg, .png, .pdf, .dot or .html")
-    return path

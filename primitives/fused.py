@@ -19,6 +19,7 @@ import threading
 
 import numpy as np
 
+from . import backends
 from .registry import OperationFailed, lookup, register
 
 # The Numba expression of each fusable primitive ({0}, {1}, {2}: operand temporaries).
@@ -88,8 +89,6 @@ def reference(spec, args, locs=None):
 def fused_elementwise(spec, locs, *args):
     """The kernel of the ``fused.elementwise`` primitive: the Numba kernel when it applies, else the reference
     (also when the kernel fails, e.g. on shapes that do not broadcast: the reference names the operation)."""
-    from . import backends
-
     if backends.DEVICE_TYPES and backends.on_device(args):
         return _cupy_fused(spec)(*args)
     found = _numba_kernel(spec, args)
@@ -136,9 +135,7 @@ def _cupy_fused(spec):
     """The spec as one fused GPU kernel (``cupy.fuse``), cached by spec."""
     kernel = _cupy_kernels.get(spec)
     if kernel is None:
-        from .backends import cupy_module
-
-        cupy = cupy_module()
+        cupy = backends.cupy_module()
         namespace = {"cupy": cupy}
         exec(cupy_source(spec), namespace)  # noqa: S102 - generated from the spec above
         kernel = _cupy_kernels[spec] = cupy.fuse()(namespace["kernel"])

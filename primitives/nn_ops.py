@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .fused import _blocks, _map_blocks, _threads
 from .registry import register
 
 NUMBA_MIN_ELEMENTS = 1 << 14
@@ -133,8 +134,6 @@ def _rows_ok(x, axis) -> bool:
 
 
 def _split(n_rows, fn):
-    from .fused import _blocks, _map_blocks, _threads
-
     _map_blocks(fn, _blocks(n_rows, max(1, min(_threads(), n_rows // 1024 or 1))))
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import fused
-from .registry import OperationFailed, register
+from .registry import OperationFailed, lookup, register
 
 # Below this many elements of X, calling the kernel costs more than it saves (LRA 569x30 measured 4.5x NumPy
 # through it); the group's guard in the generated code uses the same threshold (runtime/codegen.py).
@@ -30,8 +30,6 @@ def _evaluator(spec):
     hit = _evaluators.get(spec)
     if hit is not None:
         return hit
-    from .registry import lookup
-
     def build(node):
         if node[0] == "arg":
             i = node[1]

@@ -1,8 +1,10 @@
 """Evaluation of the IR as futures: executors, runtimes, and the evaluator (never parses Python)."""
 from __future__ import annotations
 
-from .base import Runtime, current, default, set_default, using
+from .base import Runtime
+from .dask_runtime import dask as _dask
 from .executors import SynchronousExecutor, ThreadPoolExecutorRuntime
+from .select import current, default, set_default, using
 
 
 def local(workers: int | None = None, *, inline_elements: int | None = None) -> Runtime:
@@ -13,9 +15,7 @@ def local(workers: int | None = None, *, inline_elements: int | None = None) -> 
 
 def dask(*args, **kwargs) -> Runtime:
     """A runtime on a Dask cluster (see runtime/dask_runtime.py); distributed is imported on first use."""
-    from .dask_runtime import dask as make
-
-    return make(*args, **kwargs)
+    return _dask(*args, **kwargs)
 
 
 def synchronous() -> Runtime:

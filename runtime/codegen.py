@@ -23,10 +23,10 @@ from phylanx_py.primitives.rowdot import MIN_ELEMENTS as ROWDOT_MIN_ELEMENTS
 from phylanx_py import ir
 from phylanx_py.errors import ExecutionError
 
-from .code import PxFunction, call_value, read_global
 from .evaluation import CallSite
 from .executors import FUTURES
 from .kinds import TYPES as KIND_TYPES
+from .values import PxFunction, call_value, read_global
 
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
            "lshift": "<<", "rshift": ">>", "and_": "&", "or_": "|", "xor": "^",

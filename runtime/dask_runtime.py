@@ -22,6 +22,7 @@ import time
 import uuid
 import warnings
 
+from phylanx_py._version import __version__
 from phylanx_py.errors import ClusterError
 
 from .base import Runtime
@@ -267,8 +268,6 @@ class DaskExecutor:
 
 def check_workers(client) -> dict:
     """Every worker's phylanx-py version; ClusterError naming the workers that lack it or differ."""
-    import phylanx_py
-
     answers = client.run(_make_probe(), on_error="return")
     bad = []
     for worker, answer in sorted(answers.items()):
@@ -276,8 +275,8 @@ def check_workers(client) -> dict:
             bad.append(f"worker {worker} could not be probed: {type(answer).__name__}: {answer}")
         elif answer[0] != "ok":
             bad.append(f"worker {worker} cannot import phylanx-py ({answer[1]})")
-        elif answer[1] != phylanx_py.__version__:
-            bad.append(f"worker {worker} has phylanx-py {answer[1]}, this client has {phylanx_py.__version__}")
+        elif answer[1] != __version__:
+            bad.append(f"worker {worker} has phylanx-py {answer[1]}, this client has {__version__}")
     if bad:
         raise ClusterError("; ".join(bad) + ". Install the same phylanx-py on every worker "
                            "(README: Running on a cluster).")

@@ -13,13 +13,12 @@ import numpy as np
 
 from phylanx_py.errors import ClusterError
 
+from ..select import current
 from . import grid, tasks
 from .array import TiledArray, key_for
 
 
 def _executor(runtime=None):
-    from ..base import current
-
     rt = runtime or current()
     ex = rt.executor
     if not hasattr(ex, "client"):
