@@ -67,6 +67,9 @@ class Generator:
         self.tmp = itertools.count()
         self.indent = 1
         self.leaf_atoms: list[list[str]] = []
+        # Atoms known to hold a tuple of this length (tuple displays, and the single-assignment temps the
+        # canonicaliser stores them in): ``A[i, j]`` tests the items' types instead of taking the slow path.
+        self.tuple_len: dict[str, int] = {}
 
     # ---- emission helpers ------------------------------------------------------------------------------
     def emit(self, text: str, loc=None, label: str = "python"):
@@ -190,6 +193,15 @@ class Generator:
         test, inline = fast
         return self.assign_temp(f"({inline}) if {test} else {slow}" if test else inline, loc, label)
 
+    def key_test(self, key: str) -> str | None:
+        """Test that ``key`` is a basic index (int/slice/None/..., or a tuple of them), or None if literal."""
+        if _is_literal(key):
+            return None
+        n = self.tuple_len.get(key)
+        if n:
+            return " and ".join(f"__pxr_type({key}[{i}]) in __pxr_KEYS" for i in range(n))
+        return f"__pxr_type({key}) in __pxr_KEYS"
+
     def fast_path(self, name, prim, args, kwargs):
         """(test, inline code) for running a call as plain bytecode when ``test`` holds; None if never."""
         op = name.split(".", 1)[1] if "." in name else name
@@ -222,10 +234,7 @@ class Generator:
             return both([scalar(args[0])]), f"not {args[0]}"
         if name == "operator.getitem":
             obj, key = args
-            tests = [f"__pxr_type({obj}) in __pxr_SEQ"]
-            if not _is_literal(key):
-                tests.append(f"__pxr_type({key}) in __pxr_KEYS")
-            return both(tests), f"{obj}[{key}]"
+            return both([f"__pxr_type({obj}) in __pxr_SEQ", self.key_test(key)]), f"{obj}[{key}]"
         if name.startswith("attr."):
             return not_future(args[0]), f"{args[0]}.{op}"
         if name == "python.slice":
@@ -237,6 +246,16 @@ class Generator:
             return both(tests), f"{k}({', '.join(args)})"
         if name.startswith("math.") and prim.effect is PURE:
             return both(scalar(a) for a in args), f"{self.const(prim.kernel)}({', '.join(args)})"
+        if name.startswith("operator.i") and prim.effect == MUTATES and len(args) == 2:
+            # ``x op= v``: on scalars a new value; on an array with no task pending that might read it, in
+            # place (what the Evaluation's ordered effect does after its barrier)
+            target, value = args
+            k = self.const(prim.kernel)
+            scalars = both([scalar(target), scalar(value)])
+            array = both([f"__pxr_type({target}) is __pxr_ndarray", "not __pxr_pending",
+                          None if _is_literal(value) else
+                          f"(__pxr_type({value}) in __pxr_S or __pxr_type({value}) is __pxr_ndarray)"])
+            return f"({scalars}) or ({array})", f"{k}({target}, {value})"
         if name.startswith("method.") and prim.effect == MUTATES and args and prim.resolve != "deep":
             rest = [a for a in args[1:] if not _is_literal(a)]
             if prim.resolve != "receiver":
@@ -343,7 +362,9 @@ class Generator:
 
     def e_Tuple(self, n):
         items = [self.expr(i) for i in n.items]
-        return self.assign_temp("(" + "".join(f"{i}, " for i in items) + ")", n.loc, "make_tuple")
+        t = self.assign_temp("(" + "".join(f"{i}, " for i in items) + ")", n.loc, "make_tuple")
+        self.tuple_len[t] = len(items)
+        return t
 
     def e_Dict(self, n):
         keys = [self.expr(k) for k in n.keys]
@@ -355,6 +376,9 @@ class Generator:
     def store(self, target, value: str, loc):
         if isinstance(target, ir.StoreName):
             self.emit(f"{_ident(target.name)} = {value}", loc, "define")
+            if value in self.tuple_len and target.name[5:].isdigit() and target.name.startswith("__px_"):
+                # the canonicaliser's numbered temps are stored once
+                self.tuple_len[target.name] = self.tuple_len[value]
         elif isinstance(target, ir.StoreTuple):
             v = self.resolved(value, loc, "unpack")
             temps = [self.temp() for _ in target.targets]
@@ -363,10 +387,12 @@ class Generator:
                 self.store(sub, t, loc)
         elif isinstance(target, ir.StoreItem):
             obj, key = self.expr(target.obj), self.expr(target.key)
-            fast = (f"__pxr_type({obj}) in __pxr_MUT and not __pxr_pending and __pxr_type({key}) in __pxr_KEYS"
+            keytest = self.key_test(key) or "True"
+            fast = (f"__pxr_type({obj}) in __pxr_MUT and not __pxr_pending and {keytest}"
                     f" and __pxr_type({value}) not in __pxr_F")
-            ndfast = (f"__pxr_type({obj}) is __pxr_ndarray and not __pxr_pending and "
-                      f"__pxr_type({key}) in __pxr_KEYS and __pxr_type({value}) in __pxr_S")
+            # arrays: scalars and arrays stored with any basic key (tuples of ints/slices too)
+            ndfast = (f"__pxr_type({obj}) is __pxr_ndarray and not __pxr_pending and {keytest} and "
+                      f"(__pxr_type({value}) in __pxr_S or __pxr_type({value}) is __pxr_ndarray)")
             self.emit(f"if ({fast}) or ({ndfast}):" if self.fast else "if False:", target.loc, "store_at")
             self.emit(f"    {obj}[{key}] = {value}", target.loc, "store_at")
             self.emit("else:")

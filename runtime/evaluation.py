@@ -83,9 +83,19 @@ def _site_by_name(name, loc):
 
 
 def _has_future(value) -> bool:
-    found: list = []
-    collect(value, found)
-    return bool(found)
+    """Is there a future in ``value`` (top level or nested in list/tuple/dict)? Stops at the first one."""
+    t = type(value)
+    if t in FUTURES:
+        return True
+    if t is dict:
+        value = value.values()
+    elif t is not list and t is not tuple:
+        return False
+    for v in value:
+        tv = type(v)
+        if tv in FUTURES or (tv in _CONTAINERS and _has_future(v)):
+            return True
+    return False
 
 
 def _mutable_ids(args) -> tuple:
@@ -241,8 +251,10 @@ class Evaluation:
             self.raise_failure()
         mode = prim.resolve
         if mode == "deep":
-            args = self._fetch(tuple(args))
-            kwargs = dict(zip(kwargs, self._fetch(tuple(kwargs.values()))))
+            if _has_future(args):  # most effects (``A[i, j] = v``) have none: skip the walk and the copy
+                args = self._fetch(tuple(args))
+            if kwargs and _has_future(kwargs):
+                kwargs = dict(zip(kwargs, self._fetch(tuple(kwargs.values()))))
         elif mode == "shallow":
             args = tuple(self.wait(a) for a in args)
             kwargs = {k: self.wait(v) for k, v in kwargs.items()}
@@ -266,6 +278,8 @@ class Evaluation:
 
     def barrier(self, obj):
         """Wait for the pending tasks that may read ``obj`` before it changes in place."""
+        if not self.pending:
+            return
         t = type(obj)
         if isinstance(obj, np.ndarray) or isinstance(obj, tuple):
             # Views share memory with their base, so any pending task may read this array: wait for all.
