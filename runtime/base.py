@@ -97,9 +97,9 @@ def default() -> Runtime:
 
                 _default = dask(address)
             else:
-                from .executors import ThreadPoolExecutorRuntime
+                from .executors import LocalPoolExecutor
 
-                _default = Runtime(ThreadPoolExecutorRuntime())
+                _default = Runtime(LocalPoolExecutor())
         return _default
 
 

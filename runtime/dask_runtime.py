@@ -87,7 +87,8 @@ class DaskExecutor:
     def __init__(self, client, *, no_worker_timeout: float = DEFAULT_NO_WORKER_TIMEOUT, owned=()):
         import distributed
 
-        FUTURES.add(distributed.Future)
+        self.future_types = (distributed.Future,)
+        FUTURES.update(self.future_types)
         self._distributed = distributed
         self.client = client
         self.no_worker_timeout = no_worker_timeout
