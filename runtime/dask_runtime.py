@@ -25,6 +25,7 @@ import warnings
 from phylanx_py.errors import ClusterError
 
 from .base import Runtime
+from .dask_cluster import DaskCluster
 from .executors import FUTURES, collect, substitute
 
 UPLOAD_BYTES = 1 << 20
@@ -77,8 +78,9 @@ def apply_site(site, args, kwargs):
     return site(*[_aligned(a) for a in args], **kwargs)
 
 
-class DaskExecutor:
-    """Submits call sites to a ``distributed.Client``; waits with a watchdog so nothing hangs."""
+class DaskExecutor(DaskCluster):
+    """Submits call sites to a ``distributed.Client``; waits with a watchdog so nothing hangs. Its cluster
+    operations (for tiled arrays) are in dask_cluster.py."""
 
     name = "dask"
     callbacks = False  # see Evaluation._track
@@ -164,7 +166,7 @@ class DaskExecutor:
     # (measured: a 2e6x20 LRA moved 640 MB per call and ran 3x slower without this). The placement is a
     # preference (allow_other_workers): when that worker dies, Dask runs the task elsewhere.
     def _next_home(self):
-        workers = sorted(self.client.nthreads())
+        workers = self.worker_addresses()
         if not workers:
             return None
         self._turn = (getattr(self, "_turn", -1) + 1) % len(workers)

@@ -7,7 +7,7 @@ import pytest
 from cluster import DaskProcesses
 from phylanx_py.primitives import lookup
 from phylanx_py.runtime.evaluation import CallSite
-from phylanx_py.runtime.executors import Executor
+from phylanx_py.runtime.executors import Cluster, Executor
 
 import phylanx_py as px
 from phylanx_py.source import SourceLoc
@@ -38,6 +38,7 @@ def executor(request):
 
 def test_each_executor_satisfies_the_protocol(executor):
     assert isinstance(executor, Executor)
+    assert isinstance(executor, Cluster) == (executor.name == "dask")  # only Dask has workers of its own
     assert executor.workers >= 1
 
 
@@ -60,3 +61,20 @@ def test_submitted_tasks_chain_gather_and_fail_as_the_protocol_says(executor):
         executor.result(after)
     shared = executor.result(b) is executor.result(b)
     assert shared == executor.shares_results
+
+
+def test_the_dask_executors_cluster_operations(cluster):
+    import dask.array as da
+
+    with px.runtime.dask(cluster.address) as rt:
+        ex = rt.executor
+        workers = ex.worker_addresses()
+        assert workers == sorted(workers) and len(workers) == 2
+        fut = ex.submit_task(np.multiply, np.arange(4), 2, key="doubled-1", home=workers[1])
+        assert fut.key == "doubled-1"
+        np.testing.assert_array_equal(ex.result(fut), [0, 2, 4, 6])
+        assert list(ex.who_has([fut])["doubled-1"]) == [workers[1]]  # idle workers: the preference holds
+        ex.replicate([fut])
+        assert sorted(ex.who_has([fut])["doubled-1"]) == workers
+        d = ex.persist(da.arange(6, chunks=3) + 1)
+        np.testing.assert_array_equal(d.compute(), np.arange(1, 7))
