@@ -3,14 +3,14 @@ from __future__ import annotations
 
 from .base import Runtime
 from .dask_runtime import dask as _dask
-from .executors import SynchronousExecutor, ThreadPoolExecutorRuntime
+from .executors import LocalPoolExecutor, SynchronousExecutor
 from .select import current, default, set_default, using
 
 
 def local(workers: int | None = None, *, inline_elements: int | None = None) -> Runtime:
     """The default kind of runtime: a local thread pool of ``workers`` threads (default: one per core)."""
     kw = {} if inline_elements is None else {"inline_elements": inline_elements}
-    return Runtime(ThreadPoolExecutorRuntime(workers), **kw)
+    return Runtime(LocalPoolExecutor(workers), **kw)
 
 
 def dask(*args, **kwargs) -> Runtime:

@@ -26,6 +26,7 @@ from phylanx_py._version import __version__
 from phylanx_py.errors import ClusterError
 
 from .base import Runtime
+from .dask_cluster import DaskCluster
 from .executors import FUTURES, collect, substitute
 
 UPLOAD_BYTES = 1 << 20
@@ -78,8 +79,9 @@ def apply_site(site, args, kwargs):
     return site(*[_aligned(a) for a in args], **kwargs)
 
 
-class DaskExecutor:
-    """Submits call sites to a ``distributed.Client``; waits with a watchdog so nothing hangs."""
+class DaskExecutor(DaskCluster):
+    """Submits call sites to a ``distributed.Client``; waits with a watchdog so nothing hangs. Its cluster
+    operations (for tiled arrays) are in dask_cluster.py."""
 
     name = "dask"
     callbacks = False  # see Evaluation._track
@@ -88,7 +90,8 @@ class DaskExecutor:
     def __init__(self, client, *, no_worker_timeout: float = DEFAULT_NO_WORKER_TIMEOUT, owned=()):
         import distributed
 
-        FUTURES.add(distributed.Future)
+        self.future_types = (distributed.Future,)
+        FUTURES.update(self.future_types)
         self._distributed = distributed
         self.client = client
         self.no_worker_timeout = no_worker_timeout
@@ -164,7 +167,7 @@ class DaskExecutor:
     # (measured: a 2e6x20 LRA moved 640 MB per call and ran 3x slower without this). The placement is a
     # preference (allow_other_workers): when that worker dies, Dask runs the task elsewhere.
     def _next_home(self):
-        workers = sorted(self.client.nthreads())
+        workers = self.worker_addresses()
         if not workers:
             return None
         self._turn = (getattr(self, "_turn", -1) + 1) % len(workers)

@@ -23,7 +23,7 @@ from phylanx_py.primitives import lookup as lookup_primitive
 from phylanx_py.errors import ExecutionError
 
 from . import kinds, profiling
-from .executors import FUTURES, collect, substitute
+from .executors import FUTURES, substitute
 
 INLINE_ELEMENTS = 1 << 16
 CHEAP_SECONDS = 200e-6

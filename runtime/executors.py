@@ -1,8 +1,11 @@
-"""Executors: one small protocol (``submit``, ``ready``, ``result``) over which the evaluator runs the tree.
+"""The executor protocol (``Executor``, and ``Cluster`` for executors with workers of their own) and the two
+local executors: synchronous, and a local pool of threads.
 
-``submit(fn, args, kwargs)`` takes arguments that may be futures (also inside lists/tuples/dicts) and returns a
-future of ``fn(*resolved_args, **resolved_kwargs)``; the task starts only when its inputs are done, so no pool
-thread ever blocks waiting for another task (no deadlock with a bounded pool).
+The evaluator (runtime/evaluation.py) speaks to executors through ``Executor`` only. ``submit(site, args, kwargs)``
+takes arguments that may be futures (also inside lists/tuples/dicts) and returns a future of
+``site(*resolved_args, **resolved_kwargs)``; the task starts only when its inputs are done, so no pool thread
+ever blocks waiting for another task (no deadlock with a bounded pool). The Dask executor lives in
+runtime/dask_runtime.py (distributed is imported only when it is used).
 """
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import os
 import queue
 import threading
 from concurrent.futures import Future
+from typing import Any, Protocol, runtime_checkable
 
 # The types of values that are not there yet. Generated code tests ``type(x) in FUTURES`` (as fast as ``is``);
 # the Dask runtime adds distributed.Future when it is first used.
@@ -59,11 +63,72 @@ def substitute(value, get=_result):
 _CONTAINERS = {list, tuple, dict}
 
 
+@runtime_checkable
+class Executor(Protocol):
+    """What the evaluator asks of an executor: SynchronousExecutor, LocalPoolExecutor, dask_runtime.DaskExecutor.
+
+    Futures: an executor makes futures of the types in ``future_types`` (added to ``FUTURES`` when the executor
+    is made, so the evaluator and generated code recognise them) and also accepts, wherever it takes a future,
+    concurrent.futures futures and batched tile reductions (runtime/tiled/batch.py ``Deferred``).
+    Optional: ``start_profile(ev)`` / ``collect_profile(ev)`` report per-task figures under ``px.profile()``
+    (runtime/base.py looks for them)."""
+
+    name: str  # shown in the runtime's repr and the profile
+    workers: int  # how many tasks can run at once
+    callbacks: bool  # futures take cheap done-callbacks (else the evaluator polls them: Evaluation._track)
+    shares_results: bool  # result() returns the task's object itself (else a new copy each time: memoised)
+    future_types: tuple  # the types of the futures ``submit`` returns
+
+    def submit(self, site, args: tuple, kwargs: dict, ev=None) -> Any:
+        """A future of ``site(*args, **kwargs)`` with futures among the arguments replaced by their results.
+        ``site`` is a runtime.code.CallSite (callable; ``.loc`` and ``.prim.label`` name the task); ``ev`` is
+        the Evaluation asking (for per-call state such as uploads), or None."""
+
+    def result(self, fut) -> Any:
+        """The future's value (raising its error), waiting for it without hanging on a dead cluster."""
+
+    def gather(self, value) -> Any:
+        """``value`` with every future in it (also nested in lists/tuples/dicts) replaced by its result."""
+
+    def wait(self, futures) -> None:
+        """Return when every one of ``futures`` is done (failed or not); raises no task's error."""
+
+    def failed(self, fut) -> bool:
+        """Whether a done future ended with an error (a cancelled one does not count)."""
+
+    def close(self) -> None:
+        """Release what this executor started (threads, a client and cluster it made)."""
+
+
+@runtime_checkable
+class Cluster(Protocol):
+    """The cluster extension of ``Executor``: what tiled arrays (runtime/tiled/) ask of an executor whose tasks
+    run on workers that keep their results (dask_runtime.DaskExecutor). ``home`` is a worker address the task
+    should run on, a preference: when that worker is gone the task runs elsewhere."""
+
+    def submit_task(self, fn, *args, key: str | None = None, home: str | None = None) -> Any:
+        """A remote future of ``fn(*args)`` (futures among ``args`` resolved on the worker), never cached by
+        value; ``key`` names the task (None: a fresh name)."""
+
+    def worker_addresses(self) -> list:
+        """The workers' addresses, sorted."""
+
+    def who_has(self, futures) -> dict:
+        """{future key: [addresses of the workers holding its result]}."""
+
+    def replicate(self, futures) -> None:
+        """Copy the futures' results to every worker."""
+
+    def persist(self, collection) -> Any:
+        """A dask collection with its graph computed on the cluster (its chunks' futures held)."""
+
+
 class _LocalFutures:
     """What the evaluator asks of any executor about its futures; local ones are concurrent.futures."""
 
     callbacks = True  # done-callbacks are cheap and run on our own threads
     shares_results = True  # a future's result is the object itself, not a copy
+    future_types = (Future,)
 
     def result(self, fut):
         return fut.result()
@@ -97,7 +162,7 @@ class SynchronousExecutor(_LocalFutures):
         pass
 
 
-class ThreadPoolExecutorRuntime(_LocalFutures):
+class LocalPoolExecutor(_LocalFutures):
     """A local pool of worker threads running tasks as their inputs complete (dataflow), work-first.
 
     When a task completes and thereby readies a dependent task, that task runs next on the *same* thread

@@ -8,7 +8,7 @@ import threading
 
 from .base import Runtime
 from .dask_runtime import dask
-from .executors import ThreadPoolExecutorRuntime
+from .executors import LocalPoolExecutor
 
 _current: contextvars.ContextVar[Runtime | None] = contextvars.ContextVar("phylanx_runtime", default=None)
 _default: Runtime | None = None
@@ -25,7 +25,7 @@ def default() -> Runtime:
             if address:
                 _default = dask(address)
             else:
-                _default = Runtime(ThreadPoolExecutorRuntime())
+                _default = Runtime(LocalPoolExecutor())
         return _default
 
 

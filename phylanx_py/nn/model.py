@@ -197,7 +197,7 @@ def _step_runtime():
     running BLAS fight it (benchmarks/train.py: 8.2 ms a step on the pool, 4.0 ms in the calling thread)."""
     from phylanx_py import runtime
 
-    if type(runtime.current().executor) is runtime.ThreadPoolExecutorRuntime:
+    if type(runtime.current().executor) is runtime.LocalPoolExecutor:
         return runtime.using(synchronous_runtime())
     return contextlib.nullcontext()
 

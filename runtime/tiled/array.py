@@ -16,7 +16,6 @@ import contextvars
 import itertools
 import os
 import uuid
-import warnings
 import weakref
 
 import numpy as np
@@ -221,6 +220,8 @@ class TiledArray:
 
     @property
     def client(self):
+        """The ``distributed.Client`` of the executor these tiles live on (for code driving the cluster itself:
+        nn/parallel.py); the tile rules go through the executor (executors.Cluster)."""
         return self._executor.client
 
     @property
@@ -234,7 +235,7 @@ class TiledArray:
         """Where each tile lives now: {tile index: worker address} (asks the scheduler)."""
         futs = self.futures
         flat = [futs[idx] for idx in grid.indices(self.boundaries)]
-        who = self.client.who_has(flat)
+        who = self._executor.who_has(flat)
         out = {}
         for idx, f in zip(grid.indices(self.boundaries), flat):
             ws = who.get(f.key) or ()
@@ -304,9 +305,7 @@ class TiledArray:
     def to_numpy(self) -> np.ndarray:
         """The whole array on the client (only what this array covers: ``t[:5].to_numpy()`` fetches 5 rows)."""
         futs = self.futures
-        flat = list(futs.flat)
-        self._executor.wait(flat)
-        values = self.client.gather(flat)
+        values = self._executor.gather(list(futs.flat))
         blocks = np.empty(futs.shape, dtype=object)
         for i, v in zip(np.ndindex(futs.shape), values):
             blocks[i] = np.asarray(v)
@@ -410,16 +409,12 @@ def submit_program(executor, prog: Program, out, label, idx=(), where=None):
     """Submit one tile's program; returns (future, worker it was placed on)."""
     from .optimize import optimize
 
-    client = executor.client
     prog.ops, out = optimize(prog.ops, out)
     home = prog.home()
-    kw = {"workers": [home], "allow_other_workers": True} if home is not None else {}
     if not prog.ops and out[0] == "L":
         return prog.leaves[out[1]], home  # nothing to compute: the tile is an existing one
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*[Ll]arge (graph|object).*")
-        fut = client.submit(tasks.run_program, tasks.Code(prog.ops), out, *prog.leaves,
-                            key=key_for(label, idx, where), pure=False, **kw)
+    fut = executor.submit_task(tasks.run_program, tasks.Code(prog.ops), out, *prog.leaves,
+                               key=key_for(label, idx, where), home=home)
     return fut, home
 
 

@@ -58,8 +58,8 @@ class Deferred:
     def remote(self):
         if self.future is None:
             batch = self._submitted()
-            self.future = self.executor.client.submit(operator.getitem, batch.future, self.index,
-                                                      key=key_for("item", (), self.where), pure=False)
+            self.future = self.executor.submit_task(operator.getitem, batch.future, self.index,
+                                                    key=key_for("item", (), self.where))
             remember(self.future, self.shape, self.dtype)
         return self.future
 
@@ -124,10 +124,10 @@ def flush(executor, n):
     label = "+".join(sorted({d.combine[0] for d in items}))
     specs = [d.combine for d in items]
     while len(tuples) > SPLIT_EVERY:  # many tiles: a tree of partial combines, then the last one finishes
-        tuples = [executor.client.submit(tasks.combine_tuples, specs, *tuples[i:i + SPLIT_EVERY],
-                                         key=key_for(f"{label}-combine", (), where), pure=False)
+        tuples = [executor.submit_task(tasks.combine_tuples, specs, *tuples[i:i + SPLIT_EVERY],
+                                       key=key_for(f"{label}-combine", (), where))
                   for i in range(0, len(tuples), SPLIT_EVERY)]
-    fut = executor.client.submit(tasks.combine_all, specs, *tuples, key=key_for(label, (), where), pure=False)
+    fut = executor.submit_task(tasks.combine_all, specs, *tuples, key=key_for(label, (), where))
     batch = _Batch(executor, fut, items)
     for i, d in enumerate(items):
         d.batch, d.index = batch, i

@@ -26,7 +26,7 @@ def allreduce(x, op: str = "sum"):
         raise ValueError(f"allreduce: every tile must have the same shape, got {sorted(shapes)}")
     ex = x._executor
     fut = tree(ex, list(x.futures.flat), _OPS[op], None, True, 0, None)
-    ex.client.replicate([fut])
+    ex.replicate([fut])
     return remote_result(fut, shapes.pop(), x.dtype)
 
 
@@ -36,7 +36,7 @@ def allgather(x):
     ex = x._executor
     futs = x.futures
     fut = submit(ex, _assemble_all, futs.shape, *futs.flat, label="allgather")
-    ex.client.replicate([fut])
+    ex.replicate([fut])
     return remote_result(fut, tuple(int(s) for s in x.shape), x.dtype)
 
 
@@ -50,6 +50,6 @@ def _assemble_all(grid_shape, *tiles):
 def broadcast(value, runtime=None):
     value = np.asarray(value)
     ex = _executor(runtime)
-    fut = ex.client.submit(tasks.identity, value, pure=False)
-    ex.client.replicate([fut])
+    fut = ex.submit_task(tasks.identity, value)
+    ex.replicate([fut])
     return remote_result(fut, value.shape, value.dtype)

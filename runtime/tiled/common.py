@@ -127,10 +127,7 @@ def remote_result(fut, shape, dtype):
 
 
 def submit(executor, fn, *args, label="tiled", idx=(), home=None):
-    kw = {"workers": [home], "allow_other_workers": True} if home is not None else {}
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*[Ll]arge (graph|object).*")
-        return executor.client.submit(fn, *args, key=key_for(label, idx), pure=False, **kw)
+    return executor.submit_task(fn, *args, key=key_for(label, idx), home=home)
 
 
 def tree(executor, parts, kind, axis, keepdims, ddof, dtype, idx=()):

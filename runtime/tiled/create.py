@@ -7,12 +7,12 @@ recomputed (``from_array`` tiles carry their data in the task, which the schedul
 from __future__ import annotations
 
 import os
-import warnings
 
 import numpy as np
 
 from phylanx_py.errors import ClusterError
 
+from ..executors import Cluster
 from ..select import current
 from . import grid, tasks
 from .array import TiledArray, key_for
@@ -21,14 +21,14 @@ from .array import TiledArray, key_for
 def _executor(runtime=None):
     rt = runtime or current()
     ex = rt.executor
-    if not hasattr(ex, "client"):
+    if not isinstance(ex, Cluster):
         raise ClusterError(f"tiled arrays live on a Dask cluster, and the current runtime is {rt.name!r}: "
                            "create them inside `with px.using(px.runtime.dask(...)):`")
     return ex
 
 
 def _workers(ex):
-    workers = sorted(ex.client.nthreads())
+    workers = ex.worker_addresses()
     if not workers:
         raise ClusterError("the Dask cluster has no workers to place tiles on")
     return workers
@@ -40,14 +40,11 @@ def _build(ex, bounds, dtype, label, task_of):
     counts = grid.counts(bounds)
     futs = np.empty(counts, dtype=object)
     homes = np.empty(counts, dtype=object)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*[Ll]arge (graph|object).*")
-        for n, idx in enumerate(grid.indices(bounds)):
-            fn, args = task_of(idx, grid.region(bounds, idx))
-            w = workers[n % len(workers)]
-            futs[idx] = ex.client.submit(fn, *args, key=key_for(label, idx), pure=False, workers=[w],
-                                         allow_other_workers=True)
-            homes[idx] = w
+    for n, idx in enumerate(grid.indices(bounds)):
+        fn, args = task_of(idx, grid.region(bounds, idx))
+        w = workers[n % len(workers)]
+        futs[idx] = ex.submit_task(fn, *args, key=key_for(label, idx), home=w)
+        homes[idx] = w
     return TiledArray(ex, bounds, dtype, futures=futs, homes=homes)
 
 
@@ -137,7 +134,7 @@ def from_dask(d, runtime=None) -> TiledArray:
     from distributed import futures_of
 
     ex = _executor(runtime)
-    d = ex.client.persist(d)
+    d = ex.persist(d)
     by_key = {f.key: f for f in futures_of(d)}
     keys = np.empty(d.numblocks, dtype=object)
     for idx in np.ndindex(d.numblocks):
@@ -172,14 +169,14 @@ def from_csv(path, tiles=None, delimiter=",", dtype=np.float64, skip_header=0, r
     bytes_bounds = (tuple(cuts),)
     t = _build(ex, bytes_bounds, dtype, "from_csv", lambda idx, reg: (
         tasks.csv_tile, (path, reg[0][0], reg[0][1], delimiter, dtype, skip_header)))
-    shapes = ex.client.gather([ex.client.submit(tasks.shape, f, pure=False) for f in t._futures.flat])
+    shapes = ex.gather([ex.submit_task(tasks.shape, f) for f in t._futures.flat])
     cols = max((s[1] for s in shapes if s[0]), default=0)
     rows = [s[0] for s in shapes]
     futs = np.empty((len(rows), 1), dtype=object)
     homes = np.empty((len(rows), 1), dtype=object)
     for i, (f, s) in enumerate(zip(t._futures.flat, shapes)):
         if s[0] == 0:
-            f = ex.client.submit(tasks.full_tile, (0, cols), 0, dtype, pure=False)
+            f = ex.submit_task(tasks.full_tile, (0, cols), 0, dtype)
         futs[i, 0], homes[i, 0] = f, t._homes.flat[i]
     bounds = (tuple(np.cumsum([0] + rows).tolist()), (0, cols))
     return TiledArray(ex, bounds, dtype, futures=futs, homes=homes)
