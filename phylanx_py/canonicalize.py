@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 import itertools
 
+from phylanx_py.primitives.operators import INPLACE_BY_AST
+
 
 class _Temps:
     """Fresh temporary names (``__px_1`` ...); they cannot clash with user names, which never start so."""
@@ -45,14 +47,10 @@ class ChainedComparisons(ast.NodeTransformer):
         return _copy_loc(ast.BoolOp(ast.And(), parts), node)
 
 
-_INPLACE = {ast.Add: "iadd", ast.Sub: "isub", ast.Mult: "imul", ast.Div: "itruediv", ast.FloorDiv: "ifloordiv",
-            ast.Mod: "imod", ast.Pow: "ipow", ast.MatMult: "imatmul", ast.LShift: "ilshift",
-            ast.RShift: "irshift", ast.BitAnd: "iand", ast.BitOr: "ior", ast.BitXor: "ixor"}
-
 
 def inplace_call(op: ast.operator, target_load, value, node):
     """``__px_inplace_iadd(target, value)``: the translator maps it to ``operator.iadd`` (in place on arrays)."""
-    name = f"__px_inplace_{_INPLACE[type(op)]}"
+    name = f"__px_inplace_{INPLACE_BY_AST[type(op).__name__]}"
     return _copy_loc(ast.Call(_copy_loc(ast.Name(name, ast.Load()), node), [target_load, value], []), node)
 
 

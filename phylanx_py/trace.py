@@ -21,7 +21,7 @@ import sys
 import numpy as np
 
 from phylanx_py.primitives import lookup, name_of, nn_ops
-from phylanx_py.primitives.vjp import NONDIFF
+from phylanx_py.primitives.operators import OPERATORS
 
 from .errors import PhylanxError
 from .source import UNKNOWN, SourceLoc
@@ -86,7 +86,7 @@ class Trace:
         except Exception as e:
             raise TraceError(f"{loc}: {prim} failed while tracing: {type(e).__name__}: {e}") from e
         if diff is None:
-            diff = prim not in NONDIFF and _any_diff((args, kwargs))
+            diff = not lookup(prim).nondiff and _any_diff((args, kwargs))
         if isinstance(value, tuple):  # divmod, modf, frexp: a tuple of results, none of them differentiated
             return tuple(self._record(v, prim, args, kwargs, loc, False, i) for i, v in enumerate(value))
         return self._record(value, prim, args, kwargs, loc, diff)
@@ -246,21 +246,6 @@ class Tracer:
     __hash__ = object.__hash__
 
     # ---- operators ---------------------------------------------------------------------------------------
-    __add__, __radd__ = _binop("add"), _binop("add", True)
-    __sub__, __rsub__ = _binop("subtract"), _binop("subtract", True)
-    __mul__, __rmul__ = _binop("multiply"), _binop("multiply", True)
-    __truediv__, __rtruediv__ = _binop("divide"), _binop("divide", True)
-    __floordiv__, __rfloordiv__ = _binop("floor_divide"), _binop("floor_divide", True)
-    __mod__, __rmod__ = _binop("remainder"), _binop("remainder", True)
-    __pow__, __rpow__ = _binop("power"), _binop("power", True)
-    __matmul__, __rmatmul__ = _binop("matmul"), _binop("matmul", True)
-    __lt__, __le__ = _binop("less"), _binop("less_equal")
-    __gt__, __ge__ = _binop("greater"), _binop("greater_equal")
-    __eq__, __ne__ = _binop("equal"), _binop("not_equal")
-    __and__, __rand__ = _binop("bitwise_and"), _binop("bitwise_and", True)
-    __or__, __ror__ = _binop("bitwise_or"), _binop("bitwise_or", True)
-    __xor__ = _binop("bitwise_xor")
-
     def __neg__(self):
         return self.trace.emit("negative", (self,), {})
 
@@ -323,6 +308,13 @@ def _method(name):
     m.__name__ = name
     return m
 
+
+# Operators record NumPy's ufunc of the operator (the one table: primitives/operators.py), ``x / y`` as ``divide``.
+for _op in OPERATORS:
+    if _op.dunder and _op.numpy and _op.kind in ("binary", "compare"):
+        setattr(Tracer, f"__{_op.dunder}__", _binop(_op.numpy))
+        if _op.kind == "binary":
+            setattr(Tracer, f"__r{_op.dunder}__", _binop(_op.numpy, True))
 
 for _name in "sum mean max min prod var std argmax argmin any all cumsum".split():
     setattr(Tracer, _name, _method(_name))

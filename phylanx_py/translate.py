@@ -6,6 +6,7 @@ import ast
 import linecache
 
 from phylanx_py.primitives import exists
+from phylanx_py.primitives.operators import BY_AST as OPERATORS_BY_AST
 
 from . import ir
 from .canonicalize import canonicalize
@@ -14,12 +15,10 @@ from .resolve import CellNamespace, Resolved, classify, resolve_attr, resolve_na
 from .scopes import local_names, params_of
 from .source import SourceLoc
 
-BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
-          ast.Mod: "mod", ast.Pow: "pow", ast.MatMult: "matmul", ast.LShift: "lshift", ast.RShift: "rshift",
-          ast.BitAnd: "and_", ast.BitOr: "or_", ast.BitXor: "xor"}
-UNARYOPS = {ast.USub: "neg", ast.UAdd: "pos", ast.Invert: "invert", ast.Not: "not_"}
-CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne",
-          ast.Is: "is_", ast.IsNot: "is_not", ast.In: "in", ast.NotIn: "not_in"}
+
+def _operator(node: ast.AST) -> str:
+    """The operator primitive's name of an AST operator node (the one table: primitives/operators.py)."""
+    return OPERATORS_BY_AST[type(node).__name__].name
 
 # Friendly names of constructs we reject (the rest are named by their AST class).
 # Modules whose scalar attributes are constants (``np.pi``, ``math.inf``): folded at compile time.
@@ -349,16 +348,16 @@ class FunctionTranslator(ast.NodeVisitor):
 
     def visit_BinOp(self, node):
         """``+ - * / // % ** @ << >> & | ^`` with Python semantics (NumPy's on arrays)."""
-        return ir.Call(f"operator.{BINOPS[type(node.op)]}", (self.visit(node.left), self.visit(node.right)), (),
+        return ir.Call(f"operator.{_operator(node.op)}", (self.visit(node.left), self.visit(node.right)), (),
                        self.loc(node))
 
     def visit_UnaryOp(self, node):
         """``-x +x ~x not x``."""
-        return ir.Call(f"operator.{UNARYOPS[type(node.op)]}", (self.visit(node.operand),), (), self.loc(node))
+        return ir.Call(f"operator.{_operator(node.op)}", (self.visit(node.operand),), (), self.loc(node))
 
     def visit_Compare(self, node):
         """One comparison (chains were split by canonicalisation); ``in``/``is`` included."""
-        op = CMPOPS[type(node.ops[0])]
+        op = _operator(node.ops[0])
         return ir.Call(f"operator.{op}", (self.visit(node.left), self.visit(node.comparators[0])), (),
                        self.loc(node))
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from . import vjp
 from .registry import register
 
 
@@ -204,10 +205,12 @@ def avg_pool2d_grad(g, x_shape, size=2, stride=None):
     return dx
 
 
-def _register():
-    for fn in (conv2d, conv2d_grad_input, conv2d_grad_weight, max_pool2d, max_pool2d_grad, avg_pool2d,
-               avg_pool2d_grad):
-        register(f"nn.{fn.__name__}", fn, obj=fn, display=f"nn.{fn.__name__}")
+def _nn(fn, grad=None):
+    register(f"nn.{fn.__name__}", fn, obj=fn, display=f"nn.{fn.__name__}", grad=grad)
 
 
-_register()
+_nn(conv2d, vjp.conv2d_vjp)
+_nn(max_pool2d, vjp.max_pool2d_vjp)
+_nn(avg_pool2d, vjp.avg_pool2d_vjp)
+for _fn in (conv2d_grad_input, conv2d_grad_weight, max_pool2d_grad, avg_pool2d_grad):
+    _nn(_fn)  # the gradients' own kernels (second derivatives are not supported)

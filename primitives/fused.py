@@ -20,33 +20,14 @@ import threading
 import numpy as np
 
 from . import backends
-from .registry import OperationFailed, lookup, register
+from .registry import OperationFailed, exists, lookup, register
 
-# The Numba expression of each fusable primitive ({0}, {1}, {2}: operand temporaries).
-TEMPLATES = {
-    "operator.add": "{0} + {1}", "operator.sub": "{0} - {1}", "operator.mul": "{0} * {1}",
-    "operator.truediv": "{0} / {1}", "operator.floordiv": "{0} // {1}", "operator.mod": "{0} % {1}",
-    "operator.pow": "{0} ** {1}", "operator.neg": "-{0}", "operator.pos": "+{0}",
-    "operator.lt": "{0} < {1}", "operator.le": "{0} <= {1}", "operator.gt": "{0} > {1}",
-    "operator.ge": "{0} >= {1}", "operator.eq": "{0} == {1}", "operator.ne": "{0} != {1}",
-    "add": "{0} + {1}", "subtract": "{0} - {1}", "multiply": "{0} * {1}", "divide": "{0} / {1}",
-    "true_divide": "{0} / {1}", "negative": "-{0}", "positive": "+{0}", "square": "{0} * {0}",
-    "exp": "np.exp({0})", "expm1": "np.expm1({0})", "log": "np.log({0})", "log1p": "np.log1p({0})",
-    "log2": "np.log2({0})", "log10": "np.log10({0})", "sqrt": "np.sqrt({0})", "sin": "np.sin({0})",
-    "cos": "np.cos({0})", "tan": "np.tan({0})", "tanh": "np.tanh({0})", "sinh": "np.sinh({0})",
-    "cosh": "np.cosh({0})", "arctan": "np.arctan({0})", "abs": "np.abs({0})", "absolute": "np.abs({0})",
-    "fabs": "np.fabs({0})", "floor": "np.floor({0})", "ceil": "np.ceil({0})",
-    "maximum": "({0} if ({0} >= {1} or {0} != {0}) else {1})",
-    "minimum": "({0} if ({0} <= {1} or {0} != {0}) else {1})",
-    "where": "({1} if {0} else {2})",
-    # NumPy's names of the comparisons (what traced gradient trees record: the ReLU rule's g*(x>0))
-    "greater": "{0} > {1}", "greater_equal": "{0} >= {1}", "less": "{0} < {1}", "less_equal": "{0} <= {1}",
-    "equal": "{0} == {1}", "not_equal": "{0} != {1}",
-}
-FUSABLE = frozenset(TEMPLATES)
-# Integer semantics Numba does not share with NumPy (division by zero gives 0 with a warning in NumPy,
-# negative integer powers raise there): these run in the reference kernel on integer dtypes.
-_INT_UNSAFE = {"operator.floordiv", "operator.mod", "operator.pow"}
+
+def fusable(name: str) -> bool:
+    """Has primitive ``name`` an element-wise form for fused kernels (its declaration's ``fused``)?"""
+    return exists(name) and lookup(name).fused is not None
+
+
 FUSE_MIN_ELEMENTS = 1 << 14  # below this a NumPy pass is cheaper than calling a compiled kernel
 # Shorter groups run as NumPy ufuncs: NumPy's SIMD exp/sin beat Numba's scalar ones (no SVML here) by as much
 # as fusion saves on memory traffic. Measured on 2 cores, 2e6 float64: the 4-operation sigmoid
@@ -102,11 +83,6 @@ def fused_elementwise(spec, locs, *args):
     return reference(spec, args, locs)
 
 
-_CUPY_NAMES = {"operator.add": "{0} + {1}", "operator.sub": "{0} - {1}", "operator.mul": "{0} * {1}",
-               "operator.truediv": "{0} / {1}", "operator.floordiv": "{0} // {1}", "operator.mod": "{0} % {1}",
-               "operator.pow": "{0} ** {1}", "operator.neg": "-{0}", "operator.pos": "+{0}",
-               "operator.lt": "{0} < {1}", "operator.le": "{0} <= {1}", "operator.gt": "{0} > {1}",
-               "operator.ge": "{0} >= {1}", "operator.eq": "{0} == {1}", "operator.ne": "{0} != {1}"}
 _cupy_kernels: dict = {}
 
 
@@ -122,8 +98,9 @@ def cupy_source(spec) -> str:
         if kind == "const":
             return repr(node[1])
         operands = [visit(c) for c in node[1:]]
-        if kind in _CUPY_NAMES:
-            return "(" + _CUPY_NAMES[kind].format(*operands) + ")"
+        form = lookup(kind).fused_cupy
+        if form is not None:
+            return "(" + form.format(*operands) + ")"
         return f"cupy.{kind}({', '.join(operands)})"
 
     body = visit(spec)
@@ -240,26 +217,17 @@ def _operations(spec) -> int:
     return 0 if spec[0] in ("arg", "const") else 1 + sum(_operations(c) for c in spec[1:])
 
 
-_ORDERED = {"operator.lt", "operator.le", "operator.gt", "operator.ge", "maximum", "minimum", "greater",
-            "greater_equal", "less", "less_equal"}
-_COMPARISONS = {"operator.lt", "operator.le", "operator.gt", "operator.ge", "operator.eq", "operator.ne", "greater",
-                "greater_equal", "less", "less_equal", "equal", "not_equal"}
-# Functions whose last bit may differ between NumPy's and Numba's implementations (+ - * / sqrt are exactly
-# rounded in both). Within float tolerance as numbers; but compared, a 1-ULP difference flips a boolean
-# (tanh(19.0) is 1.0 in NumPy and 0.9999999999999999 in Numba): such comparisons run in NumPy.
-_INEXACT = {"exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "tanh", "sinh", "cosh",
-            "arctan", "operator.pow"}
-
-
 def exact_comparisons(spec) -> bool:
-    """False when a comparison in ``spec`` reads the result of an ``_INEXACT`` function (see there)."""
+    """False when a comparison in ``spec`` reads the result of an inexact function (``Primitive.inexact``): within
+    float tolerance as numbers, but compared, a 1-ULP difference between NumPy's and Numba's last bit flips a
+    boolean (tanh(19.0) is 1.0 in NumPy and 0.9999999999999999 in Numba); such comparisons run in NumPy."""
     def inexact(node) -> bool:
-        return node[0] in _INEXACT or (node[0] not in ("arg", "const") and any(inexact(c) for c in node[1:]))
+        return node[0] not in ("arg", "const") and (lookup(node[0]).inexact or any(inexact(c) for c in node[1:]))
 
     def visit(node) -> bool:
         if node[0] in ("arg", "const"):
             return True
-        if node[0] in _COMPARISONS and any(inexact(c) for c in node[1:]):
+        if lookup(node[0]).comparison and any(inexact(c) for c in node[1:]):
             return False
         return all(visit(c) for c in node[1:])
 
@@ -297,11 +265,12 @@ def _dtypes(spec, args):
             return v
         children = node[1:]
         values = [visit(c) for c in children]
-        v = lookup(kind).kernel(*values)
+        prim = lookup(kind)
+        v = prim.kernel(*values)
         dt = np.asarray(v).dtype
-        if dt.kind not in "biufc" or dt.itemsize < 4 and dt.kind == "f" or (kind in _INT_UNSAFE and dt.kind in "biu"):
+        if dt.kind not in "biufc" or dt.itemsize < 4 and dt.kind == "f" or (prim.int_unsafe and dt.kind in "biu"):
             raise _NotFusable
-        if kind in _ORDERED and any(np.asarray(x).dtype.kind == "c" for x in values):
+        if prim.ordered and any(np.asarray(x).dtype.kind == "c" for x in values):
             raise _NotFusable
         strong = [np.asarray(y).dtype for c, y in zip(children, values) if not weak(c)]
         for i, (c, x) in enumerate(zip(children, values)):
@@ -360,7 +329,7 @@ def _body(spec, dtypes, names, indent="    ") -> tuple[list[str], str]:
         t = f"t{counter[0]}"
         dt = dtypes[id(node)]
         cast = "np.bool_" if dt.kind == "b" else f"np.{dt.name}"
-        lines.append(f"{indent}{t} = {cast}({TEMPLATES[kind].format(*operands)})")
+        lines.append(f"{indent}{t} = {cast}({lookup(kind).fused.format(*operands)})")
         return t
 
     return lines, visit(spec)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import vjp
 from .fused import _blocks, _map_blocks, _threads
 from .registry import register
 
@@ -161,11 +162,8 @@ class RowKernel:
         return out
 
 
-def _register():
-    for name, fn in (("softmax", softmax), ("log_softmax", log_softmax), ("logsumexp", logsumexp)):
-        register(f"nn.{name}", fn, obj=fn, numba_kernel=RowKernel(name), display=f"nn.{name}")
-    register("nn.softmax_cross_entropy", softmax_cross_entropy, obj=softmax_cross_entropy,
-             display="nn.softmax_cross_entropy")
-
-
-_register()
+_GRADS = {"softmax": vjp.softmax_vjp, "log_softmax": vjp.log_softmax_vjp, "logsumexp": vjp.logsumexp_vjp}
+for _name, _fn in (("softmax", softmax), ("log_softmax", log_softmax), ("logsumexp", logsumexp)):
+    register(f"nn.{_name}", _fn, obj=_fn, numba_kernel=RowKernel(_name), display=f"nn.{_name}", grad=_GRADS[_name])
+register("nn.softmax_cross_entropy", softmax_cross_entropy, obj=softmax_cross_entropy,
+         display="nn.softmax_cross_entropy", grad=vjp.softmax_cross_entropy_vjp)

@@ -1,20 +1,12 @@
-"""The NumPy catalogue: every ``np.<name>`` a compiled function may call, with the NumPy function as kernel."""
+"""The NumPy catalogue beyond ufuncs: every ``np.<name>`` a compiled function may call, the NumPy function as kernel,
+declared with its gradient rule (or as passing none), its inline form and its shape rule."""
 from __future__ import annotations
 
 import numpy as np
 
-from . import shapes
+from . import shapes, vjp
 from .registry import MUTATES, STATE, register
-
-UFUNCS = """
-abs absolute negative positive exp exp2 expm1 log log2 log10 log1p sqrt cbrt square sin cos tan arcsin arccos
-arctan sinh cosh tanh arcsinh arccosh arctanh floor ceil trunc rint sign reciprocal degrees radians deg2rad
-rad2deg isnan isinf isfinite logical_not invert signbit fabs conjugate conj spacing
-add subtract multiply divide true_divide floor_divide power float_power mod remainder fmod divmod maximum minimum
-fmax fmin arctan2 hypot logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor left_shift
-right_shift greater greater_equal less less_equal equal not_equal copysign nextafter ldexp heaviside gcd lcm
-logaddexp logaddexp2 modf frexp
-""".split()
+from .ufuncs import CALL
 
 REDUCTIONS = """
 sum prod mean var std min max amin amax argmin argmax any all nansum nanprod nanmean nanvar nanstd nanmax nanmin
@@ -56,26 +48,49 @@ def _resolve(module, dotted):
     return obj
 
 
+# Gradient rules of NumPy's non-element-wise functions (primitives/vjp.py), and those that pass no gradient.
+GRADS = {
+    "sum": vjp.sum_vjp, "nansum": vjp.sum_vjp, "mean": vjp.mean_vjp, "max": vjp.extreme_vjp, "amax": vjp.extreme_vjp,
+    "min": vjp.extreme_vjp, "amin": vjp.extreme_vjp, "var": vjp.var_vjp, "std": vjp.std_vjp, "prod": vjp.prod_vjp,
+    "matmul": vjp.matmul_vjp, "dot": vjp.dot_vjp, "tensordot": vjp.tensordot_vjp, "einsum": vjp.einsum_vjp,
+    "outer": vjp.outer_vjp, "reshape": vjp.reshape_back_vjp, "ravel": vjp.reshape_back_vjp,
+    "squeeze": vjp.reshape_back_vjp, "atleast_1d": vjp.reshape_back_vjp, "atleast_2d": vjp.reshape_back_vjp,
+    "expand_dims": vjp.expand_dims_vjp, "transpose": vjp.transpose_vjp, "swapaxes": vjp.swapaxes_vjp,
+    "moveaxis": vjp.moveaxis_vjp, "broadcast_to": vjp.broadcast_to_vjp, "concatenate": vjp.concatenate_vjp,
+    "stack": vjp.stack_vjp, "hstack": vjp.hstack_vjp, "vstack": vjp.vstack_vjp, "take": vjp.take_vjp,
+    "where": vjp.where_vjp, "clip": vjp.clip_vjp, "flip": vjp.flip_vjp, "copy": vjp.copy_vjp, "asarray": vjp.copy_vjp,
+    "array": vjp.copy_vjp, "ascontiguousarray": vjp.copy_vjp, "float64": vjp.copy_vjp, "pad": vjp.pad_vjp,
+    "tile": vjp.tile_like_vjp,
+}
+NONDIFF = set("""
+round around fix argmax argmin nanargmax nanargmin argsort argwhere nonzero flatnonzero zeros_like ones_like
+empty_like full_like shape size ndim count_nonzero any all isclose allclose array_equal searchsorted digitize
+bincount unique int64 int32 int16 int8 uint8 bool_
+""".split())
+# Element-wise in fused kernels too (the other element-wise functions are declared in ufuncs.py).
+FUSED = {"where": "({1} if {0} else {2})"}
+
+
+def _numpy(name, fn, **rules):
+    """A NumPy function as a primitive: its rules from the tables above, plain bytecode on small inputs."""
+    return register(name, fn, obj=fn, grad=GRADS.get(name), nondiff=name in NONDIFF, fused=FUSED.get(name),
+                    inline=CALL, **rules)
+
+
 def _register_numpy():
-    for name in UFUNCS:
-        fn = getattr(np, name, None)
-        if fn is None:
-            continue
-        rule = shapes.elementwise(fn) if isinstance(fn, np.ufunc) else None
-        register(name, fn, obj=fn, shape_rule=rule)
     for name in REDUCTIONS:
         fn = getattr(np, name, None)
         if fn is not None:
-            register(name, fn, obj=fn, shape_rule=shapes.reduction(fn))
+            _numpy(name, fn, shape_rule=shapes.reduction(fn))
     for name in FUNCTIONS:
         fn = getattr(np, name, None)
         if fn is None or not callable(fn):
             continue
-        register(name, fn, obj=fn, shape_rule=shapes.matmul if name == "matmul" else None)
+        _numpy(name, fn, shape_rule=shapes.matmul if name == "matmul" else None)
     for name in LINALG:
         fn = _resolve(np.linalg, name)
         if fn is not None:
-            register(f"linalg.{name}", fn, obj=fn)
+            register(f"linalg.{name}", fn, obj=fn, inline=CALL)
     for name in RANDOM_STATEFUL:
         fn = _resolve(np.random, name)
         register(f"random.{name}", fn, obj=fn, effect=STATE)
@@ -83,7 +98,7 @@ def _register_numpy():
         fn = _resolve(np.random, name)
         register(f"random.{name}", fn, obj=fn, effect=MUTATES)
     # A Generator is an object with state; creating one is pure (same seed, same stream as NumPy).
-    register("random.default_rng", np.random.default_rng, obj=np.random.default_rng)
+    register("random.default_rng", np.random.default_rng, obj=np.random.default_rng, inline=CALL)
     for name in MUTATING:
         fn = getattr(np, name, None)
         if fn is not None:
@@ -93,7 +108,7 @@ def _register_numpy():
     for name in dtypes.split():
         fn = getattr(np, name, None)
         if fn is not None:
-            register(name, fn, obj=fn)
+            _numpy(name, fn)
 
 
 _register_numpy()

@@ -5,25 +5,9 @@ import builtins
 import math
 import operator
 
-import numpy as np
-
-from . import shapes
-from .registry import IO, MUTATES, STATE, register
-
-# Python operators keep Python semantics (``[1] + [2]`` concatenates); on arrays they are NumPy's ufuncs.
-BINARY = {
-    "add": ("__add", np.add), "sub": ("__sub", np.subtract), "mul": ("__mul", np.multiply),
-    "truediv": ("__div", np.true_divide), "floordiv": ("__floordiv", np.floor_divide),
-    "mod": ("__mod", np.remainder), "pow": ("__pow", np.power), "matmul": ("__matmul", None),
-    "lshift": ("__lshift", np.left_shift), "rshift": ("__rshift", np.right_shift),
-    "and_": ("__bitand", np.bitwise_and), "or_": ("__bitor", np.bitwise_or), "xor": ("__bitxor", np.bitwise_xor),
-    "lt": ("__lt", np.less), "le": ("__le", np.less_equal), "gt": ("__gt", np.greater),
-    "ge": ("__ge", np.greater_equal), "eq": ("__eq", np.equal), "ne": ("__ne", np.not_equal),
-}
-UNARY = {"neg": ("__minus", np.negative), "pos": ("__plus", np.positive), "invert": ("__invert", np.invert),
-         "not_": ("__not", None)}
-INPLACE = ["iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "ilshift", "irshift",
-           "iand", "ior", "ixor"]
+from . import shapes, vjp
+from .operators import OPERATORS, Operator
+from .registry import IO, MUTATES, STATE, Inline, register
 
 
 def contains(item, container):
@@ -33,10 +17,6 @@ def contains(item, container):
 
 def not_contains(item, container):
     return item not in container
-
-
-def make_slice(start, stop, step):
-    return slice(start, stop, step)
 
 
 def unpack(value, n):
@@ -163,25 +143,45 @@ BUILTINS = ("len range abs min max sum zip enumerate int float bool complex str 
 LAZY_BUILTINS = {"len", "list", "tuple", "zip", "enumerate", "reversed", "isinstance", "type", "dict"}
 
 
+# Operators with a Numba scalar form that matches NumPy's element-wise one (fused kernels); the rest (matmul,
+# shifts and bit operations, ``not``, identity and membership) stay out of fused groups.
+_FUSED_OPERATORS = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "lt", "le", "gt", "ge",
+                    "eq", "ne"}
+_INT_UNSAFE = {"floordiv", "mod", "pow"}  # NumPy gives 0 with a warning for // 0, raises for negative int powers
+# Methods' gradient rules (NumPy's functions' are in numpy_ops.py)
+_METHOD_GRADS = {"reshape": vjp.reshape_back_vjp, "ravel": vjp.reshape_back_vjp, "flatten": vjp.reshape_back_vjp,
+                 "copy": vjp.copy_vjp, "astype": vjp.astype_vjp}
+
+
+def _operator(op: Operator):
+    """``operator.<name>``: Python's semantics (``[1] + [2]`` concatenates); on arrays NumPy's ufunc."""
+    fn = getattr(operator, op.name) if op.name not in ("in", "not_in") else (
+        contains if op.name == "in" else not_contains)
+    elementwise = op.numpy is not None and op.name != "not_"
+    rule = shapes.matmul if op.name == "matmul" else (
+        shapes.elementwise(fn, op.arity) if elementwise and op.name != "matmul" else None)
+    fused = op.template if op.name in _FUSED_OPERATORS else None
+    guard = "value" if op.kind == "identity" else "scalar" if op.name == "not_" else "small"
+    register(f"operator.{op.name}", fn, display=op.display, shape_rule=rule, local=op.name in ("is_", "is_not"),
+             inline=Inline(op.template, guard), fused=fused, fused_cupy=fused,
+             inexact=op.name == "pow", int_unsafe=op.name in _INT_UNSAFE,
+             ordered=op.kind == "compare" and op.name not in ("eq", "ne"), comparison=op.kind == "compare",
+             grad=vjp.matmul_vjp if op.name == "matmul" else None)
+    if op.inplace:
+        # ``x op= v``: a new value on scalars; in place on an array with no task pending that might read it
+        register(f"operator.{op.inplace}", getattr(operator, op.inplace), effect=MUTATES,
+                 display=f"__{op.inplace}", inline=Inline("{kernel}({0}, {1})", "inplace"))
+
+
 def _register_python_ops():
-    for op_name, (display, ufunc) in BINARY.items():
-        op = getattr(operator, op_name)
-        rule = shapes.matmul if op_name == "matmul" else (shapes.elementwise(op, 2) if ufunc else None)
-        register(f"operator.{op_name}", getattr(operator, op_name), display=display, shape_rule=rule)
-    for op_name, (display, ufunc) in UNARY.items():
-        rule = shapes.elementwise(getattr(operator, op_name), 1) if ufunc else None
-        register(f"operator.{op_name}", getattr(operator, op_name), display=display, shape_rule=rule)
-    for op_name in INPLACE:
-        register(f"operator.{op_name}", getattr(operator, op_name), effect=MUTATES, display=f"__{op_name}")
-    register("operator.is_", operator.is_, display="__is", local=True)
-    register("operator.is_not", operator.is_not, display="__is_not", local=True)
-    register("operator.in", contains, display="__in")
-    register("operator.not_in", not_contains, display="__not_in")
-    register("operator.getitem", operator.getitem, display="slice_at")
+    for op in OPERATORS:
+        _operator(op)
+    register("operator.getitem", operator.getitem, display="slice_at", inline=Inline("{0}[{1}]", "index"),
+             grad=vjp.getitem_vjp)
     register("operator.setitem", setitem, effect=MUTATES, display="store_at")
     register("operator.delitem", delitem, effect=MUTATES, display="del_at")
     register("operator.truth", operator.truth, display="__truth")
-    register("python.slice", make_slice, display="slice", cheap=True)
+    register("python.slice", slice, display="slice", cheap=True, inline=Inline("{kernel}({args})", "value"))
     register("python.unpack", unpack, display="unpack")
     register("python.list", make_list, display="list", resolve="none")
     register("python.tuple", make_tuple, display="make_tuple", resolve="none")
@@ -191,26 +191,31 @@ def _register_python_ops():
     register("python.raise", raise_exception, effect=IO, display="raise")
     register("python.new_exception", new_exception, display="exception")
     register("python.getattr", getattr, display="getattr", cheap=True)
+    scalar_call = Inline("{kernel}({args})", "scalar")
     for name in dir(math):
         fn = getattr(math, name)
         if callable(fn) and not name.startswith("_"):
-            register(f"math.{name}", fn, obj=fn, display=f"math.{name}")
+            register(f"math.{name}", fn, obj=fn, display=f"math.{name}", inline=scalar_call)
     register("python.format_value", format_value, display="format")
     register("python.join_str", join_str, display="join_str")
     for attr in ATTRIBUTES:
-        register(f"attr.{attr}", AttrKernel(attr), display=attr, cheap=attr != "flat")
+        register(f"attr.{attr}", AttrKernel(attr), display=attr, cheap=attr != "flat",
+                 inline=Inline(f"{{0}}.{attr}", "value"))
     for method in PURE_METHODS:
-        register(f"method.{method}", MethodKernel(method), display=f".{method}")
+        register(f"method.{method}", MethodKernel(method), display=f".{method}", grad=_METHOD_GRADS.get(method),
+                 inline=Inline(f"{{0}}.{method}({{rest}})", "small", kwargs=True))
     for method in MUTATING_METHODS:
-        register(f"method.{method}", MethodKernel(method), effect=MUTATES, display=f".{method}",
-                 resolve=_MUTATING_RESOLVE.get(method, "deep"))
+        resolve = _MUTATING_RESOLVE.get(method, "deep")
+        register(f"method.{method}", MethodKernel(method), effect=MUTATES, display=f".{method}", resolve=resolve,
+                 inline=Inline(f"{{0}}.{method}({{rest}})", "receiver") if resolve != "deep" else None)
     for method in STATE_METHODS:
         register(f"method.{method}", MethodKernel(method), effect=STATE, display=f".{method}")
     for name in BUILTINS:
         fn = getattr(builtins, name)
-        effect = IO if name == "print" else None
-        register(f"builtins.{name}", fn, obj=fn, effect=effect, display=name,
-                 resolve="shallow" if name in LAZY_BUILTINS else "deep", cheap=name in LAZY_BUILTINS)
+        lazy = name in LAZY_BUILTINS
+        register(f"builtins.{name}", fn, obj=fn, effect=IO if name == "print" else None, display=name,
+                 resolve="shallow" if lazy else "deep", cheap=lazy,
+                 inline=None if name == "print" else Inline("{kernel}({args})", "lazy" if lazy else "scalar"))
 
 
 _register_python_ops()

@@ -1,6 +1,8 @@
-"""The primitive registry: each primitive registered once, by name, with its NumPy kernel and rules."""
+"""The primitive registry: each primitive declared once, by name, with its NumPy kernel and every rule of it."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,11 +16,31 @@ IO = "io"  # talks to the outside world (print)
 
 
 @dataclass(frozen=True, slots=True)
+class Inline:
+    """The plain-bytecode form the code generator may emit for a call (runtime/codegen.py), used when ``guard``
+    holds for its arguments at run time; otherwise the call goes through the Evaluation (tasks, effects).
+
+    ``template`` is formatted with the argument atoms: ``{0}``, ``{1}`` (positional), ``{args}`` (all, with keyword
+    arguments), ``{rest}`` (all but the first, with keyword arguments), ``{kernel}`` (the primitive's kernel).
+    ``guard`` names the run-time test: "small" (scalars or arrays under the inline threshold), "scalar", "value"
+    (no futures), "lazy" (no futures at the top level: builtins such as ``len`` that do not look at elements),
+    "index" (a sequence and a basic index), "receiver" (a list/dict/set with no task pending; its arguments
+    values unless ``resolve`` is "receiver"), "inplace" (``x op= v`` on scalars, or on an array with no task
+    pending). ``kwargs``: the form also takes keyword arguments."""
+
+    template: str
+    guard: str = "small"
+    kwargs: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Primitive:
-    """One primitive. ``kernel`` is the NumPy reference: it defines the semantics every other kernel keeps."""
+    """One primitive and every rule of it. ``kernel`` is the NumPy reference: it defines the semantics every other
+    kernel and rule keeps."""
 
     name: str
     kernel: Callable
+    obj: object = None  # the Python object (``np.exp``) that resolves to this primitive in user code
     shape_rule: Callable | None = None  # (*AbstractValue|python value, **kwargs) -> AbstractValue | None
     effect: str | None = PURE
     # Which arguments must be concrete before the kernel runs: "deep" (default: futures anywhere, also inside
@@ -27,10 +49,23 @@ class Primitive:
     resolve: str = "deep"
     local: bool = False  # True: always runs in the evaluating process (object identity: ``is``)
     cheap: bool = False  # True: O(1) whatever the input size (``x.shape``, ``len``): never worth a task
-    numba_kernel: Callable | None = None
-    cupy_kernel: Callable | None = None
-    grad: Callable | None = None
     display: str = ""  # name in the printed tree, when it differs from ``name`` (``__add`` for ``+``)
+    # Gradient (primitives/vjp.py's conventions): the rule, or ``nondiff`` for one that passes no gradient.
+    grad: Callable | None = None
+    nondiff: bool = False
+    # Element-wise form for the fused Numba kernels (primitives/fused.py): an expression over ``{0}``, ``{1}``...
+    fused: str | None = None
+    fused_cupy: str | None = None  # the CuPy expression, when it is not ``cupy.<name>(...)``
+    inexact: bool = False  # last bit may differ between NumPy and Numba: compared results stay in NumPy
+    int_unsafe: bool = False  # integer semantics Numba does not share (``//``, ``%``, ``**``): NumPy on ints
+    ordered: bool = False  # orders its operands (complex numbers stay in NumPy)
+    comparison: bool = False  # a comparison (its boolean flips on a 1-ULP difference: see ``inexact``)
+    inline: Inline | None = None  # plain-bytecode form (runtime/codegen.py)
+    # Tile rule: ``tile(ops, *args, **kwargs)``, ``ops`` being the runtime's tile operations (runtime/tiled/ops.py).
+    # NumPy's own functions reach tiled arrays through NEP 13/18 (TiledArray.__array_function__) and need none.
+    tile: Callable | None = None
+    numba_kernel: Callable | None = None  # hand-written alternatives, each with ``accepts(*args, **kwargs)``
+    cupy_kernel: Callable | None = None
 
     @property
     def foldable(self) -> bool:
@@ -41,9 +76,9 @@ class Primitive:
     def label(self) -> str:
         return self.display or self.name
 
-
-_REGISTRY: dict[str, Primitive] = {}
-_BY_OBJECT: dict[int, tuple[object, str]] = {}  # id(np.exp) -> (np.exp, "exp"); keeps the object alive
+    @property
+    def fusable(self) -> bool:
+        return self.fused is not None
 
 
 class UnknownPrimitive(KeyError):
@@ -64,23 +99,95 @@ class OperationFailed(Exception):
         return (OperationFailed, self.located)
 
 
-def register(name: str, kernel: Callable, *, obj: object = None, **fields) -> Primitive:
-    """Register ``name``. ``obj`` is the Python object (``np.exp``) that resolves to it in user code."""
-    if name in _REGISTRY:
-        raise ValueError(f"primitive {name!r} registered twice")
-    prim = Primitive(name, kernel, **fields)
-    _REGISTRY[name] = prim
-    if obj is not None:
-        _BY_OBJECT.setdefault(id(obj), (obj, name))
-    return prim
+class Registry:
+    """Primitives by name and by the Python object they stand for. Filled while primitives/ is imported, then
+    frozen (``primitives/__init__.py``): nothing adds or replaces a record later. A test may open a registry of
+    its own over the real one (``Registry(parent=REGISTRY)``, made current with ``scoped``) for a toy primitive."""
+
+    def __init__(self, parent: Registry | None = None):
+        self.parent = parent
+        self._by_name: dict[str, Primitive] = {}
+        self._by_object: dict[int, tuple[object, str]] = {}  # id(np.exp) -> (np.exp, "exp"); keeps it alive
+        self.frozen = False
+
+    def declare(self, prim: Primitive) -> Primitive:
+        if self.frozen:
+            raise RuntimeError(f"primitive {prim.name!r} declared after the registry was frozen: primitives are "
+                               "declared in their modules under primitives/ (see primitives/__init__.py)")
+        if self.exists(prim.name):
+            raise ValueError(f"primitive {prim.name!r} registered twice")
+        self._by_name[prim.name] = prim
+        if prim.obj is not None:
+            self._by_object.setdefault(id(prim.obj), (prim.obj, prim.name))
+        return prim
+
+    def freeze(self) -> Registry:
+        self.frozen = True
+        return self
+
+    def lookup(self, name: str) -> Primitive:
+        prim = self._by_name.get(name)
+        if prim is not None:
+            return prim
+        if self.parent is not None:
+            return self.parent.lookup(name)
+        raise UnknownPrimitive(name)
+
+    def exists(self, name: str) -> bool:
+        return name in self._by_name or (self.parent is not None and self.parent.exists(name))
+
+    def name_of(self, obj: object) -> str | None:
+        hit = self._by_object.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        return self.parent.name_of(obj) if self.parent is not None else None
+
+    def names(self) -> list[str]:
+        own = set(self._by_name)
+        return sorted(own | set(self.parent.names())) if self.parent is not None else sorted(own)
+
+
+REGISTRY = Registry()
+_SCOPED: contextvars.ContextVar[Registry | None] = contextvars.ContextVar("phylanx_registry", default=None)
+
+
+def current_registry() -> Registry:
+    reg = _SCOPED.get()
+    return REGISTRY if reg is None else reg
+
+
+@contextlib.contextmanager
+def scoped(registry: Registry):
+    """Look primitives up in ``registry`` inside the block (a test's toy primitives)."""
+    token = _SCOPED.set(registry)
+    try:
+        yield registry
+    finally:
+        _SCOPED.reset(token)
+
+
+def register(name: str, kernel: Callable, *, registry: Registry | None = None, **rules) -> Primitive:
+    """Declare primitive ``name`` with its kernel and rules (the fields of ``Primitive``)."""
+    return (registry or REGISTRY).declare(Primitive(name, kernel, **rules))
 
 
 def lookup(name: str) -> Primitive:
     """The primitive called ``name``; ``UnknownPrimitive`` if there is none."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UnknownPrimitive(name) from None
+    reg = _SCOPED.get()
+    return (REGISTRY if reg is None else reg).lookup(name)
+
+
+def exists(name: str) -> bool:
+    return current_registry().exists(name)
+
+
+def name_of(obj: object) -> str | None:
+    """The primitive name a Python object (``np.exp``, ``len``) stands for, or None."""
+    return current_registry().name_of(obj)
+
+
+def names() -> list[str]:
+    return current_registry().names()
 
 
 _ALTERNATIVES = os.environ.get("PHYLANX_NUMBA", "1") != "0"
@@ -95,31 +202,10 @@ def choose(prim: Primitive, args, kwargs):
     return prim.kernel
 
 
-def exists(name: str) -> bool:
-    return name in _REGISTRY
-
-
-def name_of(obj: object) -> str | None:
-    """The primitive name a Python object (``np.exp``, ``len``) stands for, or None."""
-    hit = _BY_OBJECT.get(id(obj))
-    return hit[1] if hit is not None and hit[0] is obj else None
-
-
-def names() -> list[str]:
-    return sorted(_REGISTRY)
-
-
-def set_grad(name: str, rule: Callable) -> Primitive:
-    """Attach the gradient rule (primitives/vjp.py) to primitive ``name``."""
-    from dataclasses import replace
-
-    prim = _REGISTRY[name] = replace(lookup(name), grad=rule)
-    return prim
-
-
 def apply(name: str, *args, **kwargs):
-    """Run primitive ``name`` on these arguments, or let a traced argument record it (``__phylanx_call__``): how
-    functions built on the primitives (gradient rules, nn layers) stay traceable."""
+    """Run primitive ``name`` on these arguments, or let an argument whose type runs primitives its own way record
+    or run it (``__phylanx_call__``: traced values, tiled arrays): how functions built on the primitives
+    (gradient rules, nn layers) stay traceable and tileable."""
     for a in args:
         hook = getattr(type(a), "__phylanx_call__", None)
         if hook is not None:

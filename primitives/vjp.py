@@ -6,23 +6,16 @@ A thunk computes that argument's cotangent when called; reverse mode calls only 
 gradient, so ``X @ W`` with data ``X`` never computes the (large) cotangent of ``X``.
 
 Rules are written with NumPy functions and operators only. Called on traced values (phylanx_py/trace.py) the same
-code records the gradient as primitives of the execution tree; called on arrays it computes it. Primitives listed in
-NONDIFF pass no gradient (comparisons, argmax, rounding); every other primitive without a rule is an error when a
-gradient has to flow through it.
+code records the gradient as primitives of the execution tree; called on arrays it computes it. This module is the
+library of rules; each primitive's declaration names its rule (``grad=``) or says it passes no gradient
+(``nondiff=True``: comparisons, argmax, rounding); any other primitive without a rule is an error when a gradient
+has to flow through it.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .registry import apply, exists, lookup, register, set_grad
-
-NONDIFF = set("""
-greater greater_equal less less_equal equal not_equal logical_and logical_or logical_xor logical_not isnan isinf
-isfinite signbit sign floor ceil trunc rint round around fix argmax argmin nanargmax nanargmin argsort argwhere
-nonzero flatnonzero floor_divide zeros_like ones_like empty_like full_like shape size ndim count_nonzero any all
-bitwise_and bitwise_or bitwise_xor invert isclose allclose array_equal searchsorted digitize bincount unique
-int64 int32 int16 int8 uint8 bool_ heaviside
-""".split())
+from .registry import apply, lookup, register
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------
@@ -51,12 +44,12 @@ def _dtype(x):
     return x.dtype if hasattr(x, "dtype") else np.result_type(x)
 
 
-def _unary(fn):
+def unary_rule(fn):
     """A rule for a one-argument element-wise primitive: ``fn(g, ans, x)`` is the cotangent."""
     return lambda g, ans, x, *rest, **kw: (lambda: fn(g, ans, x),)
 
 
-def _binary(fx, fy):
+def binary_rule(fx, fy):
     """A rule for a broadcasting two-argument primitive; cotangents are summed back to each input's shape."""
     def rule(g, ans, x, y, *rest, **kw):
         return (lambda: unbroadcast(fx(g, ans, x, y), _shape(x)),
@@ -64,61 +57,10 @@ def _binary(fx, fy):
     return rule
 
 
-UNARY = {
-    "negative": lambda g, a, x: -g,
-    "positive": lambda g, a, x: g,
-    "exp": lambda g, a, x: g * a,
-    "exp2": lambda g, a, x: g * a * np.log(2.0),
-    "expm1": lambda g, a, x: g * (a + 1.0),
-    "log": lambda g, a, x: g / x,
-    "log2": lambda g, a, x: g / (x * np.log(2.0)),
-    "log10": lambda g, a, x: g / (x * np.log(10.0)),
-    "log1p": lambda g, a, x: g / (x + 1.0),
-    "sqrt": lambda g, a, x: g * 0.5 / a,
-    "cbrt": lambda g, a, x: g / (3.0 * a * a),
-    "square": lambda g, a, x: g * 2.0 * x,
-    "reciprocal": lambda g, a, x: -g * a * a,
-    "sin": lambda g, a, x: g * np.cos(x),
-    "cos": lambda g, a, x: -g * np.sin(x),
-    "tan": lambda g, a, x: g * (1.0 + a * a),
-    "arcsin": lambda g, a, x: g / np.sqrt(1.0 - x * x),
-    "arccos": lambda g, a, x: -g / np.sqrt(1.0 - x * x),
-    "arctan": lambda g, a, x: g / (1.0 + x * x),
-    "sinh": lambda g, a, x: g * np.cosh(x),
-    "cosh": lambda g, a, x: g * np.sinh(x),
-    "tanh": lambda g, a, x: g * (1.0 - a * a),
-    "arcsinh": lambda g, a, x: g / np.sqrt(x * x + 1.0),
-    "absolute": lambda g, a, x: g * np.sign(x),
-    "fabs": lambda g, a, x: g * np.sign(x),
-    "abs": lambda g, a, x: g * np.sign(x),
-}
-
-
-def _max_like(g, a, x, y):
+def max_like(g, a, x, y):
     # Ties split the gradient in halves (as JAX does), so it is the same whichever argument comes first. The
     # booleans multiply the gradient (never a Python float: that would make a float32 gradient float64).
     return g * (x > y) + (0.5 * g) * (x == y)
-
-
-BINARY = {
-    "add": (lambda g, a, x, y: g, lambda g, a, x, y: g),
-    "subtract": (lambda g, a, x, y: g, lambda g, a, x, y: -g),
-    "multiply": (lambda g, a, x, y: g * y, lambda g, a, x, y: g * x),
-    "divide": (lambda g, a, x, y: g / y, lambda g, a, x, y: -g * x / (y * y)),
-    "power": (lambda g, a, x, y: g * y * np.power(x, y - 1.0),
-              lambda g, a, x, y: g * a * np.log(np.where(x > 0, x, 1.0))),
-    "maximum": (_max_like, lambda g, a, x, y: _max_like(g, a, y, x)),
-    "minimum": (lambda g, a, x, y: _max_like(g, a, y, x), _max_like),
-    "fmax": (_max_like, lambda g, a, x, y: _max_like(g, a, y, x)),
-    "fmin": (lambda g, a, x, y: _max_like(g, a, y, x), _max_like),
-    "arctan2": (lambda g, a, x, y: g * y / (x * x + y * y), lambda g, a, x, y: -g * x / (x * x + y * y)),
-    "hypot": (lambda g, a, x, y: g * x / a, lambda g, a, x, y: g * y / a),
-    "logaddexp": (lambda g, a, x, y: g * np.exp(x - a), lambda g, a, x, y: g * np.exp(y - a)),
-    "remainder": (lambda g, a, x, y: g, lambda g, a, x, y: -g * np.floor_divide(x, y)),
-}
-BINARY["true_divide"] = BINARY["divide"]
-BINARY["float_power"] = BINARY["power"]
-BINARY["mod"] = BINARY["remainder"]
 
 
 # ---- reductions --------------------------------------------------------------------------------------------
@@ -147,15 +89,15 @@ def _count(x, axis):
     return n
 
 
-def _sum(g, ans, x, axis=None, dtype=None, out=None, keepdims=False, **kw):
+def sum_vjp(g, ans, x, axis=None, dtype=None, out=None, keepdims=False, **kw):
     return (lambda: np.broadcast_to(_expand(g, x, axis, keepdims), _shape(x)),)
 
 
-def _mean(g, ans, x, axis=None, dtype=None, out=None, keepdims=False, **kw):
+def mean_vjp(g, ans, x, axis=None, dtype=None, out=None, keepdims=False, **kw):
     return (lambda: np.broadcast_to(_expand(g, x, axis, keepdims) / _count(x, axis), _shape(x)),)
 
 
-def _extreme(g, ans, x, axis=None, out=None, keepdims=False, **kw):
+def extreme_vjp(g, ans, x, axis=None, out=None, keepdims=False, **kw):
     def grad():
         a = _expand(ans, x, axis, keepdims)
         hit = x == a
@@ -165,27 +107,27 @@ def _extreme(g, ans, x, axis=None, out=None, keepdims=False, **kw):
     return (grad,)
 
 
-def _var(g, ans, x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+def var_vjp(g, ans, x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     def grad():
         centred = x - np.mean(x, axis=axis, keepdims=True)
         return _expand(g, x, axis, keepdims) * 2.0 * centred / (_count(x, axis) - ddof)
     return (grad,)
 
 
-def _std(g, ans, x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+def std_vjp(g, ans, x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     def grad():
         centred = x - np.mean(x, axis=axis, keepdims=True)
         return _expand(g / ans, x, axis, keepdims) * centred / (_count(x, axis) - ddof)
     return (grad,)
 
 
-def _prod(g, ans, x, axis=None, dtype=None, out=None, keepdims=False, **kw):
+def prod_vjp(g, ans, x, axis=None, dtype=None, out=None, keepdims=False, **kw):
     # ans / x: exact unless an element is zero (a documented limit of this rule)
     return (lambda: _expand(g * ans, x, axis, keepdims) / x,)
 
 
 # ---- linear algebra ----------------------------------------------------------------------------------------
-def _matmul(g, ans, a, b, **kw):
+def matmul_vjp(g, ans, a, b, **kw):
     na, nb = np.ndim(a), np.ndim(b)
     if na == 1 and nb == 1:
         return (lambda: g * b, lambda: g * a)
@@ -202,15 +144,15 @@ def _matmul(g, ans, a, b, **kw):
             lambda: unbroadcast(np.matmul(np.swapaxes(a, -1, -2), g), _shape(b)))
 
 
-def _dot(g, ans, a, b, **kw):
+def dot_vjp(g, ans, a, b, **kw):
     if np.ndim(a) <= 2 and np.ndim(b) <= 2 and np.ndim(a) > 0 and np.ndim(b) > 0:
-        return _matmul(g, ans, a, b)
+        return matmul_vjp(g, ans, a, b)
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return (lambda: unbroadcast(g * b, _shape(a)), lambda: unbroadcast(g * a, _shape(b)))
-    return _tensordot(g, ans, a, b, axes=([np.ndim(a) - 1], [max(np.ndim(b) - 2, 0)]))
+    return tensordot_vjp(g, ans, a, b, axes=([np.ndim(a) - 1], [max(np.ndim(b) - 2, 0)]))
 
 
-def _tensordot(g, ans, a, b, axes=2, **kw):
+def tensordot_vjp(g, ans, a, b, axes=2, **kw):
     na, nb = np.ndim(a), np.ndim(b)
     if isinstance(axes, int):
         ax_a, ax_b = list(range(na - axes, na)), list(range(axes))
@@ -239,7 +181,7 @@ def _tensordot(g, ans, a, b, axes=2, **kw):
     return ga, gb
 
 
-def _einsum(g, ans, subscripts, *operands, **kw):
+def einsum_vjp(g, ans, subscripts, *operands, **kw):
     if not isinstance(subscripts, str) or "..." in subscripts or "->" not in subscripts:
         raise NotImplementedError("the gradient of einsum needs explicit subscripts with '->' and no '...'")
     ins, out = subscripts.replace(" ", "").split("->")
@@ -263,35 +205,35 @@ def _einsum(g, ans, subscripts, *operands, **kw):
     return (None,) + tuple(grad_of(i) for i in range(len(operands)))
 
 
-def _outer(g, ans, a, b, **kw):
+def outer_vjp(g, ans, a, b, **kw):
     return (lambda: np.reshape(np.matmul(g, np.ravel(b)), _shape(a)),
             lambda: np.reshape(np.matmul(np.ravel(a), g), _shape(b)))
 
 
 # ---- shape and indexing ----------------------------------------------------------------------------------
-def _reshape_back(g, ans, x, *args, **kw):
+def reshape_back_vjp(g, ans, x, *args, **kw):
     return (lambda: np.reshape(g, _shape(x)),)
 
 
-def _transpose(g, ans, x, axes=None, **kw):
+def transpose_vjp(g, ans, x, axes=None, **kw):
     if axes is None:
         return (lambda: np.transpose(g),)
     return (lambda: np.transpose(g, np.argsort(axes)),)
 
 
-def _swapaxes(g, ans, x, a, b, **kw):
+def swapaxes_vjp(g, ans, x, a, b, **kw):
     return (lambda: np.swapaxes(g, a, b),)
 
 
-def _moveaxis(g, ans, x, source, destination, **kw):
+def moveaxis_vjp(g, ans, x, source, destination, **kw):
     return (lambda: np.moveaxis(g, destination, source),)
 
 
-def _broadcast_to(g, ans, x, shape, **kw):
+def broadcast_to_vjp(g, ans, x, shape, **kw):
     return (lambda: unbroadcast(g, _shape(x)),)
 
 
-def _concatenate(g, ans, arrays, axis=0, **kw):
+def concatenate_vjp(g, ans, arrays, axis=0, **kw):
     if axis is None:
         sizes = [int(np.size(a)) for a in arrays]
         cuts = np.cumsum(sizes)[:-1]
@@ -306,19 +248,19 @@ def _concatenate(g, ans, arrays, axis=0, **kw):
     return ([piece(i) for i in range(len(arrays))],)
 
 
-def _stack(g, ans, arrays, axis=0, **kw):
+def stack_vjp(g, ans, arrays, axis=0, **kw):
     def piece(i):
         return lambda: np.take(g, i, axis=axis)
     return ([piece(i) for i in range(len(arrays))],)
 
 
-def _hstack(g, ans, arrays, **kw):
-    return _concatenate(g, ans, arrays, axis=0 if np.ndim(arrays[0]) == 1 else 1)
+def hstack_vjp(g, ans, arrays, **kw):
+    return concatenate_vjp(g, ans, arrays, axis=0 if np.ndim(arrays[0]) == 1 else 1)
 
 
-def _vstack(g, ans, arrays, **kw):
+def vstack_vjp(g, ans, arrays, **kw):
     if np.ndim(arrays[0]) >= 2:
-        return _concatenate(g, ans, arrays, axis=0)
+        return concatenate_vjp(g, ans, arrays, axis=0)
     return ([(lambda i=i: g[i]) for i in range(len(arrays))],)
 
 
@@ -329,7 +271,7 @@ def index_add(shape, key, g, dtype):
     return out
 
 
-def _getitem(g, ans, x, key, **kw):
+def getitem_vjp(g, ans, x, key, **kw):
     return (lambda: _index_add(_shape(x), key, g, _dtype(x)), None)
 
 
@@ -337,7 +279,7 @@ def _index_add(shape, key, g, dtype):
     return apply("ad.index_add", tuple(shape), key, g, dtype)
 
 
-def _take(g, ans, x, indices, axis=None, **kw):
+def take_vjp(g, ans, x, indices, axis=None, **kw):
     def grad():
         if axis is None:
             return np.reshape(_index_add((int(np.size(x)),), indices, g, _dtype(x)), _shape(x))
@@ -346,13 +288,13 @@ def _take(g, ans, x, indices, axis=None, **kw):
     return (grad, None)
 
 
-def _where(g, ans, cond, x=None, y=None, **kw):
+def where_vjp(g, ans, cond, x=None, y=None, **kw):
     return (None,
             lambda: unbroadcast(np.where(cond, g, 0.0), _shape(x)),
             lambda: unbroadcast(np.where(cond, 0.0, g), _shape(y)))
 
 
-def _clip(g, ans, x, lo=None, hi=None, **kw):
+def clip_vjp(g, ans, x, lo=None, hi=None, **kw):
     def grad():
         out = g
         if lo is not None:
@@ -363,23 +305,23 @@ def _clip(g, ans, x, lo=None, hi=None, **kw):
     return (grad, None, None)
 
 
-def _expand_dims(g, ans, x, axis, **kw):
+def expand_dims_vjp(g, ans, x, axis, **kw):
     return (lambda: np.reshape(g, _shape(x)),)
 
 
-def _flip(g, ans, x, axis=None, **kw):
+def flip_vjp(g, ans, x, axis=None, **kw):
     return (lambda: np.flip(g, axis=axis),)
 
 
-def _copy(g, ans, x, *args, **kw):
+def copy_vjp(g, ans, x, *args, **kw):
     return (lambda: g,)
 
 
-def _astype(g, ans, x, dtype, *args, **kw):
+def astype_vjp(g, ans, x, dtype, *args, **kw):
     return (lambda: g.astype(_dtype(x)), None)
 
 
-def _pad(g, ans, x, pad_width, mode="constant", **kw):
+def pad_vjp(g, ans, x, pad_width, mode="constant", **kw):
     if mode != "constant":
         raise NotImplementedError(f"the gradient of np.pad with mode={mode!r}")
     widths = np.broadcast_to(np.asarray(pad_width), (np.ndim(x), 2))
@@ -387,7 +329,7 @@ def _pad(g, ans, x, pad_width, mode="constant", **kw):
     return (lambda: g[key], None)
 
 
-def _tile_like(g, ans, x, reps, **kw):  # np.tile: sum the copies
+def tile_like_vjp(g, ans, x, reps, **kw):  # np.tile: sum the copies
     def grad():
         reps_t = (reps,) if isinstance(reps, int) else tuple(reps)
         shape = _shape(x)
@@ -403,15 +345,15 @@ def _tile_like(g, ans, x, reps, **kw):  # np.tile: sum the copies
 
 
 # ---- neural-network primitives -----------------------------------------------------------------------------
-def _softmax(g, ans, x, axis=-1, **kw):
+def softmax_vjp(g, ans, x, axis=-1, **kw):
     return (lambda: ans * (g - np.sum(g * ans, axis=axis, keepdims=True)),)
 
 
-def _log_softmax(g, ans, x, axis=-1, **kw):
+def log_softmax_vjp(g, ans, x, axis=-1, **kw):
     return (lambda: g - np.exp(ans) * np.sum(g, axis=axis, keepdims=True),)
 
 
-def _logsumexp(g, ans, x, axis=-1, keepdims=False, **kw):
+def logsumexp_vjp(g, ans, x, axis=-1, keepdims=False, **kw):
     def grad():
         a = ans if keepdims else np.expand_dims(ans, axis) if axis is not None else ans
         gg = g if keepdims else np.expand_dims(g, axis) if axis is not None else g
@@ -419,7 +361,7 @@ def _logsumexp(g, ans, x, axis=-1, keepdims=False, **kw):
     return (grad,)
 
 
-def _softmax_cross_entropy(g, ans, logits, labels, **kw):
+def softmax_cross_entropy_vjp(g, ans, logits, labels, **kw):
     def grad():
         n = _shape(logits)[0]
         p = apply("nn.softmax", logits, axis=-1)
@@ -430,57 +372,28 @@ def _softmax_cross_entropy(g, ans, logits, labels, **kw):
     return (grad, None)
 
 
-def _conv2d(g, ans, x, w, stride=1, padding=0, **kw):
+def conv2d_vjp(g, ans, x, w, stride=1, padding=0, **kw):
     return (lambda: apply("nn.conv2d_grad_input", g, w, _shape(x), stride, padding),
             lambda: apply("nn.conv2d_grad_weight", g, x, _shape(w), stride, padding))
 
 
-def _max_pool2d(g, ans, x, size=2, stride=None, **kw):
+def max_pool2d_vjp(g, ans, x, size=2, stride=None, **kw):
     return (lambda: apply("nn.max_pool2d_grad", g, x, size, stride),)
 
 
-def _avg_pool2d(g, ans, x, size=2, stride=None, **kw):
+def avg_pool2d_vjp(g, ans, x, size=2, stride=None, **kw):
     return (lambda: apply("nn.avg_pool2d_grad", g, _shape(x), size, stride),)
-
-
-RULES = {
-    "sum": _sum, "nansum": _sum, "mean": _mean, "max": _extreme, "amax": _extreme, "min": _extreme,
-    "amin": _extreme, "var": _var, "std": _std, "prod": _prod,
-    "matmul": _matmul, "operator.matmul": _matmul, "dot": _dot, "tensordot": _tensordot, "einsum": _einsum,
-    "outer": _outer,
-    "reshape": _reshape_back, "ravel": _reshape_back, "squeeze": _reshape_back, "atleast_1d": _reshape_back,
-    "atleast_2d": _reshape_back, "method.reshape": _reshape_back, "method.ravel": _reshape_back,
-    "method.flatten": _reshape_back, "expand_dims": _expand_dims,
-    "transpose": _transpose, "swapaxes": _swapaxes, "moveaxis": _moveaxis, "broadcast_to": _broadcast_to,
-    "concatenate": _concatenate, "stack": _stack, "hstack": _hstack, "vstack": _vstack,
-    "operator.getitem": _getitem, "take": _take, "where": _where, "clip": _clip, "flip": _flip,
-    "copy": _copy, "asarray": _copy, "array": _copy, "ascontiguousarray": _copy, "method.copy": _copy,
-    "float64": _copy, "method.astype": _astype, "pad": _pad, "tile": _tile_like,
-    "nn.softmax": _softmax, "nn.log_softmax": _log_softmax, "nn.logsumexp": _logsumexp,
-    "nn.softmax_cross_entropy": _softmax_cross_entropy,
-    "nn.conv2d": _conv2d, "nn.max_pool2d": _max_pool2d, "nn.avg_pool2d": _avg_pool2d,
-}
-
-
-def _register():
-    register("ad.index_add", index_add, display="index_add")
-    for name, fn in UNARY.items():
-        RULES[name] = _unary(fn)
-    for name, (fx, fy) in BINARY.items():
-        RULES[name] = _binary(fx, fy)
-    for name, rule in RULES.items():
-        if exists(name):  # not every NumPy has every function
-            set_grad(name, rule)
 
 
 def grad_rule(name):
     """The gradient rule of primitive ``name``; None for one that passes no gradient; KeyError if it has none."""
-    if name in NONDIFF:
+    prim = lookup(name)
+    if prim.nondiff:
         return None
-    rule = lookup(name).grad
-    if rule is None:
+    if prim.grad is None:
         raise KeyError(name)
-    return rule
+    return prim.grad
 
 
-_register()
+# The scatter-add a getitem's gradient needs, a primitive of its own (recorded in traced gradient trees).
+register("ad.index_add", index_add, display="index_add")

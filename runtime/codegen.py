@@ -1,4 +1,5 @@
-"""The evaluator: IR → Python source, compiled once per program, run per call over an Evaluation.
+"""IR → Python source: each program compiled once to a factory of Python functions that run per call over an
+Evaluation.
 
 Each IR function becomes a Python ``def`` (nested lambdas/comprehensions become nested ``def``s, so Python's own
 closures give the scoping the translator resolved). Primitive calls become ``call(prim, loc, args)`` on the
@@ -15,9 +16,8 @@ import keyword
 import math
 
 import numpy as np
-from phylanx_py.primitives import MUTATES, PURE, lookup
+from phylanx_py.primitives import lookup
 from phylanx_py.primitives.fused import FUSE_MIN_ELEMENTS
-from phylanx_py.primitives.python_ops import LAZY_BUILTINS
 from phylanx_py.primitives.rowdot import MIN_ELEMENTS as ROWDOT_MIN_ELEMENTS
 
 from phylanx_py import ir
@@ -28,11 +28,6 @@ from .executors import FUTURES
 from .kinds import TYPES as KIND_TYPES
 from .values import PxFunction, call_value, read_global
 
-_BINOPS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
-           "lshift": "<<", "rshift": ">>", "and_": "&", "or_": "|", "xor": "^",
-           "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-_IDENTITY = {"is_": "is", "is_not": "is not", "in": "in", "not_in": "not in"}
-_UNARY = {"neg": "-", "pos": "+", "invert": "~"}
 # Values that plain bytecode handles inline: Python and NumPy scalars.
 SCALARS = frozenset({int, float, bool, complex, np.float64, np.float32, np.int64, np.int32, np.bool_,
                      np.complex128, np.uint8, np.int8, np.int16, np.uint16, np.uint32, np.uint64, np.float16})
@@ -203,68 +198,48 @@ class Generator:
         return f"__pxr_type({key}) in __pxr_KEYS"
 
     def fast_path(self, name, prim, args, kwargs):
-        """(test, inline code) for running a call as plain bytecode when ``test`` holds; None if never."""
-        op = name.split(".", 1)[1] if "." in name else name
+        """(test, inline code) for running a call as plain bytecode when ``test`` holds; None if never. The code
+        is the primitive's declared inline form (``Primitive.inline``); ``test`` is its guard over the atoms."""
+        form = prim.inline
+        if form is None or (kwargs and not form.kwargs) or any(k == "out" for k, _ in kwargs):
+            return None  # ``out=`` writes into an existing array: an effect, ordered by the Evaluation
+        if "{0}" in form.template and not args or "{1}" in form.template and len(args) < 2:
+            return None
+        keywords = [f"{k}={v}" for k, v in kwargs]
+        code = form.template.format(*args, args=", ".join(args + keywords), rest=", ".join(args[1:] + keywords),
+                                    kernel=self.const(prim.kernel) if "{kernel}" in form.template else "")
+        return self.guard(form.guard, prim, args, [v for _, v in kwargs]), code
+
+    def guard(self, kind: str, prim, args: list, values: list) -> str:
+        """The run-time test of an inline form's guard (see ``primitives.Inline``) over the argument atoms."""
         not_future = lambda a: None if _is_literal(a) else f"__pxr_type({a}) not in __pxr_F"
         scalar = lambda a: None if _is_literal(a) else f"__pxr_type({a}) in __pxr_S"
         # Small arrays run inline too (the direct-execution rule of evaluation.py, checked in bytecode).
         small = lambda a: None if _is_literal(a) else \
             f"(__pxr_type({a}) in __pxr_S or (__pxr_type({a}) is __pxr_ndarray and {a}.size <= __pxr_lim))"
         both = lambda tests: " and ".join(t for t in tests if t) or "True"
-        if any(k == "out" for k, _ in kwargs):
-            return None  # writes into an existing array: an effect, ordered by the Evaluation
-        arglist = lambda positional: ", ".join(list(positional) + [f"{k}={v}" for k, v in kwargs])
-        if prim.effect is PURE and prim.resolve == "deep" and ("." not in name or name.startswith(
-                ("linalg.", "random.default_rng"))):
-            return both(small(a) for a in args + [v for _, v in kwargs]), \
-                f"{self.const(prim.kernel)}({arglist(args)})"
-        if name.startswith("method.") and prim.effect is PURE and args:
-            return both(small(a) for a in args + [v for _, v in kwargs]), f"{args[0]}.{op}({arglist(args[1:])})"
-        if kwargs:
-            return None
-        if name.startswith("operator.") and op in _BINOPS and len(args) == 2:
-            return both(small(a) for a in args), f"{args[0]} {_BINOPS[op]} {args[1]}"
-        if name == "operator.matmul":
-            return both(small(a) for a in args), f"{args[0]} @ {args[1]}"
-        if name.startswith("operator.") and op in _IDENTITY and len(args) == 2:
-            return both(not_future(a) for a in args if not _is_literal(a)), f"{args[0]} {_IDENTITY[op]} {args[1]}"
-        if name.startswith("operator.") and op in _UNARY:
-            return both([small(args[0])]), f"{_UNARY[op]}{args[0]}"
-        if name == "operator.not_":
-            return both([scalar(args[0])]), f"not {args[0]}"
-        if name == "operator.getitem":
+        if kind == "small":
+            return both(small(a) for a in args + values)
+        if kind == "scalar":
+            return both(scalar(a) for a in args)
+        if kind in ("value", "lazy"):
+            return both(not_future(a) for a in args)
+        if kind == "index":
             obj, key = args
-            return both([f"__pxr_type({obj}) in __pxr_SEQ", self.key_test(key)]), f"{obj}[{key}]"
-        if name.startswith("attr."):
-            return not_future(args[0]), f"{args[0]}.{op}"
-        if name == "python.slice":
-            return both(not_future(a) for a in args if not _is_literal(a)), \
-                f"{self.const(slice)}({', '.join(args)})"
-        if name.startswith("builtins.") and prim.effect is PURE:
-            k = self.const(prim.kernel)
-            tests = (not_future(a) if op in LAZY_BUILTINS else scalar(a) for a in args if not _is_literal(a))
-            return both(tests), f"{k}({', '.join(args)})"
-        if name.startswith("math.") and prim.effect is PURE:
-            return both(scalar(a) for a in args), f"{self.const(prim.kernel)}({', '.join(args)})"
-        if name.startswith("operator.i") and prim.effect == MUTATES and len(args) == 2:
+            return both([f"__pxr_type({obj}) in __pxr_SEQ", self.key_test(key)])
+        if kind == "inplace":
             # ``x op= v``: on scalars a new value; on an array with no task pending that might read it, in
             # place (what the Evaluation's ordered effect does after its barrier)
             target, value = args
-            k = self.const(prim.kernel)
             scalars = both([scalar(target), scalar(value)])
             array = both([f"__pxr_type({target}) is __pxr_ndarray", "not __pxr_pending",
                           None if _is_literal(value) else
                           f"(__pxr_type({value}) in __pxr_S or __pxr_type({value}) is __pxr_ndarray)"])
-            return f"({scalars}) or ({array})", f"{k}({target}, {value})"
-        if name.startswith("method.") and prim.effect == MUTATES and args and prim.resolve != "deep":
-            rest = [a for a in args[1:] if not _is_literal(a)]
-            if prim.resolve != "receiver":
-                rest = [not_future(a) for a in rest]
-            else:
-                rest = []
-            test = both([f"__pxr_type({args[0]}) in __pxr_MUT", "not __pxr_pending"] + rest)
-            return test, f"{args[0]}.{op}({', '.join(args[1:])})"
-        return None
+            return f"({scalars}) or ({array})"
+        if kind == "receiver":
+            rest = [] if prim.resolve == "receiver" else [not_future(a) for a in args[1:]]
+            return both([f"__pxr_type({args[0]}) in __pxr_MUT", "not __pxr_pending"] + rest)
+        raise ValueError(f"unknown inline guard {kind!r} of primitive {prim.name!r}")
 
     def e_Apply(self, n):
         args = [self.expr(a) for a in n.args]

@@ -12,12 +12,13 @@ from _prim_cases import CASES as NUMPY_CASES
 from _prim_cases import EXTRA
 from _prim_compare import called_primitives, function_source, params_of, run_both, write_module
 from phylanx_py.primitives import shapes
-from phylanx_py.primitives.python_ops import UNARY
+from phylanx_py.primitives.operators import OPERATORS
 from phylanx_py.primitives.shapes import AbstractValue
 
 import phylanx_py as px
 from phylanx_py import primitives
 
+UNARY = {op.name for op in OPERATORS if op.kind == "unary"}
 ALL_CASES = {**NUMPY_CASES, **METHOD_CASES}
 FLAT = [(name, k, body) for name, bodies in {**ALL_CASES, "extra": EXTRA}.items() for k, body in enumerate(bodies)]
 IDS = [f"{name}-{k}" for name, k, _ in FLAT]

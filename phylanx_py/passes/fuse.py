@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 
 from phylanx_py.primitives import lookup
-from phylanx_py.primitives.fused import FUSABLE
+from phylanx_py.primitives.fused import fusable
 
 from .. import ir
 
@@ -24,7 +24,7 @@ class _Impure(Exception):
 
 
 def _fusable(n) -> bool:
-    return isinstance(n, ir.Call) and n.prim in FUSABLE and not n.kwargs
+    return isinstance(n, ir.Call) and fusable(n.prim) and not n.kwargs
 
 
 def _pure(n) -> bool:

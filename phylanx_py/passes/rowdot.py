@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from phylanx_py.primitives import lookup
-from phylanx_py.primitives.fused import FUSABLE
+from phylanx_py.primitives.fused import fusable
 
 from .. import ir
 from .fuse import _SCALARS, _same_variable
@@ -88,7 +88,7 @@ class _Builder:
 
             # the group stays a group in the body: its leaves are now this group's leaves (or X @ v)
             return expand(n.spec), dataclasses.replace(n, leaves=tuple(p[1] for p in parts))
-        if isinstance(n, ir.Call) and n.prim in FUSABLE and not n.kwargs:
+        if isinstance(n, ir.Call) and fusable(n.prim) and not n.kwargs:
             self.locs.append(n.loc)
             parts = [self.build(a) for a in n.args]
             return (n.prim, *(p[0] for p in parts)), dataclasses.replace(n, args=tuple(p[1] for p in parts))

@@ -1,0 +1,112 @@
+"""NumPy's element-wise functions (ufuncs), each declared once with its gradient, fused-kernel form and inline form.
+
+The families are small helpers, as JAX's ``standard_unop``: ``unary(name, grad, fused=...)``, ``binary(...)``,
+``comparison(...)``. A ufunc without a rule here is still a primitive (``plain``): it runs, folds and tiles, but no
+gradient flows through it and it does not join fused kernels.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import shapes
+from .registry import Inline, register
+from .vjp import binary_rule, max_like, unary_rule
+
+# Every NumPy function called on values (not futures): as plain bytecode when its inputs are small.
+CALL = Inline("{kernel}({args})", "small", kwargs=True)
+
+
+def _ufunc(name, **rules):
+    fn = getattr(np, name, None)
+    if fn is None:  # not every NumPy has every function
+        return None
+    rule = shapes.elementwise(fn) if isinstance(fn, np.ufunc) else None
+    return register(name, fn, obj=fn, shape_rule=rule, inline=CALL, **rules)
+
+
+def unary(name, grad=None, *, fused=None, inexact=False, nondiff=False):
+    """``fn(x)``; ``grad(g, ans, x)`` is the cotangent of x; ``fused`` its Numba expression of ``{0}``."""
+    return _ufunc(name, grad=unary_rule(grad) if grad else None, fused=fused, inexact=inexact, nondiff=nondiff)
+
+
+def binary(name, grad_x=None, grad_y=None, *, fused=None, inexact=False, ordered=False):
+    """``fn(x, y)`` with broadcasting: cotangents are summed back to each input's shape."""
+    grad = binary_rule(grad_x, grad_y) if grad_x else None
+    return _ufunc(name, grad=grad, fused=fused, inexact=inexact, ordered=ordered)
+
+
+def comparison(name, symbol, *, ordered=True):
+    """A comparison: a boolean result, no gradient; ordered ones refuse complex numbers in Numba."""
+    return _ufunc(name, fused=f"{{0}} {symbol} {{1}}", comparison=True, ordered=ordered, nondiff=True)
+
+
+def plain(names: str, *, nondiff=False):
+    for name in names.split():
+        _ufunc(name, nondiff=nondiff)
+
+
+# ---- unary math ---------------------------------------------------------------------------------------------
+unary("negative", lambda g, a, x: -g, fused="-{0}")
+unary("positive", lambda g, a, x: g, fused="+{0}")
+unary("exp", lambda g, a, x: g * a, fused="np.exp({0})", inexact=True)
+unary("exp2", lambda g, a, x: g * a * np.log(2.0))
+unary("expm1", lambda g, a, x: g * (a + 1.0), fused="np.expm1({0})", inexact=True)
+unary("log", lambda g, a, x: g / x, fused="np.log({0})", inexact=True)
+unary("log2", lambda g, a, x: g / (x * np.log(2.0)), fused="np.log2({0})", inexact=True)
+unary("log10", lambda g, a, x: g / (x * np.log(10.0)), fused="np.log10({0})", inexact=True)
+unary("log1p", lambda g, a, x: g / (x + 1.0), fused="np.log1p({0})", inexact=True)
+unary("sqrt", lambda g, a, x: g * 0.5 / a, fused="np.sqrt({0})")  # exactly rounded in both
+unary("cbrt", lambda g, a, x: g / (3.0 * a * a))
+unary("square", lambda g, a, x: g * 2.0 * x, fused="{0} * {0}")
+unary("reciprocal", lambda g, a, x: -g * a * a)
+unary("sin", lambda g, a, x: g * np.cos(x), fused="np.sin({0})", inexact=True)
+unary("cos", lambda g, a, x: -g * np.sin(x), fused="np.cos({0})", inexact=True)
+unary("tan", lambda g, a, x: g * (1.0 + a * a), fused="np.tan({0})", inexact=True)
+unary("arcsin", lambda g, a, x: g / np.sqrt(1.0 - x * x))
+unary("arccos", lambda g, a, x: -g / np.sqrt(1.0 - x * x))
+unary("arctan", lambda g, a, x: g / (1.0 + x * x), fused="np.arctan({0})", inexact=True)
+unary("sinh", lambda g, a, x: g * np.cosh(x), fused="np.sinh({0})", inexact=True)
+unary("cosh", lambda g, a, x: g * np.sinh(x), fused="np.cosh({0})", inexact=True)
+unary("tanh", lambda g, a, x: g * (1.0 - a * a), fused="np.tanh({0})", inexact=True)
+unary("arcsinh", lambda g, a, x: g / np.sqrt(x * x + 1.0))
+unary("absolute", lambda g, a, x: g * np.sign(x), fused="np.abs({0})")
+unary("abs", lambda g, a, x: g * np.sign(x), fused="np.abs({0})")
+unary("fabs", lambda g, a, x: g * np.sign(x), fused="np.fabs({0})")
+unary("floor", fused="np.floor({0})", nondiff=True)
+unary("ceil", fused="np.ceil({0})", nondiff=True)
+plain("arccosh arctanh degrees radians deg2rad rad2deg conjugate conj spacing")
+plain("trunc rint sign isnan isinf isfinite logical_not invert signbit", nondiff=True)
+
+# ---- binary math ---------------------------------------------------------------------------------------------
+binary("add", lambda g, a, x, y: g, lambda g, a, x, y: g, fused="{0} + {1}")
+binary("subtract", lambda g, a, x, y: g, lambda g, a, x, y: -g, fused="{0} - {1}")
+binary("multiply", lambda g, a, x, y: g * y, lambda g, a, x, y: g * x, fused="{0} * {1}")
+for _name in ("divide", "true_divide"):
+    binary(_name, lambda g, a, x, y: g / y, lambda g, a, x, y: -g * x / (y * y), fused="{0} / {1}")
+for _name in ("power", "float_power"):
+    binary(_name, lambda g, a, x, y: g * y * np.power(x, y - 1.0),
+           lambda g, a, x, y: g * a * np.log(np.where(x > 0, x, 1.0)))
+# NaN propagates as in NumPy (``x != x``); ties split the gradient in halves (max_like)
+binary("maximum", max_like, lambda g, a, x, y: max_like(g, a, y, x), ordered=True,
+       fused="({0} if ({0} >= {1} or {0} != {0}) else {1})")
+binary("minimum", lambda g, a, x, y: max_like(g, a, y, x), max_like, ordered=True,
+       fused="({0} if ({0} <= {1} or {0} != {0}) else {1})")
+binary("fmax", max_like, lambda g, a, x, y: max_like(g, a, y, x))
+binary("fmin", lambda g, a, x, y: max_like(g, a, y, x), max_like)
+binary("arctan2", lambda g, a, x, y: g * y / (x * x + y * y), lambda g, a, x, y: -g * x / (x * x + y * y))
+binary("hypot", lambda g, a, x, y: g * x / a, lambda g, a, x, y: g * y / a)
+binary("logaddexp", lambda g, a, x, y: g * np.exp(x - a), lambda g, a, x, y: g * np.exp(y - a))
+for _name in ("remainder", "mod"):
+    binary(_name, lambda g, a, x, y: g, lambda g, a, x, y: -g * np.floor_divide(x, y))
+plain("fmod divmod logaddexp2 copysign nextafter ldexp gcd lcm modf frexp")
+plain("left_shift right_shift")
+plain("floor_divide logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor "
+      "heaviside", nondiff=True)
+
+# ---- comparisons (NumPy's names: what traced gradient trees record, as the ReLU rule's g*(x>0)) ---------------
+comparison("greater", ">")
+comparison("greater_equal", ">=")
+comparison("less", "<")
+comparison("less_equal", "<=")
+comparison("equal", "==", ordered=False)
+comparison("not_equal", "!=", ordered=False)
