@@ -20,7 +20,7 @@ import sys
 
 import numpy as np
 
-from phylanx_py.primitives import lookup, name_of, nn_ops
+from phylanx_py.primitives import lookup, name_of
 from phylanx_py.primitives.operators import OPERATORS
 
 from .errors import PhylanxError
@@ -320,12 +320,6 @@ for _name in "sum mean max min prod var std argmax argmin any all cumsum".split(
     setattr(Tracer, _name, _method(_name))
 
 
-def _dispatch_nn(name, args, kwargs):
-    """phylanx_py.nn's functions called on traced values: recorded as their ``nn.*`` primitives."""
-    return _call(f"nn.{name}", args, kwargs)
-
-
 Tracer.__phylanx_call__ = staticmethod(_call)
-nn_ops.DISPATCH[Tracer] = _dispatch_nn
 
 __all__ = ["Record", "Trace", "TraceError", "Tracer", "user_loc"]

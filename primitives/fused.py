@@ -11,6 +11,7 @@ semantics Numba does not share with NumPy go to the reference kernel.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -577,10 +578,34 @@ def _argmin_source(spec, dtypes, n_args, nd, acc_dt) -> str:
             + "\n".join(head + body) + "\n")
 
 
-def _register():
-    register("fused.elementwise", fused_elementwise, display="fused")
-    register("fused.sum", fused_sum, display="fused_sum")
-    register("fused.sum_argmin", fused_sum_argmin, display="fused_sum_argmin")
+# ---- tile rules (runtime/tiled/ops.py gives ``ops``) ------------------------------------------------------
+def _tile_elementwise(ops, spec, locs, *leaves):
+    """A fused group on tiles: the generated kernel (each tile's task picks Numba or NumPy by the tile's size) as
+    one element-wise function of the group's leaves."""
+    return ops.elementwise(functools.partial(fused_elementwise, spec, locs), leaves)
 
 
-_register()
+def _tile_sum(ops, spec, locs, axis, *leaves):
+    """A fused chain feeding ``sum(axis=a)``: when axis a is within one tile, each tile runs the compiled loop
+    that never builds the broadcast intermediate (k-means' n x k x d distances); else chain, then a tree."""
+    if isinstance(axis, int):
+        nd = max(v.ndim if ops.is_tiled(v) else len(np.shape(v)) for v in leaves)
+        try:
+            return ops.elementwise(functools.partial(fused_sum, spec, locs, axis), leaves, drop_axis=axis % nd)
+        except ValueError as e:
+            if "split over tiles" not in str(e):
+                raise
+    chain = _tile_elementwise(ops, spec, locs[:-1], *leaves)
+    if not ops.is_tiled(chain):
+        return np.sum(chain, axis=axis)
+    return ops.reduce("sum", chain, axis, False)
+
+
+def _tile_sum_argmin(ops, spec, locs, axis, arg_axis, *leaves):
+    """Distances then their argmin: the per-tile compiled sum, then argmin, both in each tile's task."""
+    return np.argmin(_tile_sum(ops, spec, locs[:-1], axis, *leaves), axis=arg_axis)
+
+
+register("fused.elementwise", fused_elementwise, display="fused", tile=_tile_elementwise)
+register("fused.sum", fused_sum, display="fused_sum", tile=_tile_sum)
+register("fused.sum_argmin", fused_sum_argmin, display="fused_sum_argmin", tile=_tile_sum_argmin)

@@ -8,27 +8,28 @@ split over threads; ``registry.choose`` picks them for large inputs of that form
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from . import vjp
 from .fused import _blocks, _map_blocks, _threads
-from .registry import register
+from .registry import choose, lookup, register
 
 NUMBA_MIN_ELEMENTS = 1 << 14
-# Array types with their own implementation (runtime/tiled registers TiledArray): type -> fn(name, args, kwargs).
-# Called directly on such an array (plain Python), these functions then run that implementation, as NumPy's
-# functions do through __array_function__, instead of converting it with np.asarray.
-DISPATCH: dict = {}
 
 
-def _other(name, args, kwargs):
-    handler = DISPATCH.get(type(args[0])) if DISPATCH else None
-    return None if handler is None else handler(name, args, kwargs)
+def _own_way(x):
+    """The ``__phylanx_call__`` of an array type that runs primitives its own way (traced values record them,
+    tiled arrays run their tile rules), or None: called directly on such an array (plain Python), these functions
+    hand it the primitive, as NumPy's functions do through ``__array_function__``, instead of np.asarray."""
+    return getattr(type(x), "__phylanx_call__", None)
 
 
 def softmax(x, axis=-1):
-    if DISPATCH and type(x) in DISPATCH:
-        return _other("softmax", (x,), {"axis": axis})
+    hook = _own_way(x)
+    if hook is not None:
+        return hook("nn.softmax", (x,), {"axis": axis})
     x = np.asarray(x)
     with np.errstate(invalid="ignore"):
         e = np.exp(x - np.max(x, axis=axis, keepdims=True))
@@ -36,8 +37,9 @@ def softmax(x, axis=-1):
 
 
 def logsumexp(x, axis=-1, keepdims=False):
-    if DISPATCH and type(x) in DISPATCH:
-        return _other("logsumexp", (x,), {"axis": axis, "keepdims": keepdims})
+    hook = _own_way(x)
+    if hook is not None:
+        return hook("nn.logsumexp", (x,), {"axis": axis, "keepdims": keepdims})
     x = np.asarray(x)
     m = np.max(x, axis=axis, keepdims=True)
     m = np.where(np.isfinite(m), m, 0)
@@ -47,8 +49,9 @@ def logsumexp(x, axis=-1, keepdims=False):
 
 
 def log_softmax(x, axis=-1):
-    if DISPATCH and type(x) in DISPATCH:
-        return _other("log_softmax", (x,), {"axis": axis})
+    hook = _own_way(x)
+    if hook is not None:
+        return hook("nn.log_softmax", (x,), {"axis": axis})
     x = np.asarray(x)
     with np.errstate(invalid="ignore"):
         return x - logsumexp(x, axis=axis, keepdims=True)
@@ -57,8 +60,9 @@ def log_softmax(x, axis=-1):
 def softmax_cross_entropy(logits, labels):
     """Mean cross-entropy of ``softmax(logits)`` (rows) against ``labels``: class indices (n,) or one-hot / class
     probabilities (n, k). Computed from log-softmax, so large logits do not overflow."""
-    if DISPATCH and type(logits) in DISPATCH:
-        return _other("softmax_cross_entropy", (logits, labels), {})
+    hook = _own_way(logits)
+    if hook is not None:
+        return hook("nn.softmax_cross_entropy", (logits, labels), {})
     logits = np.asarray(logits)
     labels = np.asarray(labels)
     logp = log_softmax(logits, axis=-1)
@@ -162,8 +166,55 @@ class RowKernel:
         return out
 
 
+# ---- tile rules (runtime/tiled/ops.py gives ``ops``) ------------------------------------------------------
+def _tile_rowwise(name):
+    """``nn.softmax``/``log_softmax``/``logsumexp`` tile by tile (the registry picks the Numba kernel per tile),
+    with the reduced axis first retiled into one tile if it is split."""
+    def rule(ops, x, axis=-1, keepdims=False):
+        if not ops.is_tiled(x) or axis is None:
+            kwargs = {"axis": axis, "keepdims": keepdims} if name == "logsumexp" else {"axis": axis}
+            return ops.fallback(f"nn.{name}", _KERNELS[name], (x,), kwargs)
+        x = ops.whole_axis(x, axis)
+        if name == "logsumexp":
+            kernel = functools.partial(_choose_and_run, f"nn.{name}", axis=axis, keepdims=keepdims)
+            return ops.elementwise(kernel, [x], drop_axis=None if keepdims else axis % x.ndim)
+        return ops.elementwise(functools.partial(_choose_and_run, f"nn.{name}", axis=axis), [x])
+    return rule
+
+
+def _choose_and_run(name, x, **kwargs):
+    prim = lookup(name)
+    return choose(prim, (x,), kwargs)(x, **kwargs)
+
+
+def _tile_cross_entropy(ops, logits, labels):
+    """Per-row losses tile by tile (logits' classes in one tile), then their mean as a batched reduction."""
+    if not ops.is_tiled(logits) or logits.ndim != 2:
+        return ops.fallback("nn.softmax_cross_entropy", softmax_cross_entropy, (logits, labels), {})
+    logits = ops.whole_axis(logits, 1)
+    if ops.is_tiled(labels) and labels.ndim == 1:
+        labels = ops.getitem(labels, (slice(None), None))
+    elif not ops.is_tiled(labels) and np.ndim(labels) == 1:
+        labels = np.asarray(labels)[:, None]
+    # dtype given: a trial on one-element stand-ins would index class 1 of a one-class sample
+    rows = ops.elementwise(_row_losses, [logits, labels], drop_axis=1,
+                           dtype=logits.dtype if logits.dtype.kind == "f" else np.float64)
+    return ops.reduce("mean", rows, None, False)
+
+
+def _row_losses(logits, labels):
+    logp = log_softmax(logits, axis=-1)
+    labels = np.asarray(labels)
+    if labels.dtype.kind in "iu":
+        idx = labels if labels.ndim == logits.ndim else labels[..., None]
+        return -np.take_along_axis(logp, idx.reshape(-1, 1), axis=-1)[:, 0]
+    return -np.sum(labels * logp, axis=-1)
+
+
+_KERNELS = {"softmax": softmax, "log_softmax": log_softmax, "logsumexp": logsumexp}
 _GRADS = {"softmax": vjp.softmax_vjp, "log_softmax": vjp.log_softmax_vjp, "logsumexp": vjp.logsumexp_vjp}
 for _name, _fn in (("softmax", softmax), ("log_softmax", log_softmax), ("logsumexp", logsumexp)):
-    register(f"nn.{_name}", _fn, obj=_fn, numba_kernel=RowKernel(_name), display=f"nn.{_name}", grad=_GRADS[_name])
+    register(f"nn.{_name}", _fn, obj=_fn, numba_kernel=RowKernel(_name), display=f"nn.{_name}", grad=_GRADS[_name],
+             tile=_tile_rowwise(_name))
 register("nn.softmax_cross_entropy", softmax_cross_entropy, obj=softmax_cross_entropy,
-         display="nn.softmax_cross_entropy", grad=vjp.softmax_cross_entropy_vjp)
+         display="nn.softmax_cross_entropy", grad=vjp.softmax_cross_entropy_vjp, tile=_tile_cross_entropy)

@@ -364,6 +364,13 @@ class TiledArray:
 
         return rules.array_function(func, args, kwargs)
 
+    @staticmethod
+    def __phylanx_call__(name, args, kwargs):
+        """A primitive called on a tiled array in plain Python (``px.nn.softmax(t)``): its tile rule."""
+        from .kind import run_tile_rule
+
+        return run_tile_rule(name, args, kwargs)
+
     def __getitem__(self, key):
         from . import indexing
 

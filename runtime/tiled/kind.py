@@ -9,6 +9,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+from phylanx_py.primitives import lookup
 
 from phylanx_py.errors import ExecutionError
 
@@ -17,7 +18,8 @@ from ..evaluation import INLINE_ELEMENTS
 from ..executors import FUTURES, collect, substitute
 from . import batch
 from .array import SITE, TiledArray, meta_of, remember
-from .rules import PRIMITIVE_RULES
+from .ops import OPS
+from .rules import fallback
 
 
 class TiledKind:
@@ -29,11 +31,11 @@ class TiledKind:
         ev.kinds_used.add(self)
         token = SITE.set((site.loc, site.prim.label, ev))
         try:
-            rule = PRIMITIVE_RULES.get(site.prim.name)
+            rule = site.prim.tile
             if rule is None:  # NumPy's functions reach TiledArray's __array_function__ / __array_ufunc__
                 return ev.run_inline(site, args, kwargs)
             try:
-                return rule(*args, **kwargs)
+                return rule(OPS, *args, **kwargs)
             except ExecutionError:
                 raise
             except Exception as e:
@@ -102,6 +104,14 @@ def _has_big_array(value) -> bool:
     if t is dict:
         return any(_has_big_array(v) for v in value.values())
     return False
+
+
+def run_tile_rule(name, args, kwargs):
+    """Primitive ``name`` on tiled arguments outside compiled code: its tile rule, else gathered to the client."""
+    prim = lookup(name)
+    if prim.tile is not None:
+        return prim.tile(OPS, *args, **kwargs)
+    return fallback(name, prim.kernel, args, kwargs)
 
 
 KIND = kinds.register(TiledKind())
