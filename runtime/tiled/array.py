@@ -70,7 +70,7 @@ def new_submission() -> int:
     return next(_SUBMISSIONS)
 
 
-class Program:
+class TileProgram:
     """The task of one output tile: the operations of a lazy chain, sharing tiles read more than once.
 
     A lazy array read by tasks of two different submissions (a mask used by this iteration's reductions and
@@ -152,7 +152,7 @@ class TiledArray:
     boundaries = _state_property("boundaries")
     dtype = _state_property("dtype")
     _futures = _state_property("futures")  # object ndarray over the grid, or None when lazy
-    _make = _state_property("make")  # (idx, Program) -> ref, when lazy
+    _make = _state_property("make")  # (idx, TileProgram) -> ref, when lazy
     _operands = _state_property("operands")  # the arrays ``make`` reads (kept alive; settled on reuse)
     _cheap = _state_property("cheap")  # a view-like rule (slice, transpose): recomputing it costs nothing
     _uses = _state_property("uses")
@@ -172,7 +172,7 @@ class TiledArray:
         s.futures, s.make, s.operands, s.cheap, s.uses, s.homes = futures, make, tuple(operands), cheap, 0, homes
         s.where = site_info()
         s.dist = None
-        s.inlined = None  # the submission whose tasks computed this lazy array inline (see Program.tile)
+        s.inlined = None  # the submission whose tasks computed this lazy array inline (see TileProgram.tile)
         # lazy operations between this array and concrete tiles: a chain this long is computed and kept
         s.depth = 0 if make is None else (0 if cheap else 1) + max(
             (o._s.depth for o in operands if isinstance(o, TiledArray)), default=0)
@@ -261,7 +261,7 @@ class TiledArray:
     __hash__ = None
 
     # ---- lazy rules ------------------------------------------------------------------------------------
-    def _tile_ref(self, idx, prog: Program):
+    def _tile_ref(self, idx, prog: TileProgram):
         if self._futures is not None:
             fut = self._futures[idx]
             home = self._homes[idx] if self._homes is not None else None
@@ -292,7 +292,7 @@ class TiledArray:
             homes = np.empty(futs.shape, dtype=object)
             submission = new_submission()
             for idx in grid.indices(self.boundaries):
-                prog = Program(submission)
+                prog = TileProgram(submission)
                 out = self._make(idx, prog)
                 futs[idx], homes[idx] = submit_program(self._executor, prog, out, "tile", idx, self._where)
             self._futures, self._homes = futs, homes
@@ -405,7 +405,7 @@ def _concrete_shape(shape, out):
     return tuple(int(s) if s == s else out.shape[d] for d, s in enumerate(shape))
 
 
-def submit_program(executor, prog: Program, out, label, idx=(), where=None):
+def submit_program(executor, prog: TileProgram, out, label, idx=(), where=None):
     """Submit one tile's program; returns (future, worker it was placed on)."""
     from .optimize import optimize
 

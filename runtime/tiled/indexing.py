@@ -143,9 +143,9 @@ def getitem(t: TiledArray, key):
     bounds = [x[1] for x in dims]
     out = TiledArray(t._executor, bounds, t.dtype, make=make, operands=(t,), cheap=True)
     if not bounds:  # a single element: a scalar result
-        from .array import Program, submit_program
+        from .array import TileProgram, submit_program
 
-        prog = Program()
+        prog = TileProgram()
         fut, _ = submit_program(t._executor, prog, make((), prog), "getitem")
         return remote_result(fut, (), t.dtype)
     return out

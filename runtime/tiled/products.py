@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 
 from . import batch
-from .array import Program, TiledArray, is_tiled, new_submission, site_info, submit_program
+from .array import TiledArray, TileProgram, is_tiled, new_submission, site_info, submit_program
 from .common import executor_of, piece, prepare, shape_of, tree, trial_dtype
 
 
@@ -68,7 +68,7 @@ def matmul(a, b):
     for i, j in itertools.product(range(ni), range(nj)):
         parts = []
         for k in range(nk):
-            prog = Program(submission)
+            prog = TileProgram(submission)
             ref = term(prog, i, j, k)
             fut, _ = submit_program(ex, prog, ref, "matmul-partial", out_idx(i, j) + (k,))
             parts.append(fut)
