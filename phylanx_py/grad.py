@@ -23,36 +23,9 @@ from phylanx_py.primitives import vjp
 
 from . import ir
 from .passes.rewrite import map_nodes
+from .pytree import flatten, unflatten
 from .source import UNKNOWN
 from .trace import Trace, TraceError, Tracer
-
-# ---- argument trees ----------------------------------------------------------------------------------------
-
-
-def flatten(tree, leaves=None):
-    """(leaves, structure) of nested dicts/lists/tuples; the structure rebuilds them with ``unflatten``."""
-    if leaves is None:
-        leaves = []
-    if isinstance(tree, dict):
-        return leaves, ("dict", tuple(tree), tuple(flatten(v, leaves)[1] for v in tree.values()))
-    if isinstance(tree, (list, tuple)) and not hasattr(tree, "_fields"):
-        return leaves, (type(tree).__name__, len(tree), tuple(flatten(v, leaves)[1] for v in tree))
-    leaves.append(tree)
-    return leaves, None
-
-
-def unflatten(structure, leaves):
-    it = iter(leaves)
-
-    def build(s):
-        if s is None:
-            return next(it)
-        kind, meta, parts = s
-        items = [build(p) for p in parts]
-        if kind == "dict":
-            return dict(zip(meta, items))
-        return items if kind == "list" else tuple(items)
-    return build(structure)
 
 
 def _is_float_value(v) -> bool:
@@ -406,4 +379,4 @@ def value_and_grad(fn, argnums=0, *, has_aux=False) -> Grad:
     return Grad(fn, argnums, with_value=True, has_aux=has_aux)
 
 
-__all__ = ["Grad", "GradProgram", "TraceError", "backward", "flatten", "grad", "unflatten", "value_and_grad"]
+__all__ = ["Grad", "GradProgram", "TraceError", "backward", "grad", "value_and_grad"]
