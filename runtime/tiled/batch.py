@@ -13,7 +13,7 @@ import numpy as np
 
 from ..executors import FUTURES
 from . import tasks
-from .array import TileProgram, key_for, new_submission, remember, site_info, submit_program
+from .tile_program import TileProgram, key_for, new_submission, remember, site_info, submit_program
 
 SPLIT_EVERY = 8  # tiles' partial results per combine task
 _PENDING: dict = {}  # (id(executor), number of tiles) -> [Deferred]

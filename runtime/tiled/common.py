@@ -7,7 +7,8 @@ import warnings
 import numpy as np
 
 from . import grid, tasks
-from .array import SITE, TiledArray, TileProgram, _is_future, is_tiled, key_for, meta_of, remember, site_info
+from .array import TiledArray, is_tiled
+from .tile_program import SITE, TileProgram, _is_future, key_for, meta_of, remember, site_info
 
 SPLIT_EVERY = 8  # partial results combined per task in reduction trees
 

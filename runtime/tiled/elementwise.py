@@ -6,8 +6,9 @@ import math
 
 import numpy as np
 
-from .array import TiledArray, is_tiled, site_info
+from .array import TiledArray, is_tiled
 from .common import executor_of, piece, prepare, shape_of, trial_dtype
+from .tile_program import site_info
 
 
 def _broadcast(shapes):

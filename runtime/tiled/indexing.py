@@ -8,8 +8,9 @@ import math
 import numpy as np
 
 from . import grid, tasks
-from .array import TiledArray, is_tiled, site_info
+from .array import TiledArray, is_tiled
 from .common import piece, prepare, region_ref, remote_result, shape_of
+from .tile_program import TileProgram, site_info, submit_program
 
 
 def transpose(t: TiledArray, axes=None):
@@ -143,8 +144,6 @@ def getitem(t: TiledArray, key):
     bounds = [x[1] for x in dims]
     out = TiledArray(t._executor, bounds, t.dtype, make=make, operands=(t,), cheap=True)
     if not bounds:  # a single element: a scalar result
-        from .array import TileProgram, submit_program
-
         prog = TileProgram()
         fut, _ = submit_program(t._executor, prog, make((), prog), "getitem")
         return remote_result(fut, (), t.dtype)

@@ -16,8 +16,9 @@ from .. import kinds
 from ..evaluation import INLINE_ELEMENTS
 from ..executors import FUTURES, collect, substitute
 from . import batch
-from .array import SITE, TiledArray, meta_of, remember
+from .array import TiledArray
 from .rules import PRIMITIVE_RULES
+from .tile_program import SITE, meta_of, remember
 
 
 class TiledKind:

@@ -8,8 +8,9 @@ import itertools
 import numpy as np
 
 from . import batch
-from .array import TiledArray, TileProgram, is_tiled, new_submission, site_info, submit_program
+from .array import TiledArray, is_tiled
 from .common import executor_of, piece, prepare, shape_of, tree, trial_dtype
+from .tile_program import TileProgram, new_submission, site_info, submit_program
 
 
 def matmul(a, b):

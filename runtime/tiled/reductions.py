@@ -11,8 +11,9 @@ import warnings
 import numpy as np
 
 from . import batch, grid, tasks
-from .array import TiledArray, TileProgram, new_submission, site_info, submit_program
+from .array import TiledArray
 from .common import normalize_axis, tree
+from .tile_program import TileProgram, new_submission, site_info, submit_program
 
 KINDS = ("sum", "prod", "min", "max", "any", "all", "mean", "var", "std", "argmin", "argmax")
 _NUMPY = {"min": np.min, "max": np.max}
