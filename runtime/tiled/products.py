@@ -14,6 +14,9 @@ from .tile_program import TileProgram, new_submission, site_info, submit_program
 
 
 def matmul(a, b):
+    """``a @ b`` for 1-D and 2-D operands, tiled or not: per output tile, the sum over k of tile products (one
+    task when k is one tile, a batched reduction when the output is one tile, else partial products and a tree).
+    About 60 lines, kept whole: the three plans share ``term`` and its view of both operands' tiling."""
     from .indexing import retile_dims
     from .rules import fallback
 
