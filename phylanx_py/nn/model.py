@@ -14,7 +14,8 @@ import time
 
 import numpy as np
 
-from ..grad import flatten, value_and_grad
+from ..grad import value_and_grad
+from ..pytree import flatten
 from . import functional as F
 
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from phylanx_py.runtime import using
 
-from ..grad import flatten, unflatten
+from ..pytree import flatten, unflatten
 from .model import Sequential, synchronous_runtime
 
 RETRIES = 3  # restarts of one epoch from its checkpoint before giving up

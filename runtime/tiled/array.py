@@ -1,5 +1,8 @@
 """TiledArray: a global shape and dtype over a grid of tiles, one Dask future per tile, resident on the workers.
 
+This module holds the value (its state, description, persisting and gathering); its NumPy operators and methods are
+in numpy_methods.py, the task a tile's chain becomes in tile_program.py.
+
 A tiled array is either *concrete* (one future per tile) or *lazy*: a rule per tile saying how to compute it from
 the tiles of other arrays (element-wise math, tile-local products, slices). Lazy chains are not submitted one
 operation at a time: when something needs the tiles (a reduction, a product across tiles, the end of a compiled
@@ -12,124 +15,21 @@ which is Dask's reference counting of futures.
 """
 from __future__ import annotations
 
-import contextvars
-import itertools
-import os
 import uuid
-import weakref
 
 import numpy as np
 
-from . import grid, tasks
-
-# The call site a rule runs for (set by the evaluator): task keys, errors and warnings name the user's line.
-SITE: contextvars.ContextVar = contextvars.ContextVar("phylanx_tiled_site", default=None)
-# Shapes and dtypes of small remote results made by tile rules (reductions), so later rules can use them as
-# task inputs without fetching them: key -> (shape, dtype).
-_META: dict = {}
-_META_REFS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+from . import grid
+from .numpy_methods import NumPyMethods
+from .tile_program import TileProgram, new_submission, site_info, submit_program
 
 
 class TileFallbackWarning(UserWarning):
     """A primitive without a tile rule ran on the whole array, gathered to the client."""
 
 
-def site_info():
-    s = SITE.get()
-    if s is None:
-        return None, "tiled"
-    return s[0], s[1]
-
-
-def key_for(label: str, idx=(), where=None) -> str:
-    loc, site_label = where if where is not None else site_info()
-    where = f"@{os.path.basename(loc.filename)}:{loc.lineno}" if loc is not None else ""
-    tile = "-t" + "_".join(map(str, idx)) if idx != () else ""
-    return f"{site_label if loc is not None else label}{where}{tile}-{uuid.uuid4().hex[:12]}"
-
-
-def remember(fut, shape, dtype):
-    """Record a small remote value's shape and dtype (see _META)."""
-    _META[fut.key] = (tuple(shape), np.dtype(dtype))
-    weakref.finalize(fut, _META.pop, fut.key, None)
-    return fut
-
-
-def meta_of(fut):
-    if type(fut).__name__ == "Deferred":
-        return fut.shape, fut.dtype
-    return _META.get(getattr(fut, "key", None))
-
-
+# A lazy chain this many operations long is computed and kept (see TiledArray.used).
 MAX_DEPTH = 16
-_SUBMISSIONS = itertools.count(1)
-
-
-def new_submission() -> int:
-    """An id for one round of tile tasks (a persist, a batch of reductions, a product)."""
-    return next(_SUBMISSIONS)
-
-
-class Program:
-    """The task of one output tile: the operations of a lazy chain, sharing tiles read more than once.
-
-    A lazy array read by tasks of two different submissions (a mask used by this iteration's reductions and
-    again later) is computed and kept at the second: computed inline at most twice, and tasks of one submission
-    share it tile by tile without storing it (k-means' labels feed k reductions in one batch)."""
-
-    def __init__(self, submission=None):
-        self.submission = submission if submission is not None else new_submission()
-        self.leaves: list = []
-        self._leaf_at: dict = {}
-        self.ops: list = []
-        self._memo: dict = {}
-        self.homes: dict = {}  # worker -> bytes of the leaves it holds
-
-    def leaf(self, fut, home=None, nbytes=0):
-        if type(fut).__name__ == "Deferred":
-            fut = fut.remote()
-        i = self._leaf_at.get(fut.key)
-        if i is None:
-            i = self._leaf_at[fut.key] = len(self.leaves)
-            self.leaves.append(fut)
-            if home is not None:
-                self.homes[home] = self.homes.get(home, 0) + nbytes
-        return ("L", i)
-
-    def value(self, v):
-        """A non-tile operand: a remote future becomes a leaf, anything else travels in the task."""
-        if _is_future(v):
-            return self.leaf(v)
-        return ("C", v)
-
-    def op(self, fn, args, kwargs=None, where=None):
-        """Append ``fn(*args, **kwargs)``; ``where`` = (loc, label) of the user's call it comes from, captured
-        when the rule ran (a lazy chain is built later, under another call site)."""
-        loc, label = where if where is not None else site_info()
-        self.ops.append((fn, list(args), kwargs or {}, loc, label))
-        return ("N", len(self.ops) - 1)
-
-    def tile(self, t, idx):
-        key = (id(t._s), idx)
-        hit = self._memo.get(key)
-        if hit is None:
-            s = t._s
-            if s.futures is None and not s.cheap:
-                if s.inlined is not None and s.inlined != self.submission:
-                    t.persist()  # read again by a later round of tasks: compute it once more, and keep it
-                else:
-                    s.inlined = self.submission
-            hit = self._memo[key] = t._tile_ref(idx, self)
-        return hit
-
-    def home(self):
-        return max(self.homes, key=self.homes.get) if self.homes else None
-
-
-def _is_future(v) -> bool:
-    """A Dask future, or a Deferred reduction result (batch.py)."""
-    name = type(v).__name__
-    return (name == "Future" and hasattr(v, "key")) or name == "Deferred"
 
 
 class _State:
@@ -144,7 +44,7 @@ def _state_property(name):
     return property(lambda self: getattr(self._s, name), lambda self, v: setattr(self._s, name, v))
 
 
-class TiledArray:
+class TiledArray(NumPyMethods):
     """A global ``shape`` and ``dtype`` split into tiles on a grid with explicit ``boundaries`` per dimension."""
 
     __array_priority__ = 100  # NumPy defers to our operators (ndarray + TiledArray -> TiledArray.__radd__)
@@ -152,7 +52,7 @@ class TiledArray:
     boundaries = _state_property("boundaries")
     dtype = _state_property("dtype")
     _futures = _state_property("futures")  # object ndarray over the grid, or None when lazy
-    _make = _state_property("make")  # (idx, Program) -> ref, when lazy
+    _make = _state_property("make")  # (idx, TileProgram) -> ref, when lazy
     _operands = _state_property("operands")  # the arrays ``make`` reads (kept alive; settled on reuse)
     _cheap = _state_property("cheap")  # a view-like rule (slice, transpose): recomputing it costs nothing
     _uses = _state_property("uses")
@@ -172,7 +72,7 @@ class TiledArray:
         s.futures, s.make, s.operands, s.cheap, s.uses, s.homes = futures, make, tuple(operands), cheap, 0, homes
         s.where = site_info()
         s.dist = None
-        s.inlined = None  # the submission whose tasks computed this lazy array inline (see Program.tile)
+        s.inlined = None  # the submission whose tasks computed this lazy array inline (see TileProgram.tile)
         # lazy operations between this array and concrete tiles: a chain this long is computed and kept
         s.depth = 0 if make is None else (0 if cheap else 1) + max(
             (o._s.depth for o in operands if isinstance(o, TiledArray)), default=0)
@@ -261,7 +161,7 @@ class TiledArray:
     __hash__ = None
 
     # ---- lazy rules ------------------------------------------------------------------------------------
-    def _tile_ref(self, idx, prog: Program):
+    def _tile_ref(self, idx, prog: TileProgram):
         if self._futures is not None:
             fut = self._futures[idx]
             home = self._homes[idx] if self._homes is not None else None
@@ -292,7 +192,7 @@ class TiledArray:
             homes = np.empty(futs.shape, dtype=object)
             submission = new_submission()
             for idx in grid.indices(self.boundaries):
-                prog = Program(submission)
+                prog = TileProgram(submission)
                 out = self._make(idx, prog)
                 futs[idx], homes[idx] = submit_program(self._executor, prog, out, "tile", idx, self._where)
             self._futures, self._homes = futs, homes
@@ -354,49 +254,6 @@ class TiledArray:
                           cheap=cheap)
 
     # ---- NumPy protocols: the rules in rules.py --------------------------------------------------------
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from . import rules
-
-        return rules.array_ufunc(ufunc, method, inputs, kwargs)
-
-    def __array_function__(self, func, types, args, kwargs):
-        from . import rules
-
-        return rules.array_function(func, args, kwargs)
-
-    @staticmethod
-    def __phylanx_call__(name, args, kwargs):
-        """A primitive called on a tiled array in plain Python (``px.nn.softmax(t)``): its tile rule."""
-        from .kind import run_tile_rule
-
-        return run_tile_rule(name, args, kwargs)
-
-    def __getitem__(self, key):
-        from . import indexing
-
-        return indexing.getitem(self, key)
-
-    def __setitem__(self, key, value):
-        from . import indexing
-
-        indexing.setitem(self, key, value)
-
-    def __iter__(self):
-        from . import rules
-
-        return iter(rules.fallback("iter", lambda a: list(a), (self,), {}))
-
-    def __bool__(self):
-        if self.size != 1:
-            raise ValueError("The truth value of an array with more than one element is ambiguous. "
-                             "Use a.any() or a.all()")
-        return bool(self.to_numpy())
-
-    def __float__(self):
-        return float(self.to_numpy())
-
-    def __int__(self):
-        return int(self.to_numpy())
 
     def _become(self, other: TiledArray):
         """In-place update (``x += y``, ``x[k] = v``): this object now stands for ``other``'s tiles; lazy
@@ -412,94 +269,5 @@ def _concrete_shape(shape, out):
     return tuple(int(s) if s == s else out.shape[d] for d, s in enumerate(shape))
 
 
-def submit_program(executor, prog: Program, out, label, idx=(), where=None):
-    """Submit one tile's program; returns (future, worker it was placed on)."""
-    from .optimize import optimize
-
-    prog.ops, out = optimize(prog.ops, out)
-    home = prog.home()
-    if not prog.ops and out[0] == "L":
-        return prog.leaves[out[1]], home  # nothing to compute: the tile is an existing one
-    fut = executor.submit_task(tasks.run_program, tasks.Code(prog.ops), out, *prog.leaves,
-                               key=key_for(label, idx, where), home=home)
-    return fut, home
-
-
 def is_tiled(x) -> bool:
     return type(x) is TiledArray
-
-
-# ---- operators and methods: the NumPy functions, so they take the same rules --------------------------------
-def _binary(ufunc):
-    def op(self, other):
-        return ufunc(self, other)
-
-    def rop(self, other):
-        return ufunc(other, self)
-
-    return op, rop
-
-
-for _name, _uf in {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
-                   "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power, "matmul": np.matmul,
-                   "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor, "lshift": np.left_shift,
-                   "rshift": np.right_shift}.items():
-    _op, _rop = _binary(_uf)
-    setattr(TiledArray, f"__{_name}__", _op)
-    setattr(TiledArray, f"__r{_name}__", _rop)
-for _name, _uf in {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-                   "eq": np.equal, "ne": np.not_equal}.items():
-    setattr(TiledArray, f"__{_name}__", _binary(_uf)[0])
-for _name, _uf in {"neg": np.negative, "pos": np.positive, "abs": np.absolute, "invert": np.invert}.items():
-    setattr(TiledArray, f"__{_name}__", lambda self, _uf=_uf: _uf(self))
-
-
-def _inplace(ufunc):
-    def iop(self, other):
-        self._become(ufunc(self._snapshot(), other))
-        return self
-
-    return iop
-
-
-for _name, _uf in {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
-                   "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power}.items():
-    setattr(TiledArray, f"__i{_name}__", _inplace(_uf))
-
-
-def _method(fn):
-    def method(self, *args, **kwargs):
-        return fn(self, *args, **kwargs)
-
-    method.__name__ = fn.__name__
-    return method
-
-
-for _fn in (np.sum, np.mean, np.prod, np.min, np.max, np.any, np.all, np.var, np.std, np.argmin, np.argmax,
-            np.dot, np.ravel, np.clip, np.squeeze, np.cumsum, np.round, np.nonzero):
-    setattr(TiledArray, _fn.__name__, _method(_fn))
-TiledArray.flatten = _method(np.ravel)
-
-
-def _transpose(self, *axes):
-    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
-        axes = tuple(axes[0])
-    return np.transpose(self, axes or None)
-
-
-def _reshape(self, *shape, order="C"):
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = tuple(shape[0])
-    return np.reshape(self, shape)
-
-
-def _astype(self, dtype, copy=True):
-    from .elementwise import astype
-
-    return astype(self, dtype)
-
-
-TiledArray.transpose = _transpose
-TiledArray.T = property(lambda self: np.transpose(self))
-TiledArray.reshape = _reshape
-TiledArray.astype = _astype

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..executors import FUTURES
 from . import tasks
-from .array import Program, key_for, new_submission, remember, site_info, submit_program
+from .tile_program import TileProgram, key_for, new_submission, remember, site_info, submit_program
 
 SPLIT_EVERY = 8  # tiles' partial results per combine task
 _PENDING: dict = {}  # (id(executor), number of tiles) -> [Deferred]
@@ -115,7 +115,7 @@ def flush(executor, n):
     tuples = []
     submission = new_submission()
     for k in range(n):
-        prog = Program(submission)
+        prog = TileProgram(submission)
         refs = [d.partial_ref(prog, k) for d in items]
         out = prog.op(tasks.pack, refs, None, items[0].where)
         fut, _ = submit_program(executor, prog, out, "partials", (k,), items[0].where)

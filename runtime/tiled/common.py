@@ -7,7 +7,8 @@ import warnings
 import numpy as np
 
 from . import grid, tasks
-from .array import SITE, Program, TiledArray, _is_future, is_tiled, key_for, meta_of, remember, site_info
+from .array import TiledArray, is_tiled
+from .tile_program import SITE, TileProgram, _is_future, key_for, meta_of, remember, site_info
 
 SPLIT_EVERY = 8  # partial results combined per task in reduction trees
 
@@ -78,7 +79,7 @@ def executor_of(args):
     raise TypeError("no tiled array among the arguments")
 
 
-def piece(prog: Program, v, region, full_shape):
+def piece(prog: TileProgram, v, region, full_shape):
     """A ref to ``v[region]`` for a non-tiled operand ``v`` (NumPy array, remote future, scalar); ``region``
     gives (start, stop) per dimension of ``v`` (None: the whole dimension)."""
     if np.ndim(v) == 0 and not _is_future(v):
@@ -91,7 +92,7 @@ def piece(prog: Program, v, region, full_shape):
     return ("C", v if whole else np.ascontiguousarray(v[slices]))
 
 
-def region_ref(prog: Program, t: TiledArray, region, where):
+def region_ref(prog: TileProgram, t: TiledArray, region, where):
     """A ref to ``t[region]`` (start, stop per dimension), assembled from the tiles it overlaps."""
     per_dim = [grid.overlapping(b, lo, hi) for b, (lo, hi) in zip(t.boundaries, region)]
     combos = list(itertools.product(*per_dim))

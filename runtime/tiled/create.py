@@ -15,7 +15,8 @@ from phylanx_py.errors import ClusterError
 from ..executors import Cluster
 from ..select import current
 from . import grid, tasks
-from .array import TiledArray, key_for
+from .array import TiledArray
+from .tile_program import key_for
 
 
 def _executor(runtime=None):

@@ -6,8 +6,9 @@ import math
 
 import numpy as np
 
-from .array import TiledArray, is_tiled, site_info
+from .array import TiledArray, is_tiled
 from .common import executor_of, piece, prepare, shape_of, trial_dtype
+from .tile_program import site_info
 
 
 def _broadcast(shapes):
@@ -31,17 +32,10 @@ def _broadcast(shapes):
     return tuple(out)
 
 
-def elementwise(fn, args, kwargs=None, drop_axis=None, dtype=None) -> TiledArray:
-    """``fn(*args, **kwargs)`` tile by tile (a lazy array on the grid of the first tiled operand). With
-    ``drop_axis``, ``fn`` reduces that axis of the broadcast operands (which must be in one tile there)."""
-    from .indexing import retile_dims
-
-    args = [prepare(a) for a in args]
-    ex = executor_of(args)
-    shapes = [shape_of(a) for a in args]
-    out_shape = _broadcast(shapes)
+def _output_grid(args, shapes, out_shape) -> list:
+    """The result's boundaries per dimension: the finest grid among the tiled operands spanning it (one tile where
+    none does)."""
     nd = len(out_shape)
-    dtype = trial_dtype(fn, args, kwargs) if dtype is None else np.dtype(dtype)
     bounds = []
     for d, n in enumerate(out_shape):
         chosen = None
@@ -56,6 +50,21 @@ def elementwise(fn, args, kwargs=None, drop_axis=None, dtype=None) -> TiledArray
     for b in bounds:
         if b is None:
             raise ValueError("cannot line up an operand of unknown size (from a boolean mask) with a NumPy array")
+    return bounds
+
+
+def elementwise(fn, args, kwargs=None, drop_axis=None, dtype=None) -> TiledArray:
+    """``fn(*args, **kwargs)`` tile by tile (a lazy array on the grid of the first tiled operand). With
+    ``drop_axis``, ``fn`` reduces that axis of the broadcast operands (which must be in one tile there)."""
+    from .indexing import retile_dims
+
+    args = [prepare(a) for a in args]
+    ex = executor_of(args)
+    shapes = [shape_of(a) for a in args]
+    out_shape = _broadcast(shapes)
+    nd = len(out_shape)
+    dtype = trial_dtype(fn, args, kwargs) if dtype is None else np.dtype(dtype)
+    bounds = _output_grid(args, shapes, out_shape)
     # operands on another grid are retiled to this one (moving only the rows that cross a boundary)
     for i, (a, s) in enumerate(zip(args, shapes)):
         if is_tiled(a):

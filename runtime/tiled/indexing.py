@@ -8,8 +8,9 @@ import math
 import numpy as np
 
 from . import grid, tasks
-from .array import TiledArray, is_tiled, site_info
+from .array import TiledArray, is_tiled
 from .common import piece, prepare, region_ref, remote_result, shape_of
+from .tile_program import TileProgram, site_info, submit_program
 
 
 def transpose(t: TiledArray, axes=None):
@@ -69,16 +70,10 @@ def _expand(key, ndim):
     return out
 
 
-def getitem(t: TiledArray, key):
-    from .rules import fallback
-
-    if is_tiled(key) or (isinstance(key, np.ndarray) and key.dtype == bool and key.ndim == 1):
-        return _mask_rows(t, key)
-    key = _expand(key, t.ndim)
-    simple = all(k is None or isinstance(k, (slice, int, np.integer)) for k in key)
-    if not simple:
-        return fallback("getitem", lambda a, k: a[k], (t, tuple(key)), {})
-    # per output dimension: (source dim or None for a new axis, boundaries, [(source tile, local slice)])
+def _plan(t: TiledArray, key):
+    """How ``t[key]`` (basic indexing, ``key`` expanded to every dimension) reads the tiles: per output dimension
+    (source dim or None for a new axis, boundaries, [(source tile, local slice)]), and {source dim: (tile, local
+    index)} for integer keys; None when the key needs the fallback (a step across tiles, unknown tile sizes)."""
     dims, fixed = [], {}
     d = 0
     for k in key:
@@ -91,12 +86,12 @@ def getitem(t: TiledArray, key):
                 dims.append((d, b, [(i, slice(None)) for i in range(len(b) - 1)]))
                 d += 1
                 continue
-            return fallback("getitem", lambda a, k: a[k], (t, tuple(key)), {})
+            return None
         if isinstance(k, slice):
             start, stop, step = k.indices(n)
             if step != 1:
                 if len(b) > 2:
-                    return fallback("getitem", lambda a, k: a[k], (t, tuple(key)), {})
+                    return None
                 m = len(range(start, stop, step))
                 dims.append((d, (0, m), [(0, k)]))
             else:
@@ -116,6 +111,22 @@ def getitem(t: TiledArray, key):
             tile = next(j for j in range(len(b) - 1) if b[j] <= i < b[j + 1])
             fixed[d] = (tile, i - b[tile])
         d += 1
+    return dims, fixed
+
+
+def getitem(t: TiledArray, key):
+    from .rules import fallback
+
+    if is_tiled(key) or (isinstance(key, np.ndarray) and key.dtype == bool and key.ndim == 1):
+        return _mask_rows(t, key)
+    key = _expand(key, t.ndim)
+    simple = all(k is None or isinstance(k, (slice, int, np.integer)) for k in key)
+    if not simple:
+        return fallback("getitem", lambda a, k: a[k], (t, tuple(key)), {})
+    plan = _plan(t, key)
+    if plan is None:
+        return fallback("getitem", lambda a, k: a[k], (t, tuple(key)), {})
+    dims, fixed = plan
     where = site_info()
     t = t.used()
 
@@ -143,9 +154,7 @@ def getitem(t: TiledArray, key):
     bounds = [x[1] for x in dims]
     out = TiledArray(t._executor, bounds, t.dtype, make=make, operands=(t,), cheap=True)
     if not bounds:  # a single element: a scalar result
-        from .array import Program, submit_program
-
-        prog = Program()
+        prog = TileProgram()
         fut, _ = submit_program(t._executor, prog, make((), prog), "getitem")
         return remote_result(fut, (), t.dtype)
     return out
@@ -203,6 +212,9 @@ def _unknown_1d(sel):
 
 # ---- setitem --------------------------------------------------------------------------------------------------
 def setitem(t: TiledArray, key, value):
+    """``t[key] = value``: a lazy update of the tiles the key's region overlaps (a boolean mask: ``np.where``).
+    About 60 lines, kept whole: the key's checks and the per-tile update (``make``) share the region and its
+    squeezed dimensions."""
     from .elementwise import elementwise
 
     value = prepare(value)

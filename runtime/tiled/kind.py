@@ -17,9 +17,10 @@ from .. import kinds
 from ..evaluation import INLINE_ELEMENTS
 from ..executors import FUTURES, collect, substitute
 from . import batch
-from .array import SITE, TiledArray, meta_of, remember
+from .array import TiledArray
 from .ops import OPS
 from .rules import fallback
+from .tile_program import SITE, meta_of, remember
 
 
 class TiledKind:

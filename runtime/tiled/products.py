@@ -8,11 +8,15 @@ import itertools
 import numpy as np
 
 from . import batch
-from .array import Program, TiledArray, is_tiled, new_submission, site_info, submit_program
+from .array import TiledArray, is_tiled
 from .common import executor_of, piece, prepare, shape_of, tree, trial_dtype
+from .tile_program import TileProgram, new_submission, site_info, submit_program
 
 
 def matmul(a, b):
+    """``a @ b`` for 1-D and 2-D operands, tiled or not: per output tile, the sum over k of tile products (one
+    task when k is one tile, a batched reduction when the output is one tile, else partial products and a tree).
+    About 60 lines, kept whole: the three plans share ``term`` and its view of both operands' tiling."""
     from .indexing import retile_dims
     from .rules import fallback
 
@@ -68,7 +72,7 @@ def matmul(a, b):
     for i, j in itertools.product(range(ni), range(nj)):
         parts = []
         for k in range(nk):
-            prog = Program(submission)
+            prog = TileProgram(submission)
             ref = term(prog, i, j, k)
             fut, _ = submit_program(ex, prog, ref, "matmul-partial", out_idx(i, j) + (k,))
             parts.append(fut)

@@ -11,8 +11,9 @@ import warnings
 import numpy as np
 
 from . import batch, grid, tasks
-from .array import Program, TiledArray, new_submission, site_info, submit_program
+from .array import TiledArray
 from .common import normalize_axis, tree
+from .tile_program import TileProgram, new_submission, site_info, submit_program
 
 KINDS = ("sum", "prod", "min", "max", "any", "all", "mean", "var", "std", "argmin", "argmax")
 _NUMPY = {"min": np.min, "max": np.max}
@@ -94,7 +95,7 @@ def _tree_reduce(kind, t, axes, reduced, kept, keepdims, ddof, dtype, out_dtype,
             for d, i in zip(reduced, red_idx):
                 idx[d] = i
             idx = tuple(idx)
-            prog = Program(submission)
+            prog = TileProgram(submission)
             fut, _ = submit_program(ex, prog, partial_ref(prog, idx), f"{kind}-partial", idx)
             parts.append(fut)
         futs[out_idx] = tree(ex, parts, kind, axes, keepdims, ddof, dtype, out_idx)

@@ -11,8 +11,9 @@ import warnings
 import numpy as np
 
 from . import create, elementwise, indexing, products, reductions
-from .array import TileFallbackWarning, _is_future, is_tiled, site_info
+from .array import TileFallbackWarning, is_tiled
 from .common import remote_result, submit
+from .tile_program import _is_future, site_info
 
 _UFUNC_REDUCE = {np.add: "sum", np.multiply: "prod", np.minimum: "min", np.maximum: "max", np.logical_or: "any",
                  np.logical_and: "all"}

@@ -1,0 +1,31 @@
+"""Argument trees (pytrees): nested dicts/lists/tuples flattened to their leaves and a structure that rebuilds them.
+
+px.grad flattens its arguments and outputs with these; nn models flatten their parameters to one vector."""
+from __future__ import annotations
+
+
+def flatten(tree, leaves=None):
+    """(leaves, structure) of nested dicts/lists/tuples; the structure rebuilds them with ``unflatten``."""
+    if leaves is None:
+        leaves = []
+    if isinstance(tree, dict):
+        return leaves, ("dict", tuple(tree), tuple(flatten(v, leaves)[1] for v in tree.values()))
+    if isinstance(tree, (list, tuple)) and not hasattr(tree, "_fields"):
+        return leaves, (type(tree).__name__, len(tree), tuple(flatten(v, leaves)[1] for v in tree))
+    leaves.append(tree)
+    return leaves, None
+
+
+def unflatten(structure, leaves):
+    """The tree ``flatten`` took apart, rebuilt from its ``structure`` with ``leaves`` (in flatten's order)."""
+    it = iter(leaves)
+
+    def build(s):
+        if s is None:
+            return next(it)
+        kind, meta, parts = s
+        items = [build(p) for p in parts]
+        if kind == "dict":
+            return dict(zip(meta, items))
+        return items if kind == "list" else tuple(items)
+    return build(structure)
