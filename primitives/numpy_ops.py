@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import shapes
-from .registry import MUTATES, STATE, register
+from .registry import MUTATES, STATE, Lowering, call_lowering, register
 
 UFUNCS = """
 abs absolute negative positive exp exp2 expm1 log log2 log10 log1p sqrt cbrt square sin cos tan arcsin arccos
@@ -47,6 +47,24 @@ RANDOM_MUTATES = ["shuffle"]
 MUTATING = ["copyto", "put", "fill_diagonal", "putmask"]
 
 
+# What a native loop kernel (runtime/native) may call, written as the same np.<name> call in Numba; results of
+# the inexact ones may differ from NumPy's in the last bit, so native loops never compare them.
+NATIVE = set("""
+exp exp2 expm1 log log2 log10 log1p sqrt sin cos tan arcsin arccos arctan sinh cosh tanh abs absolute fabs
+floor ceil trunc negative square sign isnan isinf isfinite add subtract multiply divide true_divide maximum
+minimum arctan2 hypot power floor_divide remainder mod zeros ones empty min max amin amax argmin argmax
+float64 float32 int64 int32 int16 int8 uint8 uint16 uint32 bool_ complex128
+""".split())
+INEXACT = set("exp exp2 expm1 log log2 log10 log1p sin cos tan arcsin arccos arctan sinh cosh tanh arctan2 hypot "
+              "power".split())
+
+
+def _lowering(name):
+    if name == "sum":  # NumPy sums floats pairwise: the kernel uses the same order (runtime/native/helpers.py)
+        return Lowering("_px_sum({0})")
+    return call_lowering(f"np.{name}", inexact=name in INEXACT) if name in NATIVE else None
+
+
 def _resolve(module, dotted):
     obj = module
     for part in dotted.split("."):
@@ -62,16 +80,16 @@ def _register_numpy():
         if fn is None:
             continue
         rule = shapes.elementwise(fn) if isinstance(fn, np.ufunc) else None
-        register(name, fn, obj=fn, shape_rule=rule)
+        register(name, fn, obj=fn, shape_rule=rule, lowering=_lowering(name))
     for name in REDUCTIONS:
         fn = getattr(np, name, None)
         if fn is not None:
-            register(name, fn, obj=fn, shape_rule=shapes.reduction(fn))
+            register(name, fn, obj=fn, shape_rule=shapes.reduction(fn), lowering=_lowering(name))
     for name in FUNCTIONS:
         fn = getattr(np, name, None)
         if fn is None or not callable(fn):
             continue
-        register(name, fn, obj=fn, shape_rule=shapes.matmul if name == "matmul" else None)
+        register(name, fn, obj=fn, shape_rule=shapes.matmul if name == "matmul" else None, lowering=_lowering(name))
     for name in LINALG:
         fn = _resolve(np.linalg, name)
         if fn is not None:
@@ -93,7 +111,7 @@ def _register_numpy():
     for name in dtypes.split():
         fn = getattr(np, name, None)
         if fn is not None:
-            register(name, fn, obj=fn)
+            register(name, fn, obj=fn, lowering=_lowering(name))
 
 
 _register_numpy()

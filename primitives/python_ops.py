@@ -8,7 +8,7 @@ import operator
 import numpy as np
 
 from . import shapes
-from .registry import IO, MUTATES, STATE, register
+from .registry import IO, MUTATES, STATE, Lowering, call_lowering, register
 
 # Python operators keep Python semantics (``[1] + [2]`` concatenates); on arrays they are NumPy's ufuncs.
 BINARY = {
@@ -24,6 +24,32 @@ UNARY = {"neg": ("__minus", np.negative), "pos": ("__plus", np.positive), "inver
          "not_": ("__not", None)}
 INPLACE = ["iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "ilshift", "irshift",
            "iand", "ior", "ixor"]
+
+
+# Inside native loop kernels (runtime/native): the operator's Numba form; Python ints go through helpers that
+# raise instead of wrapping at 2**63, and division of Python scalars through ones that raise at zero.
+_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
+            "lshift": "<<", "rshift": ">>", "and_": "&", "or_": "|", "xor": "^",
+            "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+_CHECKED = {"add": "_ck_add", "sub": "_ck_sub", "mul": "_ck_mul", "lshift": "_ck_lshift", "pow": "_ck_pow"}
+_PYSCALAR = {"truediv": "_py_truediv", "floordiv": "_py_floordiv", "mod": "_py_mod"}
+
+
+def _binary_lowering(op):
+    if op not in _SYMBOLS:
+        return None
+    return Lowering(f"({{0}} {_SYMBOLS[op]} {{1}})", pyint=_CHECKED.get(op), pyscalar=_PYSCALAR.get(op),
+                    inexact=op == "pow")
+
+
+_UNARY_LOWERING = {"neg": Lowering("(-{0})", pyint="_ck_neg"), "pos": Lowering("(+{0})"),
+                   "invert": Lowering("(~{0})"), "not_": Lowering("(not {0})")}
+_MATH_NATIVE = set("sqrt exp log log10 log2 log1p expm1 sin cos tan asin acos atan atan2 sinh cosh tanh floor ceil "
+                   "fabs hypot isnan isinf isfinite trunc copysign".split())
+_MATH_INEXACT = set("exp log log10 log2 log1p expm1 sin cos tan asin acos atan atan2 sinh cosh tanh hypot".split())
+_BUILTIN_LOWERING = {"len": call_lowering("len"), "range": call_lowering("range"), "abs": call_lowering("abs"),
+                     "min": call_lowering("min"), "max": call_lowering("max"), "int": call_lowering("int"),
+                     "float": call_lowering("float"), "bool": call_lowering("bool")}
 
 
 def contains(item, container):
@@ -167,24 +193,29 @@ def _register_python_ops():
     for op_name, (display, ufunc) in BINARY.items():
         op = getattr(operator, op_name)
         rule = shapes.matmul if op_name == "matmul" else (shapes.elementwise(op, 2) if ufunc else None)
-        register(f"operator.{op_name}", getattr(operator, op_name), display=display, shape_rule=rule)
+        register(f"operator.{op_name}", getattr(operator, op_name), display=display, shape_rule=rule,
+                 lowering=_binary_lowering(op_name))
     for op_name, (display, ufunc) in UNARY.items():
         rule = shapes.elementwise(getattr(operator, op_name), 1) if ufunc else None
-        register(f"operator.{op_name}", getattr(operator, op_name), display=display, shape_rule=rule)
+        register(f"operator.{op_name}", getattr(operator, op_name), display=display, shape_rule=rule,
+                 lowering=_UNARY_LOWERING.get(op_name))
     for op_name in INPLACE:
-        register(f"operator.{op_name}", getattr(operator, op_name), effect=MUTATES, display=f"__{op_name}")
+        base = op_name[1:] + ("_" if op_name in ("iand", "ior") else "")  # iand -> and_; on arrays: in place
+        register(f"operator.{op_name}", getattr(operator, op_name), effect=MUTATES, display=f"__{op_name}",
+                 lowering=_binary_lowering(base))
     register("operator.is_", operator.is_, display="__is", local=True)
     register("operator.is_not", operator.is_not, display="__is_not", local=True)
     register("operator.in", contains, display="__in")
     register("operator.not_in", not_contains, display="__not_in")
-    register("operator.getitem", operator.getitem, display="slice_at")
+    register("operator.getitem", operator.getitem, display="slice_at", lowering=Lowering("{0}[{1}]"))
     register("operator.setitem", setitem, effect=MUTATES, display="store_at")
     register("operator.delitem", delitem, effect=MUTATES, display="del_at")
-    register("operator.truth", operator.truth, display="__truth")
-    register("python.slice", make_slice, display="slice", cheap=True)
+    register("operator.truth", operator.truth, display="__truth", lowering=call_lowering("bool"))
+    register("python.slice", make_slice, display="slice", cheap=True, lowering=call_lowering("slice"))
     register("python.unpack", unpack, display="unpack")
     register("python.list", make_list, display="list", resolve="none")
-    register("python.tuple", make_tuple, display="make_tuple", resolve="none")
+    register("python.tuple", make_tuple, display="make_tuple", resolve="none",
+             lowering=Lowering(lambda atoms: "(" + "".join(a + ", " for a in atoms) + ")"))
     register("python.dict", make_dict, display="dict", resolve="none")
     register("python.set", make_set, display="set")
     register("python.assert", raise_assertion, effect=IO, display="assert")
@@ -194,11 +225,13 @@ def _register_python_ops():
     for name in dir(math):
         fn = getattr(math, name)
         if callable(fn) and not name.startswith("_"):
-            register(f"math.{name}", fn, obj=fn, display=f"math.{name}")
+            register(f"math.{name}", fn, obj=fn, display=f"math.{name}", lowering=call_lowering(
+                f"math.{name}", inexact=name in _MATH_INEXACT) if name in _MATH_NATIVE else None)
     register("python.format_value", format_value, display="format")
     register("python.join_str", join_str, display="join_str")
     for attr in ATTRIBUTES:
-        register(f"attr.{attr}", AttrKernel(attr), display=attr, cheap=attr != "flat")
+        register(f"attr.{attr}", AttrKernel(attr), display=attr, cheap=attr != "flat",
+                 lowering=Lowering(f"{{0}}.{attr}") if attr in ("shape", "size", "ndim", "T") else None)
     for method in PURE_METHODS:
         register(f"method.{method}", MethodKernel(method), display=f".{method}")
     for method in MUTATING_METHODS:
@@ -210,7 +243,8 @@ def _register_python_ops():
         fn = getattr(builtins, name)
         effect = IO if name == "print" else None
         register(f"builtins.{name}", fn, obj=fn, effect=effect, display=name,
-                 resolve="shallow" if name in LAZY_BUILTINS else "deep", cheap=name in LAZY_BUILTINS)
+                 resolve="shallow" if name in LAZY_BUILTINS else "deep", cheap=name in LAZY_BUILTINS,
+                 lowering=_BUILTIN_LOWERING.get(name))
 
 
 _register_python_ops()

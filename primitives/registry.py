@@ -14,6 +14,29 @@ IO = "io"  # talks to the outside world (print)
 
 
 @dataclass(frozen=True, slots=True)
+class Lowering:
+    """How a primitive is written inside a native loop kernel (runtime/native): ``template`` is Numba source over
+    the operands' atoms (``"{0} + {1}"``, ``"np.exp({0})"``) or a callable of the atom list. ``pyint``: the checked
+    helper used when NumPy semantics make the result a Python int (which never wraps at 2**63); ``pyscalar``: the
+    helper used when every operand is a Python scalar (``1.0 / 0.0`` raises in Python, NumPy scalars give inf);
+    ``inexact``: Numba's result may differ from NumPy's in the last bit (exp, log, sin, pow ...)."""
+
+    template: str | Callable
+    pyint: str | None = None
+    pyscalar: str | None = None
+    inexact: bool = False
+
+    def source(self, atoms) -> str:
+        t = self.template
+        return t(atoms) if callable(t) else t.format(*atoms)
+
+
+def call_lowering(function: str, **fields) -> Lowering:
+    """The lowering ``function(a, b, ...)`` for a family of primitives called like their Numba counterpart."""
+    return Lowering(lambda atoms: f"{function}({', '.join(atoms)})", **fields)
+
+
+@dataclass(frozen=True, slots=True)
 class Primitive:
     """One primitive. ``kernel`` is the NumPy reference: it defines the semantics every other kernel keeps."""
 
@@ -31,6 +54,7 @@ class Primitive:
     cupy_kernel: Callable | None = None
     grad: Callable | None = None
     display: str = ""  # name in the printed tree, when it differs from ``name`` (``__add`` for ``+``)
+    lowering: Lowering | None = None  # its form inside a native loop kernel; None: loops using it stay interpreted
 
     @property
     def foldable(self) -> bool:
