@@ -89,6 +89,29 @@ def _py_mod(a, b):
     return a % b
 
 
+# a value that may be a Python or a NumPy scalar divided by zero: raise (Python) or inf (NumPy) depends on
+# which, so the loop reruns interpreted
+@numba.njit(cache=True, nogil=True)
+def _amb_truediv(a, b):
+    if b == 0:
+        raise _Overflow()
+    return a / b
+
+
+@numba.njit(cache=True, nogil=True)
+def _amb_floordiv(a, b):
+    if b == 0:
+        raise _Overflow()
+    return a // b
+
+
+@numba.njit(cache=True, nogil=True)
+def _amb_mod(a, b):
+    if b == 0:
+        raise _Overflow()
+    return a % b
+
+
 @numba.njit(cache=True, nogil=True)
 def _py_int(x):
     if x != x:
@@ -99,38 +122,79 @@ def _py_int(x):
 
 
 @numba.njit(cache=True, nogil=True)
-def _pairwise(a, lo, n):
+def _block(a, lo, n):
     if n < 8:
         res = np.zeros(1, a.dtype)[0]
         for i in range(n):
             res += a[lo + i]
         return res
+    r0 = a[lo]
+    r1 = a[lo + 1]
+    r2 = a[lo + 2]
+    r3 = a[lo + 3]
+    r4 = a[lo + 4]
+    r5 = a[lo + 5]
+    r6 = a[lo + 6]
+    r7 = a[lo + 7]
+    m = n - n % 8
+    for i in range(8, m, 8):
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    for i in range(m, n):
+        res += a[lo + i]
+    return res
+
+
+# NumPy's recursion (halves rounded down to a multiple of 8, blocks of <= 128) as a loop over an explicit
+# stack: Numba's disk cache crashes on recursive functions loaded back
+@numba.njit(cache=True, nogil=True)
+def _pairwise(a, lo, n):
     if n <= 128:
-        r0 = a[lo]
-        r1 = a[lo + 1]
-        r2 = a[lo + 2]
-        r3 = a[lo + 3]
-        r4 = a[lo + 4]
-        r5 = a[lo + 5]
-        r6 = a[lo + 6]
-        r7 = a[lo + 7]
-        m = n - n % 8
-        for i in range(8, m, 8):
-            r0 += a[lo + i]
-            r1 += a[lo + i + 1]
-            r2 += a[lo + i + 2]
-            r3 += a[lo + i + 3]
-            r4 += a[lo + i + 4]
-            r5 += a[lo + i + 5]
-            r6 += a[lo + i + 6]
-            r7 += a[lo + i + 7]
-        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        for i in range(m, n):
-            res += a[lo + i]
-        return res
-    n2 = n // 2
-    n2 -= n2 % 8
-    return _pairwise(a, lo, n2) + _pairwise(a, lo + n2, n - n2)
+        return _block(a, lo, n)
+    los = np.empty(64, np.int64)
+    ns = np.empty(64, np.int64)
+    stage = np.zeros(64, np.int64)
+    left = np.zeros(64, a.dtype)
+    sp = 0
+    los[0] = lo
+    ns[0] = n
+    r = left[0]
+    have = False
+    while True:
+        if have:
+            if sp < 0:
+                return r
+            l, m = los[sp], ns[sp]
+            if stage[sp] == 1:
+                left[sp] = r
+                stage[sp] = 2
+                n2 = m // 2
+                n2 -= n2 % 8
+                sp += 1
+                los[sp], ns[sp], stage[sp] = l + n2, m - n2, 0
+                have = False
+            else:
+                r = left[sp] + r
+                sp -= 1
+            continue
+        l, m = los[sp], ns[sp]
+        if m <= 128:
+            r = _block(a, l, m)
+            sp -= 1
+            have = True
+            continue
+        n2 = m // 2
+        n2 -= n2 % 8
+        stage[sp] = 1
+        sp += 1
+        los[sp], ns[sp], stage[sp] = l, n2, 0
 
 
 @numba.njit(cache=True, nogil=True)

@@ -17,6 +17,31 @@ SLICE = slice(None)
 INT64 = (-(1 << 63), 1 << 63)
 
 
+class Either:
+    """A variable that is a Python scalar until the loop first stores a NumPy scalar into it (``s = 0.0`` then
+    ``s += a[i]``): the kernel computes with the NumPy type (the same IEEE/int64 arithmetic) and keeps a flag
+    ``__pxw_<origin>`` saying which one the plain loop would have, so the result has its type."""
+
+    __slots__ = ("py", "np", "origin")
+
+    def __init__(self, py, np_, origin):
+        self.py, self.np, self.origin = py, np_, origin
+
+
+# Python scalar kinds and the NumPy scalar kind they become when a loop mixes them in
+PAIRS = {int: np.int64, float: np.float64}
+
+
+def either_of(a, b, name):
+    """The Either of kinds ``a`` and ``b`` if they are such a pair, else None."""
+    for x, y in ((a, b), (b, a)):
+        if type(x) in PAIRS and type(y) is PAIRS[type(x)]:
+            return Either(x, y, name)
+        if type(x) is Either and (key(y) in (key(x.py), key(x.np))):
+            return x
+    return None
+
+
 class Decline(Exception):
     """This loop (for these argument kinds) stays interpreted; ``str(e)`` says why."""
 
@@ -55,6 +80,8 @@ def array(dtype, ndim):
 def key(k):
     """A hashable, comparable form of a kind."""
     t = type(k)
+    if t is Either:
+        return ("e", key(k.py), key(k.np), k.origin)
     if t is np.ndarray:
         return ("a", k.dtype.str, k.ndim)
     if isinstance(k, np.generic):
@@ -67,21 +94,31 @@ def key(k):
 
 
 def is_scalar(k) -> bool:
+    if type(k) is Either:
+        return True
     return type(k) in (int, float, bool) or isinstance(k, np.generic)
 
 
 def is_int(k) -> bool:
+    if type(k) is Either:
+        return is_int(k.np)
     return type(k) is int or isinstance(k, np.integer)
 
 
 def run(kernel, *stand_ins):
     """The kernel on stand-ins: the result kind, or Decline if NumPy refuses these kinds."""
-    try:
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            out = kernel(*[x.copy() if type(x) is np.ndarray else x for x in stand_ins])
-    except Exception as e:  # noqa: BLE001 - the interpreted loop will raise the same, at its line
-        raise Decline(f"{type(e).__name__}: {e}") from None
+    error = None
+    # stand-ins are values, and a value can hit an edge (3 - 3 == 0 as a divisor): other values, same kinds
+    for attempt in range(3):
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = kernel(*[_variant(x, i, attempt) for i, x in enumerate(stand_ins)])
+            break
+        except Exception as e:  # noqa: BLE001 - the interpreted loop will raise the same, at its line
+            error = error or e
+    else:
+        raise Decline(f"{type(error).__name__}: {error}") from None
     if type(out) is np.ndarray:
         return array(out.dtype, out.ndim) if out.dtype in DTYPES and out.ndim >= 1 else _bad(out)
     if type(out) in (int, float, bool):
@@ -91,12 +128,22 @@ def run(kernel, *stand_ins):
     return _bad(out)
 
 
+def _variant(x, i, attempt):
+    if type(x) is np.ndarray:
+        return x.copy()
+    if attempt == 0 or type(x) is bool or isinstance(x, np.bool_) or not is_scalar(x):
+        return x
+    return type(x)(2 + i + attempt * 3)
+
+
 def _bad(out):
     raise Decline(f"a value of type {type(out).__name__}")
 
 
 def describe(k) -> str:
     """``float64[:, :]``, ``int``, ``np.float32``: how explain() shows a kind."""
+    if type(k) is Either:
+        return f"{describe(k.py)}|{describe(k.np)}"
     if type(k) is np.ndarray:
         return f"{k.dtype}[{', '.join(':' * k.ndim)}]"
     if isinstance(k, np.generic):

@@ -72,7 +72,7 @@ class Entry:
     """One signature of a loop: its source, kernel, state and the reason it was declined."""
 
     __slots__ = ("kinds", "source", "checked", "kernel", "overflow", "declined", "compiling", "compile_seconds",
-                 "interpreted", "native_runs", "native_seconds", "writes")
+                 "interpreted", "native_runs", "native_seconds", "writes", "flags")
 
     def __init__(self, kinds):
         self.kinds = kinds
@@ -81,6 +81,7 @@ class Entry:
         self.compile_seconds = self.interpreted = self.native_seconds = 0.0
         self.native_runs = 0
         self.writes = ()
+        self.flags = {}
 
 
 class NativeLoop:
@@ -130,8 +131,9 @@ class NativeLoop:
     def _lower(self, ks) -> Entry:
         entry = Entry(ks)
         try:
-            entry.source, entry.checked = lower(self.plan.loop, self.plan.params, dict(zip(self.plan.params, ks)),
-                                                self.plan.outputs)
+            kinds = dict(zip(self.plan.params, ks))
+            entry.source, entry.checked, entry.flags = lower(self.plan.loop, self.plan.params, kinds,
+                                                             self.plan.outputs)
         except Decline as e:
             entry.declined = str(e)
             self.reason = entry.declined
@@ -175,8 +177,16 @@ class NativeLoop:
             entry.native_seconds += time.perf_counter() - t0
             entry.native_runs += 1
             STATS["native"] += 1
-        return tuple(_restore(v, k, args) for v, k in zip(out, (entry.kinds[self.plan.params.index(o)]
-                                                                for o in self.plan.outputs)))
+        outputs = self.plan.outputs
+        flags = dict(zip(entry.flags, out[len(outputs):]))
+        result = []
+        for name, value in zip(outputs, out):
+            kind = entry.kinds[self.plan.params.index(name)]
+            if name in flags:  # Python or NumPy scalar: as the plain loop's last store made it
+                either = entry.flags[name]
+                kind = either.np if flags[name] else either.py
+            result.append(_restore(value, kind, args))
+        return tuple(result)
 
     def explain(self) -> list[str]:
         lines = []

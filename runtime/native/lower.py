@@ -37,11 +37,23 @@ _DTYPE_CONSTS = {getattr(np, n): n for n in ("float64", "float32", "int64", "int
                                              "uint16", "uint32", "bool_", "complex128")}
 
 
+class Widen(Exception):
+    """Restart lowering with ``name`` as an Either (a Python scalar that may become a NumPy one)."""
+
+    def __init__(self, name, either):
+        super().__init__(name)
+        self.name, self.either = name, either
+
+
 class Lowerer:
     """Lowers one loop (``loop``) over ``inputs`` (name -> kind) to a kernel's source."""
 
-    def __init__(self, loop, inputs: dict, outputs: list, tainted=frozenset(), arrays_tainted=False):
+    def __init__(self, loop, inputs: dict, outputs: list, tainted=frozenset(), arrays_tainted=False, widened=None):
         self.loop = loop
+        self.widened = widened or {}
+        self.flags_start = [f"__pxw_{n} = {int(_is_np(inputs.get(n)))}" for n in self.widened]
+        inputs = {n: (K.Either(self.widened[n].py, self.widened[n].np, n) if n in self.widened else k)
+                  for n, k in inputs.items()}
         self.env = dict(inputs)
         self.inputs = dict(inputs)
         self.outputs = outputs
@@ -56,8 +68,10 @@ class Lowerer:
 
     # ---- driver ----------------------------------------------------------------------------------------
     def source(self, params: list[str]) -> str:
+        self.lines += ["    " + f for f in self.flags_start]
         self.stmt(self.loop)
-        outs = "".join(f"{o}, " for o in self.outputs)
+        self.flag_outputs = [o for o in self.outputs if o in self.widened]
+        outs = "".join(f"{o}, " for o in self.outputs) + "".join(f"__pxw_{o}, " for o in self.flag_outputs)
         body = "\n".join(self.lines) or "    pass"
         return (f"@numba.njit(cache=True, nogil=True, boundscheck=True, error_model='numpy')\n"
                 f"def kernel({', '.join(params)}):\n{body}\n    return ({outs})\n")
@@ -100,24 +114,30 @@ class Lowerer:
 
     def assign(self, target, src, k, t):
         if isinstance(target, ir.StoreName):
-            self.bind(target, target.name, k, t)
+            flags = self.bind(target, target.name, k, t)
             self.emit(f"{target.name} = {src}")
+            for f in flags:
+                self.emit(f)
         elif isinstance(target, ir.StoreTuple):
             if type(k) is not tuple or len(k) != len(target.targets):
                 self.fail("unpacking of a value that is not a tuple of known length", target)
-            names = []
+            names, flags = [], []
             for sub, sk in zip(target.targets, k):
                 if not isinstance(sub, ir.StoreName):
                     self.fail("nested unpacking", target)
-                self.bind(sub, sub.name, sk, t)
+                flags += self.bind(sub, sub.name, sk, t)
                 names.append(sub.name)
             self.emit(f"{', '.join(names)}, = {src}")
+            for f in flags:
+                self.emit(f)
         elif isinstance(target, ir.StoreItem):
             obj, ok, ot = self.expr(target.obj)
             key, kk, _ = self.expr(target.key)
             if type(ok) is not np.ndarray:
                 self.fail(f"a store into {K.describe(ok)}", target)
             self.index_kind(ok, kk, target)
+            if type(k) is K.Either:
+                k = k.py if type(k.py) is int else k.np
             if ok.dtype.kind in "iub" and type(k) is int and ok.dtype != np.int64:
                 self.fail(f"a Python int stored into a {ok.dtype} array (NumPy raises if it does not fit)", target)
             if type(k) is np.ndarray or (K.is_scalar(k) and np.can_cast(np.asarray(k).dtype, ok.dtype, "unsafe")):
@@ -130,17 +150,38 @@ class Lowerer:
         else:
             self.fail("this assignment target", target)
 
-    def bind(self, node, name, k, t):
+    def bind(self, node, name, k, t) -> list[str]:
+        """Record ``name``'s new kind; the lines that keep its Either flag (emitted after the store)."""
         if node.depth != 0:
             self.fail(f"assignment to the enclosing function's '{name}'", node)
+        flags = []
+        w = self.widened.get(name)
+        if w is not None:
+            if type(k) is K.Either:
+                if k.origin != name:
+                    flags.append(f"__pxw_{name} = __pxw_{k.origin}")
+            elif K.key(k) in (K.key(w.py), K.key(w.np)):
+                flags.append(f"__pxw_{name} = {int(K.key(k) == K.key(w.np))}")
+            else:
+                self.fail(f"'{name}' is {K.describe(w)} or {K.describe(k)}", node)
+            k = K.Either(w.py, w.np, name)
+        elif type(k) is K.Either:
+            raise Widen(name, K.Either(k.py, k.np, name))
         old = self.env.get(name)
         if old is not None and name in self.inputs and K.key(old) != K.key(k):
-            self.fail(f"'{name}' changes from {K.describe(old)} to {K.describe(k)}", node)
+            self.widen_or_fail(name, old, k, node)
         self.env[name] = k
         if t:
             self.taint.add(name)
         else:
             self.taint.discard(name)
+        return flags
+
+    def widen_or_fail(self, name, a, b, node):
+        e = K.either_of(a, b, name)
+        if e is not None and name not in self.widened:
+            raise Widen(name, K.Either(e.py, e.np, name))
+        self.fail(f"'{name}' changes from {K.describe(a)} to {K.describe(b)}", node)
 
     def cond(self, n):
         src, k, t = self.expr(n)
@@ -166,6 +207,8 @@ class Lowerer:
         for name in set(a) | set(b):
             if name in a and name in b:
                 if K.key(a[name]) != K.key(b[name]):
+                    if K.either_of(a[name], b[name], name) is not None:
+                        self.widen_or_fail(name, a[name], b[name], node)
                     if name in self.inputs:
                         self.fail(f"'{name}' is {K.describe(a[name])} or {K.describe(b[name])} after the if", node)
                     continue  # unreadable afterwards
@@ -184,6 +227,8 @@ class Lowerer:
     def check_stable(self, entry, node):
         for name, k in entry.items():
             now = self.env.get(name)
+            if now is not None and K.key(now) != K.key(k) and K.either_of(now, k, name) is not None:
+                self.widen_or_fail(name, k, now, node)
             if now is None or K.key(now) != K.key(k):
                 self.fail(f"'{name}' changes kind in the loop ({K.describe(k)} -> "
                           f"{K.describe(now) if now is not None else 'unbound'})", node)
@@ -322,12 +367,50 @@ class Lowerer:
         for k in ks:
             if not (K.is_scalar(k) or type(k) is np.ndarray):
                 self.fail(f"{prim.label} of {K.describe(k)}", n)
+        origins = {k.origin for k in ks if type(k) is K.Either}
+        if origins:
+            return self.either_call(n, prim, low, atoms, ks, origins, tainted)
         try:
             k = K.run(prim.kernel, *ks)
         except Decline as e:
             self.fail(f"{prim.label}: {e}", n)
         inexact = low.inexact and not (K.is_int(k) or type(k) is bool)
         return self.arith(n, low, atoms, ks, k), k, tainted or inexact
+
+    def either_call(self, n, prim, low, atoms, ks, origins, tainted):
+        """An operation on a variable that is a Python or a NumPy scalar: both readings must agree on the
+        source, or differ only where the checked Python reading falls back to the interpreter."""
+        if len(origins) > 1:
+            self.fail("an operation on two variables that may each be Python or NumPy scalars", n)
+        (origin,) = origins
+        results = []
+        for side in ("py", "np"):
+            sk = [getattr(k, side) if type(k) is K.Either else k for k in ks]
+            try:
+                rk = K.run(prim.kernel, *sk)
+            except Decline as e:
+                self.fail(f"{prim.label}: {e}", n)
+            results.append((rk, self.arith(n, low, atoms, sk, rk)))
+        (kp, sp), (kn, sn) = results
+        if K.key(kp) == K.key(kn):
+            k = kp
+        else:
+            k = K.either_of(kp, kn, origin)
+            if k is None:
+                self.fail(f"{prim.label} gives {K.describe(kp)} or {K.describe(kn)}", n)
+            k = K.Either(k.py, k.np, origin)
+        if sp == sn:
+            src = sp
+        elif "_ck_" in sp or "_py_int" in sp:
+            src = sp  # a Python-int overflow falls back to the interpreter, which also covers the NumPy reading
+        elif "_py_" in sp:
+            src = sp.replace("_py_", "_amb_")  # a zero divisor falls back: raise or inf depends on the type
+        else:
+            self.fail(f"{prim.label} of a value that may be a Python or a NumPy scalar", n)
+        if "_ck_" in src or "_amb_" in src or "_py_int" in src:
+            self.checked = True
+        inexact = low.inexact and not K.is_int(k)
+        return src, k, tainted or inexact
 
     def arith(self, n, low, atoms, ks, k):
         """The operation's source with the casts and checks that keep NumPy's/Python's semantics."""
@@ -507,13 +590,22 @@ for _name in ("float64", "float32", "int64", "bool_"):
     setattr(Lowerer, f"c_{_name}", _dtype_call(_name))
 
 
-def lower(loop, params, kinds: dict, outputs) -> tuple[str, bool]:
-    """(kernel source, uses checked Python-int helpers) for ``loop`` over ``params`` of ``kinds``; Decline."""
-    tainted, arrays = frozenset(), False
-    for _ in range(4):  # taint found late in the body flows to the next iteration's start: iterate to a fixpoint
-        low = Lowerer(loop, kinds, outputs, tainted, arrays)
-        src = low.source(params)
+def lower(loop, params, kinds: dict, outputs) -> tuple[str, bool, dict]:
+    """(kernel source, whether it uses helpers that fall back to the interpreter, the Either kinds of outputs
+    whose flags follow them) for ``loop`` over ``params`` of ``kinds``; Decline."""
+    tainted, arrays, widened = frozenset(), False, {}
+    for _ in range(12):  # taint and Either kinds found late flow to the loop's start: iterate to a fixpoint
+        low = Lowerer(loop, kinds, outputs, tainted, arrays, dict(widened))
+        try:
+            src = low.source(params)
+        except Widen as w:
+            widened[w.name] = w.either
+            continue
         if low.taint <= tainted and low.arrays_tainted == arrays:
-            return src, low.checked
+            return src, low.checked, {o: widened[o] for o in low.flag_outputs}
         tainted, arrays = tainted | frozenset(low.taint), arrays or low.arrays_tainted
-    raise Decline("inexact results flow around the loop")
+    raise Decline("kinds or inexact results do not settle around the loop")
+
+
+def _is_np(k) -> bool:
+    return isinstance(k, np.generic)
