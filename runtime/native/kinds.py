@@ -29,7 +29,7 @@ class Either:
 
 
 # Python scalar kinds and the NumPy scalar kind they become when a loop mixes them in
-PAIRS = {int: np.int64, float: np.float64}
+PAIRS = {int: np.int64, float: np.float64, bool: np.bool_}
 
 
 def either_of(a, b, name):

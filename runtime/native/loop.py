@@ -30,8 +30,13 @@ STATS: dict = {"native": 0, "compiled": 0, "declined": {}}
 
 
 def mode() -> str:
-    m = os.environ.get("PHYLANX_NATIVE", "1").strip().lower()
-    return {"0": "off", "off": "off", "force": "force"}.get(m, "on")
+    raw = os.environ.get("PHYLANX_NATIVE")
+    m = {"0": "off", "off": "off", "force": "force"}.get((raw or "1").strip().lower(), "on")
+    _MODE[:] = [m, raw]
+    return m
+
+
+_MODE = ["on", None]  # the last mode() and the variable's text it came from
 
 
 def _cache_dir() -> str:
@@ -92,23 +97,29 @@ class NativeLoop:
         self.plan = LoopPlan(fn, loop)
         self.where = where
         self.entries: dict = {}
+        self.fast: dict = {}  # _fast_key -> entry: the per-call path
         self.last = None
         self.reason = self.plan.reason  # the latest decline, for explain()
 
     def __call__(self, ev, args):
         self.last = None
-        m = mode()
+        m = _MODE[0] if _MODE[1] == os.environ.get("PHYLANX_NATIVE") else mode()
         if m == "off" or self.plan.reason:
             return None
-        try:
-            ks = tuple(K.of_value(a, n) for a, n in zip(args, self.plan.params))
-        except Decline as e:
-            self.reason = str(e)
-            return None
-        key = tuple(K.key(k) for k in ks)
-        entry = self.entries.get(key)
+        fast = _fast_key(args)
+        entry = self.fast.get(fast) if fast is not None else None
         if entry is None:
-            entry = self.entries[key] = self._lower(ks)
+            try:
+                ks = tuple(K.of_value(a, n) for a, n in zip(args, self.plan.params))
+            except Decline as e:
+                self.reason = str(e)
+                return None
+            key = tuple(K.key(k) for k in ks)
+            entry = self.entries.get(key)
+            if entry is None:
+                entry = self.entries[key] = self._lower(ks)
+            if fast is not None:
+                self.fast[fast] = entry
         self.last = entry
         if entry.declined:
             return None
@@ -207,15 +218,32 @@ class NativeLoop:
 
 
 def _restore(value, kind, args):
-    """An output as the plain loop would have left it: scalars of their NumPy/Python type, arrays that are one
-    of the inputs as that very object (Numba returns a new wrapper of the same memory)."""
+    """An output as the plain loop would have left it: scalars of their NumPy/Python type (Numba returns
+    Python floats). Arrays need nothing: Numba returns an input array as that very object (its parent)."""
     if type(value) is np.ndarray:
-        for a in args:
-            if type(a) is np.ndarray and a.ctypes.data == value.ctypes.data and a.shape == value.shape and \
-                    a.strides == value.strides and a.dtype == value.dtype:
-                return a
         return value
     return K.convert(value, kind)
+
+
+def _fast_key(args):
+    """A cheap key of the arguments' kinds (None: use the full path): dtype and ndim of arrays, type of scalars."""
+    key = []
+    for a in args:
+        t = type(a)
+        if t is np.ndarray:
+            key.append((a.dtype, a.ndim))
+        elif t is int:
+            if not -9223372036854775808 <= a <= 9223372036854775807:
+                return None
+            key.append(t)
+        elif t is float or t is bool or (t in _SCALAR_TYPES):
+            key.append(t)
+        else:
+            return None
+    return tuple(key)
+
+
+_SCALAR_TYPES = frozenset(d.type for d in K.DTYPES)
 
 
 def _first_line(e) -> str:

@@ -184,6 +184,8 @@ class Lowerer:
         self.fail(f"'{name}' changes from {K.describe(a)} to {K.describe(b)}", node)
 
     def cond(self, n):
+        if isinstance(n, ir.BoolOp):  # only its truth matters here: operands of different kinds are fine
+            return "(" + f" {n.op} ".join(self.cond(v) for v in n.values) + ")"
         src, k, t = self.expr(n)
         if not K.is_scalar(k):
             self.fail(f"a condition on {K.describe(k)}", n)
