@@ -93,6 +93,10 @@ class FunctionTranslator(ast.NodeVisitor):
                     and callable(getattr(base.obj, node.attr, None)):
                 # ``str.upper``, ``np.ndarray.sum``: an unbound method, the registered method primitive
                 return Resolved("prim", getattr(base.obj, node.attr), f"method.{node.attr}", f"{base.name}.{node.attr}")
+            if base is not None and base.kind == "prim" and exists(f"{base.prim}.{node.attr}"):
+                # ufunc methods: ``np.add.outer``, ``np.minimum.reduce``, ``np.add.at`` (numpy_ops.UFUNC_METHODS)
+                return Resolved("prim", getattr(base.obj, node.attr), f"{base.prim}.{node.attr}",
+                                f"{base.name}.{node.attr}")
             if base is None or base.kind != "module":
                 return None
             r = resolve_attr(base, node.attr)
@@ -208,14 +212,20 @@ class FunctionTranslator(ast.NodeVisitor):
         return self.generic_visit(t)
 
     def visit_Assign(self, node):
-        """``a = v``, ``a, b = v``, ``a[k] = v``, ``a = b = v``."""
+        """``a = v``, ``a, b = v``, ``a[k] = v``, ``a = b = v``, ``a.shape = s``."""
         value = self.visit(node.value)
         if len(node.targets) == 1:
-            return ir.Assign(self.store(node.targets[0]), value, self.loc(node))
+            return self.assign_to(node.targets[0], value, self.loc(node))
         tmp = "__px_multi"
         self.scopes[-1].add(tmp)
         out = [ir.Assign(ir.StoreName(tmp), value, self.loc(node))]
-        return out + [ir.Assign(self.store(t), ir.Var(tmp, 0, self.loc(node)), self.loc(node)) for t in node.targets]
+        return out + [self.assign_to(t, ir.Var(tmp, 0, self.loc(node)), self.loc(node)) for t in node.targets]
+
+    def assign_to(self, target, value, loc):
+        """One assignment; ``a.shape = s`` (the only attribute store: reshaping in place) is a mutating call."""
+        if isinstance(target, ast.Attribute) and target.attr == "shape":
+            return ir.Expr(ir.Call("python.set_shape", (self.visit(target.value), value), (), self.loc(target)), loc)
+        return ir.Assign(self.store(target), value, loc)
 
     def visit_AnnAssign(self, node):
         """``a: T = v`` (the annotation is ignored, as at run time)."""

@@ -65,6 +65,25 @@ def _lowering(name):
     return call_lowering(f"np.{name}", inexact=name in INEXACT) if name in NATIVE else None
 
 
+# Methods of the two-input ufuncs, as primitives ``add.outer`` ...; ``at`` changes its first argument in place.
+UFUNC_METHODS = ("outer", "reduce", "accumulate", "reduceat", "at")
+
+
+class UfuncMethod:
+    """``np.<ufunc>.<method>``; an instance (not a bound method) so it pickles by name to other processes."""
+
+    __slots__ = ("ufunc", "method")
+
+    def __init__(self, ufunc, method):
+        self.ufunc, self.method = ufunc, method
+
+    def __call__(self, *args, **kwargs):
+        return getattr(getattr(np, self.ufunc), self.method)(*args, **kwargs)
+
+    def __reduce__(self):
+        return (UfuncMethod, (self.ufunc, self.method))
+
+
 def _resolve(module, dotted):
     obj = module
     for part in dotted.split("."):
@@ -81,6 +100,9 @@ def _register_numpy():
             continue
         rule = shapes.elementwise(fn) if isinstance(fn, np.ufunc) else None
         register(name, fn, obj=fn, shape_rule=rule, lowering=_lowering(name))
+        if isinstance(fn, np.ufunc) and fn.nin == 2 and fn.nout == 1:
+            for method in UFUNC_METHODS:
+                register(f"{name}.{method}", UfuncMethod(name, method), effect=MUTATES if method == "at" else None)
     for name in REDUCTIONS:
         fn = getattr(np, name, None)
         if fn is not None:
@@ -106,6 +128,8 @@ def _register_numpy():
         fn = getattr(np, name, None)
         if fn is not None:
             register(name, fn, obj=fn, effect=MUTATES)
+    # np.ndarray(shape, dtype=...): an allocation like np.empty (its values are whatever the memory held)
+    register("ndarray", np.ndarray, obj=np.ndarray, lowering=Lowering("np.empty({0})"))
     # dtypes are callable too: np.float64(3), np.int32(x)
     dtypes = "float64 float32 float16 int64 int32 int16 int8 uint8 uint16 uint32 uint64 bool_ complex128 complex64"
     for name in dtypes.split():

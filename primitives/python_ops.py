@@ -147,6 +147,11 @@ class AttrKernel:
         return (AttrKernel, (self.attr,))
 
 
+def set_shape(obj, shape):
+    """``obj.shape = shape``: reshape in place (NumPy raises if a copy would be needed)."""
+    obj.shape = shape
+
+
 class MethodKernel:
     """``obj.<name>(*args, **kwargs)``; dispatches on the receiver at run time, as Python does."""
 
@@ -232,6 +237,7 @@ def _register_python_ops():
     for attr in ATTRIBUTES:
         register(f"attr.{attr}", AttrKernel(attr), display=attr, cheap=attr != "flat",
                  lowering=Lowering(f"{{0}}.{attr}") if attr in ("shape", "size", "ndim", "T") else None)
+    register("python.set_shape", set_shape, effect=MUTATES, display="set_shape")
     for method in PURE_METHODS:
         register(f"method.{method}", MethodKernel(method), display=f".{method}")
     for method in MUTATING_METHODS:

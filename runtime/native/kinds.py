@@ -25,7 +25,14 @@ class Either:
     __slots__ = ("py", "np", "origin")
 
     def __init__(self, py, np_, origin):
-        self.py, self.np, self.origin = py, np_, origin
+        # origin: the variables whose flags decide (a result of several is NumPy if any of them is)
+        self.py, self.np = py, np_
+        self.origin = (origin,) if type(origin) is str else tuple(sorted(origin))
+
+    def flag(self) -> str:
+        """Generated source of this value's flag (1: the NumPy scalar)."""
+        names = [f"__pxw_{o}" for o in self.origin]
+        return names[0] if len(names) == 1 else f"max({', '.join(names)})"
 
 
 # Python scalar kinds and the NumPy scalar kind they become when a loop mixes them in

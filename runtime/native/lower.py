@@ -31,7 +31,7 @@ _COMPARING = {"operator.lt", "operator.le", "operator.gt", "operator.ge", "opera
 _ARRAY_INPLACE = {"iadd": "add", "isub": "subtract", "imul": "multiply", "itruediv": "true_divide",
                   "ifloordiv": "floor_divide", "imod": "remainder", "ipow": "power", "ilshift": "left_shift",
                   "irshift": "right_shift", "iand": "bitwise_and", "ior": "bitwise_or", "ixor": "bitwise_xor"}
-_ALLOC = {"zeros", "ones", "empty"}
+_ALLOC = {"zeros", "ones", "empty", "ndarray"}
 _DTYPE_CALLS = {"float64", "float32", "int64", "bool_", "complex128"}
 _DTYPE_CONSTS = {getattr(np, n): n for n in ("float64", "float32", "int64", "int32", "int16", "int8", "uint8",
                                              "uint16", "uint32", "bool_", "complex128")}
@@ -158,8 +158,8 @@ class Lowerer:
         w = self.widened.get(name)
         if w is not None:
             if type(k) is K.Either:
-                if k.origin != name:
-                    flags.append(f"__pxw_{name} = __pxw_{k.origin}")
+                if k.origin != (name,):
+                    flags.append(f"__pxw_{name} = {k.flag()}")
             elif K.key(k) in (K.key(w.py), K.key(w.np)):
                 flags.append(f"__pxw_{name} = {int(K.key(k) == K.key(w.np))}")
             else:
@@ -380,27 +380,32 @@ class Lowerer:
         return self.arith(n, low, atoms, ks, k), k, tainted or inexact
 
     def either_call(self, n, prim, low, atoms, ks, origins, tainted):
-        """An operation on a variable that is a Python or a NumPy scalar: both readings must agree on the
-        source, or differ only where the checked Python reading falls back to the interpreter."""
-        if len(origins) > 1:
-            self.fail("an operation on two variables that may each be Python or NumPy scalars", n)
-        (origin,) = origins
-        results = []
-        for side in ("py", "np"):
-            sk = [getattr(k, side) if type(k) is K.Either else k for k in ks]
+        """An operation on variables that are Python or NumPy scalars: NumPy's result is a NumPy scalar when any
+        of them is one. Every reading must agree on the source, or differ only where the all-Python reading's
+        checked helper falls back to the interpreter (a Python int past 2**63, a zero divisor)."""
+        names = sorted({name for o in origins for name in o})
+        if len(names) > 3:
+            self.fail("an operation on more than three variables that may be Python or NumPy scalars", n)
+        readings = []
+        for bits in itertools.product((0, 1), repeat=len(names)):
+            np_side = {name for name, b in zip(names, bits) if b}
+            sk = [(k.np if np_side & set(k.origin) else k.py) if type(k) is K.Either else k for k in ks]
             try:
                 rk = K.run(prim.kernel, *sk)
             except Decline as e:
                 self.fail(f"{prim.label}: {e}", n)
-            results.append((rk, self.arith(n, low, atoms, sk, rk)))
-        (kp, sp), (kn, sn) = results
+            readings.append((rk, self.arith(n, low, atoms, sk, rk)))
+        (kp, sp), rest = readings[0], readings[1:]
+        kn, sn = rest[0]
+        if any(K.key(k) != K.key(kn) or src != sn for k, src in rest):
+            self.fail(f"{prim.label} of values that may be Python or NumPy scalars", n)
         if K.key(kp) == K.key(kn):
             k = kp
         else:
-            k = K.either_of(kp, kn, origin)
+            k = K.either_of(kp, kn, names[0])
             if k is None:
                 self.fail(f"{prim.label} gives {K.describe(kp)} or {K.describe(kn)}", n)
-            k = K.Either(k.py, k.np, origin)
+            k = K.Either(k.py, k.np, names)
         if sp == sn:
             src = sp
         elif "_ck_" in sp or "_py_int" in sp:
@@ -573,6 +578,9 @@ class Lowerer:
 
     def c_empty(self, n, atoms, ks, kwargs):
         return self._alloc(n, atoms, ks, kwargs, "empty")
+
+    def c_ndarray(self, n, atoms, ks, kwargs):
+        return self._alloc(n, atoms, ks, kwargs, "empty")  # np.ndarray(shape, dtype): an uninitialised array
 
 
 _CMP = {"operator.lt", "operator.le", "operator.gt", "operator.ge", "operator.eq", "operator.ne"}
