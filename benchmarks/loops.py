@@ -95,15 +95,14 @@ def run_case(name, fn, args, repeats):
 
 
 def main(argv=None):
-    from _common import print_table
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="+", default=["small", "medium"])
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--cold", action="store_true", help="fresh kernel cache: compile times without the disk cache")
     opts = ap.parse_args(argv)
-    if opts.cold:
+    if opts.cold:  # before phylanx_py is imported: the cache folder is read then
         os.environ["PHYLANX_CACHE_DIR"] = tempfile.mkdtemp(prefix="phylanx-loops-")
+    from _common import print_table
     from loop_kernels import CASES
 
     warnings.simplefilter("ignore")
