@@ -88,6 +88,13 @@ class CompiledFunction:
         """Draw the tree to ``path``: .svg/.png/.pdf (graphviz's dot), .dot, or an .html report."""
         return draw(self.tree, path, profile)
 
+    def explain(self) -> str:
+        """Which tier each loop runs in and why: ``loop at lu.py:12 -> native (2 args: float64[:, :], ...)``,
+        ``loop at x.py:30 -> interpreted: np.random.rand has no native form (x.py:31)``."""
+        loops = getattr(self._compile(), "native_loops", [])
+        lines = [line for loop in loops for line in loop.explain()]
+        return "\n".join(lines) if lines else "no loops"
+
     # ---- calling -------------------------------------------------------------------------------------
     def _inputs(self, args, kwargs):
         if self.device != "gpu":

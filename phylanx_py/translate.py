@@ -86,6 +86,10 @@ class FunctionTranslator(StatementVisitors, ExpressionVisitors, ast.NodeVisitor)
                     and callable(getattr(base.obj, node.attr, None)):
                 # ``str.upper``, ``np.ndarray.sum``: an unbound method, the registered method primitive
                 return Resolved("prim", getattr(base.obj, node.attr), f"method.{node.attr}", f"{base.name}.{node.attr}")
+            if base is not None and base.kind == "prim" and exists(f"{base.prim}.{node.attr}"):
+                # ufunc methods: ``np.add.outer``, ``np.minimum.reduce``, ``np.add.at`` (numpy_ops.UFUNC_METHODS)
+                return Resolved("prim", getattr(base.obj, node.attr), f"{base.prim}.{node.attr}",
+                                f"{base.name}.{node.attr}")
             if base is None or base.kind != "module":
                 return None
             r = resolve_attr(base, node.attr)

@@ -34,14 +34,20 @@ class StatementVisitors:
                                              col_offset=node.col_offset)), lam, self.loc(node))
 
     def visit_Assign(self, node):
-        """``a = v``, ``a, b = v``, ``a[k] = v``, ``a = b = v``."""
+        """``a = v``, ``a, b = v``, ``a[k] = v``, ``a = b = v``, ``a.shape = s``."""
         value = self.visit(node.value)
         if len(node.targets) == 1:
-            return ir.Assign(self.store(node.targets[0]), value, self.loc(node))
+            return self.assign_to(node.targets[0], value, self.loc(node))
         tmp = "__px_multi"
         self.scopes[-1].add(tmp)
         out = [ir.Assign(ir.StoreName(tmp), value, self.loc(node))]
-        return out + [ir.Assign(self.store(t), ir.Var(tmp, 0, self.loc(node)), self.loc(node)) for t in node.targets]
+        return out + [self.assign_to(t, ir.Var(tmp, 0, self.loc(node)), self.loc(node)) for t in node.targets]
+
+    def assign_to(self, target, value, loc):
+        """One assignment; ``a.shape = s`` (the only attribute store: reshaping in place) is a mutating call."""
+        if isinstance(target, ast.Attribute) and target.attr == "shape":
+            return ir.Expr(ir.Call("python.set_shape", (self.visit(target.value), value), (), self.loc(target)), loc)
+        return ir.Assign(self.store(target), value, loc)
 
     def visit_AnnAssign(self, node):
         """``a: T = v`` (the annotation is ignored, as at run time)."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import shapes, vjp
-from .registry import MUTATES, STATE, register
-from .ufuncs import CALL
+from .registry import MUTATES, STATE, Lowering, register
+from .ufuncs import CALL, native
 
 REDUCTIONS = """
 sum prod mean var std min max amin amax argmin argmax any all nansum nanprod nanmean nanvar nanstd nanmax nanmin
@@ -74,7 +74,7 @@ FUSED = {"where": "({1} if {0} else {2})"}
 def _numpy(name, fn, **rules):
     """A NumPy function as a primitive: its rules from the tables above, plain bytecode on small inputs."""
     return register(name, fn, obj=fn, grad=GRADS.get(name), nondiff=name in NONDIFF, fused=FUSED.get(name),
-                    inline=CALL, **rules)
+                    inline=CALL, lowering=native(name), **rules)
 
 
 def _register_numpy():
@@ -103,6 +103,8 @@ def _register_numpy():
         fn = getattr(np, name, None)
         if fn is not None:
             register(name, fn, obj=fn, effect=MUTATES)
+    # np.ndarray(shape, dtype=...): an allocation like np.empty (its values are whatever the memory held)
+    register("ndarray", np.ndarray, obj=np.ndarray, lowering=Lowering("np.empty({0})"))
     # dtypes are callable too: np.float64(3), np.int32(x)
     dtypes = "float64 float32 float16 int64 int32 int16 int8 uint8 uint16 uint32 uint64 bool_ complex128 complex64"
     for name in dtypes.split():

@@ -7,7 +7,7 @@ import operator
 
 from . import shapes, vjp
 from .operators import OPERATORS, Operator
-from .registry import IO, MUTATES, STATE, Inline, register
+from .registry import IO, MUTATES, STATE, Inline, Lowering, call_lowering, register
 
 
 def contains(item, container):
@@ -101,6 +101,11 @@ class AttrKernel:
         return (AttrKernel, (self.attr,))
 
 
+def set_shape(obj, shape):
+    """``obj.shape = shape``: reshape in place (NumPy raises if a copy would be needed)."""
+    obj.shape = shape
+
+
 class MethodKernel:
     """``obj.<name>(*args, **kwargs)``; dispatches on the receiver at run time, as Python does."""
 
@@ -148,6 +153,25 @@ LAZY_BUILTINS = {"len", "list", "tuple", "zip", "enumerate", "reversed", "isinst
 _FUSED_OPERATORS = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "lt", "le", "gt", "ge",
                     "eq", "ne"}
 _INT_UNSAFE = {"floordiv", "mod", "pow"}  # NumPy gives 0 with a warning for // 0, raises for negative int powers
+# Inside native loop kernels (runtime/native): Python ints go through helpers that raise instead of wrapping at
+# 2**63, and division of Python scalars through ones that raise at zero (runtime/native/helpers.py).
+_CHECKED = {"add": "_ck_add", "sub": "_ck_sub", "mul": "_ck_mul", "lshift": "_ck_lshift", "pow": "_ck_pow",
+            "neg": "_ck_neg"}
+_PYSCALAR = {"truediv": "_py_truediv", "floordiv": "_py_floordiv", "mod": "_py_mod"}
+_MATH_NATIVE = set("sqrt exp log log10 log2 log1p expm1 sin cos tan asin acos atan atan2 sinh cosh tanh floor ceil "
+                   "fabs hypot isnan isinf isfinite trunc copysign".split())
+_MATH_INEXACT = set("exp log log10 log2 log1p expm1 sin cos tan asin acos atan atan2 sinh cosh tanh hypot".split())
+_BUILTINS_NATIVE = {"len", "range", "abs", "min", "max", "int", "float", "bool"}
+
+
+def _lowering(op: Operator) -> Lowering | None:
+    """The operator in a native loop kernel: its Python spelling, which Numba compiles."""
+    if op.kind == "identity" or op.name == "matmul":
+        return None
+    return Lowering(f"({op.template})", pyint=_CHECKED.get(op.name), pyscalar=_PYSCALAR.get(op.name),
+                    inexact=op.name == "pow")
+
+
 # Methods' gradient rules (NumPy's functions' are in numpy_ops.py)
 _METHOD_GRADS = {"reshape": vjp.reshape_back_vjp, "ravel": vjp.reshape_back_vjp, "flatten": vjp.reshape_back_vjp,
                  "copy": vjp.copy_vjp, "astype": vjp.astype_vjp}
@@ -166,25 +190,27 @@ def _operator(op: Operator):
              inline=Inline(op.template, guard), fused=fused, fused_cupy=fused,
              inexact=op.name == "pow", int_unsafe=op.name in _INT_UNSAFE,
              ordered=op.kind == "compare" and op.name not in ("eq", "ne"), comparison=op.kind == "compare",
-             grad=vjp.matmul_vjp if op.name == "matmul" else None)
+             grad=vjp.matmul_vjp if op.name == "matmul" else None, lowering=_lowering(op))
     if op.inplace:
         # ``x op= v``: a new value on scalars; in place on an array with no task pending that might read it
         register(f"operator.{op.inplace}", getattr(operator, op.inplace), effect=MUTATES,
-                 display=f"__{op.inplace}", inline=Inline("{kernel}({0}, {1})", "inplace"))
+                 display=f"__{op.inplace}", inline=Inline("{kernel}({0}, {1})", "inplace"), lowering=_lowering(op))
 
 
 def _register_python_ops():
     for op in OPERATORS:
         _operator(op)
     register("operator.getitem", operator.getitem, display="slice_at", inline=Inline("{0}[{1}]", "index"),
-             grad=vjp.getitem_vjp)
+             grad=vjp.getitem_vjp, lowering=Lowering("{0}[{1}]"))
     register("operator.setitem", setitem, effect=MUTATES, display="store_at")
     register("operator.delitem", delitem, effect=MUTATES, display="del_at")
-    register("operator.truth", operator.truth, display="__truth")
-    register("python.slice", slice, display="slice", cheap=True, inline=Inline("{kernel}({args})", "value"))
+    register("operator.truth", operator.truth, display="__truth", lowering=call_lowering("bool"))
+    register("python.slice", slice, display="slice", cheap=True, inline=Inline("{kernel}({args})", "value"),
+             lowering=call_lowering("slice"))
     register("python.unpack", unpack, display="unpack")
     register("python.list", make_list, display="list", resolve="none")
-    register("python.tuple", make_tuple, display="make_tuple", resolve="none")
+    register("python.tuple", make_tuple, display="make_tuple", resolve="none",
+             lowering=Lowering(lambda atoms: "(" + "".join(a + ", " for a in atoms) + ")"))
     register("python.dict", make_dict, display="dict", resolve="none")
     register("python.set", make_set, display="set")
     register("python.assert", raise_assertion, effect=IO, display="assert")
@@ -195,12 +221,16 @@ def _register_python_ops():
     for name in dir(math):
         fn = getattr(math, name)
         if callable(fn) and not name.startswith("_"):
-            register(f"math.{name}", fn, obj=fn, display=f"math.{name}", inline=scalar_call)
+            register(f"math.{name}", fn, obj=fn, display=f"math.{name}", inline=scalar_call,
+                     lowering=call_lowering(f"math.{name}", inexact=name in _MATH_INEXACT)
+                     if name in _MATH_NATIVE else None)
     register("python.format_value", format_value, display="format")
     register("python.join_str", join_str, display="join_str")
     for attr in ATTRIBUTES:
         register(f"attr.{attr}", AttrKernel(attr), display=attr, cheap=attr != "flat",
-                 inline=Inline(f"{{0}}.{attr}", "value"))
+                 inline=Inline(f"{{0}}.{attr}", "value"),
+                 lowering=Lowering(f"{{0}}.{attr}") if attr in ("shape", "size", "ndim", "T") else None)
+    register("python.set_shape", set_shape, effect=MUTATES, display="set_shape")
     for method in PURE_METHODS:
         register(f"method.{method}", MethodKernel(method), display=f".{method}", grad=_METHOD_GRADS.get(method),
                  inline=Inline(f"{{0}}.{method}({{rest}})", "small", kwargs=True))
@@ -215,7 +245,8 @@ def _register_python_ops():
         lazy = name in LAZY_BUILTINS
         register(f"builtins.{name}", fn, obj=fn, effect=IO if name == "print" else None, display=name,
                  resolve="shallow" if lazy else "deep", cheap=lazy,
-                 inline=None if name == "print" else Inline("{kernel}({args})", "lazy" if lazy else "scalar"))
+                 inline=None if name == "print" else Inline("{kernel}({args})", "lazy" if lazy else "scalar"),
+                 lowering=call_lowering(name) if name in _BUILTINS_NATIVE else None)
 
 
 _register_python_ops()

@@ -34,6 +34,29 @@ class Inline:
 
 
 @dataclass(frozen=True, slots=True)
+class Lowering:
+    """How a primitive is written inside a native loop kernel (runtime/native): ``template`` is Numba source over
+    the operands' atoms (``"{0} + {1}"``, ``"np.exp({0})"``) or a callable of the atom list. ``pyint``: the checked
+    helper used when NumPy semantics make the result a Python int (which never wraps at 2**63); ``pyscalar``: the
+    helper used when every operand is a Python scalar (``1.0 / 0.0`` raises in Python, NumPy scalars give inf);
+    ``inexact``: Numba's result may differ from NumPy's in the last bit (exp, log, sin, pow ...)."""
+
+    template: str | Callable
+    pyint: str | None = None
+    pyscalar: str | None = None
+    inexact: bool = False
+
+    def source(self, atoms) -> str:
+        t = self.template
+        return t(atoms) if callable(t) else t.format(*atoms)
+
+
+def call_lowering(function: str, **fields) -> Lowering:
+    """The lowering ``function(a, b, ...)`` for a family of primitives called like their Numba counterpart."""
+    return Lowering(lambda atoms: f"{function}({', '.join(atoms)})", **fields)
+
+
+@dataclass(frozen=True, slots=True)
 class Primitive:
     """One primitive and every rule of it. ``kernel`` is the NumPy reference: it defines the semantics every other
     kernel and rule keeps."""
@@ -61,6 +84,7 @@ class Primitive:
     ordered: bool = False  # orders its operands (complex numbers stay in NumPy)
     comparison: bool = False  # a comparison (its boolean flips on a 1-ULP difference: see ``inexact``)
     inline: Inline | None = None  # plain-bytecode form (runtime/codegen.py)
+    lowering: Lowering | None = None  # its form inside a native loop kernel; None: loops using it stay interpreted
     # Tile rule: ``tile(ops, *args, **kwargs)``, ``ops`` being the runtime's tile operations (runtime/tiled/ops.py).
     # NumPy's own functions reach tiled arrays through NEP 13/18 (TiledArray.__array_function__) and need none.
     tile: Callable | None = None

@@ -9,11 +9,45 @@ from __future__ import annotations
 import numpy as np
 
 from . import shapes
-from .registry import Inline, register
+from .registry import MUTATES, Inline, Lowering, call_lowering, register
 from .vjp import binary_rule, max_like, unary_rule
 
 # Every NumPy function called on values (not futures): as plain bytecode when its inputs are small.
 CALL = Inline("{kernel}({args})", "small", kwargs=True)
+
+# NumPy functions a native loop kernel (runtime/native) may call as the same ``np.<name>`` call in Numba.
+NUMBA_CALLABLE = set("""
+exp exp2 expm1 log log2 log10 log1p sqrt sin cos tan arcsin arccos arctan sinh cosh tanh abs absolute fabs
+floor ceil trunc negative square sign isnan isinf isfinite add subtract multiply divide true_divide maximum
+minimum arctan2 hypot power floor_divide remainder mod zeros ones empty min max amin amax argmin argmax
+float64 float32 int64 int32 int16 int8 uint8 uint16 uint32 bool_ complex128
+""".split())
+
+
+def native(name: str, inexact: bool = False) -> Lowering | None:
+    """The native-loop form of NumPy function ``name``: the same call in Numba, when Numba has it."""
+    if name == "sum":  # NumPy sums floats pairwise: the kernel uses the same order (runtime/native/helpers.py)
+        return Lowering("_px_sum({0})")
+    return call_lowering(f"np.{name}", inexact=inexact) if name in NUMBA_CALLABLE else None
+
+
+# Methods of the two-input ufuncs, as primitives ``add.outer`` ...; ``at`` changes its first argument in place.
+UFUNC_METHODS = ("outer", "reduce", "accumulate", "reduceat", "at")
+
+
+class UfuncMethod:
+    """``np.<ufunc>.<method>``; an instance (not a bound method) so it pickles by name to other processes."""
+
+    __slots__ = ("ufunc", "method")
+
+    def __init__(self, ufunc, method):
+        self.ufunc, self.method = ufunc, method
+
+    def __call__(self, *args, **kwargs):
+        return getattr(getattr(np, self.ufunc), self.method)(*args, **kwargs)
+
+    def __reduce__(self):
+        return (UfuncMethod, (self.ufunc, self.method))
 
 
 def _ufunc(name, **rules):
@@ -21,7 +55,12 @@ def _ufunc(name, **rules):
     if fn is None:  # not every NumPy has every function
         return None
     rule = shapes.elementwise(fn) if isinstance(fn, np.ufunc) else None
-    return register(name, fn, obj=fn, shape_rule=rule, inline=CALL, **rules)
+    prim = register(name, fn, obj=fn, shape_rule=rule, inline=CALL,
+                    lowering=native(name, rules.get("inexact", False)), **rules)
+    if isinstance(fn, np.ufunc) and fn.nin == 2 and fn.nout == 1:
+        for method in UFUNC_METHODS:
+            register(f"{name}.{method}", UfuncMethod(name, method), effect=MUTATES if method == "at" else None)
+    return prim
 
 
 def unary(name, grad=None, *, fused=None, inexact=False, nondiff=False):
@@ -49,7 +88,7 @@ def plain(names: str, *, nondiff=False):
 unary("negative", lambda g, a, x: -g, fused="-{0}")
 unary("positive", lambda g, a, x: g, fused="+{0}")
 unary("exp", lambda g, a, x: g * a, fused="np.exp({0})", inexact=True)
-unary("exp2", lambda g, a, x: g * a * np.log(2.0))
+unary("exp2", lambda g, a, x: g * a * np.log(2.0), inexact=True)
 unary("expm1", lambda g, a, x: g * (a + 1.0), fused="np.expm1({0})", inexact=True)
 unary("log", lambda g, a, x: g / x, fused="np.log({0})", inexact=True)
 unary("log2", lambda g, a, x: g / (x * np.log(2.0)), fused="np.log2({0})", inexact=True)
@@ -62,8 +101,8 @@ unary("reciprocal", lambda g, a, x: -g * a * a)
 unary("sin", lambda g, a, x: g * np.cos(x), fused="np.sin({0})", inexact=True)
 unary("cos", lambda g, a, x: -g * np.sin(x), fused="np.cos({0})", inexact=True)
 unary("tan", lambda g, a, x: g * (1.0 + a * a), fused="np.tan({0})", inexact=True)
-unary("arcsin", lambda g, a, x: g / np.sqrt(1.0 - x * x))
-unary("arccos", lambda g, a, x: -g / np.sqrt(1.0 - x * x))
+unary("arcsin", lambda g, a, x: g / np.sqrt(1.0 - x * x), inexact=True)
+unary("arccos", lambda g, a, x: -g / np.sqrt(1.0 - x * x), inexact=True)
 unary("arctan", lambda g, a, x: g / (1.0 + x * x), fused="np.arctan({0})", inexact=True)
 unary("sinh", lambda g, a, x: g * np.cosh(x), fused="np.sinh({0})", inexact=True)
 unary("cosh", lambda g, a, x: g * np.sinh(x), fused="np.cosh({0})", inexact=True)
@@ -85,7 +124,7 @@ for _name in ("divide", "true_divide"):
     binary(_name, lambda g, a, x, y: g / y, lambda g, a, x, y: -g * x / (y * y), fused="{0} / {1}")
 for _name in ("power", "float_power"):
     binary(_name, lambda g, a, x, y: g * y * np.power(x, y - 1.0),
-           lambda g, a, x, y: g * a * np.log(np.where(x > 0, x, 1.0)))
+           lambda g, a, x, y: g * a * np.log(np.where(x > 0, x, 1.0)), inexact=True)
 # NaN propagates as in NumPy (``x != x``); ties split the gradient in halves (max_like)
 binary("maximum", max_like, lambda g, a, x, y: max_like(g, a, y, x), ordered=True,
        fused="({0} if ({0} >= {1} or {0} != {0}) else {1})")
@@ -93,8 +132,9 @@ binary("minimum", lambda g, a, x, y: max_like(g, a, y, x), max_like, ordered=Tru
        fused="({0} if ({0} <= {1} or {0} != {0}) else {1})")
 binary("fmax", max_like, lambda g, a, x, y: max_like(g, a, y, x))
 binary("fmin", lambda g, a, x, y: max_like(g, a, y, x), max_like)
-binary("arctan2", lambda g, a, x, y: g * y / (x * x + y * y), lambda g, a, x, y: -g * x / (x * x + y * y))
-binary("hypot", lambda g, a, x, y: g * x / a, lambda g, a, x, y: g * y / a)
+binary("arctan2", lambda g, a, x, y: g * y / (x * x + y * y), lambda g, a, x, y: -g * x / (x * x + y * y),
+       inexact=True)
+binary("hypot", lambda g, a, x, y: g * x / a, lambda g, a, x, y: g * y / a, inexact=True)
 binary("logaddexp", lambda g, a, x, y: g * np.exp(x - a), lambda g, a, x, y: g * np.exp(y - a))
 for _name in ("remainder", "mod"):
     binary(_name, lambda g, a, x, y: g, lambda g, a, x, y: -g * np.floor_divide(x, y))

@@ -24,6 +24,8 @@ class ProgramCode:
         env["__pxr_fail"] = lambda exc: self._fail(exc, gen.linemap)
         filename = f"<phylanx {self.program.entry}{'' if fast else ' profiled'}>"
         exec(compile(source, filename, "exec"), env)  # noqa: S102 - our own generated source
+        if fast:
+            self.native_loops = gen.native_loops  # the native tier's loops, for explain()
         return env["__pxr_factory"], source, gen.linemap
 
     def _fail(self, exc: BaseException, linemap) -> ExecutionError:

@@ -11,9 +11,11 @@ by plain bytecode becomes an ExecutionError naming the user's line, like a faili
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import keyword
 import math
+import time
 
 import numpy as np
 from phylanx_py.primitives import lookup
@@ -26,6 +28,8 @@ from phylanx_py.errors import ExecutionError
 from .evaluation import CallSite
 from .executors import FUTURES
 from .kinds import TYPES as KIND_TYPES
+from .native import NativeLoop
+from .native import mode as native_mode
 from .values import PxFunction, call_value, read_global
 
 # Values that plain bytecode handles inline: Python and NumPy scalars.
@@ -50,7 +54,8 @@ class Generator:
             "__pxr_PxFunction": PxFunction, "__pxr_call_value": call_value,
             "__pxr_global": read_global, "__pxr_list": list, "__pxr_dict": dict, "__pxr_set": set,
             "__pxr_MUT": (list, dict, set), "__pxr_ndarray": np.ndarray, "__pxr_fusemin": FUSE_MIN_ELEMENTS,
-            "__pxr_K": KIND_TYPES, "__pxr_rowmin": ROWDOT_MIN_ELEMENTS,
+            "__pxr_K": KIND_TYPES, "__pxr_rowmin": ROWDOT_MIN_ELEMENTS, "__pxr_clock": time.perf_counter,
+            "__pxr_NameError": NameError,
         }
         self._const_ids: dict[int, str] = {}
         self.namespaces = {}
@@ -65,6 +70,11 @@ class Generator:
         # Atoms known to hold a tuple of this length (tuple displays, and the single-assignment temps the
         # canonicaliser stores them in): ``A[i, j]`` tests the items' types instead of taking the slow path.
         self.tuple_len: dict[str, int] = {}
+        # the native tier (runtime/native): one NativeLoop per outermost loop that may qualify
+        self.native = fast and native_mode() != "off"
+        self.native_loops: list = []
+        self.fn_stack: list = []
+        self.native_depth = 0
 
     # ---- emission helpers ------------------------------------------------------------------------------
     def emit(self, text: str, loc=None, label: str = "python"):
@@ -117,6 +127,7 @@ class Generator:
             parts.append("*")
             parts += [f"{k}={kwdefaults[k]}" if k in kwdefaults else k for k in fn.kwonly]
         self.emit(f"def {ident}({', '.join(parts)}):", fn.loc, qualname)
+        self.fn_stack.append(fn)
         self.indent += 1
         outer_stores, own_stores = _stores(fn.body)
         if outer_stores:
@@ -138,6 +149,7 @@ class Generator:
         self.emit("except __pxr_Exception as __pxr_e:")
         self.emit("    raise __pxr_fail(__pxr_e) from __pxr_e")
         self.indent -= 1
+        self.fn_stack.pop()
         self.emit(f"{ident}.__qualname__ = {ident}.__name__ = {qualname!r}")
 
     def nested(self, lam: ir.Lambda) -> str:
@@ -406,7 +418,42 @@ class Generator:
             self.emit("else:")
             self.block(n.orelse)
 
+    @contextlib.contextmanager
+    def native_loop(self, n):
+        """Before a loop: ask its NativeLoop to run it natively; the interpreted loop (emitted inside this
+        context) runs when it returns None. Loops inside a loop that may go native are part of its kernel."""
+        plan = NativeLoop(self.fn_stack[-1], n, f"{n.loc.filename.rsplit('/', 1)[-1]}:{n.loc.lineno}") \
+            if self.native and self.native_depth == 0 and self.fn_stack else None
+        if plan is not None:
+            self.native_loops.append(plan)
+        if plan is None or plan.plan.reason:
+            yield
+            return
+        k, out, t0 = self.const(plan, "nat"), self.temp(), self.temp()
+        params = "".join(f"{p}, " for p in plan.plan.params)
+        self.emit("try:")
+        self.emit(f"    {out} = {k}(__pxr_ev, ({params}))", n.loc, "native loop")
+        self.emit("except __pxr_NameError:")  # a free variable not bound yet: the interpreted loop says so
+        self.emit(f"    {out} = None")
+        self.emit(f"if {out} is None:")
+        self.indent += 1
+        self.emit(f"{t0} = __pxr_clock()")
+        self.native_depth += 1
+        try:
+            yield
+        finally:
+            self.native_depth -= 1
+        self.emit(f"{k}.ran({t0})")
+        self.indent -= 1
+        if plan.plan.outputs:
+            self.emit("else:")
+            self.emit(f"    {''.join(o + ', ' for o in plan.plan.outputs)}= {out}", n.loc, "native loop")
+
     def s_While(self, n):
+        with self.native_loop(n):
+            self._while(n)
+
+    def _while(self, n):
         flag = self.temp() if n.orelse.stmts else None
         if flag:
             self.emit(f"{flag} = False")
@@ -424,6 +471,10 @@ class Generator:
             self.block(n.orelse)
 
     def s_For(self, n):
+        with self.native_loop(n):
+            self._for(n)
+
+    def _for(self, n):
         it = self.resolved(self.expr(n.iter), n.loc, "for")
         if isinstance(n.target, ir.StoreName):
             self.emit(f"for {_ident(n.target.name)} in {it}:", n.loc, "for")

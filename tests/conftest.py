@@ -19,3 +19,12 @@ def runtime(request):
             yield rt
     finally:
         rt.close()
+
+
+@pytest.fixture(params=["default", "force"])
+def native_tier(request, monkeypatch):
+    """The native loop tier as it is by default (loops go native once hot, so rarely in small tests) and forced
+    on every loop that qualifies (PHYLANX_NATIVE=force): the differential and error suites run under both."""
+    if request.param == "force":
+        monkeypatch.setenv("PHYLANX_NATIVE", "force")
+    return request.param

@@ -15,6 +15,9 @@ from helpers import check, check_against, compiled
 
 import phylanx_py as px
 
+# every test here runs with the native loop tier as by default and forced (conftest.native_tier)
+pytestmark = pytest.mark.usefixtures("native_tier")
+
 # Every program of the prog_* modules as ``p.<name>``.
 p = types.SimpleNamespace(**{name: obj for m in (prog_basic, prog_control, prog_calls, prog_numpy)
                              for name, obj in vars(m).items() if callable(obj) and not name.startswith("__")})

@@ -11,6 +11,9 @@ from helpers import source_position
 
 import phylanx_py as px
 
+# every test here runs with the native loop tier as by default and forced (conftest.native_tier)
+pytestmark = pytest.mark.usefixtures("native_tier")
+
 FILE = os.path.abspath(__file__)
 
 

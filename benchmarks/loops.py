@@ -1,0 +1,136 @@
+"""Loop-heavy kernels: plain NumPy/Python, numba.njit of the same source, and phylanx-py (interpreted tier and the
+native tier it switches to), with compile times, the tier chosen and geometric means.
+
+    python benchmarks/loops.py [--sizes small medium] [--only lu crc16] [--cold]
+
+``--cold`` uses a fresh kernel cache directory (compile times include Numba's compile, not a disk-cache load).
+Ratios: ``np/px`` is the plain function's time over phylanx-py's (> 1: faster than plain NumPy code),
+``nb/px`` Numba's time over phylanx-py's (1.0: as fast as njit of the same source)."""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def _copy(args):
+    return [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+
+
+def _times(fn, args, repeats):
+    ts = []
+    for _ in range(repeats):
+        a = _copy(args)
+        t0 = time.perf_counter()
+        fn(*a)
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def _same(a, b) -> bool:
+    if isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and a.shape == b.shape and np.allclose(a, b, rtol=1e-9, equal_nan=True)
+    return type(a) is type(b) and (a == b or np.isclose(a, b, rtol=1e-9))
+
+
+def _wait_native(f, limit=300.0):
+    deadline = time.monotonic() + limit
+    while "compiling" in f.explain() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _tier(f):
+    loops = f._compile().native_loops
+    native = [e for loop in loops for e in loop.entries.values() if e.kernel is not None]
+    compile_s = sum(e.compile_seconds for loop in loops for e in loop.entries.values())
+    if native:
+        return "native", compile_s
+    reasons = [loop.reason for loop in loops if loop.reason]
+    return ("interpreted: " + reasons[0]) if reasons else "interpreted", compile_s
+
+
+def run_case(name, fn, args, repeats):
+    import numba
+
+    import phylanx_py as px
+
+    want = fn(*_copy(args))
+    t_np = _times(fn, args, repeats)
+    try:
+        nb = numba.njit(fn)
+        t0 = time.perf_counter()
+        nb(*_copy(args))
+        first = time.perf_counter() - t0
+        t_nb = _times(nb, args, max(repeats, 5))
+        nb_compile = max(first - t_nb, 0.0)
+    except Exception:  # noqa: BLE001 - Numba rejects this source: no column
+        t_nb = nb_compile = float("nan")
+    os.environ["PHYLANX_NATIVE"] = "0"
+    off = px.compile(fn)
+    off(*_copy(args))
+    t_off = _times(off, args, 3 if repeats > 3 else 1)
+    os.environ["PHYLANX_NATIVE"] = "1"
+    f = px.compile(fn)
+    t0 = time.perf_counter()
+    f(*_copy(args))  # interpreted; long enough and the loop compiles in the background
+    t_first = time.perf_counter() - t0
+    deadline = time.monotonic() + 10  # tiered: a loop goes native once it has run HOT_SECONDS interpreted
+    while time.monotonic() < deadline and _tier(f)[0] != "native" and "interpreted:" not in _tier(f)[0]:
+        f(*_copy(args))
+        _wait_native(f)
+    got = f(*_copy(args))
+    t_px = _times(f, args, max(repeats, 5))
+    tier, px_compile = _tier(f)
+    return dict(name=name, np=t_np, nb=t_nb, nb_compile=nb_compile, off=t_off, first=t_first, px=t_px,
+                px_compile=px_compile, tier=tier, same=_same(got, want))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", nargs="+", default=["small", "medium"])
+    ap.add_argument("--only", nargs="*")
+    ap.add_argument("--cold", action="store_true", help="fresh kernel cache: compile times without the disk cache")
+    opts = ap.parse_args(argv)
+    if opts.cold:  # before phylanx_py is imported: the cache folder is read then
+        os.environ["PHYLANX_CACHE_DIR"] = tempfile.mkdtemp(prefix="phylanx-loops-")
+    from _common import print_table
+    from loop_kernels import CASES
+
+    warnings.simplefilter("ignore")
+    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1/5/15 min), "
+          f"{os.cpu_count()} CPUs")
+    rows, ratios_np, ratios_nb = [], [], []
+    for size in opts.sizes:
+        for name, (fn, make) in CASES.items():
+            if opts.only and name not in opts.only:
+                continue
+            r = run_case(name, fn, make(size), 5 if size == "small" else 3)
+            np_px, nb_px = r["np"] / r["px"], r["nb"] / r["px"]
+            ratios_np.append(np_px)
+            if not math.isnan(nb_px):
+                ratios_nb.append(nb_px)
+            rows.append([f"{name} ({size})", f"{r['np'] * 1e3:.2f}", f"{r['nb'] * 1e3:.3f}", f"{r['off'] * 1e3:.2f}",
+                         f"{r['px'] * 1e3:.3f}", f"{np_px:.1f}", f"{nb_px:.2f}", f"{r['off'] / r['np']:.2f}",
+                         f"{r['nb_compile']:.2f}", f"{r['px_compile']:.2f}", "yes" if r["same"] else "NO",
+                         r["tier"][:60]])
+            print(" | ".join(str(c) for c in rows[-1]), flush=True)
+    print()
+    print_table(["kernel", "numpy ms", "numba ms", "px interp ms", "px ms", "np/px", "nb/px", "interp/np",
+                 "nb compile s", "px compile s", "same", "tier"], rows)
+    geo = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+    print(f"\ngeomean np/px {geo(ratios_np):.1f}x   geomean nb/px {geo(ratios_nb):.2f}x   "
+          f"min np/px {min(ratios_np):.2f}x   ({len(ratios_np)} rows)")
+    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+"""Numba helpers every generated native-loop module starts with: Python-int arithmetic that raises instead of
+wrapping at 2**63, division of Python scalars that raises at zero (as Python does; NumPy scalars give inf, which
+is the kernels' error model), and NumPy's pairwise summation order for float sums."""
+
+HELPERS = '''
+import math
+import numpy as np
+import numba
+
+_MIN = -9223372036854775808
+_MAX = 9223372036854775807
+
+
+class _Overflow(Exception):
+    pass
+
+
+# The checks never compute an overflowing product or sum: LLVM may assume signed arithmetic does not wrap.
+@numba.njit(cache=True, nogil=True)
+def _ck_add(a, b):
+    if (b > 0 and a > _MAX - b) or (b < 0 and a < _MIN - b):
+        raise _Overflow()
+    return a + b
+
+
+@numba.njit(cache=True, nogil=True)
+def _ck_sub(a, b):
+    if (b < 0 and a > _MAX + b) or (b > 0 and a < _MIN + b):
+        raise _Overflow()
+    return a - b
+
+
+@numba.njit(cache=True, nogil=True)
+def _ck_mul(a, b):
+    p = float(a) * float(b)
+    if abs(p) < 9.2e18:
+        return a * b
+    # near 2**63: multiply in uint64 (wrapping is defined there) and check the product exactly
+    r = np.int64(np.uint64(a) * np.uint64(b))
+    if abs(p) > 9.3e18 or r // b != a or (r < 0) != ((a < 0) != (b < 0)):
+        raise _Overflow()
+    return r
+
+
+@numba.njit(cache=True, nogil=True)
+def _ck_neg(a):
+    if a == _MIN:
+        raise _Overflow()
+    return -a
+
+
+@numba.njit(cache=True, nogil=True)
+def _ck_lshift(a, b):
+    if b < 0:
+        raise ValueError("negative shift count")
+    if a == 0:
+        return a
+    if b >= 63 or (a > 0 and a > (_MAX >> b)) or (a < 0 and a < (_MIN >> b)):
+        raise _Overflow()
+    return a << b
+
+
+@numba.njit(cache=True, nogil=True)
+def _ck_pow(a, b):
+    r = a ** 0
+    for _ in range(b):
+        r = _ck_mul(r, a)
+    return r
+
+
+@numba.njit(cache=True, nogil=True)
+def _py_truediv(a, b):
+    if b == 0:
+        raise ZeroDivisionError("division by zero")
+    return a / b
+
+
+@numba.njit(cache=True, nogil=True)
+def _py_floordiv(a, b):
+    if b == 0:
+        raise ZeroDivisionError("integer division or modulo by zero")
+    return a // b
+
+
+@numba.njit(cache=True, nogil=True)
+def _py_mod(a, b):
+    if b == 0:
+        raise ZeroDivisionError("integer modulo by zero")
+    return a % b
+
+
+# a value that may be a Python or a NumPy scalar divided by zero: raise (Python) or inf (NumPy) depends on
+# which, so the loop reruns interpreted
+@numba.njit(cache=True, nogil=True)
+def _amb_truediv(a, b):
+    if b == 0:
+        raise _Overflow()
+    return a / b
+
+
+@numba.njit(cache=True, nogil=True)
+def _amb_floordiv(a, b):
+    if b == 0:
+        raise _Overflow()
+    return a // b
+
+
+@numba.njit(cache=True, nogil=True)
+def _amb_mod(a, b):
+    if b == 0:
+        raise _Overflow()
+    return a % b
+
+
+@numba.njit(cache=True, nogil=True)
+def _py_int(x):
+    if x != x:
+        raise ValueError("cannot convert float NaN to integer")
+    if not -9.223372036854775e18 <= x <= 9.223372036854775e18:
+        raise _Overflow()
+    return int(x)
+
+
+@numba.njit(cache=True, nogil=True)
+def _block(a, lo, n):
+    if n < 8:
+        res = np.zeros(1, a.dtype)[0]
+        for i in range(n):
+            res += a[lo + i]
+        return res
+    r0 = a[lo]
+    r1 = a[lo + 1]
+    r2 = a[lo + 2]
+    r3 = a[lo + 3]
+    r4 = a[lo + 4]
+    r5 = a[lo + 5]
+    r6 = a[lo + 6]
+    r7 = a[lo + 7]
+    m = n - n % 8
+    for i in range(8, m, 8):
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    for i in range(m, n):
+        res += a[lo + i]
+    return res
+
+
+# NumPy's recursion (halves rounded down to a multiple of 8, blocks of <= 128) as a loop over an explicit
+# stack: Numba's disk cache crashes on recursive functions loaded back
+@numba.njit(cache=True, nogil=True)
+def _pairwise(a, lo, n):
+    if n <= 128:
+        return _block(a, lo, n)
+    los = np.empty(64, np.int64)
+    ns = np.empty(64, np.int64)
+    stage = np.zeros(64, np.int64)
+    left = np.zeros(64, a.dtype)
+    sp = 0
+    los[0] = lo
+    ns[0] = n
+    r = left[0]
+    have = False
+    while True:
+        if have:
+            if sp < 0:
+                return r
+            l, m = los[sp], ns[sp]
+            if stage[sp] == 1:
+                left[sp] = r
+                stage[sp] = 2
+                n2 = m // 2
+                n2 -= n2 % 8
+                sp += 1
+                los[sp], ns[sp], stage[sp] = l + n2, m - n2, 0
+                have = False
+            else:
+                r = left[sp] + r
+                sp -= 1
+            continue
+        l, m = los[sp], ns[sp]
+        if m <= 128:
+            r = _block(a, l, m)
+            sp -= 1
+            have = True
+            continue
+        n2 = m // 2
+        n2 -= n2 % 8
+        stage[sp] = 1
+        sp += 1
+        los[sp], ns[sp], stage[sp] = l, n2, 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _px_sum(a):
+    """np.sum of a 1-D float64/float32/int64 array in NumPy's order (the lowering declines other kinds)."""
+    return np.zeros(1, a.dtype)[0] + _pairwise(a, 0, a.shape[0])
+'''

@@ -1,0 +1,252 @@
+"""A loop at one place in a program, as native code: its kernels by argument kinds, compiled when the loop
+proves hot (in a background thread while the interpreter goes on), run as one mutating step.
+
+Modes (``PHYLANX_NATIVE``): ``0`` off; ``1`` (default) tiered: a loop becomes native after it has spent
+``HOT_SECONDS`` interpreted, compiled in the background, used from the next time the loop starts; ``force``:
+every loop that qualifies is compiled at its first run and runs natively (the differential suite's second pass).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+
+from . import kinds as K
+from .analysis import LoopPlan
+from .helpers import HELPERS
+from .kinds import Decline
+from .lower import lower
+
+HOT_SECONDS = 0.05  # interpreted time after which a loop is compiled (Numba takes 0.2-10 s per kernel)
+_LOCK = threading.Lock()
+_MODULES: dict[str, object] = {}  # source digest -> loaded module (one per process)
+# counts of what the tier did in this process: "native" runs, "declined" signatures with their reasons
+STATS: dict = {"native": 0, "compiled": 0, "declined": {}}
+
+
+def mode() -> str:
+    raw = os.environ.get("PHYLANX_NATIVE")
+    m = {"0": "off", "off": "off", "force": "force"}.get((raw or "1").strip().lower(), "on")
+    _MODE[:] = [m, raw]
+    return m
+
+
+_MODE = ["on", None]  # the last mode() and the variable's text it came from
+
+
+def _cache_dir() -> str:
+    from phylanx_py.primitives.fused import _CACHE_DIR
+
+    return os.path.join(_CACHE_DIR, "native")
+
+
+def load_kernel(source: str):
+    """The kernel of ``source`` (a module of HELPERS + kernel), written to the cache folder and imported, so
+    Numba's disk cache finds it again in another process; rebuilt from source there, never unpickled code."""
+    digest = hashlib.sha1(source.encode()).hexdigest()[:20]
+    with _LOCK:
+        module = _MODULES.get(digest)
+        if module is None:
+            folder = _cache_dir()
+            os.makedirs(folder, exist_ok=True)
+            path = os.path.join(folder, f"native_{digest}.py")
+            if not os.path.exists(path):
+                tmp = f"{path}.{os.getpid()}.tmp"
+                with open(tmp, "w") as f:
+                    f.write(source)
+                os.replace(tmp, path)
+            name = f"phylanx_native_{digest}"
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[name]
+                raise
+            _MODULES[digest] = module
+    return module
+
+
+class Entry:
+    """One signature of a loop: its source, kernel, state and the reason it was declined."""
+
+    __slots__ = ("kinds", "source", "checked", "kernel", "overflow", "declined", "compiling", "compile_seconds",
+                 "interpreted", "native_runs", "native_seconds", "writes", "flags")
+
+    def __init__(self, kinds):
+        self.kinds = kinds
+        self.source = self.kernel = self.overflow = self.declined = None
+        self.checked = self.compiling = False
+        self.compile_seconds = self.interpreted = self.native_seconds = 0.0
+        self.native_runs = 0
+        self.writes = ()
+        self.flags = {}
+
+
+class NativeLoop:
+    """Called by generated code before a loop: the loop's new values of its outputs when it ran natively,
+    else None (the interpreted loop runs; ``ran`` then adds its time)."""
+
+    def __init__(self, fn, loop, where: str):
+        self.plan = LoopPlan(fn, loop)
+        self.where = where
+        self.entries: dict = {}
+        self.fast: dict = {}  # _fast_key -> entry: the per-call path
+        self.last = None
+        self.reason = self.plan.reason  # the latest decline, for explain()
+
+    def __call__(self, ev, args):
+        self.last = None
+        m = _MODE[0] if _MODE[1] == os.environ.get("PHYLANX_NATIVE") else mode()
+        if m == "off" or self.plan.reason:
+            return None
+        fast = _fast_key(args)
+        entry = self.fast.get(fast) if fast is not None else None
+        if entry is None:
+            try:
+                ks = tuple(K.of_value(a, n) for a, n in zip(args, self.plan.params))
+            except Decline as e:
+                self.reason = str(e)
+                return None
+            key = tuple(K.key(k) for k in ks)
+            entry = self.entries.get(key)
+            if entry is None:
+                entry = self.entries[key] = self._lower(ks)
+            if fast is not None:
+                self.fast[fast] = entry
+        self.last = entry
+        if entry.declined:
+            return None
+        if entry.kernel is None:
+            if m == "force":
+                self._compile(entry, args)
+            elif entry.interpreted >= HOT_SECONDS and not entry.compiling:
+                entry.compiling = True
+                threading.Thread(target=self._compile, args=(entry, args), daemon=True,
+                                 name="phylanx-native-compile").start()
+            if entry.kernel is None:
+                return None
+        return self._run(ev, entry, args)
+
+    def ran(self, t0):
+        """The interpreted loop took from ``t0`` until now (the tiering clock)."""
+        if self.last is not None:
+            self.last.interpreted += time.perf_counter() - t0
+
+    def _lower(self, ks) -> Entry:
+        entry = Entry(ks)
+        try:
+            kinds = dict(zip(self.plan.params, ks))
+            entry.source, entry.checked, entry.flags = lower(self.plan.loop, self.plan.params, kinds,
+                                                             self.plan.outputs)
+        except Decline as e:
+            entry.declined = str(e)
+            self.reason = entry.declined
+            STATS["declined"][f"{self.where}: {entry.declined}"] = True
+        entry.writes = tuple(i for i, k in enumerate(ks) if type(k) is np.ndarray)
+        return entry
+
+    def _compile(self, entry, args):
+        import numba
+
+        t0 = time.perf_counter()
+        try:
+            module = load_kernel(HELPERS + "\n\n" + entry.source)
+            sig = tuple(numba.typeof(a) for a in args)
+            module.kernel.compile(sig)
+            entry.overflow = module._Overflow
+            entry.kernel = module.kernel
+            STATS["compiled"] += 1
+        except Exception as e:  # noqa: BLE001 - a typing failure declines this signature
+            entry.declined = f"Numba: {_first_line(e)}"
+            self.reason = entry.declined
+            STATS["declined"][f"{self.where}: {entry.declined}"] = True
+        finally:
+            entry.compile_seconds += time.perf_counter() - t0
+            entry.compiling = False
+
+    def _run(self, ev, entry, args):
+        if ev.pending:
+            ev.wait_all(raise_errors=False)  # tasks still reading arrays the loop may change
+        saved = [(args[i], args[i].copy()) for i in entry.writes] if entry.checked else ()
+        t0 = time.perf_counter()
+        try:
+            out = entry.kernel(*args)
+        except entry.overflow:
+            for a, copy in saved:
+                a[...] = copy
+            entry.declined = "a Python int grew past 2**63 (Python ints do not wrap)"
+            self.reason = entry.declined
+            return None
+        finally:
+            entry.native_seconds += time.perf_counter() - t0
+            entry.native_runs += 1
+            STATS["native"] += 1
+        outputs = self.plan.outputs
+        flags = dict(zip(entry.flags, out[len(outputs):]))
+        result = []
+        for name, value in zip(outputs, out):
+            kind = entry.kinds[self.plan.params.index(name)]
+            if name in flags:  # Python or NumPy scalar: as the plain loop's last store made it
+                either = entry.flags[name]
+                kind = either.np if flags[name] else either.py
+            result.append(_restore(value, kind, args))
+        return tuple(result)
+
+    def explain(self) -> list[str]:
+        lines = []
+        if not self.entries:
+            state = f"interpreted: {self.reason}" if self.reason else ("not run yet" if mode() != "off" else "off")
+            return [f"loop at {self.where} -> {state}"]
+        for entry in self.entries.values():
+            sig = ", ".join(K.describe(k) for k in entry.kinds)
+            if entry.declined:
+                lines.append(f"loop at {self.where} -> interpreted: {entry.declined}")
+            elif entry.kernel is not None:
+                lines.append(f"loop at {self.where} -> native ({len(entry.kinds)} args: {sig}; compiled in "
+                             f"{entry.compile_seconds:.2f} s; {entry.native_runs} native runs)")
+            else:
+                lines.append(f"loop at {self.where} -> interpreted so far ({entry.interpreted * 1e3:.1f} ms; "
+                             f"native after {HOT_SECONDS * 1e3:.0f} ms{', compiling' if entry.compiling else ''})")
+        return lines
+
+
+def _restore(value, kind, args):
+    """An output as the plain loop would have left it: scalars of their NumPy/Python type (Numba returns
+    Python floats). Arrays need nothing: Numba returns an input array as that very object (its parent)."""
+    if type(value) is np.ndarray:
+        return value
+    return K.convert(value, kind)
+
+
+def _fast_key(args):
+    """A cheap key of the arguments' kinds (None: use the full path): dtype and ndim of arrays, type of scalars."""
+    key = []
+    for a in args:
+        t = type(a)
+        if t is np.ndarray:
+            key.append((a.dtype, a.ndim))
+        elif t is int:
+            if not -9223372036854775808 <= a <= 9223372036854775807:
+                return None
+            key.append(t)
+        elif t is float or t is bool or (t in _SCALAR_TYPES):
+            key.append(t)
+        else:
+            return None
+    return tuple(key)
+
+
+_SCALAR_TYPES = frozenset(d.type for d in K.DTYPES)
+
+
+def _first_line(e) -> str:
+    text = str(e).strip().splitlines()
+    useful = [t for t in text if t.strip() and not t.startswith("Failed in")]
+    return (useful[0] if useful else type(e).__name__)[:200]

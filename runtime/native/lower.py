@@ -1,0 +1,623 @@
+"""A loop nest's IR lowered to the Python source of one Numba function, for given argument kinds.
+
+Every expression is lowered with its kind (runtime/native/kinds.py), so the source can keep NumPy's and Python's
+semantics where Numba's differ: operands of small-int/float32 arithmetic are cast to the dtype NumPy computes in,
+Python-int results go through checked helpers (no wrap at 2**63), division of Python scalars raises at zero,
+float sums use NumPy's pairwise order. What cannot be kept raises Decline with the reason and the line.
+Results of inexact functions (exp, log, sin, pow ...) may differ from NumPy's in the last bit, so comparing
+them (or storing them into an array later compared) declines, as fused kernels do (primitives/fused.py).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from phylanx_py.primitives import lookup
+
+from phylanx_py import ir
+
+from . import kinds as K
+from .kinds import Decline
+
+# results that flip on a last-bit difference of their operands
+_COMPARING = {"operator.lt", "operator.le", "operator.gt", "operator.ge", "operator.eq", "operator.ne",
+              "operator.floordiv", "operator.mod", "operator.ifloordiv", "operator.imod", "operator.truth",
+              "operator.not_", "builtins.int", "builtins.bool", "builtins.min", "builtins.max", "builtins.round",
+              "math.floor", "math.ceil", "math.trunc", "floor", "ceil", "trunc", "rint", "sign", "maximum",
+              "minimum", "min", "max", "amin", "amax", "argmin", "argmax", "floor_divide", "remainder", "mod",
+              "isnan", "isinf", "isfinite", "int64", "int32", "int16", "int8", "uint8", "uint16", "uint32",
+              "bool_"}
+_ARRAY_INPLACE = {"iadd": "add", "isub": "subtract", "imul": "multiply", "itruediv": "true_divide",
+                  "ifloordiv": "floor_divide", "imod": "remainder", "ipow": "power", "ilshift": "left_shift",
+                  "irshift": "right_shift", "iand": "bitwise_and", "ior": "bitwise_or", "ixor": "bitwise_xor"}
+_ALLOC = {"zeros", "ones", "empty", "ndarray"}
+_DTYPE_CALLS = {"float64", "float32", "int64", "bool_", "complex128"}
+_DTYPE_CONSTS = {getattr(np, n): n for n in ("float64", "float32", "int64", "int32", "int16", "int8", "uint8",
+                                             "uint16", "uint32", "bool_", "complex128")}
+
+
+class Widen(Exception):
+    """Restart lowering with ``name`` as an Either (a Python scalar that may become a NumPy one)."""
+
+    def __init__(self, name, either):
+        super().__init__(name)
+        self.name, self.either = name, either
+
+
+class Lowerer:
+    """Lowers one loop (``loop``) over ``inputs`` (name -> kind) to a kernel's source."""
+
+    def __init__(self, loop, inputs: dict, outputs: list, tainted=frozenset(), arrays_tainted=False, widened=None):
+        self.loop = loop
+        self.widened = widened or {}
+        self.flags_start = [f"__pxw_{n} = {int(_is_np(inputs.get(n)))}" for n in self.widened]
+        inputs = {n: (K.Either(self.widened[n].py, self.widened[n].np, n) if n in self.widened else k)
+                  for n, k in inputs.items()}
+        self.env = dict(inputs)
+        self.inputs = dict(inputs)
+        self.outputs = outputs
+        self.taint = set(tainted)
+        self.arrays_tainted = arrays_tainted
+        self.lines: list[str] = []
+        self.indent = 1
+        self.tmp = itertools.count()
+        self.checked = False  # uses Python-int helpers that may raise _Overflow (the caller snapshots arrays)
+        self.loc = loop.loc
+        self.loop_entries: list[dict] = []
+
+    # ---- driver ----------------------------------------------------------------------------------------
+    def source(self, params: list[str]) -> str:
+        self.lines += ["    " + f for f in self.flags_start]
+        self.stmt(self.loop)
+        self.flag_outputs = [o for o in self.outputs if o in self.widened]
+        outs = "".join(f"{o}, " for o in self.outputs) + "".join(f"__pxw_{o}, " for o in self.flag_outputs)
+        body = "\n".join(self.lines) or "    pass"
+        return (f"@numba.njit(cache=True, nogil=True, boundscheck={BOUNDSCHECK}, error_model='numpy')\n"
+                f"def kernel({', '.join(params)}):\n{body}\n    return ({outs})\n")
+
+    def fail(self, why, node=None):
+        loc = getattr(node, "loc", None) or self.loc
+        where = f"{loc.filename.rsplit('/', 1)[-1]}:{loc.lineno}" if loc and loc.lineno else "?"
+        raise Decline(f"{why} ({where})")
+
+    def emit(self, text):
+        self.lines.append("    " * self.indent + text)
+
+    # ---- statements ------------------------------------------------------------------------------------
+    def stmt(self, n):
+        self.loc = getattr(n, "loc", self.loc)
+        handler = getattr(self, "s_" + type(n).__name__, None)
+        if handler is None:
+            self.fail(f"{type(n).__name__.lower()} statement", n)
+        handler(n)
+
+    def s_Block(self, n):
+        for s in n.stmts:
+            self.stmt(s)
+
+    def block(self, n):
+        self.indent += 1
+        start = len(self.lines)
+        self.stmt(n)
+        if len(self.lines) == start:
+            self.emit("pass")
+        self.indent -= 1
+
+    def s_Expr(self, n):
+        src, _, _ = self.expr(n.value)
+        self.emit(src)
+
+    def s_Assign(self, n):
+        src, k, t = self.expr(n.value)
+        self.assign(n.target, src, k, t)
+
+    def assign(self, target, src, k, t):
+        if isinstance(target, ir.StoreName):
+            flags = self.bind(target, target.name, k, t)
+            self.emit(f"{target.name} = {src}")
+            for f in flags:
+                self.emit(f)
+        elif isinstance(target, ir.StoreTuple):
+            if type(k) is not tuple or len(k) != len(target.targets):
+                self.fail("unpacking of a value that is not a tuple of known length", target)
+            names, flags = [], []
+            for sub, sk in zip(target.targets, k):
+                if not isinstance(sub, ir.StoreName):
+                    self.fail("nested unpacking", target)
+                flags += self.bind(sub, sub.name, sk, t)
+                names.append(sub.name)
+            self.emit(f"{', '.join(names)}, = {src}")
+            for f in flags:
+                self.emit(f)
+        elif isinstance(target, ir.StoreItem):
+            obj, ok, ot = self.expr(target.obj)
+            key, kk, _ = self.expr(target.key)
+            if type(ok) is not np.ndarray:
+                self.fail(f"a store into {K.describe(ok)}", target)
+            self.index_kind(ok, kk, target)
+            if type(k) is K.Either:
+                k = k.py if type(k.py) is int else k.np
+            if ok.dtype.kind in "iub" and type(k) is int and ok.dtype != np.int64:
+                self.fail(f"a Python int stored into a {ok.dtype} array (NumPy raises if it does not fit)", target)
+            if type(k) is np.ndarray or (K.is_scalar(k) and np.can_cast(np.asarray(k).dtype, ok.dtype, "unsafe")):
+                pass
+            else:
+                self.fail(f"a store of {K.describe(k)}", target)
+            if t:
+                self.arrays_tainted = True
+            self.emit(f"{obj}[{key}] = {src}")
+        else:
+            self.fail("this assignment target", target)
+
+    def bind(self, node, name, k, t) -> list[str]:
+        """Record ``name``'s new kind; the lines that keep its Either flag (emitted after the store)."""
+        if node.depth != 0:
+            self.fail(f"assignment to the enclosing function's '{name}'", node)
+        flags = []
+        w = self.widened.get(name)
+        if w is not None:
+            if type(k) is K.Either:
+                if k.origin != (name,):
+                    flags.append(f"__pxw_{name} = {k.flag()}")
+            elif K.key(k) in (K.key(w.py), K.key(w.np)):
+                flags.append(f"__pxw_{name} = {int(K.key(k) == K.key(w.np))}")
+            else:
+                self.fail(f"'{name}' is {K.describe(w)} or {K.describe(k)}", node)
+            k = K.Either(w.py, w.np, name)
+        elif type(k) is K.Either:
+            raise Widen(name, K.Either(k.py, k.np, name))
+        old = self.env.get(name)
+        if old is not None and name in self.inputs and K.key(old) != K.key(k):
+            self.widen_or_fail(name, old, k, node)
+        self.env[name] = k
+        if t:
+            self.taint.add(name)
+        else:
+            self.taint.discard(name)
+        return flags
+
+    def widen_or_fail(self, name, a, b, node):
+        e = K.either_of(a, b, name)
+        if e is not None and name not in self.widened:
+            raise Widen(name, K.Either(e.py, e.np, name))
+        self.fail(f"'{name}' changes from {K.describe(a)} to {K.describe(b)}", node)
+
+    def cond(self, n):
+        if isinstance(n, ir.BoolOp):  # only its truth matters here: operands of different kinds are fine
+            return "(" + f" {n.op} ".join(self.cond(v) for v in n.values) + ")"
+        src, k, t = self.expr(n)
+        if not K.is_scalar(k):
+            self.fail(f"a condition on {K.describe(k)}", n)
+        if t:
+            self.fail("a condition on an inexact result (exp, log, ...): Numba's last bit may differ", n)
+        return src
+
+    def s_If(self, n):
+        c = self.cond(n.cond)
+        before = dict(self.env)
+        self.emit(f"if {c}:")
+        self.block(n.then)
+        after_then = self.env
+        self.env = dict(before)
+        self.emit("else:")
+        self.block(n.orelse)
+        self.env = self.join(after_then, self.env, n)
+
+    def join(self, a, b, node):
+        out = {}
+        for name in set(a) | set(b):
+            if name in a and name in b:
+                if K.key(a[name]) != K.key(b[name]):
+                    if K.either_of(a[name], b[name], name) is not None:
+                        self.widen_or_fail(name, a[name], b[name], node)
+                    if name in self.inputs:
+                        self.fail(f"'{name}' is {K.describe(a[name])} or {K.describe(b[name])} after the if", node)
+                    continue  # unreadable afterwards
+                out[name] = a[name]
+        return out
+
+    def loop_body(self, n, body):
+        entry = dict(self.env)
+        self.loop_entries.append(entry)
+        self.block(body)
+        self.check_stable(entry, n)
+        self.loop_entries.pop()
+        # names first bound in the body may be unbound after zero iterations
+        self.env = {k: v for k, v in self.env.items() if k in entry}
+
+    def check_stable(self, entry, node):
+        for name, k in entry.items():
+            now = self.env.get(name)
+            if now is not None and K.key(now) != K.key(k) and K.either_of(now, k, name) is not None:
+                self.widen_or_fail(name, k, now, node)
+            if now is None or K.key(now) != K.key(k):
+                self.fail(f"'{name}' changes kind in the loop ({K.describe(k)} -> "
+                          f"{K.describe(now) if now is not None else 'unbound'})", node)
+
+    def s_For(self, n):
+        if n.orelse.stmts:
+            self.fail("for ... else", n)
+        if not isinstance(n.target, ir.StoreName):
+            self.fail("a for loop unpacking its items", n)
+        it, k, t = self.expr(n.iter)
+        if k is K.RANGE:
+            item = 3
+        elif type(k) is np.ndarray:
+            item = k.dtype.type(3) if k.ndim == 1 else K.array(k.dtype, k.ndim - 1)
+        else:
+            self.fail(f"a for loop over {K.describe(k)}", n)
+        self.bind(n.target, n.target.name, item, t or (type(k) is np.ndarray and self.arrays_tainted))
+        self.emit(f"for {n.target.name} in {it}:")
+        self.loop_body(n, n.body)
+
+    def s_While(self, n):
+        if n.orelse.stmts:
+            self.fail("while ... else", n)
+        self.emit("while True:")
+        self.indent += 1
+        entry = dict(self.env)
+        self.loop_entries.append(entry)
+        c = self.cond(n.cond)
+        self.emit(f"if not ({c}):")
+        self.emit("    break")
+        self.indent -= 1
+        self.block(n.body)
+        self.check_stable(entry, n)
+        self.loop_entries.pop()
+        self.env = {k: v for k, v in self.env.items() if k in entry}
+
+    def s_Break(self, n):
+        self.check_stable(self.loop_entries[-1], n)
+        self.emit("break")
+
+    def s_Continue(self, n):
+        self.check_stable(self.loop_entries[-1], n)
+        self.emit("continue")
+
+    # ---- expressions: (source, kind, tainted) -------------------------------------------------------------
+    def expr(self, n):
+        handler = getattr(self, "e_" + type(n).__name__, None)
+        if handler is None:
+            self.fail(f"{type(n).__name__.lower()} expressions", n)
+        return handler(n)
+
+    def e_Const(self, n):
+        v = n.value
+        t = type(v)
+        if t is bool or v is None:
+            return repr(v), v, False
+        if t is int:
+            if not K.INT64[0] <= v < K.INT64[1]:
+                self.fail("a Python int constant past 2**63", n)
+            return repr(v), 3, False
+        if t is float:
+            if math.isnan(v):
+                return "math.nan", 1.5, False
+            if math.isinf(v):
+                return ("math.inf" if v > 0 else "(-math.inf)"), 1.5, False
+            return repr(v), 1.5, False
+        if v in _DTYPE_CONSTS:
+            return f"np.{_DTYPE_CONSTS[v]}", v, False
+        self.fail(f"a constant of type {t.__name__}", n)
+
+    def e_Var(self, n):
+        if n.depth != 0:
+            self.fail(f"'{n.name}' of an enclosing function", n)
+        if n.name not in self.env:
+            self.fail(f"'{n.name}' may be read before it is assigned", n)
+        return n.name, self.env[n.name], n.name in self.taint
+
+    def e_SetVar(self, n):
+        src, k, t = self.expr(n.value)
+        self.bind(n, n.name, k, t)
+        return f"({n.name} := {src})", k, t
+
+    def e_IfExp(self, n):
+        c = self.cond(n.cond)
+        a, ka, ta = self.expr(n.then)
+        b, kb, tb = self.expr(n.orelse)
+        if K.key(ka) != K.key(kb):
+            self.fail(f"a conditional expression of {K.describe(ka)} or {K.describe(kb)}", n)
+        return f"({a} if {c} else {b})", ka, ta or tb
+
+    def e_BoolOp(self, n):
+        parts = [self.expr(v) for v in n.values]
+        k0 = parts[0][1]
+        if any(K.key(k) != K.key(k0) for _, k, _ in parts) or not K.is_scalar(k0):
+            self.fail(f"'{n.op}' of values of different kinds", n)
+        if any(t for _, _, t in parts[:-1]):
+            self.fail("'and'/'or' deciding on an inexact result", n)
+        return "(" + f" {n.op} ".join(p for p, _, _ in parts) + ")", k0, any(t for _, _, t in parts)
+
+    def e_Tuple(self, n):
+        parts = [self.expr(i) for i in n.items]
+        return "(" + "".join(p + ", " for p, _, _ in parts) + ")", tuple(k for _, k, _ in parts), \
+            any(t for _, _, t in parts)
+
+    def e_Fused(self, n):
+        if n.reduce:
+            self.fail("a fused reduction", n)
+        self._leaves = [self.expr(leaf) for leaf in n.leaves]
+        return self.expr(n.body)
+
+    def e_Leaf(self, n):
+        return self._leaves[n.index]
+
+    def e_Call(self, n):
+        prim = lookup(n.prim)
+        low = prim.lowering
+        name = n.prim
+        if low is None:
+            self.fail(f"{prim.label} has no native form", n)
+        args = [self.expr(a) for a in n.args]
+        kwargs = dict((k, self.expr(v)) for k, v in n.kwargs)
+        tainted = any(t for _, _, t in args)
+        if tainted and name in _COMPARING:
+            self.fail(f"{prim.label} of an inexact result (exp, log, ...): Numba's last bit may differ", n)
+        if kwargs and not (name in _ALLOC and set(kwargs) == {"dtype"}):
+            self.fail(f"{prim.label} with keyword arguments", n)
+        atoms = [a for a, _, _ in args]
+        ks = [k for _, k, _ in args]
+        special = getattr(self, "c_" + name.replace(".", "_"), None)
+        if special is not None:
+            src, k = special(n, atoms, ks, kwargs)
+            return src, k, tainted or (name == "operator.getitem" and self.arrays_tainted)
+        if name.startswith("operator.i") and name[9:] in _ARRAY_INPLACE and type(ks[0]) is np.ndarray:
+            K.run(prim.kernel, *ks)  # NumPy's casting rule for the in-place update
+            return f"np.{_ARRAY_INPLACE[name[9:]]}({atoms[0]}, {atoms[1]}, {atoms[0]})", ks[0], tainted
+        for k in ks:
+            if not (K.is_scalar(k) or type(k) is np.ndarray):
+                self.fail(f"{prim.label} of {K.describe(k)}", n)
+        origins = {k.origin for k in ks if type(k) is K.Either}
+        if origins:
+            return self.either_call(n, prim, low, atoms, ks, origins, tainted)
+        try:
+            k = K.run(prim.kernel, *ks)
+        except Decline as e:
+            self.fail(f"{prim.label}: {e}", n)
+        inexact = low.inexact and not (K.is_int(k) or type(k) is bool)
+        return self.arith(n, low, atoms, ks, k), k, tainted or inexact
+
+    def either_call(self, n, prim, low, atoms, ks, origins, tainted):
+        """An operation on variables that are Python or NumPy scalars: NumPy's result is a NumPy scalar when any
+        of them is one. Every reading must agree on the source, or differ only where the all-Python reading's
+        checked helper falls back to the interpreter (a Python int past 2**63, a zero divisor)."""
+        names = sorted({name for o in origins for name in o})
+        if len(names) > 3:
+            self.fail("an operation on more than three variables that may be Python or NumPy scalars", n)
+        readings = []
+        for bits in itertools.product((0, 1), repeat=len(names)):
+            np_side = {name for name, b in zip(names, bits) if b}
+            sk = [(k.np if np_side & set(k.origin) else k.py) if type(k) is K.Either else k for k in ks]
+            try:
+                rk = K.run(prim.kernel, *sk)
+            except Decline as e:
+                self.fail(f"{prim.label}: {e}", n)
+            readings.append((rk, self.arith(n, low, atoms, sk, rk)))
+        (kp, sp), rest = readings[0], readings[1:]
+        kn, sn = rest[0]
+        if any(K.key(k) != K.key(kn) or src != sn for k, src in rest):
+            self.fail(f"{prim.label} of values that may be Python or NumPy scalars", n)
+        if K.key(kp) == K.key(kn):
+            k = kp
+        else:
+            k = K.either_of(kp, kn, names[0])
+            if k is None:
+                self.fail(f"{prim.label} gives {K.describe(kp)} or {K.describe(kn)}", n)
+            k = K.Either(k.py, k.np, names)
+        if sp == sn:
+            src = sp
+        elif "_ck_" in sp or "_py_int" in sp:
+            src = sp  # a Python-int overflow falls back to the interpreter, which also covers the NumPy reading
+        elif "_py_" in sp:
+            src = sp.replace("_py_", "_amb_")  # a zero divisor falls back: raise or inf depends on the type
+        else:
+            self.fail(f"{prim.label} of a value that may be a Python or a NumPy scalar", n)
+        if "_ck_" in src or "_amb_" in src or "_py_int" in src:
+            self.checked = True
+        inexact = low.inexact and not K.is_int(k)
+        return src, k, tainted or inexact
+
+    def arith(self, n, low, atoms, ks, k):
+        """The operation's source with the casts and checks that keep NumPy's/Python's semantics."""
+        arrays = [x for x in ks + [k] if type(x) is np.ndarray]
+        if arrays:
+            if any(a.dtype not in (np.float64, np.int64, np.bool_) for a in arrays) or \
+                    any(K.is_scalar(x) and type(x) not in K.PLAIN for x in ks):
+                self.fail("array arithmetic on dtypes other than float64/int64/bool", n)
+            return low.source(atoms)
+        py = all(type(x) in (int, float, bool) for x in ks)
+        if type(k) is int and low.pyint:
+            if n.prim.endswith("pow") and not (isinstance(n.args[1], ir.Const) and n.args[1].value >= 0):
+                self.fail("a Python int raised to a power that may be negative", n)
+            self.checked = True
+            return f"{low.pyint}({', '.join(atoms)})"
+        if py and low.pyscalar:
+            return f"{low.pyscalar}({', '.join(atoms)})"
+        if py and n.prim.endswith("pow") and float in map(type, ks) and not (
+                isinstance(n.args[1], ir.Const) and type(n.args[1].value) is int and n.args[1].value >= 0):
+            self.fail("a Python float power with an exponent that may be negative or fractional", n)
+        if all(type(x) in K.PLAIN for x in ks) and type(k) in K.PLAIN:
+            src = low.source(atoms)
+            return f"np.bool_({src})" if isinstance(k, np.bool_) and n.prim not in _CMP else src
+        # NumPy computes in the promoted dtype of the operands (Python scalars are weak): cast them to it;
+        # Python functions (math.*) take doubles
+        if type(k) in (int, float, bool):
+            common = np.dtype(np.int64 if type(k) is int else np.float64)
+        else:
+            try:
+                common = np.result_type(*[x if not isinstance(x, np.generic) else x.dtype for x in ks])
+            except TypeError:
+                self.fail("operands without a common dtype", n)
+            if common.kind in "iu" and common != np.int64:
+                for a, x in zip(n.args, ks):
+                    if type(x) is int and not (isinstance(a, ir.Const) and
+                                               np.iinfo(common).min <= a.value <= np.iinfo(common).max):
+                        self.fail(f"a Python int operand of {common} arithmetic (NumPy raises if it does not fit)",
+                                  n)
+        cname = "bool_" if common == np.bool_ else common.name
+        cast = [f"np.{cname}({a})" if not isinstance(x, np.generic) or x.dtype != common else a
+                for a, x in zip(atoms, ks)]
+        src = low.source(cast)
+        rk = ("bool_" if k.dtype == np.bool_ else k.dtype.name) if isinstance(k, np.generic) else type(k).__name__
+        return f"np.{rk}({src})" if isinstance(k, np.generic) else f"{rk}({src})"
+
+    # ---- calls with their own kind rules ---------------------------------------------------------------------
+    def index_kind(self, ak, kk, node):
+        items = kk if type(kk) is tuple else (kk,)
+        ndim = ak.ndim
+        left = ndim
+        for it in items:
+            if it is None:
+                left += 1
+            elif type(it) is slice:
+                pass
+            elif K.is_int(it) and type(it) is not bool:
+                left -= 1
+            else:
+                self.fail(f"indexing with {K.describe(it)}", node)
+        consumed = sum(1 for it in items if it is not None)
+        if consumed > ndim:
+            self.fail("too many indices", node)
+        return ak.dtype.type(3) if left == 0 and not any(it is None for it in items) and consumed == ndim \
+            else K.array(ak.dtype, left)
+
+    def c_operator_getitem(self, n, atoms, ks, kwargs):
+        obj, key = ks
+        if type(obj) is np.ndarray:
+            return f"{atoms[0]}[{atoms[1]}]", self.index_kind(obj, key, n)
+        if type(obj) is tuple and isinstance(n.args[1], ir.Const) and type(n.args[1].value) is int:
+            return f"{atoms[0]}[{atoms[1]}]", obj[n.args[1].value]
+        self.fail(f"indexing {K.describe(obj)}", n)
+
+    def c_python_slice(self, n, atoms, ks, kwargs):
+        if not all(k is None or (K.is_int(k) and type(k) is not bool) for k in ks):
+            self.fail("a slice of non-integers", n)
+        return f"slice({', '.join(atoms)})", K.SLICE
+
+    def c_python_tuple(self, n, atoms, ks, kwargs):
+        return "(" + "".join(a + ", " for a in atoms) + ")", tuple(ks)
+
+    def c_builtins_range(self, n, atoms, ks, kwargs):
+        if not all(K.is_int(k) and type(k) is not bool for k in ks):
+            self.fail("range of non-integers", n)
+        return f"range({', '.join(atoms)})", K.RANGE
+
+    def c_builtins_len(self, n, atoms, ks, kwargs):
+        if type(ks[0]) is not np.ndarray and type(ks[0]) is not tuple:
+            self.fail(f"len of {K.describe(ks[0])}", n)
+        return f"len({atoms[0]})", 3
+
+    def _minmax(self, n, atoms, ks, op):
+        if len(ks) != 2 or K.key(ks[0]) != K.key(ks[1]) or not K.is_scalar(ks[0]):
+            self.fail(f"{n.prim[9:]} of other than two values of one kind", n)
+        a, b = atoms
+        return f"({b} if {b} {op} {a} else {a})", ks[0]  # Python's rule: the first of equal values
+
+    def c_builtins_min(self, n, atoms, ks, kwargs):
+        return self._minmax(n, atoms, ks, "<")
+
+    def c_builtins_max(self, n, atoms, ks, kwargs):
+        return self._minmax(n, atoms, ks, ">")
+
+    def c_builtins_int(self, n, atoms, ks, kwargs):
+        if len(ks) != 1 or not K.is_scalar(ks[0]):
+            self.fail("int of a non-number", n)
+        if K.is_int(ks[0]) or type(ks[0]) is bool or isinstance(ks[0], np.bool_):
+            return f"int({atoms[0]})", 3
+        self.checked = True
+        return f"_py_int({atoms[0]})", 3
+
+    def c_attr_shape(self, n, atoms, ks, kwargs):
+        return self._array_attr(n, atoms, ks, "shape", lambda a: tuple(3 for _ in range(a.ndim)))
+
+    def c_attr_size(self, n, atoms, ks, kwargs):
+        return self._array_attr(n, atoms, ks, "size", lambda a: 3)
+
+    def c_attr_ndim(self, n, atoms, ks, kwargs):
+        return self._array_attr(n, atoms, ks, "ndim", lambda a: 3)
+
+    def c_attr_T(self, n, atoms, ks, kwargs):
+        return self._array_attr(n, atoms, ks, "T", lambda a: a)
+
+    def _array_attr(self, n, atoms, ks, attr, kind):
+        if type(ks[0]) is not np.ndarray:
+            self.fail(f".{attr} of {K.describe(ks[0])}", n)
+        return f"{atoms[0]}.{attr}", kind(ks[0])
+
+    def c_sum(self, n, atoms, ks, kwargs):
+        a = ks[0]
+        if len(ks) != 1 or type(a) is not np.ndarray or a.ndim != 1 or \
+                a.dtype not in (np.float64, np.float32, np.int64):
+            self.fail("np.sum other than of a 1-D float64/float32/int64 array (NumPy's summation order)", n)
+        return f"_px_sum({atoms[0]})", a.dtype.type(3)
+
+    def _alloc(self, n, atoms, ks, kwargs, fn):
+        shape = ks[0]
+        if K.is_int(shape):
+            ndim = 1
+        elif type(shape) is tuple and all(K.is_int(x) for x in shape):
+            ndim = len(shape)
+        else:
+            self.fail(f"np.{fn} of a shape that is not ints", n)
+        dt = np.float64
+        extra = ""
+        if len(atoms) > 1 or kwargs:
+            src, k, _ = kwargs["dtype"] if kwargs else (atoms[1], ks[1], False)
+            if k not in _DTYPE_CONSTS:
+                self.fail(f"np.{fn} with this dtype", n)
+            dt, extra = k, f", {src}"
+        return f"np.{fn}({atoms[0]}{extra})", K.array(np.dtype(dt), ndim)
+
+    def c_zeros(self, n, atoms, ks, kwargs):
+        return self._alloc(n, atoms, ks, kwargs, "zeros")
+
+    def c_ones(self, n, atoms, ks, kwargs):
+        return self._alloc(n, atoms, ks, kwargs, "ones")
+
+    def c_empty(self, n, atoms, ks, kwargs):
+        return self._alloc(n, atoms, ks, kwargs, "empty")
+
+    def c_ndarray(self, n, atoms, ks, kwargs):
+        return self._alloc(n, atoms, ks, kwargs, "empty")  # np.ndarray(shape, dtype): an uninitialised array
+
+
+# Out-of-bounds reads raise IndexError as in NumPy (Numba would read past the end). Measured cost: see the README.
+BOUNDSCHECK = True
+_CMP = {"operator.lt", "operator.le", "operator.gt", "operator.ge", "operator.eq", "operator.ne"}
+
+
+def _dtype_call(name):
+    def rule(self, n, atoms, ks, kwargs):
+        if len(ks) != 1 or not K.is_scalar(ks[0]):
+            self.fail(f"np.{name} of other than one number", n)
+        if name != "float64" and name != "float32" and name != "complex128" and type(ks[0]) is int:
+            self.fail(f"np.{name} of a Python int (NumPy raises if it does not fit)", n)
+        return f"np.{name}({atoms[0]})", np.dtype(name).type(3)
+    return rule
+
+
+for _name in ("float64", "float32", "int64", "bool_"):
+    setattr(Lowerer, f"c_{_name}", _dtype_call(_name))
+
+
+def lower(loop, params, kinds: dict, outputs) -> tuple[str, bool, dict]:
+    """(kernel source, whether it uses helpers that fall back to the interpreter, the Either kinds of outputs
+    whose flags follow them) for ``loop`` over ``params`` of ``kinds``; Decline."""
+    tainted, arrays, widened = frozenset(), False, {}
+    for _ in range(12):  # taint and Either kinds found late flow to the loop's start: iterate to a fixpoint
+        low = Lowerer(loop, kinds, outputs, tainted, arrays, dict(widened))
+        try:
+            src = low.source(params)
+        except Widen as w:
+            widened[w.name] = w.either
+            continue
+        if low.taint <= tainted and low.arrays_tainted == arrays:
+            return src, low.checked, {o: widened[o] for o in low.flag_outputs}
+        tainted, arrays = tainted | frozenset(low.taint), arrays or low.arrays_tainted
+    raise Decline("kinds or inexact results do not settle around the loop")
+
+
+def _is_np(k) -> bool:
+    return isinstance(k, np.generic)

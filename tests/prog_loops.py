@@ -1,0 +1,110 @@
+"""Loops for the native tier's tests: each is where Numba's semantics differ from NumPy's or Python's."""
+import numpy as np
+
+
+def u8_add(a):
+    for i in range(len(a)):
+        a[i] = a[i] + 100  # NumPy 2: uint8 + 100 stays uint8 and wraps
+    return a
+
+
+def i32_product(a):
+    acc = a[0]
+    for i in range(1, len(a)):
+        acc = acc * a[i]  # np.int32 * np.int32 wraps in int32
+    return acc
+
+
+def fnv_hash(data):
+    h = 1469598103934665603
+    for x in data:
+        h = (h ^ int(x)) * 1099511628211  # a Python int: past 2**63 it grows, it does not wrap
+    return h
+
+
+def fnv_hash64(data):
+    h = 1469598103934665603
+    for x in data:
+        h = ((h ^ int(x)) * 1099511628211) % 18446744073709551616
+    return h
+
+
+def ratios(a):
+    out = np.zeros(len(a))
+    for i in range(1, len(a)):
+        out[i] = a[i] / a[i - 1]  # NumPy scalars: inf or nan with a warning
+    return out
+
+
+def python_division(n, d):
+    s = 0.0
+    for i in range(n):
+        s = s + 1.0 / (d - i)  # Python floats: ZeroDivisionError
+    return s
+
+
+def read_past_end(a):
+    s = 0.0
+    for i in range(len(a)):
+        s += a[i + 1]
+    return s
+
+
+def tanh_count(a):
+    c = 0
+    for i in range(len(a)):
+        if np.tanh(a[i]) >= 1.0:  # tanh(19.0) is 1.0 in NumPy, 1 - 2**-53 in Numba
+            c += 1
+    return c
+
+
+def tanh_store(a):
+    out = np.zeros(len(a))
+    for i in range(len(a)):
+        out[i] = np.tanh(a[i])
+    return out
+
+
+def row_sums(x):
+    out = np.zeros(x.shape[0], dtype=np.float32)
+    for i in range(x.shape[0]):
+        out[i] = np.sum(x[i])  # float32, pairwise in NumPy
+    return out
+
+
+def swap_sweeps(a, b, steps):
+    for _ in range(steps):
+        for i in range(1, len(a) - 1):
+            b[i] = 0.5 * (a[i - 1] + a[i + 1])
+        a, b = b, a
+    return a, b
+
+
+def over_list(items):
+    s = 0
+    for x in items:
+        s += x
+    return s
+
+
+def float32_mix(a):
+    s = np.float32(0)
+    for i in range(len(a)):
+        s = s + a[i] * 0.1  # NEP 50: 0.1 becomes float32 first
+    return s
+
+
+def mixed_kinds(n):
+    s = 0
+    for _ in range(n):
+        s = s + 0.5  # int, then float: stays interpreted
+    return s
+
+
+def accumulate(a, k):
+    s = 0.0
+    c = 0
+    for i in range(len(a)):
+        s += a[i]  # a Python float until the first store of an np.float64
+        c += k[i]
+    return s, c, s / 1.0

@@ -1,0 +1,155 @@
+"""The native loop tier: same answer as the plain function, or the loop stays interpreted and says why."""
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+import prog_loops as L
+import pytest
+from helpers import assert_same, check
+from phylanx_py.runtime.native import loop as native_loop
+
+import phylanx_py as px
+
+
+@pytest.fixture
+def forced(monkeypatch):
+    monkeypatch.setenv("PHYLANX_NATIVE", "force")
+
+
+def _quiet(fn, *args):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args)
+
+
+def line_of(fn, text):
+    """The line number of the first line of ``fn`` containing ``text``."""
+    import inspect
+
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+def run_both(fn, *args):
+    """Compiled (forced native) and plain on copies; both results and inputs must agree; returns the compiled."""
+    f = px.compile(fn)
+    copy = lambda: [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    plain_in, comp_in = copy(), copy()
+    want = _quiet(fn, *plain_in)
+    got = _quiet(f, *comp_in)
+    assert_same(got, want)
+    assert_same(comp_in, plain_in, "inputs after the call")
+    return f
+
+
+def test_uint8_plus_100_wraps_like_numpy(forced):
+    f = run_both(L.u8_add, np.array([1, 155, 200, 255], dtype=np.uint8))
+    assert "-> native" in f.explain()
+
+
+def test_int32_products_wrap_in_int32(forced):
+    f = run_both(L.i32_product, np.array([70000, 70000, 3, -5], dtype=np.int32))
+    assert "-> native" in f.explain()
+
+
+def test_float32_arithmetic_with_python_floats(forced):
+    f = run_both(L.float32_mix, np.linspace(0, 3, 50, dtype=np.float32))
+    assert "-> native" in f.explain()
+
+
+def test_python_int_past_2_63_runs_interpreted(forced):
+    data = np.arange(20, dtype=np.uint8)
+    f = run_both(L.fnv_hash, data)
+    assert isinstance(f(data), int) and f(data) > 2**63
+    assert "past 2**63" in f.explain()
+
+
+def test_python_int_that_stays_small_runs_native(forced):
+    f = run_both(L.fnv_hash64, np.arange(20, dtype=np.uint8))
+    assert "-> interpreted" in f.explain()  # % 2**64: a constant past 2**63 keeps it out, and says so
+    assert "2**63" in f.explain()
+
+
+def test_numpy_division_by_zero_gives_inf_and_nan(forced):
+    f = run_both(L.ratios, np.array([1.0, 0.0, 2.0, 0.0, 0.0]))
+    assert "-> native" in f.explain()
+
+
+def test_python_division_by_zero_raises_at_the_loop(forced):
+    f = px.compile(L.python_division)
+    with pytest.raises(px.ExecutionError) as e:
+        f(5, 3)
+    assert isinstance(e.value.__cause__, ZeroDivisionError)
+    assert e.value.lineno == line_of(L.python_division, "for i") and "prog_loops.py" in e.value.filename
+    assert f(3, 10) == L.python_division(3, 10)
+
+
+def test_read_past_the_end_is_an_index_error_at_the_loop(forced):
+    f = px.compile(L.read_past_end)
+    with pytest.raises(px.ExecutionError) as e:
+        f(np.ones(4))
+    assert isinstance(e.value.__cause__, IndexError)
+    assert e.value.lineno == line_of(L.read_past_end, "for i")
+
+
+def test_compared_transcendental_results_stay_interpreted(forced):
+    f = run_both(L.tanh_count, np.array([0.5, 19.0, 25.0, -3.0]))
+    assert "interpreted: np.tanh" not in f.explain()
+    assert "inexact" in f.explain()
+
+
+def test_stored_transcendental_results_run_native(forced):
+    f = px.compile(L.tanh_store)
+    a = np.linspace(-3, 3, 40)
+    np.testing.assert_allclose(f(a), L.tanh_store(a), rtol=1e-15)
+    assert "-> native" in f.explain()
+
+
+def test_float32_sums_in_numpys_pairwise_order(forced):
+    x = np.random.default_rng(0).random((5, 300)).astype(np.float32) * 1000
+    f = px.compile(L.row_sums)
+    assert np.array_equal(f(x), L.row_sums(x))  # bit for bit
+    assert "-> native" in f.explain()
+
+
+def test_swapped_arrays_come_back_as_the_same_objects(forced):
+    a, b = np.linspace(0, 1, 12), np.zeros(12)
+    ra, rb = px.compile(L.swap_sweeps)(a, b, 3)
+    assert ra is b and rb is a
+    run_both(L.swap_sweeps, np.linspace(0, 1, 12), np.zeros(12), 3)
+
+
+def test_loops_over_lists_and_changing_kinds_stay_interpreted(forced):
+    f = run_both(L.over_list, [1, 2, 3])
+    assert "interpreted: items is a list" in f.explain()
+    f = run_both(L.mixed_kinds, 4)
+    assert "changes from int to float" in f.explain()
+
+
+def test_off_switch(monkeypatch):
+    monkeypatch.setenv("PHYLANX_NATIVE", "0")
+    f = px.compile(L.u8_add)
+    check(L.u8_add, np.array([1, 2], dtype=np.uint8))
+    f(np.array([1, 2], dtype=np.uint8))
+    assert f.explain() == "no loops"
+
+
+def test_tiered_compiles_in_the_background_then_runs_native(monkeypatch):
+    monkeypatch.setattr(native_loop, "HOT_SECONDS", 0.0)
+    f = px.compile(L.tanh_store)
+    a = np.linspace(-1, 1, 10)
+    f(a)  # interpreted, and long enough (> 0 s) to start the compile
+    f(a)
+    deadline = time.monotonic() + 120
+    while "compiling" in f.explain() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    np.testing.assert_allclose(f(a), L.tanh_store(a), rtol=1e-15)
+    assert "-> native" in f.explain() and "1 native runs" in f.explain()
+
+
+@pytest.mark.parametrize("n", [0, 1, 7])
+def test_python_scalars_that_become_numpy_scalars_keep_their_type(forced, n):
+    f = run_both(L.accumulate, np.linspace(0, 1, n), np.arange(n))
+    assert "-> native" in f.explain()
