@@ -1,6 +1,7 @@
 """The native loop tier: same answer as the plain function, or the loop stays interpreted and says why."""
 from __future__ import annotations
 
+import re
 import time
 import warnings
 
@@ -146,7 +147,9 @@ def test_tiered_compiles_in_the_background_then_runs_native(monkeypatch):
     while "compiling" in f.explain() and time.monotonic() < deadline:
         time.sleep(0.1)
     np.testing.assert_allclose(f(a), L.tanh_store(a), rtol=1e-15)
-    assert "-> native" in f.explain() and "1 native runs" in f.explain()
+    # at least the last call ran native (more when the compile finished early: a kernel cached on disk loads at once)
+    runs = re.search(r"-> native .*; (\d+) native runs\)", f.explain())
+    assert runs is not None and int(runs.group(1)) >= 1, f.explain()
 
 
 @pytest.mark.parametrize("n", [0, 1, 7])
