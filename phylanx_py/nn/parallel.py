@@ -194,8 +194,8 @@ def fit_parallel(model, X, Y, epochs, batch_size, optimizer, validation, seed, v
                 result = run(ctx, carry, rng, step, epoch)
                 break
             except Exception as e:  # a lost worker or its data: restart the epoch from its checkpoint
-                if attempt == RETRIES or not _is_cluster_failure(e):
-                    raise
+                if attempt == RETRIES or not _is_cluster_failure(e) or client.status != "running":
+                    raise  # (a lost scheduler: a restart cannot help; Sequential.fit makes it a ClusterError)
                 rng.bit_generator.state = rng_state
         carry, step, pvec, stats = result
         history.setdefault("restarts", []).append(attempt)
@@ -252,12 +252,13 @@ def _await(client, steps, last):
 
 
 def _is_cluster_failure(e) -> bool:
-    from distributed.client import FutureCancelledError
+    from concurrent.futures import CancelledError  # FutureCancelledError and the plural FuturesCancelledError
+
     from distributed.scheduler import KilledWorker
 
     if isinstance(e, KeyError) and "://" in str(e):  # the scheduler no longer knows a worker we just picked
         return True
-    return isinstance(e, (KilledWorker, FutureCancelledError, OSError, TimeoutError)) or "lost" in str(e).lower()
+    return isinstance(e, (KilledWorker, CancelledError, OSError, TimeoutError)) or "lost" in str(e).lower()
 
 
 def _split(idx, rows):
