@@ -53,6 +53,8 @@ def cmd_info(args) -> int:
 
     shown = rt or px.runtime.current()
     print(f"{'runtime':12} {shown!r}")
+    if getattr(shown, "dashboard_link", None):
+        print(f"{'dashboard':12} {shown.dashboard_link}")
     client = getattr(shown.executor, "client", None)
     if client is not None:
         from phylanx_py.runtime.dask_runtime import check_workers

@@ -144,6 +144,9 @@ class FunctionTranslator(StatementVisitors, ExpressionVisitors, ast.NodeVisitor)
     # ---- functions -----------------------------------------------------------------------------------
     def translate(self, fdef, name: str) -> ir.Function:
         """The top-level function (or lambda) ``fdef``, after canonicalisation."""
+        if isinstance(fdef, ast.AsyncFunctionDef):  # calling it must give a coroutine: not ours to make
+            raise self.error(fdef, "unsupported construct: async function (a compiled function runs to its result; "
+                                   "call it from async code instead, e.g. in loop.run_in_executor)")
         fdef = canonicalize(fdef)
         if isinstance(fdef, ast.Lambda):
             body = [ast.copy_location(ast.Return(fdef.body), fdef.body)]

@@ -12,15 +12,13 @@ semantics Numba does not share with NumPy go to the reference kernel.
 from __future__ import annotations
 
 import functools
-import hashlib
-import importlib.util
 import os
 import sys
 import threading
 
 import numpy as np
 
-from . import backends
+from . import backends, kernel_cache
 from .registry import OperationFailed, exists, lookup, register
 
 
@@ -39,7 +37,6 @@ FUSE_MIN_OPS = 5
 # Numba's own target="parallel" is not used: its cached kernels fail to load ("No module named '<dynamic>'")
 # and its workqueue threading layer is not safe for calls from several threads at once.
 PARALLEL_MIN_ELEMENTS = 1 << 18
-_CACHE_DIR = os.environ.get("PHYLANX_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "phylanx-py")
 
 
 def reference(spec, args, locs=None):
@@ -208,6 +205,8 @@ def cached_kernel(cache: dict, key, build):
         if hit is False:
             try:
                 hit = build()
+            except kernel_cache.UnsafeCacheError:
+                raise  # the user must hear of a cache folder others can write to, not get slower code silently
             except Exception:  # noqa: BLE001 - any failure to build means: use the reference
                 hit = None
             cache[key] = hit
@@ -348,33 +347,14 @@ def _source(spec, in_dtypes, dtypes) -> tuple[str, str]:
 
 
 def _compile(spec, in_dtypes, dtypes, src=None, warm=True):
-    """Write the generated kernel to the cache folder and import it (Numba caches compiled code beside it)."""
+    """The generated kernel, through the verified disk cache (Numba caches compiled code beside it)."""
     if src is None:
         src, _ = _source(spec, in_dtypes, dtypes)
-    digest = hashlib.sha1(src.encode()).hexdigest()[:20]
-    folder = os.path.join(_CACHE_DIR, "kernels")
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"fused_{digest}.py")
-    if not os.path.exists(path):
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            f.write(src)
-        os.replace(tmp, path)  # atomic: concurrent processes agree on one file
-    name = f"phylanx_fused_{digest}"
-    module = sys.modules.get(name)
-    if module is None:
-        # registered in sys.modules like any import: Numba's disk cache looks the module up by name
-        module_spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[name] = module
-        try:
-            module_spec.loader.exec_module(module)
-            if warm:
-                module.kernel(*[np.zeros(1, d) for d in in_dtypes])  # compile now: a failure is a failure here
-        except BaseException:
-            del sys.modules[name]  # no half-loaded module for the next call to find
-            raise
-    return module.kernel
+
+    def compile_now(module):  # a failure to compile is a failure here, not at the first real call
+        module.kernel(*[np.zeros(1, d) for d in in_dtypes])
+
+    return kernel_cache.load_or_build("fused", src, compile_now if warm else None).kernel
 
 
 # ---- a chain feeding a sum: one pass, no intermediate array ----------------------------------------------

@@ -17,16 +17,18 @@ it does not lose it: Dask recomputes it, like any other lost result, from lineag
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
 import warnings
 
-from phylanx_py._version import __version__
 from phylanx_py.errors import ClusterError
 
+from . import dask_faults
 from .base import Runtime
 from .dask_cluster import DaskCluster
+from .dask_connect import check_workers  # noqa: F401 - where cli.py and users find it
 from .executors import FUTURES, collect, substitute
 
 UPLOAD_BYTES = 1 << 20
@@ -34,24 +36,6 @@ DASK_INLINE_ELEMENTS = 1 << 20
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_NO_WORKER_TIMEOUT = 60.0
 _POLL_SECONDS = 1.0
-
-# A probe that must run on workers that may not have phylanx-py: built from source in a module of its own
-# name, so cloudpickle ships it by value instead of by reference to a phylanx_py module.
-_PROBE_SOURCE = """
-def probe():
-    try:
-        import phylanx_py
-        return ("ok", phylanx_py.__version__)
-    except BaseException as e:
-        return ("missing", f"{type(e).__name__}: {e}")
-"""
-
-
-def _make_probe():
-    ns = {"__name__": "__phylanx_probe__"}
-    exec(_PROBE_SOURCE, ns)  # noqa: S102 - a constant defined above
-    return ns["probe"]
-
 
 def _aligned(x):
     """Arrays Dask deserializes can be unaligned views into a receive buffer, and BLAS on those runs ~10x
@@ -97,10 +81,44 @@ class DaskExecutor(DaskCluster):
         self.no_worker_timeout = no_worker_timeout
         self._owned = list(owned)  # what closing this executor closes (a client and cluster it started)
         self._homes: dict = {}  # task key -> (worker it was placed on, bytes of the upload it derives from)
+        self._no_workers_since: float | None = None  # see _watch
+        self.lost: str | None = None  # what happened when the scheduler connection was lost (then: closed)
+        self._closing = False  # close() was called: a closed client is then no news
 
     @property
     def workers(self) -> int:
         return len(self.client.nthreads())
+
+    # ---- failures of the cluster (runtime/dask_faults.py) --------------------------------------------
+    def lost_now(self) -> str | None:
+        """What happened to the scheduler connection, once it is gone (remembered: it does not come back)."""
+        if self.lost is None and not self._closing:
+            self.lost = dask_faults.scheduler_lost(self.client)
+        return self.lost
+
+    def check_alive(self):
+        """ClusterError at once when the scheduler connection is gone: nothing submitted now could finish."""
+        if self.lost_now() is not None:
+            raise ClusterError(self.lost)
+
+    def cluster_error(self, exc):
+        """The ClusterError that ``exc`` stands for (see dask_faults), or None for a kernel's own error."""
+        err = dask_faults.cluster_error(exc, self.client)
+        self.lost_now()
+        return err
+
+    @contextlib.contextmanager
+    def _guard(self):
+        self.check_alive()
+        try:
+            yield
+        except ClusterError:
+            raise
+        except BaseException as e:
+            err = self.cluster_error(e)
+            if err is None:
+                raise
+            raise err from e
 
     # ---- submitting ----------------------------------------------------------------------------------
     def _upload(self, value, ev):
@@ -145,6 +163,10 @@ class DaskExecutor(DaskCluster):
         return value
 
     def submit(self, site, args, kwargs, ev=None):
+        with self._guard():
+            return self._submit(site, args, kwargs, ev)
+
+    def _submit(self, site, args, kwargs, ev=None):
         loc = site.loc
         key = f"{site.prim.label}@{os.path.basename(loc.filename)}:{loc.lineno}-{uuid.uuid4().hex}"
         args = tuple(self._upload(a, ev) for a in args)
@@ -208,37 +230,49 @@ class DaskExecutor(DaskCluster):
                               e.get("nbytes", 0) or 0, moved)
 
     # ---- waiting -------------------------------------------------------------------------------------
-    def _watch(self, since: float) -> float:
-        """Raise if the cluster has had no workers for ``no_worker_timeout`` seconds; returns the new mark."""
+    def _watch(self):
+        """Raise if the cluster has had no workers for ``no_worker_timeout`` seconds. The clock belongs to the
+        executor, not to one wait: the waits that follow a failure (for the call's other tasks) do not start it
+        again, so the error comes after ``no_worker_timeout`` seconds, not a multiple of it."""
+        self.check_alive()
         if self.workers:
-            return time.monotonic()
-        if time.monotonic() - since > self.no_worker_timeout:
-            raise ClusterError(f"the Dask cluster has had no workers for {self.no_worker_timeout:.0f} s; "
+            self._no_workers_since = None
+            return
+        now = time.monotonic()
+        if self._no_workers_since is None:
+            self._no_workers_since = now
+        elif now - self._no_workers_since >= self.no_worker_timeout:
+            raise ClusterError(f"the Dask cluster has had no workers for {self.no_worker_timeout:g} s; "
                                "the computation cannot finish (start workers, or raise no_worker_timeout)")
-        return since
 
     def wait(self, futures):
-        futures = [f for f in futures if type(f) is self._distributed.Future]
-        mark = time.monotonic()
-        while futures:
-            try:
-                # this client's own wait: ``distributed.wait`` uses the process's *default* client, which is
-                # whichever client was made last (perhaps one the user has closed since)
-                self.client.sync(self._distributed.client._wait, futures, timeout=_POLL_SECONDS,
-                                 return_when="ALL_COMPLETED")
-            except TimeoutError:
-                pass
-            futures = [f for f in futures if not f.done()]
-            if futures:
-                mark = self._watch(mark)
+        with self._guard():
+            futures = [f for f in futures if type(f) is self._distributed.Future]
+            while futures:
+                try:
+                    # this client's own wait: ``distributed.wait`` uses the process's *default* client, which
+                    # is whichever client was made last (perhaps one the user has closed since)
+                    poll = min(_POLL_SECONDS, self.no_worker_timeout / 4)
+                    self.client.sync(self._distributed.client._wait, futures, timeout=poll,
+                                     return_when="ALL_COMPLETED")
+                except TimeoutError:
+                    pass
+                futures = [f for f in futures if not f.done()]
+                if futures:
+                    self._watch()
 
     def result(self, fut):
         if type(fut) is not self._distributed.Future:
             return fut.result()
         self.wait([fut])
-        return fut.result()
+        with self._guard():
+            return fut.result()
 
     def gather(self, value):
+        with self._guard():
+            return self._gather(value)
+
+    def _gather(self, value):
         found: list = []
         collect(value, found)
         # batched tile reductions (runtime/tiled/batch.py): one fetch per batch, however many items
@@ -260,6 +294,7 @@ class DaskExecutor(DaskCluster):
         return not fut.cancelled() and fut.exception() is not None
 
     def close(self):
+        self._closing = True
         for thing in reversed(self._owned):
             try:
                 thing.close()
@@ -269,21 +304,65 @@ class DaskExecutor(DaskCluster):
 
 
 
-def check_workers(client) -> dict:
-    """Every worker's phylanx-py version; ClusterError naming the workers that lack it or differ."""
-    answers = client.run(_make_probe(), on_error="return")
-    bad = []
-    for worker, answer in sorted(answers.items()):
-        if isinstance(answer, BaseException):
-            bad.append(f"worker {worker} could not be probed: {type(answer).__name__}: {answer}")
-        elif answer[0] != "ok":
-            bad.append(f"worker {worker} cannot import phylanx-py ({answer[1]})")
-        elif answer[1] != __version__:
-            bad.append(f"worker {worker} has phylanx-py {answer[1]}, this client has {__version__}")
-    if bad:
-        raise ClusterError("; ".join(bad) + ". Install the same phylanx-py on every worker "
-                           "(README: Running on a cluster).")
-    return {w: a[1] for w, a in answers.items()}
+class DaskRuntime(Runtime):
+    """A runtime on Dask: ``client``, ``dashboard_link``; failures of the cluster are ClusterErrors naming the call.
+
+    When the scheduler connection is lost the runtime closes itself (and what it started): every future on the
+    cluster is gone with the scheduler, so no later call could use it. A new runtime works once a scheduler runs."""
+
+    @property
+    def client(self):
+        return self.executor.client
+
+    @property
+    def closed(self) -> bool:
+        """Closed by ``close()``, or because the scheduler connection was lost (noticed here at the latest)."""
+        if not self._closed and self.executor.lost_now() is not None:
+            self._close_after_loss()
+        return self._closed
+
+    @closed.setter
+    def closed(self, value: bool):
+        self._closed = value
+
+    @property
+    def dashboard_link(self) -> str | None:
+        """The address of the Dask dashboard (None when the scheduler serves none)."""
+        try:
+            return self.executor.client.dashboard_link
+        except Exception:  # noqa: BLE001 - no dashboard service (``--no-dashboard``), or a closed client
+            return None
+
+    def evaluate(self, code, args, kwargs, hooks=None):
+        call = f"{getattr(code, 'entry', 'the compiled function')}()"
+        ex = self.executor
+        if ex.lost is not None:
+            raise ClusterError(f"{call} cannot run: {ex.lost}; this runtime was closed then: make a new one "
+                               "(px.runtime.dask(...)) once the scheduler runs again")
+        try:
+            ex.check_alive()
+            return super().evaluate(code, args, kwargs, hooks)
+        except BaseException as e:
+            err = ex.cluster_error(e)
+            if err is None:
+                raise
+            if ex.lost is not None and not self._closed:
+                self._close_after_loss()
+            raise dask_faults.naming_the_call(err, call, ex.lost is not None) from e
+
+    def _close_after_loss(self):
+        """Closed at once (this may run on one of its own driver threads, which cannot wait for themselves);
+        the client (which would keep trying to reconnect) and what it started are closed in the background."""
+        import threading
+
+        self._closed = True
+        if self._drivers is not None:
+            self._drivers.shutdown(wait=False)
+        threading.Thread(target=self.executor.close, name="phylanx-close", daemon=True).start()
+
+    def __repr__(self):
+        lost = self.executor.lost
+        return f"<phylanx runtime {self.name}: closed ({lost})>" if lost and self.closed else super().__repr__()
 
 
 def dask(address: str | None = None, client=None, n_workers: int | None = None,
@@ -291,26 +370,28 @@ def dask(address: str | None = None, client=None, n_workers: int | None = None,
          security=None, no_worker_timeout: float = DEFAULT_NO_WORKER_TIMEOUT, check: bool = True,
          inline_elements: int | None = None, progress: bool | None = None, **cluster_kwargs) -> Runtime:
     """A runtime on Dask: connect to ``address`` (a running ``dask scheduler``), wrap an existing ``client``, or
-    start an in-process ``LocalCluster`` of ``n_workers`` processes on 127.0.0.1 (the default: one per core).
+    start an in-process ``LocalCluster`` of ``n_workers`` processes on 127.0.0.1 (the default: one per core; its
+    dashboard on 127.0.0.1 too, its address printed on stderr and in ``rt.dashboard_link``).
 
-    Closing the runtime closes only what it started. ``timeout`` bounds connecting (a ClusterError past it);
-    ``security`` (a ``distributed.Security``, e.g. TLS) passes through; ``check`` verifies every worker has
-    this version of phylanx-py. ``progress``: show tasks done/submitted during long calls (None: on a
-    terminal only)."""
+    Closing the runtime closes only what it started. ``timeout`` bounds connecting (a ClusterError past it; a
+    refused connection is one at once); ``security`` (a ``distributed.Security``, e.g. TLS) passes through;
+    ``check`` verifies every worker has this version of phylanx-py. ``progress``: show tasks done/submitted
+    during long calls (None: on a terminal only). ``no_worker_timeout``: seconds a call waits while the cluster
+    has no workers before it is a ClusterError."""
     import distributed
+
+    from .dask_connect import check_address, connect, start_local_cluster
 
     owned = []
     if client is None:
         try:
             if address is None:
-                cluster = distributed.LocalCluster(
-                    n_workers=n_workers or os.cpu_count() or 1, threads_per_worker=threads_per_worker or 1,
-                    processes=True, host="127.0.0.1", dashboard_address=cluster_kwargs.pop("dashboard_address", ":0"),
-                    security=security, **cluster_kwargs)
+                cluster = start_local_cluster(n_workers, threads_per_worker, security, cluster_kwargs)
                 owned.append(cluster)
                 client = distributed.Client(cluster, timeout=timeout, security=security)
             else:
-                client = distributed.Client(address, timeout=timeout, security=security)
+                check_address(address, security, timeout)
+                client = connect(address, timeout, security)
         except (OSError, TimeoutError) as e:
             for thing in owned:
                 thing.close()
@@ -326,4 +407,4 @@ def dask(address: str | None = None, client=None, n_workers: int | None = None,
             raise
     kw = {"inline_elements": DASK_INLINE_ELEMENTS if inline_elements is None else inline_elements}
     executor = DaskExecutor(client, no_worker_timeout=no_worker_timeout, owned=owned)
-    return Runtime(executor, name=f"dask {client.scheduler.address}", progress=progress, **kw)
+    return DaskRuntime(executor, name=f"dask {client.scheduler.address}", progress=progress, **kw)

@@ -1,10 +1,12 @@
-"""Which runtime compiled functions run on: the process-wide default, and ``using()`` blocks."""
+"""Which runtime compiled functions run on: the process-wide default, ``using()`` blocks, and threads started
+inside them."""
 from __future__ import annotations
 
 import contextlib
 import contextvars
 import os
 import threading
+import warnings
 
 from .base import Runtime
 from .dask_runtime import dask
@@ -37,16 +39,60 @@ def set_default(rt: Runtime | None) -> Runtime | None:
     return previous
 
 
+# The ``using`` blocks open in each thread (innermost last). A thread started inside a block does not inherit the
+# context variable (threads start with an empty context), so a thread that chose no runtime itself follows the
+# blocks open in other threads: ``with px.using(rt): pool.map(f, xs)`` runs ``f`` on ``rt``, not silently on the
+# default runtime. The main thread never follows other threads (it was not started inside any block).
+_open: dict[int, list[Runtime]] = {}
+_open_lock = threading.Lock()
+_warned_ambiguous = False
+
+
+def _followed() -> Runtime | None:
+    """The runtime of the blocks open in other threads when they agree; None (with a warning) when not."""
+    global _warned_ambiguous
+    if threading.current_thread() is threading.main_thread():
+        return None
+    with _open_lock:
+        if not _open:
+            return None
+        chosen = {id(stack[-1]): stack[-1] for stack in _open.values()}
+    if len(chosen) == 1:
+        return next(iter(chosen.values()))
+    if not _warned_ambiguous:
+        _warned_ambiguous = True
+        warnings.warn(f"a compiled function was called in thread {threading.current_thread().name!r}, which chose "
+                      f"no runtime, while px.using blocks for {len(chosen)} different runtimes are open in other "
+                      "threads: it runs on the default runtime. Call px.using(rt) in that thread (or "
+                      "px.runtime.set_default(rt)) to choose.", RuntimeWarning, stacklevel=3)
+    return None
+
+
 def current() -> Runtime:
+    """The runtime of the innermost ``using`` block of this thread; in a thread without one, that of the blocks
+    open in other threads when they all name the same runtime; else the process-wide default."""
     rt = _current.get()
+    if rt is None:
+        rt = _followed()
     return rt if rt is not None else default()
 
 
 @contextlib.contextmanager
 def using(rt: Runtime):
-    """Run compiled functions on ``rt`` inside the block."""
+    """Run compiled functions on ``rt`` inside the block, and in threads started meanwhile (see ``current``)."""
     token = _current.set(rt)
+    me = threading.get_ident()
+    with _open_lock:
+        _open.setdefault(me, []).append(rt)
     try:
         yield rt
     finally:
         _current.reset(token)
+        with _open_lock:
+            stack = _open.get(me, [])
+            for i in range(len(stack) - 1, -1, -1):
+                if stack[i] is rt:
+                    del stack[i]
+                    break
+            if not stack:
+                _open.pop(me, None)

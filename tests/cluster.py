@@ -37,8 +37,10 @@ class DaskProcesses:
         # import phylanx-py as installed (what a real cluster does), not the repository's folders.
         self.cwd = tempfile.gettempdir()
         self.scheduler = subprocess.Popen(
+            # --dashboard-address: even without the dashboard, Dask serves /health and /metrics over HTTP, by
+            # default on all interfaces
             _dask_cli("distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(self.port),
-                      "--no-dashboard"),
+                      "--no-dashboard", "--dashboard-address", "127.0.0.1:0"),
             env={**os.environ, **THREAD_CAPS}, cwd=self.cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.workers: list[subprocess.Popen] = []
         try:
@@ -64,7 +66,7 @@ class DaskProcesses:
     def add_worker(self, extra_env: dict | None = None) -> subprocess.Popen:
         w = subprocess.Popen(
             _dask_cli("distributed.cli.dask_worker", self.address, "--nthreads", "1", "--no-nanny",
-                      "--no-dashboard", "--host", "127.0.0.1"),
+                      "--no-dashboard", "--dashboard-address", "127.0.0.1:0", "--host", "127.0.0.1"),
             env={**self.env, **(extra_env or {})}, cwd=self.cwd, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL)
         self.workers.append(w)
@@ -82,6 +84,10 @@ class DaskProcesses:
     def kill_worker(self, w: subprocess.Popen):
         w.send_signal(signal.SIGKILL)
         w.wait(timeout=30)
+
+    def kill_scheduler(self):
+        self.scheduler.send_signal(signal.SIGKILL)
+        self.scheduler.wait(timeout=30)
 
     def stop(self):
         # workers first: a worker whose scheduler is gone keeps trying to reconnect before it exits

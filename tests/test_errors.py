@@ -512,3 +512,17 @@ def test_unknown_attribute_is_pythons_attribute_error_at_its_line():
     assert err.value.primitive == "getattr"
     assert isinstance(err.value.__cause__, AttributeError)
     assert str(err.value.__cause__) == "'numpy.ndarray' object has no attribute 'frobnicate'"
+
+
+async def async_top(x):
+    return x + 1
+
+
+def test_async_function_is_a_compile_error():
+    """Compiled, it would return its value where Python returns a coroutine: refused, at the ``async def``."""
+    line, col = source_position(async_top, "async def")
+    with pytest.raises(px.CompileError) as err:
+        px.compile(async_top)(1)
+    assert str(err.value).splitlines()[0] == (
+        f"{FILE}:{line}:{col}: unsupported construct: async function (a compiled function runs to its result; call "
+        "it from async code instead, e.g. in loop.run_in_executor)")

@@ -21,6 +21,7 @@ from _prim_compare import assert_same, write_module
 from helpers import source_position
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from phylanx_py.primitives import kernel_cache as KC
 
 import phylanx_py as px
 from phylanx_py import ir
@@ -35,10 +36,10 @@ sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
 
 @pytest.fixture(scope="module", autouse=True)
 def kernel_cache(tmp_path_factory):
-    """Generated kernels go to a fresh folder, not the user's ~/.cache (``_CACHE_DIR`` is read at import)."""
+    """Generated kernels go to a fresh folder, not the user's ~/.cache (``CACHE_DIR`` is read at import)."""
     folder = tmp_path_factory.mktemp("phylanx_cache")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(F, "_CACHE_DIR", str(folder))
+        mp.setattr(KC, "CACHE_DIR", str(folder))
         yield folder
 
 
@@ -593,7 +594,7 @@ CHILD = textwrap.dedent("""
     counts["seconds"] = time.perf_counter() - t
     counts["ok"] = bool(np.allclose(y, prog_child.chain(x), rtol=1e-12, atol=1e-14))
     counts["kernels"] = len(F._kernels)
-    counts["cache_dir"] = F._CACHE_DIR
+    counts["cache_dir"] = F.kernel_cache.CACHE_DIR
     print(json.dumps(counts))
 """)
 

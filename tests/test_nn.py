@@ -143,6 +143,21 @@ def test_fit_learns_is_deterministic_for_a_seed_and_saves_and_loads(tmp_path):
         nn.Sequential([nn.Dense(6, 8), nn.ReLU(), nn.Dense(8, 3)]).load(tmp_path / "w.npz")
 
 
+@pytest.mark.parametrize(("bad", "dtype"), [("str", "<U3"), ("complex", "complex128")])
+def test_load_rejects_weights_that_are_not_real_numbers(tmp_path, bad, dtype):
+    m = nn.Sequential([nn.Dense(2, 2)])
+    m.build((2,))
+    m.save(tmp_path / "w.npz")
+    with np.load(tmp_path / "w.npz") as data:
+        arrays = dict(data)
+    arrays["layer0.W"] = np.full((2, 2), "abc") if bad == "str" else np.ones((2, 2)) * (1 + 2j)
+    np.savez(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(ValueError) as err:
+        nn.Sequential([nn.Dense(2, 2)]).load(tmp_path / "bad.npz")
+    assert str(err.value) == f"{tmp_path / 'bad.npz'}: layer0.W has dtype {dtype}, the model wants real numbers " \
+                             "(float64)"
+
+
 def test_regression_with_mse_and_binary_classification():
     rng = np.random.default_rng(7)
     X = rng.normal(size=(200, 3))

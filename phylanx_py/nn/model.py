@@ -103,10 +103,13 @@ class Sequential:
         if validation is not None:
             history["val_loss"], history["val_accuracy"] = [], []
         if parallel is not None:
+            from phylanx_py.runtime.dask_faults import cluster_failures
+
             from .parallel import fit_parallel
 
-            return fit_parallel(self, X, Y, epochs, batch_size, optimizer, validation, seed, verbose, parallel,
-                                every, history)
+            with cluster_failures(getattr(X, "client", None), f"fit(parallel={parallel!r})"):
+                return fit_parallel(self, X, Y, epochs, batch_size, optimizer, validation, seed, verbose, parallel,
+                                    every, history)
         rng = np.random.default_rng(seed + 1)
         X, Y = _local(X), _local(Y)
         with _step_runtime():
@@ -185,6 +188,9 @@ class Sequential:
                         if data[key].shape != np.shape(p[k]):
                             raise ValueError(f"{path}: {key} has shape {data[key].shape}, the model wants "
                                              f"{np.shape(p[k])}")
+                        if data[key].dtype.kind not in "biuf":  # strings, complex, dates: not weights
+                            raise ValueError(f"{path}: {key} has dtype {data[key].dtype}, the model wants real "
+                                             f"numbers ({np.asarray(p[k]).dtype})")
                         p[k] = data[key].copy()
         return self
 

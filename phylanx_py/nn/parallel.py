@@ -194,8 +194,13 @@ def fit_parallel(model, X, Y, epochs, batch_size, optimizer, validation, seed, v
                 result = run(ctx, carry, rng, step, epoch)
                 break
             except Exception as e:  # a lost worker or its data: restart the epoch from its checkpoint
-                if attempt == RETRIES or not _is_cluster_failure(e):
-                    raise
+                if not _is_cluster_failure(e) or client.status != "running":
+                    raise  # (a lost scheduler: a restart cannot help; Sequential.fit makes it a ClusterError)
+                if attempt == RETRIES:
+                    from phylanx_py.errors import ClusterError
+
+                    raise ClusterError(f"training lost workers or their data in {RETRIES + 1} attempts at epoch "
+                                       f"{epoch + 1}; the last failure: {type(e).__name__}: {e}") from e
                 rng.bit_generator.state = rng_state
         carry, step, pvec, stats = result
         history.setdefault("restarts", []).append(attempt)
@@ -218,7 +223,9 @@ def _homes(client, X, parts):
     """The worker of each row tile: where it is now, or (lost with a worker) a live worker to recompute it on."""
     alive = sorted(client.scheduler_info()["workers"])
     if not alive:
-        raise RuntimeError("no Dask workers are left to train on")
+        from phylanx_py.errors import ClusterError
+
+        raise ClusterError("no Dask workers are left to train on")
     where = X.placement
     out = []
     for i in range(parts):
@@ -252,12 +259,13 @@ def _await(client, steps, last):
 
 
 def _is_cluster_failure(e) -> bool:
-    from distributed.client import FutureCancelledError
+    from concurrent.futures import CancelledError  # FutureCancelledError and the plural FuturesCancelledError
+
     from distributed.scheduler import KilledWorker
 
     if isinstance(e, KeyError) and "://" in str(e):  # the scheduler no longer knows a worker we just picked
         return True
-    return isinstance(e, (KilledWorker, FutureCancelledError, OSError, TimeoutError)) or "lost" in str(e).lower()
+    return isinstance(e, (KilledWorker, CancelledError, OSError, TimeoutError)) or "lost" in str(e).lower()
 
 
 def _split(idx, rows):

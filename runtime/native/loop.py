@@ -7,14 +7,12 @@ every loop that qualifies is compiled at its first run and runs natively (the di
 """
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import os
-import sys
 import threading
 import time
 
 import numpy as np
+from phylanx_py.primitives import kernel_cache
 
 from . import kinds as K
 from .analysis import LoopPlan
@@ -23,8 +21,6 @@ from .kinds import Decline
 from .lower import lower
 
 HOT_SECONDS = 0.05  # interpreted time after which a loop is compiled (Numba takes 0.2-10 s per kernel)
-_LOCK = threading.Lock()
-_MODULES: dict[str, object] = {}  # source digest -> loaded module (one per process)
 # counts of what the tier did in this process: "native" runs, "declined" signatures with their reasons
 STATS: dict = {"native": 0, "compiled": 0, "declined": {}}
 
@@ -39,38 +35,11 @@ def mode() -> str:
 _MODE = ["on", None]  # the last mode() and the variable's text it came from
 
 
-def _cache_dir() -> str:
-    from phylanx_py.primitives.fused import _CACHE_DIR
-
-    return os.path.join(_CACHE_DIR, "native")
-
-
 def load_kernel(source: str):
-    """The kernel of ``source`` (a module of HELPERS + kernel), written to the cache folder and imported, so
-    Numba's disk cache finds it again in another process; rebuilt from source there, never unpickled code."""
-    digest = hashlib.sha1(source.encode()).hexdigest()[:20]
-    with _LOCK:
-        module = _MODULES.get(digest)
-        if module is None:
-            folder = _cache_dir()
-            os.makedirs(folder, exist_ok=True)
-            path = os.path.join(folder, f"native_{digest}.py")
-            if not os.path.exists(path):
-                tmp = f"{path}.{os.getpid()}.tmp"
-                with open(tmp, "w") as f:
-                    f.write(source)
-                os.replace(tmp, path)
-            name = f"phylanx_native_{digest}"
-            spec = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            try:
-                spec.loader.exec_module(module)
-            except BaseException:
-                del sys.modules[name]
-                raise
-            _MODULES[digest] = module
-    return module
+    """The kernel module of ``source`` (HELPERS + kernel) through the verified kernel cache
+    (primitives/kernel_cache.py): Numba's disk cache finds it again in another process; what runs is always the
+    source generated here, never a file's content or unpickled code from elsewhere."""
+    return kernel_cache.load_or_build("native", source)
 
 
 class Entry:
