@@ -67,9 +67,9 @@ def test_a_thread_with_its_own_block_keeps_it_and_the_main_thread_never_follows(
 
 
 def test_blocks_for_different_runtimes_in_other_threads_are_a_warning(monkeypatch):
-    from phylanx_py.runtime import base
+    from phylanx_py.runtime import select
 
-    monkeypatch.setattr(base, "_warned_ambiguous", False)
+    monkeypatch.setattr(select, "_warned_ambiguous", False)
     a, b = Counting(), Counting()
     ready, done = threading.Barrier(3), threading.Event()
 
