@@ -28,6 +28,8 @@ class Runtime:
         self._drivers: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self.closed = False
+        # what its calls did, for ``phylanx-py run``'s summary: calls, tasks submitted (the rest ran inline)
+        self.counts = {"calls": 0, "tasks": 0}
 
     def __repr__(self):
         if self.closed:
@@ -55,6 +57,9 @@ class Runtime:
             try:
                 return ev.finish(result)
             finally:
+                with self._lock:
+                    c = self.counts
+                    c["calls"], c["tasks"] = c["calls"] + 1, c["tasks"] + ev.submitted
                 _batch.discard(ev)  # tile reductions the call asked for but never used
                 if profiled:
                     self.executor.collect_profile(ev)

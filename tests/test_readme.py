@@ -53,3 +53,14 @@ def test_readme_python_blocks_run_as_written(tmp_path):
     done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
                           timeout=300, env=env)
     assert done.returncode == 0, f"README block failed (line numbers are README.md's):\n{done.stderr[-4000:]}"
+
+
+def test_readme_sample_tree_is_what_the_example_prints():
+    import runpy
+
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    start = readme.index("```\ndefine(lra, lambda(X, y, alpha, iterations),") + 4
+    sample = readme[start:readme.index("```", start)].rstrip()
+    lra = runpy.run_path(os.path.join(ROOT, "examples", "lra.py"), run_name="example")["lra"]
+    printed = str(lra.tree).replace(os.path.join(ROOT, "examples"), "/home/me/examples")
+    assert sample == printed
