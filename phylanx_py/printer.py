@@ -120,6 +120,12 @@ def tree_view(program: ir.Program) -> str:
     def visit(n, depth):
         if isinstance(n, ir.Call):
             head = _label(n.prim)
+        elif isinstance(n, ir.Fused):  # named by its contents, as in the drawing and the profile
+            from .fused_names import fused_label
+
+            head = fused_label(n)
+        elif isinstance(n, ir.Leaf):  # input $i of the enclosing fused group, as in the drawing
+            head = f"${n.index}"
         elif isinstance(n, (ir.Const, ir.Var, ir.Global, ir.StoreName, ir.FuncRef)):
             head = expr(n)
         else:

@@ -6,6 +6,7 @@ import contextvars
 import os
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from . import progress
@@ -42,6 +43,7 @@ class Runtime:
             raise RuntimeError(f"{self!r} is closed")
         if sys.getrecursionlimit() < _RECURSION_LIMIT:
             sys.setrecursionlimit(_RECURSION_LIMIT)
+        t_start = time.perf_counter()
         ev = Evaluation(self, hooks)
         profiled = ev.profile is not None and hasattr(self.executor, "collect_profile")
         if profiled:
@@ -57,12 +59,15 @@ class Runtime:
             try:
                 return ev.finish(result)
             finally:
+                wall = time.perf_counter() - t_start
                 with self._lock:
                     c = self.counts
                     c["calls"], c["tasks"] = c["calls"] + 1, c["tasks"] + ev.submitted
                 _batch.discard(ev)  # tile reductions the call asked for but never used
                 if profiled:
                     self.executor.collect_profile(ev)
+                if ev.profile is not None and hasattr(ev.profile, "record_call"):  # the profile's wall time
+                    ev.profile.record_call(code.entry, wall)
 
     def lazy(self, fn, *args, **kwargs):
         """Run ``fn`` on a driver thread (the evaluator may block on data-dependent conditions there)."""
