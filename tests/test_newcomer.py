@@ -35,3 +35,92 @@ def test_grad_trace_gives_the_tree_with_the_users_parameter_names():
     h = 1 - np.tanh(X @ params["W1"] + params["b1"]) ** 2
     np.testing.assert_allclose(grads["W1"], X.T @ h)
     np.testing.assert_allclose(grads["b1"], h.sum(axis=0))
+
+
+BAD = '''import numpy as np
+import phylanx_py as px
+
+
+@px.compile
+def load(path):
+    with open(path) as f:
+        return f.read()
+
+
+@px.compile
+def predict(X, w):
+    h = X @ w
+    return h + 1
+
+
+if __name__ == "__main__":
+    import sys
+    if sys.argv[1] == "compile":
+        load("x")
+    else:
+        predict(np.ones((3, 4)), np.ones(5))
+'''
+
+
+def _run_bad(tmp_path, what, debug=False):
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "bad.py"
+    script.write_text(BAD)
+    env = {k: v for k, v in os.environ.items() if k != "PHYLANX_DEBUG"}
+    if debug:
+        env["PHYLANX_DEBUG"] = "1"
+    done = subprocess.run([sys.executable, str(script), what], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 1
+    return done.stderr, str(script)
+
+
+def test_compile_error_traceback_ends_at_the_users_line_without_translator_frames(tmp_path):
+    err, path = _run_bad(tmp_path, "compile")
+    lines = err.splitlines()
+    frames = [line.strip() for line in lines if line.strip().startswith("File ")]
+    assert frames[0] == f'File "{path}", line 20, in <module>'
+    assert frames[-2:] == [f'File "{path}", line 7, in load'] * 2  # the last frame, then the message's
+    assert not any("translate.py" in f or "program.py" in f for f in frames)
+    assert len(frames) == 5  # the call, two of the decorator's, the user's line, the message's
+    at = lines.index(f'  File "{path}", line 7, in load')
+    assert lines[at + 1] == "    with open(path) as f:"
+    assert lines[at + 2] == f"phylanx_py.errors.CompileError: {path}:7:5: unsupported construct: 'with' statement"
+    debug, _ = _run_bad(tmp_path, "compile", debug=True)
+    assert "translate.py" in debug  # PHYLANX_DEBUG=1: every frame
+
+
+def test_runtime_error_shows_generated_source_under_a_readable_name(tmp_path):
+    import linecache
+    import traceback
+
+    err, path = _run_bad(tmp_path, "run")
+    assert 'File "<phylanx predict at bad.py:12>", line 8, in predict' in err
+    assert f"ExecutionError: {path}:13:9: in primitive '__matmul'" in err
+    # in this process: traceback / pdb read the generated lines from linecache
+    import runpy
+
+    predict = runpy.run_path(path, run_name="bad")["predict"]
+    assert "# bad.py:13: h = X @ w" in predict.source
+    with pytest.raises(px.ExecutionError) as e:
+        predict(np.ones((3, 4)), np.ones(5))
+    (frame,) = traceback.extract_tb(e.value.__cause__.__traceback__)
+    assert (frame.filename, frame.name) == ("<phylanx predict at bad.py:12>", "predict")
+    assert frame.line.endswith("# bad.py:13: h = X @ w")
+    assert linecache.getline(frame.filename, frame.lineno).rstrip().endswith("# bad.py:13: h = X @ w")
+
+
+def test_trace_error_is_exported_and_float_class_labels_are_accepted():
+    from phylanx_py import nn
+
+    assert issubclass(px.TraceError, px.PhylanxError) and "TraceError" in px.__all__
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((64, 8)), rng.integers(0, 3, 64)
+    as_float = nn.Sequential([nn.Dense(8, 3)]).fit(X, Y.astype(np.float64), epochs=2, seed=0, verbose=False)
+    as_int = nn.Sequential([nn.Dense(8, 3)]).fit(X, Y, epochs=2, seed=0, verbose=False)
+    assert as_float["loss"] == as_int["loss"]
+    with pytest.raises(px.PhylanxError, match="labels must be integers .class indices, one per row., got float64 "
+                                               "with values that are not whole numbers"):
+        nn.Sequential([nn.Dense(8, 3)]).fit(X, Y + 0.5, epochs=1, seed=0, verbose=False)
