@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import runpy
 import sys
@@ -65,6 +66,7 @@ def cmd_run(args) -> int:
         _say(f"running {args.script} on {rt!r}" + (f", dashboard {link}" if link else ""))
     previous = px.runtime.set_default(rt) if rt is not None else None
     sys.argv = [args.script] + list(args.script_args)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(args.script)))  # as ``python SCRIPT`` does
     shown = rt or px.runtime.current()
     try:
         with px.using(shown):
@@ -120,8 +122,6 @@ def _load_function(spec: str):
 
 
 def cmd_tree(args) -> int:
-    import os
-
     out = args.output or f"{args.function.rpartition(':')[2]}.svg"
     if args.output is None and os.path.exists(out):
         raise SystemExit(f"phylanx-py tree: {os.path.abspath(out)} exists; give -o {out} to overwrite it, or "
