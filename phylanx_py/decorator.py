@@ -46,7 +46,7 @@ def _at_user_line(err: CompileError):
     loc = err.loc
     text = loc.line_text.rstrip() if loc is not None else ""
     if loc is None or loc.lineno < 2 or not text.strip() or not os.path.exists(loc.filename):
-        return builtins.compile("raise __e", "<phylanx>", "exec"), "__e"
+        return None, None
     stripped = text.lstrip()
     name = "_" * max(len(stripped) - len("raise "), 1)
     indent = len(text) - len(stripped)
@@ -103,9 +103,9 @@ class CompiledFunction:
             return self._compile()
         except CompileError as e:
             error = _user_facing(e)
-        if _debug():
+        code, name = (None, None) if _debug() else _at_user_line(error)
+        if code is None:
             raise error
-        code, name = _at_user_line(error)
         exec(code, {name: error})  # noqa: S102 - raises the CompileError at your line (PHYLANX_DEBUG=1: details)
 
     @property

@@ -5,10 +5,11 @@ from .base import Runtime, current, default, set_default, using
 from .executors import SynchronousExecutor, ThreadPoolExecutorRuntime
 
 
-def local(workers: int | None = None, *, inline_elements: int | None = None) -> Runtime:
-    """The default kind of runtime: a local thread pool of ``workers`` threads (default: one per core)."""
+def local(workers: int | None = None, *, inline_elements: int | None = None, progress: bool | None = None) -> Runtime:
+    """The default kind of runtime: a local thread pool of ``workers`` threads (default: one per core).
+    ``progress``: a progress line for calls longer than a second (None: when stderr is a terminal)."""
     kw = {} if inline_elements is None else {"inline_elements": inline_elements}
-    return Runtime(ThreadPoolExecutorRuntime(workers), **kw)
+    return Runtime(ThreadPoolExecutorRuntime(workers), progress=progress, **kw)
 
 
 def dask(*args, **kwargs) -> Runtime:

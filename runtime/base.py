@@ -109,7 +109,7 @@ def default() -> Runtime:
             else:
                 from .executors import ThreadPoolExecutorRuntime
 
-                _default = Runtime(ThreadPoolExecutorRuntime())
+                _default = Runtime(ThreadPoolExecutorRuntime(), progress=None)  # progress on a terminal
         return _default
 
 

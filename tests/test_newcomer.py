@@ -124,3 +124,68 @@ def test_trace_error_is_exported_and_float_class_labels_are_accepted():
     with pytest.raises(px.PhylanxError, match="labels must be integers .class indices, one per row., got float64 "
                                                "with values that are not whole numbers"):
         nn.Sequential([nn.Dense(8, 3)]).fit(X, Y + 0.5, epochs=1, seed=0, verbose=False)
+
+
+class _Terminal:
+    """A stream that says it is a terminal, keeping what was written."""
+
+    def __init__(self):
+        self.parts = []
+
+    def write(self, s):
+        self.parts.append(s)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+
+def test_fit_shows_per_batch_progress_on_a_terminal_only(monkeypatch, capsys):
+    from phylanx_py import nn
+
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((96, 8)), rng.integers(0, 3, 96)
+    term = _Terminal()
+    monkeypatch.setattr("sys.stderr", term)
+    nn.Sequential([nn.Dense(8, 3)]).fit(X, Y, epochs=2, batch_size=32, seed=0)
+    text = "".join(term.parts)
+    # the last batch of each epoch is always drawn, then the line is cleared for the epoch's summary line
+    assert "\r\x1b[Kepoch 1/2 [====================] 3/3 batches  loss " in text
+    assert "\r\x1b[Kepoch 2/2 [====================] 3/3 batches  loss " in text
+    assert text.count("\r\x1b[K") >= 4
+    monkeypatch.undo()
+    nn.Sequential([nn.Dense(8, 3)]).fit(X, Y, epochs=2, batch_size=32, seed=0)  # not a terminal: no bar
+    assert "batches" not in capsys.readouterr().err
+
+
+def test_progress_line_counts_tasks_without_a_fraction():
+    import time
+
+    from phylanx_py.runtime import progress
+
+    @px.compile
+    def slow(x, n):
+        for _ in range(n):
+            x = np.sqrt(x * x + 1.0)
+        return x.sum()
+
+    term = _Terminal()
+    ev_seen = []
+    original = progress.Progress
+
+    def spy(ev, stream=None, delay=None):
+        ev_seen.append(ev)
+        return original(ev, stream=term, delay=0.0)
+
+    with px.runtime.local(inline_elements=0, progress=True) as rt, px.using(rt):
+        try:
+            progress.Progress = spy
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 0.3:  # long enough for the watcher (every 0.1 s) to draw
+                slow(np.ones(200_000), 20)
+        finally:
+            progress.Progress = original
+    text = "".join(term.parts)
+    assert ev_seen and "tasks done, " in text and " in flight, " in text and "/" not in text
