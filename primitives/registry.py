@@ -91,8 +91,13 @@ def name_of(obj: object) -> str | None:
     return hit[1] if hit is not None and hit[0] is obj else None
 
 
-def names() -> list[str]:
-    return sorted(_REGISTRY)
+def names(internal: bool = False) -> list[str]:
+    """The NumPy functions compiled code can call, as NumPy spells them (``exp``, ``linalg.norm``,
+    ``random.normal``); ``internal=True``: every registered primitive, also operators, methods, builtins and
+    the ones the passes and gradients make (``fused.elementwise``, ``ad.index_add``)."""
+    if internal:
+        return sorted(_REGISTRY)
+    return sorted(n for n in _REGISTRY if "." not in n or n.split(".", 1)[0] in ("linalg", "random"))
 
 
 def set_grad(name: str, rule: Callable) -> Primitive:

@@ -189,3 +189,12 @@ def test_progress_line_counts_tasks_without_a_fraction():
             progress.Progress = original
     text = "".join(term.parts)
     assert ev_seen and "tasks done, " in text and " in flight, " in text and "/" not in text
+
+
+def test_primitive_names_are_numpys_unless_internal_ones_are_asked_for():
+    from phylanx_py import primitives
+
+    public, every = primitives.names(), primitives.names(internal=True)
+    assert {"exp", "matmul", "linalg.norm", "random.normal"} <= set(public)
+    assert not {"ad.index_add", "fused.elementwise", "operator.add", "method.sum"} & set(public)
+    assert {"ad.index_add", "fused.elementwise", "operator.add"} <= set(every) and set(public) < set(every)
