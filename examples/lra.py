@@ -27,7 +27,7 @@ def lra(X, y, alpha, iterations):
     return w
 
 
-def make_data(rows, cols, seed=42):
+def make_data(rows=100_000, cols=20, seed=42):
     """Linearly separable data: the label is the side of a random hyperplane through the origin."""
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((rows, cols))
