@@ -35,7 +35,39 @@ def cnn():
                           nn.MaxPool2D(2), nn.Flatten(), nn.Dense(16 * 4 * 4, 10)])
 
 
+def human_bytes(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if abs(n) < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
+
+
+def describe(extra: dict) -> list[str]:
+    """The parallel runs' figures, rounded and with units."""
+    out = []
+    if "bytes/step" in extra:
+        moved, least = extra["bytes/step"], extra["min bytes/step"]
+        out.append(f"moved between the workers: {human_bytes(moved)} per step (last epoch's average); the "
+                   f"scheme's minimum: {human_bytes(least)} per step")
+        if moved < least:
+            out.append("  (a little under the minimum: an epoch's first step gets the parameters from the client, "
+                       "not from the other worker)")
+        out.append(f"tasks: {extra['tasks/step']:.1f} per step")
+    if "consensus" in extra:
+        out.append(f"consensus (distance between the replicas): {extra['consensus']:.2e}")
+    if "val_accuracy per epoch" in extra:
+        out.append("test accuracy per epoch: " + " ".join(f"{x:.3f}" for x in extra["val_accuracy per epoch"]))
+    return out
+
+
+def heading(text: str, verbose: bool):
+    if verbose:
+        print(f"\n== {text}", flush=True)
+
+
 def run_local(name, model, Xtr, Ytr, Xte, Yte, epochs, verbose):
+    heading(f"{name}, in this process", verbose)
     t0 = time.perf_counter()
     model.fit(Xtr, Ytr, epochs=epochs, batch_size=32, optimizer=nn.SGD(lr=0.1, momentum=0.9),
               validation=(Xte, Yte), seed=0, verbose=verbose)
@@ -49,7 +81,9 @@ def run_parallel(modes, Xtr, Ytr, Xte, Yte, epochs, every, verbose, address=None
         from distributed import LocalCluster
 
         os.environ.setdefault("OMP_NUM_THREADS", "1")  # workers inherit it: they must not fight over the cores
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+        # loopback only, and a free port for the dashboard (8787 may be taken: Dask would warn)
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                               dashboard_address="127.0.0.1:0")
         address = cluster.scheduler_address
     rt = px.runtime.dask(address)
     out = []
@@ -57,6 +91,7 @@ def run_parallel(modes, Xtr, Ytr, Xte, Yte, epochs, every, verbose, address=None
         with px.using(rt):
             Xt, Yt = px.tiled.from_array(Xtr, tiles=(2, 1)), px.tiled.from_array(Ytr, tiles=(2,))
             for mode in modes:
+                heading(f"MLP 64-128-10, parallel={mode!r}, on 2 workers", verbose)
                 model = mlp()
                 t0 = time.perf_counter()
                 h = model.fit(Xt, Yt, epochs=epochs, batch_size=32, optimizer=nn.SGD(lr=0.1, momentum=0.9),
@@ -75,13 +110,15 @@ def run_parallel(modes, Xtr, Ytr, Xte, Yte, epochs, every, verbose, address=None
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", nargs="+", default=["mlp", "cnn", "allreduce", "neighbours"],
-                    choices=["mlp", "cnn", "allreduce", "neighbours"])
-    ap.add_argument("--epochs", type=int, default=30)
-    ap.add_argument("--every", type=int, default=4, help="steps between neighbour averages")
-    ap.add_argument("--scheduler", default=None, help="a running Dask scheduler (default: start two workers)")
-    ap.add_argument("--quiet", action="store_true")
+                    choices=["mlp", "cnn", "allreduce", "neighbours"], metavar="RUN",
+                    help="which runs: mlp, cnn (this process), allreduce, neighbours (two workers); default all")
+    ap.add_argument("--epochs", type=int, default=30, help="epochs per run (default 30)")
+    ap.add_argument("--every", type=int, default=4, help="neighbours: steps between neighbour averages (default 4)")
+    ap.add_argument("--scheduler", default=None, metavar="ADDR",
+                    help="a running Dask scheduler for the parallel runs (default: start two local workers)")
+    ap.add_argument("--quiet", action="store_true", help="no per-epoch lines, only the summary")
     args = ap.parse_args(argv)
     Xtr, Xte, Ytr, Yte = load()
     verbose = not args.quiet
@@ -95,13 +132,11 @@ def main(argv=None):
     modes = [m for m in ("allreduce", "neighbours") if m in args.only]
     if modes:
         rows += run_parallel(modes, Xtr, Ytr, Xte, Yte, args.epochs, args.every, verbose, args.scheduler)
-    print(f"\n{'model':<45} {'test accuracy':>13} {'seconds':>8}")
+    print(f"\n{'model':<45} {'test accuracy':>13} {'time':>8}")
     for name, acc, secs, extra in rows:
-        print(f"{name:<45} {acc:>13.4f} {secs:>8.1f}")
-        for k, v in (extra or {}).items():
-            if isinstance(v, list):
-                v = " ".join(f"{x:.3f}" for x in v)
-            print(f"    {k}: {v}")
+        print(f"{name:<45} {acc:>13.3f} {secs:>6.1f} s")
+        for line in describe(extra or {}):
+            print(f"    {line}")
     return rows
 
 

@@ -10,7 +10,8 @@ from .runtime import (
            using,  # noqa: E402
 )
 from .runtime.tiled import allgather, allreduce, broadcast  # noqa: E402
+from .trace import TraceError  # noqa: E402
 
 __all__ = ["ClusterError", "CompileError", "CompiledFunction", "ExecutionError", "PhylanxError", "Profile",
-           "allgather", "allreduce", "broadcast", "compile", "grad", "profile", "runtime", "tiled", "using",
-           "value_and_grad"]
+           "TraceError", "allgather", "allreduce", "broadcast", "compile", "grad", "profile", "runtime", "tiled",
+           "using", "value_and_grad"]

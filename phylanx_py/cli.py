@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import runpy
 import sys
@@ -29,16 +30,55 @@ def _runtime(args):
     return None
 
 
+def _say(text: str) -> None:
+    print(f"[phylanx-py] {text}", file=sys.stderr, flush=True)
+
+
+def _dashboard(rt):
+    """The Dask dashboard's address of ``rt`` (``rt.dashboard_link`` where the runtime has it), else None."""
+    link = getattr(rt, "dashboard_link", None)
+    if link is None:
+        client = getattr(getattr(rt, "executor", None), "client", None)
+        link = getattr(client, "dashboard_link", None)
+    return link
+
+
+def _where_work_ran(rt) -> str:
+    """The end-of-run summary: how many tasks went to the workers (or the pool), where the rest ran, and why."""
+    c = dict(rt.counts)
+    remote = getattr(rt.executor, "client", None) is not None
+    why = (f"scalar work, and arrays under the inline threshold of {rt.inline_elements:,} elements whose inputs "
+           "were here or that measured cheaper than a task")
+    text = (f"{c['calls']} compiled call{'s' if c['calls'] != 1 else ''}: {c['tasks']:,} tasks ran "
+            f"{'on the workers' if remote else 'on the thread pool'}; ")
+    if remote and not c["tasks"]:
+        return text + (f"the workers did nothing: every primitive ran inline in this process ({why}); "
+                       "px.runtime.dask(..., inline_elements=0) sends all array work to them")
+    return text + f"the other primitive calls ran inline in this process ({why})"
+
+
 def cmd_run(args) -> int:
     import phylanx_py as px
 
     rt = _runtime(args)
+    if rt is not None:
+        link = _dashboard(rt)
+        _say(f"running {args.script} on {rt!r}" + (f", dashboard {link}" if link else ""))
     previous = px.runtime.set_default(rt) if rt is not None else None
     sys.argv = [args.script] + list(args.script_args)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(args.script)))  # as ``python SCRIPT`` does
+    shown = rt or px.runtime.current()
     try:
-        with px.using(rt or px.runtime.current()):
+        with px.using(shown):
             runpy.run_path(args.script, run_name="__main__")
+    except SystemExit as e:
+        if e.code not in (0, None) and set(args.script_args) & _OWN_OPTIONS:
+            _say(f"{args.script} exited with status {e.code}; note that arguments after the script go to the "
+                 f"script: put phylanx-py's options before it (phylanx-py run --local-cluster 2 {args.script})")
+        raise
     finally:
+        if shown.counts["calls"]:
+            _say(_where_work_ran(shown))
         if rt is not None:
             px.runtime.set_default(previous)
             rt.close()
@@ -53,8 +93,8 @@ def cmd_info(args) -> int:
 
     shown = rt or px.runtime.current()
     print(f"{'runtime':12} {shown!r}")
-    if getattr(shown, "dashboard_link", None):
-        print(f"{'dashboard':12} {shown.dashboard_link}")
+    if _dashboard(shown):
+        print(f"{'dashboard':12} {_dashboard(shown)}")
     client = getattr(shown.executor, "client", None)
     if client is not None:
         from phylanx_py.runtime.dask_runtime import check_workers
@@ -82,12 +122,15 @@ def _load_function(spec: str):
 
 
 def cmd_tree(args) -> int:
+    out = args.output or f"{args.function.rpartition(':')[2]}.svg"
+    if args.output is None and os.path.exists(out):
+        raise SystemExit(f"phylanx-py tree: {os.path.abspath(out)} exists; give -o {out} to overwrite it, or "
+                         "-o another path")
     fn = _load_function(args.function)
     if args.text:
         print(fn.tree.view())
-    out = args.output or f"{args.function.rpartition(':')[2]}.svg"
     fn.visualize(out)
-    print(f"wrote {out}")
+    print(f"wrote {os.path.abspath(out)}")
     return 0
 
 
@@ -102,32 +145,37 @@ def cmd_profile(args) -> int:
     return 0
 
 
+_OWN_OPTIONS = {"--scheduler", "--local-cluster", "--timeout"}
+_SCRIPT_ARGS = "arguments after SCRIPT go to the script (as with python -m and mpirun), e.g. " \
+    "phylanx-py run --local-cluster 2 examples/lra.py --iterations 50"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="phylanx-py", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
     tree = sub.add_parser("tree", help="draw the execution tree of SCRIPT:FUNCTION (.svg/.png/.pdf/.dot/.html)")
     tree.add_argument("function", metavar="SCRIPT:FUNCTION")
-    tree.add_argument("-o", "--output", help="the drawing to write (default FUNCTION.svg)")
+    tree.add_argument("-o", "--output", help="the drawing to write, replaced if it exists (default FUNCTION.svg "
+                      "in the current directory, never replaced)")
     tree.add_argument("--text", action="store_true", help="also print the tree as indented text")
     for name, helptext in (("run", "run a Python script with compiled functions on a runtime"),
                            ("profile", "run a script under px.profile(); print the table, write the HTML report"),
                            ("info", "versions, the runtime, and the workers' phylanx-py versions")):
-        p = sub.add_parser(name, help=helptext)
+        p = sub.add_parser(name, help=helptext, description=helptext + (
+            f"; {_SCRIPT_ARGS}" if name != "info" else ""))
         where = p.add_mutually_exclusive_group()
         where.add_argument("--scheduler", metavar="ADDR", help="address of a running dask scheduler")
         where.add_argument("--local-cluster", metavar="N", type=int, help="start a LocalCluster of N workers")
         p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler")
-        if name in ("run", "profile"):
-            p.add_argument("script")
         if name == "profile":
             p.add_argument("-o", "--output", default="profile.html", help="the HTML report (default profile.html)")
-    # ``run SCRIPT [--scheduler ADDR | --local-cluster N] [-- script args]``: options may follow the script;
-    # everything after ``--`` belongs to the script.
-    argv = list(sys.argv[1:] if argv is None else argv)
-    script_args = argv[argv.index("--") + 1:] if "--" in argv else []
-    argv = argv[: argv.index("--")] if "--" in argv else argv
-    args = ap.parse_args(argv)
-    args.script_args = script_args
+        if name in ("run", "profile"):
+            p.add_argument("script", metavar="SCRIPT", help="the Python script to run")
+            p.add_argument("script_args", metavar="ARGS", nargs=argparse.REMAINDER,
+                           help="the script's own arguments (everything after SCRIPT)")
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    if getattr(args, "script_args", [])[:1] == ["--"]:  # ``run SCRIPT -- ARGS``, as before: the same
+        args.script_args = args.script_args[1:]
     return {"run": cmd_run, "info": cmd_info, "tree": cmd_tree, "profile": cmd_profile}[args.command](args)
 
 

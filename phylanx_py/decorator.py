@@ -1,6 +1,7 @@
 """``@compile``: the one module that ties the frontend (translation, passes) to the runtime."""
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import functools
 import inspect
@@ -14,6 +15,7 @@ from phylanx_py.runtime import current
 from phylanx_py.runtime.code import ProgramCode
 
 from .draw import draw
+from .errors import CompileError
 from .passes import PIPELINE, fuse_elementwise, fuse_row_products, run_pipeline
 from .printer import labels_of
 from .program import translate
@@ -25,6 +27,36 @@ FUSION = (fuse_elementwise, fuse_row_products)  # what ``fuse=False`` / PHYLANX_
 
 def _fuse_default() -> bool:
     return os.environ.get("PHYLANX_FUSE", "1") != "0"
+
+
+def _debug() -> bool:
+    return os.environ.get("PHYLANX_DEBUG", "0") not in ("", "0")
+
+
+def _user_facing(err: CompileError) -> CompileError:
+    """``err`` without the translator's frames (its message names the user's file:line and shows the line), as
+    JAX filters its own frames from tracebacks; PHYLANX_DEBUG=1 keeps them."""
+    if _debug():
+        return err
+    err.__suppress_context__ = True
+    if err.__cause__ is not None:
+        err.__cause__ = err.__cause__.with_traceback(None)
+    return err.with_traceback(None)
+
+
+def _at_user_line(err: CompileError):
+    """(code, name): code that raises the global ``name`` from a frame at the user's file:line (as Jinja2 puts
+    template lines into tracebacks), so the last frame Python prints is the user's line with its source. The
+    raise statement spans the line's text, so no carets are drawn under it."""
+    loc = err.loc
+    text = loc.line_text.rstrip() if loc is not None else ""
+    if loc is None or loc.lineno < 2 or not text.strip() or not os.path.exists(loc.filename):
+        return None, None
+    stripped = text.lstrip()
+    name = "_" * max(len(stripped) - len("raise "), 1)
+    indent = len(text) - len(stripped)
+    src = "\n" * (loc.lineno - 2) + "if 1:\n" + " " * max(indent, 1) + f"raise {name}\n"
+    return builtins.compile(src, loc.filename, "exec").replace(co_name=loc.function), name
 
 
 def _passes(fuse: bool):
@@ -74,11 +106,30 @@ class CompiledFunction:
                     print(program)
         return self._code
 
+    def _compiled(self) -> ProgramCode:
+        """``_compile()`` for the public entry points: a CompileError keeps only the caller's frames."""
+        if self._code is not None:
+            return self._code
+        try:
+            return self._compile()
+        except CompileError as e:
+            error = _user_facing(e)
+        code, name = (None, None) if _debug() else _at_user_line(error)
+        if code is None:
+            raise error
+        exec(code, {name: error})  # noqa: S102 - raises the CompileError at your line (PHYLANX_DEBUG=1: details)
+
     @property
     def tree(self):
         """The execution tree (``ir.Program``); ``str()`` of it is the PhySL-like text with file:line:col."""
-        self._compile()
+        self._compiled()
         return self._tree
+
+    @property
+    def source(self) -> str:
+        """The Python source generated for the tree (what runs; each line that runs user code ends with a
+        ``# file:line: source`` comment), like Numba's ``inspect_types``. Tracebacks and pdb show it too."""
+        return self._compiled().source
 
     def to_dot(self, profile=None) -> str:
         """DOT text of the tree (no graphviz needed to produce it); ``profile`` colours nodes by time."""
@@ -105,7 +156,7 @@ class CompiledFunction:
         if self.disable:
             return self.__wrapped__(*args, **kwargs)
         args, kwargs = self._inputs(args, kwargs)
-        return current().evaluate(self._compile(), args, kwargs, HOOKS)
+        return current().evaluate(self._compiled(), args, kwargs, HOOKS)
 
     def lazy(self, *args, **kwargs):
         """A future of the call's result, returned at once (``.result()``, ``.done()``)."""
@@ -119,7 +170,7 @@ class CompiledFunction:
             self.__wrapped__(*args, **kwargs)
             raise
         args, kwargs = self._inputs(args, kwargs)
-        return rt.lazy(rt.evaluate, self._compile(), args, kwargs, HOOKS)
+        return rt.lazy(rt.evaluate, self._compiled(), args, kwargs, HOOKS)
 
     def __repr__(self):
         return f"<phylanx compiled function {self.__qualname__}>"

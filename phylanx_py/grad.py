@@ -15,6 +15,7 @@ tree as the same objects, so changing them in place is seen and rebinding a glob
 """
 from __future__ import annotations
 
+import inspect
 import numbers
 import threading
 
@@ -22,7 +23,7 @@ import numpy as np
 
 from . import ir
 from .grad_program import Builder, GradProgram, build_program, is_array_value
-from .pytree import flatten, unflatten
+from .pytree import flatten, leaf_names, unflatten
 from .reverse_mode import backward
 from .source import UNKNOWN
 from .trace import Trace, TraceError, Tracer
@@ -88,7 +89,16 @@ class Grad:
     def tree(self) -> ir.Program:
         """The execution tree of the last call (forward and backward): print it, draw it (``px.visualize``)."""
         if self.last is None:
-            raise ValueError("the gradient's tree exists once it has been called (it depends on the shapes)")
+            name = getattr(self.fn, "__name__", "f")
+            raise ValueError(
+                f"the tree of px.grad({name}) depends on the arguments' shapes, so it exists once this object has "
+                f"been called or traced: keep the object and call it, `g = px.grad({name}); g(*args); "
+                f"print(g.tree)`, or trace without running, `print(g.trace(*args))`")
+        return self.last.program
+
+    def trace(self, *args, **kwargs) -> ir.Program:
+        """The tree for these arguments (forward and backward), traced but not run; ``g.tree`` is it afterwards."""
+        self.last = self._program(args, kwargs)[0]
         return self.last.program
 
     def to_dot(self, profile=None) -> str:
@@ -102,6 +112,15 @@ class Grad:
 
         return visualize(self.tree, path, profile)
 
+    def _arg_names(self, nargs) -> list[str]:
+        """The function's positional parameter names (``arg3`` past them, or when there is no signature)."""
+        try:
+            ps = [p.name for p in inspect.signature(self.fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError):
+            ps = []
+        return [ps[i] if i < len(ps) else f"arg{i}" for i in range(nargs)]
+
     def _argnums(self, nargs):
         nums = (self.argnums,) if isinstance(self.argnums, int) else tuple(self.argnums)
         for i in nums:
@@ -110,6 +129,14 @@ class Grad:
         return tuple(i % nargs for i in nums)
 
     def __call__(self, *args, **kwargs):
+        gp, per_arg, kw_leaves, nums = self._program(args, kwargs)
+        data = [v for i, (leaves, _) in enumerate(per_arg) for v in leaves if _is_data(v, i in nums)]
+        data += [v for v in kw_leaves if _is_data(v, False)]
+        self.last = gp
+        return gp.run(data)
+
+    def _program(self, args, kwargs):
+        """(the GradProgram for these arguments, traced or from the cache, and the flattened arguments)."""
         nums = self._argnums(len(args))
         per_arg = [flatten(a) for a in args]
         kw_leaves, kw_structure = flatten(kwargs)
@@ -122,10 +149,7 @@ class Grad:
             if not gp.guards:
                 with self._lock:
                     self._cache[key] = gp
-        data = [v for i, (leaves, _) in enumerate(per_arg) for v in leaves if _is_data(v, i in nums)]
-        data += [v for v in kw_leaves if _is_data(v, False)]
-        self.last = gp
-        return gp.run(data)
+        return gp, per_arg, kw_leaves, nums
 
     def _trace(self, per_arg, kw_leaves, kw_structure, nums) -> GradProgram:
         """Trace one call and build its tree. Long (~65 lines) because it is one sequence with shared state:
@@ -133,10 +157,21 @@ class Grad:
         structure; its parts only make sense in this order."""
         trace = Trace()
         params: list[str] = []
+        arg_names = self._arg_names(len(per_arg))
+        taken: set[str] = set()
+
+        def unique(name):  # the user's names (params_W1); never the tracer's own (__t3) nor a repeat
+            name = name.lstrip("_") or "arg"
+            base, k = name, 1
+            while name in taken:
+                name, k = f"{base}_{k}", k + 1
+            taken.add(name)
+            return name
         wrt: list[Tracer] = []
         traced_args = []
         for i, (leaves, structure) in enumerate(per_arg):
             new = []
+            names = leaf_names(arg_names[i], structure)
             for j, v in enumerate(leaves):
                 diff = i in nums
                 if diff and not _is_float_value(v):
@@ -144,7 +179,7 @@ class Grad:
                     raise TypeError(f"px.grad of {self.__name__[5:]}: argument {i} has a leaf of type {kind}; "
                                     "gradients are taken with respect to floating-point arrays and scalars only")
                 if _is_data(v, diff):
-                    name = f"__a{i}_{j}"
+                    name = unique(names[j])
                     t = Tracer(v, name, trace, diff)
                     params.append(name)
                     if diff:
@@ -154,9 +189,10 @@ class Grad:
                     new.append(v)
             traced_args.append(unflatten(structure, new))
         kw_new = []
+        kw_names = leaf_names("kw", kw_structure)
         for j, v in enumerate(kw_leaves):
             if _is_data(v, False):
-                name = f"__k{j}"
+                name = unique(kw_names[j][3:])
                 params.append(name)
                 kw_new.append(Tracer(v, name, trace, False))
             else:

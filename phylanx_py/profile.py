@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from phylanx_py.runtime import profiling
 
+from .fused_names import groups
 from .report import write_report
 
 
@@ -40,12 +41,19 @@ class Profile:
     def __init__(self):
         self.nodes: dict[tuple, NodeStats] = {}
         self.programs: dict = {}  # entry name -> ir.Program of every compiled function that ran
+        self.calls: list[tuple[str, float]] = []  # (function, wall seconds) of every top-level call
+        self._intervals: list[tuple[float, float]] = []  # (start, end) of local kernels, perf_counter clock
+        self._unplaced = 0.0  # kernel seconds without a start time (Dask's task stream)
         self._lock = threading.Lock()
 
     # ---- the recorder protocol (runtime/profiling.py) --------------------------------------------------
-    def record(self, loc, label, seconds, mode, worker, nbytes=0, moved=0):
+    def record(self, loc, label, seconds, mode, worker, nbytes=0, moved=0, start=None):
         key = (loc.filename, loc.lineno, loc.col, label)
         with self._lock:
+            if start is None:
+                self._unplaced += seconds
+            else:
+                self._intervals.append((start, start + seconds))
             s = self.nodes.get(key)
             if s is None:
                 s = self.nodes[key] = NodeStats(label, loc)
@@ -60,7 +68,44 @@ class Profile:
             s.nbytes += nbytes
             s.moved += moved
 
+    def record_call(self, function: str, seconds: float):
+        with self._lock:
+            self.calls.append((function, seconds))
+
     # ---- views ----------------------------------------------------------------------------------------
+    def name(self, s: NodeStats) -> str:
+        """The row's name: the primitive, or a fused group by its contents (``fused[neg, exp, add, truediv]``)."""
+        if not s.label.startswith("fused"):
+            return s.label
+        names = {}
+        for program in list(self.programs.values()):
+            names.update(groups(program))
+        return names.get((s.loc.filename, s.loc.lineno, s.loc.col, s.label), s.label)
+
+    def times(self) -> dict:
+        """Wall time of the profiled calls; kernel time (while at least one node ran, and summed over threads
+        and workers); overhead: wall time with no node running (Python between nodes, scheduling, waiting)."""
+        with self._lock:
+            spans = sorted(self._intervals)
+            unplaced = self._unplaced
+        busy, end = 0.0, float("-inf")
+        for a, b in spans:  # the union of the nodes' intervals
+            if b > end:
+                busy += b - max(a, end)
+                end = b
+        wall = sum(t for _, t in self.calls)
+        summed = sum(s.total for s in self.nodes.values())
+        busy = min(busy + unplaced, wall) if wall else busy + unplaced
+        return {"calls": len(self.calls), "wall_s": wall, "kernel_s": busy, "kernel_summed_s": summed,
+                "overhead_s": max(wall - busy, 0.0)}
+
+    def headline(self) -> str:
+        t = self.times()
+        fns = sorted({f for f, _ in self.calls})
+        return (f"wall {t['wall_s'] * 1e3:.1f} ms in {t['calls']} call{'s' if t['calls'] != 1 else ''} of "
+                f"{', '.join(fns) or '-'}; kernels {t['kernel_s'] * 1e3:.1f} ms (summed over threads and workers "
+                f"{t['kernel_summed_s'] * 1e3:.1f} ms); overhead {t['overhead_s'] * 1e3:.1f} ms (no node running)")
+
     def stats(self) -> list[NodeStats]:
         """Every node, most total time first."""
         return sorted(self.nodes.values(), key=lambda s: -s.total)
@@ -69,26 +114,27 @@ class Profile:
         return self.nodes.get((loc.filename, loc.lineno, loc.col, label))
 
     def to_dict(self) -> dict:
-        return {"nodes": [
-            {"primitive": s.label, "file": s.loc.filename, "line": s.loc.lineno, "col": s.loc.col,
+        return {"times": self.times(), "nodes": [
+            {"primitive": s.label, "name": self.name(s), "file": s.loc.filename, "line": s.loc.lineno, "col": s.loc.col,
              "function": s.loc.function, "calls": s.calls, "total_s": s.total, "mean_s": s.mean, "max_s": s.max,
              "inline": s.inline, "tasks": s.tasks, "mode": s.mode, "workers": sorted(s.workers),
              "result_bytes": s.nbytes, "moved_bytes": s.moved} for s in self.stats()],
             "functions": sorted(self.programs)}
 
     def table(self) -> str:
-        """A text table, one row per node, most total time first."""
+        """The headline (wall, kernel and overhead time), then a text table: one row per node, most total time
+        first."""
         rows = [("node", "where", "calls", "total ms", "mean ms", "max ms", "run", "workers", "moved")]
         for s in self.stats():
             workers = ",".join(sorted(s.workers))
-            rows.append((s.label, s.loc.short, str(s.calls), f"{s.total * 1e3:.3f}", f"{s.mean * 1e3:.3f}",
+            rows.append((self.name(s), s.loc.short, str(s.calls), f"{s.total * 1e3:.3f}", f"{s.mean * 1e3:.3f}",
                          f"{s.max * 1e3:.3f}", s.mode, workers if len(workers) <= 40 else workers[:37] + "...",
                          _human(s.moved)))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(c.ljust(w) if i < 2 or i >= 6 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
                  for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
-        return "\n".join(lines)
+        return self.headline() + "\n\n" + "\n".join(lines)
 
     def to_html(self, path) -> str:
         """Write the self-contained HTML report (tree as inline SVG, table, source with per-line times)."""

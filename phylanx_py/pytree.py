@@ -3,6 +3,8 @@
 px.grad flattens its arguments and outputs with these; nn models flatten their parameters to one vector."""
 from __future__ import annotations
 
+import re
+
 
 def flatten(tree, leaves=None):
     """(leaves, structure) of nested dicts/lists/tuples; the structure rebuilds them with ``unflatten``."""
@@ -29,3 +31,15 @@ def unflatten(structure, leaves):
             return dict(zip(meta, items))
         return items if kind == "list" else tuple(items)
     return build(structure)
+
+
+def leaf_names(prefix: str, structure) -> list[str]:
+    """Readable names of the leaves ``flatten`` yields, in its order: ``params["W1"]`` -> ``params_W1``."""
+    if structure is None:
+        return [prefix]
+    kind, meta, parts = structure
+    keys = meta if kind == "dict" else range(meta)
+    out = []
+    for key, part in zip(keys, parts):
+        out += leaf_names(f"{prefix}_{re.sub(r'[^0-9A-Za-z_]', '_', str(key))}", part)
+    return out

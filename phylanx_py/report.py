@@ -34,7 +34,7 @@ def _table(profile) -> str:
     head = ("node", "where", "function", "calls", "total ms", "mean ms", "max ms", "run", "workers", "moved bytes")
     rows = ["<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
     for s in profile.stats():
-        cells = [(s.label, "l"), (s.loc.short, "l"), (s.loc.function, "l"), (s.calls, ""),
+        cells = [(profile.name(s), "l"), (s.loc.short, "l"), (s.loc.function, "l"), (s.calls, ""),
                  (f"{s.total * 1e3:.3f}", ""), (f"{s.mean * 1e3:.3f}", ""), (f"{s.max * 1e3:.3f}", ""),
                  (s.mode, "l"), (", ".join(sorted(s.workers)), "l"), (s.moved, "")]
         rows.append("<tr>" + "".join(f'<td class="{c}">{html.escape(str(v))}</td>' for v, c in cells) + "</tr>")
@@ -68,6 +68,7 @@ def write_report(profile, path) -> str:
     path = os.fspath(path)
     parts = ["<!DOCTYPE html>", '<html><head><meta charset="utf-8"><title>phylanx-py profile</title>',
              f"<style>{_CSS}</style></head><body>", "<h1>phylanx-py profile</h1>",
+             f"<p><b>{html.escape(profile.headline())}</b></p>",
              f"<p>{len(profile.nodes)} nodes, {sum(s.calls for s in profile.nodes.values())} primitive calls, "
              f"{sum(s.total for s in profile.nodes.values()) * 1e3:.2f} ms in kernels.</p>",
              "<h2>Nodes, most time first</h2>", _table(profile)]

@@ -126,13 +126,53 @@ def format_program(program, label: Label = _same) -> str:
 _LEAVES = ("Const", "Var", "Global", "StoreName", "FuncRef")
 
 
+def fused_kind(n) -> str:
+    """``fused``, ``fused_rowdot``, ``fused_sum``, ``fused_sum_argmin``: the kernel a group runs as."""
+    return f"fused_{n.reduce[0]}" if n.reduce else "fused"
+
+
+def fused_members(n, children: Callable) -> list[str]:
+    """The operations of a fused group in the order they are computed (nested groups' included), each once."""
+    out: list[str] = []
+
+    def visit(node):
+        kind = type(node).__name__
+        # a nested group's inputs are computed before its body
+        kids = list(node.leaves) + [node.body] if kind == "Fused" else children(node)
+        for c in kids:
+            if type(c).__name__ != "Leaf":
+                visit(c)
+        if kind == "Call":
+            name = node.prim.rsplit(".", 1)[-1]
+            if name not in out:
+                out.append(name)
+
+    visit(n.body)
+    if n.reduce and n.reduce[0] not in ("rowdot",):
+        for op in n.reduce[0].split("_"):  # fused_sum: the chain, then sum; sum_argmin: then argmin
+            if op not in out:
+                out.append(op)
+    return out
+
+
+def fused_label(n, children: Callable) -> str:
+    """A group named by its contents: ``fused[neg, exp, add, truediv]`` (text tree, drawing, profile, report)."""
+    return f"{fused_kind(n)}[{', '.join(fused_members(n, children))}]"
+
+
 def tree_view(program, children: Callable, label: Label = _same) -> str:
-    """One node a line, indented by depth, with its source line: ``exp  (line 20)``."""
+    """One node a line, indented by depth, with its source line: ``exp  (line 20)``; a fused group named by its
+    contents and its inputs ``$i``, as in the drawing and the profile."""
     out = []
 
     def visit(n, depth):
         kind = type(n).__name__
-        head = label(n.prim) if kind == "Call" else expr(n, label) if kind in _LEAVES else kind.lower()
+        if kind == "Fused":
+            head = fused_label(n, children)
+        elif kind == "Leaf":
+            head = f"${n.index}"
+        else:
+            head = label(n.prim) if kind == "Call" else expr(n, label) if kind in _LEAVES else kind.lower()
         loc = getattr(n, "loc", None)
         where = f"  (line {loc.lineno})" if loc is not None and loc.lineno else ""
         out.append(f"{'  ' * depth}{head}{where}")

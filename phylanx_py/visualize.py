@@ -7,6 +7,7 @@ import shutil
 import subprocess
 
 from . import ir
+from .fused_names import fused_label, kind
 from .printer import _label, expr
 
 _PALETTE = ["#f7fbff", "#fee8c8", "#fdd49e", "#fdbb84", "#fc8d59", "#ef6548", "#d7301f", "#990000"]
@@ -21,6 +22,8 @@ def _text(n) -> str:
         return _label(n.prim)
     if isinstance(n, ir.Leaf):
         return f"${n.index}"
+    if isinstance(n, ir.Fused):
+        return fused_label(n)
     if isinstance(n, ir.Apply):
         return f"call {expr(n.func)}" if isinstance(n.func, ir.FuncRef) else "call"
     if isinstance(n, (ir.Const, ir.Var, ir.Global, ir.StoreName)):
@@ -47,7 +50,7 @@ def to_dot(program: ir.Program, profile=None) -> str:
             parts.append(f"line {loc.lineno}")
         fill = "#ffffff"
         if profile is not None and isinstance(n, (ir.Call, ir.Fused)):
-            s = profile.stats_for(n.loc, _label(n.prim) if isinstance(n, ir.Call) else "fused")
+            s = profile.stats_for(n.loc, _label(n.prim) if isinstance(n, ir.Call) else kind(n))
             if s is not None:
                 parts.append(f"{s.total * 1e3:.2f} ms, {s.calls}x {s.mode}")
                 share = s.total / hottest if hottest else 0.0
@@ -65,7 +68,7 @@ def to_dot(program: ir.Program, profile=None) -> str:
             # a fused group: one kernel; its operations drawn inside a cluster, its inputs outside
             for i, leaf in enumerate(n.leaves):
                 lines.append(f'{indent}{nid} -> {visit(leaf, indent)} [label="${i}", fontsize=8];')
-            lines.append(f'{indent}subgraph "cluster_{nid}" {{ label="fused kernel, line {n.loc.lineno}"; '
+            lines.append(f'{indent}subgraph "cluster_{nid}" {{ label="{kind(n)} kernel, line {n.loc.lineno}"; '
                          f'style="filled,rounded"; fillcolor="#eef5ff";')
             lines.append(f"{indent}  {nid} -> {visit(n.body, indent + '  ')};")
             lines.append(f"{indent}}}")

@@ -66,6 +66,14 @@ def softmax_cross_entropy(logits, labels):
     logits = np.asarray(logits)
     labels = np.asarray(labels)
     logp = log_softmax(logits, axis=-1)
+    if labels.ndim == logits.ndim - 1 and labels.dtype.kind in "fb":
+        # class indices held as floats (np.loadtxt, pandas): the same indices when they are whole numbers
+        as_int = labels.astype(np.int64)
+        if labels.dtype.kind == "b" or not np.array_equal(as_int, labels):
+            raise ValueError(f"labels must be integers (class indices, one per row), got {labels.dtype} "
+                             "with values that are not whole numbers" if labels.dtype.kind == "f" else
+                             f"labels must be integers (class indices, one per row), got {labels.dtype}")
+        labels = as_int
     if labels.ndim == logits.ndim - 1 and labels.dtype.kind in "iu":
         picked = np.take_along_axis(logp, labels[..., None], axis=-1)[..., 0]
         return -np.mean(picked)

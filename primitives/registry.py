@@ -201,19 +201,6 @@ def lookup(name: str) -> Primitive:
     return (REGISTRY if reg is None else reg).lookup(name)
 
 
-def exists(name: str) -> bool:
-    return current_registry().exists(name)
-
-
-def name_of(obj: object) -> str | None:
-    """The primitive name a Python object (``np.exp``, ``len``) stands for, or None."""
-    return current_registry().name_of(obj)
-
-
-def names() -> list[str]:
-    return current_registry().names()
-
-
 _ALTERNATIVES = os.environ.get("PHYLANX_NUMBA", "1") != "0"
 
 
@@ -226,6 +213,23 @@ def choose(prim: Primitive, args, kwargs):
     return prim.kernel
 
 
+def exists(name: str) -> bool:
+    return current_registry().exists(name)
+
+
+def name_of(obj: object) -> str | None:
+    """The primitive name a Python object (``np.exp``, ``len``) stands for, or None."""
+    return current_registry().name_of(obj)
+
+
+def names(internal: bool = False) -> list[str]:
+    """The NumPy functions compiled code can call, as NumPy spells them (``exp``, ``linalg.norm``,
+    ``random.normal``); ``internal=True``: every registered primitive, also operators, methods, builtins and
+    the ones the passes and gradients make (``fused.elementwise``, ``ad.index_add``)."""
+    every = current_registry().names()
+    if internal:
+        return every
+    return [n for n in every if "." not in n or n.split(".", 1)[0] in ("linalg", "random")]
 def apply(name: str, *args, **kwargs):
     """Run primitive ``name`` on these arguments, or let an argument whose type runs primitives its own way record
     or run it (``__phylanx_call__``: traced values, tiled arrays): how functions built on the primitives

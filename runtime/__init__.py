@@ -7,10 +7,11 @@ from .executors import LocalPoolExecutor, SynchronousExecutor
 from .select import current, default, set_default, using
 
 
-def local(workers: int | None = None, *, inline_elements: int | None = None) -> Runtime:
-    """The default kind of runtime: a local thread pool of ``workers`` threads (default: one per core)."""
+def local(workers: int | None = None, *, inline_elements: int | None = None, progress: bool | None = None) -> Runtime:
+    """The default kind of runtime: a local thread pool of ``workers`` threads (default: one per core).
+    ``progress``: a progress line for calls longer than a second (None: when stderr is a terminal)."""
     kw = {} if inline_elements is None else {"inline_elements": inline_elements}
-    return Runtime(LocalPoolExecutor(workers), **kw)
+    return Runtime(LocalPoolExecutor(workers), progress=progress, **kw)
 
 
 def dask(*args, **kwargs) -> Runtime:

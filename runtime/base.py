@@ -5,6 +5,7 @@ import contextlib
 import contextvars
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from . import kinds, progress
@@ -26,6 +27,8 @@ class Runtime:
         self._drivers: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self.closed = False
+        # what its calls did, for ``phylanx-py run``'s summary: calls, tasks submitted (the rest ran inline)
+        self.counts = {"calls": 0, "tasks": 0}
 
     def __repr__(self):
         if self.closed:
@@ -38,6 +41,7 @@ class Runtime:
             raise RuntimeError(f"{self!r} is closed")
         if sys.getrecursionlimit() < _RECURSION_LIMIT:
             sys.setrecursionlimit(_RECURSION_LIMIT)
+        t_start = time.perf_counter()
         ev = Evaluation(self, hooks)
         profiled = ev.profile is not None and hasattr(self.executor, "collect_profile")
         if profiled:
@@ -53,9 +57,15 @@ class Runtime:
             try:
                 return ev.finish(result)
             finally:
+                wall = time.perf_counter() - t_start
+                with self._lock:
+                    c = self.counts
+                    c["calls"], c["tasks"] = c["calls"] + 1, c["tasks"] + ev.submitted
                 kinds.discard(ev)  # e.g. tile reductions the call asked for but never used
                 if profiled:
                     self.executor.collect_profile(ev)
+                if ev.profile is not None and hasattr(ev.profile, "record_call"):  # the profile's wall time
+                    ev.profile.record_call(code.entry, wall)
 
     def lazy(self, fn, *args, **kwargs):
         """Run ``fn`` on a driver thread (the evaluator may block on data-dependent conditions there)."""

@@ -293,6 +293,9 @@ class Generator:
         extra = "".join(f"{self.const(v)}, " for v in n.reduce[1:]) if kind in ("sum", "sum_argmin") else ""
         call = (f"__pxr_call({site}, ({self.const(n.spec)}, {self.const(n.locs)}, {extra}"
                 f"{''.join(a + ', ' for a in leaves)}))")
+        if not self.fast:  # profiled: one node, timed as it runs (the group's kernel, or its reference if small)
+            self.emit(f"{t} = {call}", n.loc, "fused")
+            return t
         self.leaf_atoms.append(leaves)
         if tests:
             self.emit(f"if {' or '.join(tests)}:", n.loc, "fused")

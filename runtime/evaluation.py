@@ -186,7 +186,7 @@ class Evaluation:
         t0 = time.perf_counter()
         result = site(*args, **kwargs)
         self.profile.record(site.loc, site.prim.label, time.perf_counter() - t0, "inline",
-                            threading.current_thread().name, profiling.nbytes_of(result))
+                            threading.current_thread().name, profiling.nbytes_of(result), start=t0)
         return result
 
     def _fetch(self, args: tuple) -> tuple:

@@ -53,7 +53,7 @@ class ProfiledSite:
         t0 = time.perf_counter()
         result = self.site(*args, **kwargs)
         self.recorder.record(self.site.loc, self.site.prim.label, time.perf_counter() - t0, "task",
-                             threading.current_thread().name, nbytes_of(result))
+                             threading.current_thread().name, nbytes_of(result), start=t0)
         return result
 
     def __reduce__(self):  # on other processes it is the plain site: Dask reports times via its task stream

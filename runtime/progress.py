@@ -1,4 +1,11 @@
-"""A one-line progress display for long calls (tasks done / submitted), on a terminal only."""
+"""A one-line progress display for long calls, on a terminal only.
+
+One shared daemon thread watches every call in flight (a call costs a set insertion and removal, no thread of
+its own); once the oldest has run ``delay`` seconds (PHYLANX_PROGRESS_DELAY, default 1) it shows
+``[phylanx-py] 120 tasks done, 2 in flight, 3.1 s`` every half second and clears the line when the call ends.
+No fraction: a call issues its tasks as it runs (loops, data-dependent branches), so their total is not known
+until it ends, and a growing denominator would mislead.
+"""
 from __future__ import annotations
 
 import os
@@ -6,50 +13,70 @@ import sys
 import threading
 import time
 
+_lock = threading.Lock()
+_calls: dict[int, Progress] = {}
+_watcher: threading.Thread | None = None
+_INTERVAL = 0.5
+
 
 class Progress:
-    """Shows ``[phylanx-py] done/submitted tasks`` on ``stream`` every ``interval`` s once a call has run for
-    ``delay`` s; says nothing for short calls, and clears its line when the call ends."""
+    """Context manager around one call's evaluation ``ev``: registers it with the shared watcher."""
 
-    def __init__(self, ev, stream=None, interval: float = 0.5, delay: float | None = None):
-        if delay is None:  # PHYLANX_PROGRESS_DELAY: seconds before the line shows (default 1)
+    def __init__(self, ev, stream=None, delay: float | None = None):
+        if delay is None:
             delay = float(os.environ.get("PHYLANX_PROGRESS_DELAY", "1.0"))
-        self.ev, self.stream, self.interval, self.delay = ev, stream or sys.stderr, interval, delay
-        self._stop = threading.Event()
-        self._shown = False
-        self._thread = threading.Thread(target=self._run, name="phylanx-progress", daemon=True)
+        self.ev, self.stream, self.delay = ev, stream or sys.stderr, delay
+        self.shown = False
 
     def __enter__(self):
-        self._t0 = time.monotonic()
-        self._thread.start()
+        global _watcher
+        self.t0 = time.monotonic()
+        with _lock:
+            _calls[id(self)] = self
+            if _watcher is None or not _watcher.is_alive():
+                _watcher = threading.Thread(target=_watch, name="phylanx-progress", daemon=True)
+                _watcher.start()
         return self
 
     def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        if self._shown:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
+        with _lock:
+            _calls.pop(id(self), None)
+            if self.shown:
+                self.stream.write("\r\033[K")
+                self.stream.flush()
 
     def line(self) -> str:
         ev = self.ev
         with ev._lock:
             pending = list(ev.pending)
         running = sum(1 for f in pending if not f.done())
-        return f"[phylanx-py] {ev.submitted - running}/{ev.submitted} tasks, {time.monotonic() - self._t0:.1f} s"
+        elapsed = time.monotonic() - self.t0
+        if not ev.submitted:
+            return f"[phylanx-py] running, {elapsed:.1f} s"
+        return f"[phylanx-py] {ev.submitted - running:,} tasks done, {running:,} in flight, {elapsed:.1f} s"
 
-    def _run(self):
-        if self._stop.wait(self.delay):
-            return
-        while not self._stop.is_set():
-            self.stream.write("\r" + self.line())
-            self.stream.flush()
-            self._shown = True
-            self._stop.wait(self.interval)
+
+def _watch():
+    while True:
+        time.sleep(_INTERVAL / 5)
+        with _lock:
+            if not _calls:
+                continue
+            oldest = min(_calls.values(), key=lambda p: p.t0)
+            now = time.monotonic()
+            if now - oldest.t0 < oldest.delay or now - getattr(oldest, "_last", 0.0) < _INTERVAL:
+                continue
+            oldest._last = now
+            oldest.stream.write("\r\033[K" + oldest.line())
+            oldest.stream.flush()
+            oldest.shown = True
 
 
 def wanted(setting, stream=None) -> bool:
-    """``setting`` True/False forces it; None shows progress only when ``stream`` is a terminal."""
+    """``setting`` True/False forces it; None shows progress only when ``stream`` is a terminal (and
+    PHYLANX_PROGRESS is not 0)."""
+    if os.environ.get("PHYLANX_PROGRESS") == "0":
+        return False
     if setting is not None:
         return bool(setting)
     stream = stream or sys.stderr

@@ -27,7 +27,7 @@ def default() -> Runtime:
             if address:
                 _default = dask(address)
             else:
-                _default = Runtime(LocalPoolExecutor())
+                _default = Runtime(LocalPoolExecutor(), progress=None)  # progress on a terminal
         return _default
 
 

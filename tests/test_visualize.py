@@ -116,7 +116,8 @@ def test_profile_small_inputs_records_every_call_site(runtime):
         assert d["moved_bytes"] == 0
     assert mm["result_bytes"] == exp["result_bytes"] == ITERATIONS * 50 * 8
     assert repr(prof) == f"<phylanx profile: 17 nodes, {13 * ITERATIONS + 4} calls>"
-    rows = prof.table().splitlines()
+    head, blank, *rows = prof.table().splitlines()
+    assert head.startswith("wall ") and " in 1 call of lra; kernels " in head and not blank
     assert len(rows) == 2 + len(nodes)
     assert rows[0].split()[:3] == ["node", "where", "calls"]
     assert f"{PROG_BASE}:{mm['line']}:{mm['col']}" in prof.table()
@@ -163,7 +164,8 @@ def test_nothing_is_recorded_outside_a_profile_block(runtime):
     with px.profile() as second:
         pass
     assert_same(f(X, y, 0.5, ITERATIONS), want)  # after both blocks
-    assert second.nodes == {} and second.to_dict() == {"nodes": [], "functions": []}
+    assert second.nodes == {} and second.to_dict() == {"nodes": [], "functions": [], "times": {
+        "calls": 0, "wall_s": 0, "kernel_s": 0.0, "kernel_summed_s": 0, "overhead_s": 0.0}}
     assert prof.to_dict() == before  # the earlier profile did not grow
     check_lra_counts(f, prof)
     standalone = px.Profile()
@@ -539,3 +541,36 @@ def test_view_lines_are_the_nodes_source_lines():
     shown = [int(m.group(1)) for m in re.finditer(r"\(line (\d+)\)", f.tree.view())]
     assert shown and all(first < n <= last for n in shown), [s for s in f.tree.view().splitlines()
                                                              if f"(line {first})" in s]
+
+
+# ---- fused groups: named by their contents, timed as they run, the same names in text and drawing ---------------
+def test_profile_of_fused_lra_names_groups_by_contents_and_times_what_runs(tmp_path):
+    X, y = _data(40_000)  # 160,000 elements of X: the row-product kernel (from 2**17) and fused kernels run
+    f = px.compile(prog_viz.lra)
+    f(X, y, 0.5, 1)
+    with px.profile() as prof:
+        got = f(X, y, 0.5, ITERATIONS)
+    assert_same(got, prog_viz.lra(X, y, 0.5, ITERATIONS))
+    names = {d["name"]: d for d in prof.to_dict()["nodes"]}
+    rowdot = names["fused_rowdot[T, matmul, neg, exp, add, truediv, sub]"]
+    update = names["fused[mul, truediv, sub]"]
+    assert rowdot["calls"] == update["calls"] == ITERATIONS and rowdot["primitive"] == "fused_rowdot"
+    # what runs is the groups: none of their operations is a node of its own
+    assert not {"exp", "__matmul", "__minus", "__div"} & set(names)
+    t = prof.to_dict()["times"]
+    assert t["calls"] == 1 and 0 < t["kernel_s"] <= t["wall_s"]
+    assert t["overhead_s"] == pytest.approx(t["wall_s"] - t["kernel_s"])
+    assert t["kernel_summed_s"] == pytest.approx(sum(d["total_s"] for d in prof.to_dict()["nodes"]))
+    table = prof.table()
+    assert table.startswith(f"wall {t['wall_s'] * 1e3:.1f} ms in 1 call of lra; kernels {t['kernel_s'] * 1e3:.1f} ms")
+    assert "fused_rowdot[T, matmul, neg, exp, add, truediv, sub]" in table
+    # the drawing names the groups the same way and draws their members; so does the text tree, with $i inputs
+    f.visualize(tmp_path / "p.svg", profile=prof)
+    texts = {t.text for t in ET.parse(tmp_path / "p.svg").iter(f"{SVG}text")}
+    assert {"fused_rowdot[T, matmul, neg, exp, add, truediv, sub]", "fused[neg, exp, add, truediv]", "exp",
+            "$0", "fused_rowdot kernel, line 9"} <= texts
+    view = f.tree.view()
+    assert "fused_rowdot[T, matmul, neg, exp, add, truediv, sub]  (line 9)" in view
+    assert "fused[neg, exp, add, truediv]  (line 8)" in view and "$0  (line 8)" in view and "leaf" not in view
+    page = prof.to_html(tmp_path / "p.html")
+    assert "fused_rowdot[T, matmul, neg, exp, add, truediv, sub]" in open(page).read()

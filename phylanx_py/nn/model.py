@@ -121,11 +121,12 @@ class Sequential:
         step_fn = self.step_function()
         n = len(X)
         step = 0
+        bar = BatchBar(verbose, epochs, -(-n // batch_size))
         for epoch in range(epochs):
             t0 = time.perf_counter()
             order = rng.permutation(n)
             total, correct = 0.0, 0.0
-            for start in range(0, n, batch_size):
+            for batch, start in enumerate(range(0, n, batch_size)):
                 idx = order[start:start + batch_size]
                 Xb, Yb = X[idx], Y[idx]
                 (loss, (new_state, out)), grads = step_fn(self.params, self.state, self.noise(rng, len(idx)), Xb, Yb)
@@ -134,6 +135,8 @@ class Sequential:
                 step += 1
                 total += float(loss) * len(idx)
                 correct += self.metric(out, Yb) * len(idx)
+                bar.update(epoch, batch + 1, total / min(start + batch_size, n))
+            bar.clear()
             # flat holds self.params's own arrays: the optimizer has updated the model in place
             self._end_epoch(history, epoch, epochs, total / n, correct / n, validation, t0, verbose)
         return history
@@ -220,6 +223,37 @@ def synchronous_runtime():
 def _local(a):
     """Tiled inputs without ``parallel=``: gathered once (a data set that fits here), not per batch."""
     return a.to_numpy() if hasattr(a, "to_numpy") and hasattr(a, "tiles") else np.asarray(a)
+
+
+class BatchBar:
+    """Per-batch progress within an epoch, ``epoch 3/30 [======>   ] 12/45 batches  loss 0.2345``, redrawn at
+    most ten times a second on a terminal (stderr); nothing when stderr is not one (logs keep the epoch lines)."""
+
+    def __init__(self, verbose: bool, epochs: int, batches: int, stream=None):
+        self.stream = stream or sys.stderr
+        try:
+            self.on = bool(verbose) and self.stream.isatty()
+        except (AttributeError, ValueError):
+            self.on = False
+        self.epochs, self.batches = epochs, batches
+        self.last, self.shown = 0.0, False
+
+    def update(self, epoch: int, done: int, loss: float):
+        now = time.monotonic()
+        if not self.on or (now - self.last < 0.1 and done < self.batches):
+            return
+        self.last, self.shown = now, True
+        width = 20
+        filled = width * done // self.batches
+        self.stream.write(f"\r\033[Kepoch {epoch + 1}/{self.epochs} [{'=' * filled}{' ' * (width - filled)}] "
+                          f"{done}/{self.batches} batches  loss {loss:.4f}")
+        self.stream.flush()
+
+    def clear(self):
+        if self.shown:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+            self.shown = False
 
 
 def _progress(history, epoch, epochs):
