@@ -7,6 +7,9 @@ import platform
 import runpy
 import sys
 
+import phylanx_py as px
+from phylanx_py.runtime.dask_runtime import check_workers
+
 
 def _versions() -> dict:
     import importlib.metadata as md
@@ -21,8 +24,6 @@ def _versions() -> dict:
 
 
 def _runtime(args):
-    import phylanx_py as px
-
     if args.scheduler:
         return px.runtime.dask(args.scheduler, timeout=args.timeout)
     if args.local_cluster:
@@ -58,8 +59,6 @@ def _where_work_ran(rt) -> str:
 
 
 def cmd_run(args) -> int:
-    import phylanx_py as px
-
     rt = _runtime(args)
     if rt is not None:
         link = _dashboard(rt)
@@ -89,16 +88,12 @@ def cmd_info(args) -> int:
     for name, version in _versions().items():
         print(f"{name:12} {version}")
     rt = _runtime(args)
-    import phylanx_py as px
-
     shown = rt or px.runtime.current()
     print(f"{'runtime':12} {shown!r}")
     if _dashboard(shown):
         print(f"{'dashboard':12} {_dashboard(shown)}")
     client = getattr(shown.executor, "client", None)
     if client is not None:
-        from phylanx_py.runtime.dask_runtime import check_workers
-
         for worker, version in sorted(check_workers(client).items()):
             print(f"{'worker':12} {worker} phylanx-py {version}")
     if rt is not None:
@@ -109,8 +104,6 @@ def cmd_info(args) -> int:
 def _load_function(spec: str):
     """``path/to/script.py:function`` -> the function (compiled if it is plain), running the script's
     top level under a name other than ``__main__`` (its main block does not run)."""
-    import phylanx_py as px
-
     path, _, name = spec.rpartition(":")
     if not path or not name:
         raise SystemExit(f"phylanx-py tree: expected SCRIPT:FUNCTION, got {spec!r}")
@@ -135,8 +128,6 @@ def cmd_tree(args) -> int:
 
 
 def cmd_profile(args) -> int:
-    import phylanx_py as px
-
     with px.profile() as prof:
         cmd_run(args)
     print(prof.table())
