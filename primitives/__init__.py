@@ -22,6 +22,8 @@ from . import (  # noqa: F401  (declaration happens on import; the order does no
            backends,
            conv_ops,
            fused,
+           fused_cupy,
+           fused_reduce,
            nn_ops,
            numpy_ops,
            python_ops,

@@ -19,6 +19,7 @@ import threading
 import numpy as np
 
 from . import backends, kernel_cache
+from .fused_cupy import cupy_fused
 from .registry import OperationFailed, exists, lookup, register
 
 
@@ -69,7 +70,7 @@ def fused_elementwise(spec, locs, *args):
     """The kernel of the ``fused.elementwise`` primitive: the Numba kernel when it applies, else the reference
     (also when the kernel fails, e.g. on shapes that do not broadcast: the reference names the operation)."""
     if backends.DEVICE_TYPES and backends.on_device(args):
-        return _cupy_fused(spec)(*args)
+        return cupy_fused(spec)(*args)
     found = _numba_kernel(spec, args)
     if found is not None:
         kernel, in_dtypes = found
@@ -79,42 +80,6 @@ def fused_elementwise(spec, locs, *args):
         except Exception:  # noqa: BLE001 - the reference below raises the error at the right operation
             pass
     return reference(spec, args, locs)
-
-
-_cupy_kernels: dict = {}
-
-
-def cupy_source(spec) -> str:
-    """Python source of the spec over CuPy ufuncs, for ``cupy.fuse`` (one GPU kernel)."""
-    n_args = [0]
-
-    def visit(node) -> str:
-        kind = node[0]
-        if kind == "arg":
-            n_args[0] = max(n_args[0], node[1] + 1)
-            return f"a{node[1]}"
-        if kind == "const":
-            return repr(node[1])
-        operands = [visit(c) for c in node[1:]]
-        form = lookup(kind).fused_cupy
-        if form is not None:
-            return "(" + form.format(*operands) + ")"
-        return f"cupy.{kind}({', '.join(operands)})"
-
-    body = visit(spec)
-    params = ", ".join(f"a{i}" for i in range(n_args[0]))
-    return f"def kernel({params}):\n    return {body}\n"
-
-
-def _cupy_fused(spec):
-    """The spec as one fused GPU kernel (``cupy.fuse``), cached by spec."""
-    kernel = _cupy_kernels.get(spec)
-    if kernel is None:
-        cupy = backends.cupy_module()
-        namespace = {"cupy": cupy}
-        exec(cupy_source(spec), namespace)  # noqa: S102 - generated from the spec above
-        kernel = _cupy_kernels[spec] = cupy.fuse()(namespace["kernel"])
-    return kernel
 
 
 def _threads() -> int:
@@ -159,6 +124,23 @@ def _run(kernel, arrays):
     _map_blocks(block, _blocks(shape[0], n))
     return out
 
+
+
+def _blocks(n: int, parts: int) -> list[tuple[int, int]]:
+    """``parts`` contiguous, non-empty (lo, hi) ranges covering 0..n."""
+    bounds = np.linspace(0, n, parts + 1).astype(int)
+    return [(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
+
+
+def _map_blocks(fn, blocks):
+    global _pool
+    if len(blocks) == 1:
+        return [fn(*blocks[0])]
+    if _pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _pool = ThreadPoolExecutor(_threads(), thread_name_prefix="phylanx-fused")
+    return [f.result() for f in [_pool.submit(fn, lo, hi) for lo, hi in blocks]]
 
 
 def _numeric(a) -> bool:
@@ -357,207 +339,6 @@ def _compile(spec, in_dtypes, dtypes, src=None, warm=True):
     return kernel_cache.load_or_build("fused", src, compile_now if warm else None).kernel
 
 
-# ---- a chain feeding a sum: one pass, no intermediate array ----------------------------------------------
-_reduce_kernels: dict = {}
-
-
-def fused_sum(spec, locs, axis, *args):
-    """``np.sum(chain, axis)`` where the chain is the spec: one compiled pass over the broadcast inputs when
-    they are large numeric arrays (the broadcast result is never materialised), else NumPy."""
-    found = _reduce_kernel(spec, axis, args)
-    if found is not None:
-        try:
-            return found()
-        except Exception:  # noqa: BLE001 - the reference below raises the error at the right operation
-            pass
-    value = reference(spec, args, locs[:-1])
-    try:
-        return np.sum(value, axis=axis)
-    except Exception as e:
-        raise OperationFailed(e, locs[-1], "sum") from e
-
-
-def _summed_chain(spec, args):
-    """(broadcast shape, dtypes, input dtypes, accumulator dtype) of a chain that a compiled loop nest may sum
-    (numeric inputs, at least one array, FUSE_MIN_ELEMENTS elements or more), else None."""
-    if not _compilable(args) or not any(isinstance(a, np.ndarray) for a in args):
-        return None
-    try:
-        shape = np.broadcast_shapes(*(np.shape(a) for a in args))
-    except ValueError:
-        return None
-    if not shape or int(np.prod(shape, dtype=np.int64)) < FUSE_MIN_ELEMENTS:
-        return None
-    try:
-        found = _dtypes(spec, args)
-    except Exception:
-        return None
-    if found is None:
-        return None
-    dtypes, in_dtypes = found
-    return shape, dtypes, in_dtypes, np.sum(np.zeros(1, dtypes[id(spec)])).dtype
-
-
-def _reduce_kernel(spec, axis, args):
-    """A callable computing the sum with a compiled kernel, or None (the reference then runs)."""
-    found = _summed_chain(spec, args)
-    if found is None:
-        return None
-    shape, dtypes, in_dtypes, acc_dt = found
-    nd = len(shape)
-    if nd > 4 or (axis is not None and not -nd <= axis < nd) or acc_dt.kind not in "iuf":
-        return None  # complex and bool sums stay with NumPy
-    ax = None if axis is None or nd == 1 else axis % nd  # a 1-D sum over its only axis is the full sum
-    key = (spec, tuple(d.str for d in in_dtypes), nd, ax)
-    kernel = cached_kernel(_reduce_kernels, key, lambda: _compile(
-        spec, in_dtypes, dtypes, src=_reduce_source(spec, dtypes, len(args), nd, ax is None, acc_dt), warm=False))
-    if kernel is None:
-        return None
-    views = [np.broadcast_to(np.asarray(a, dtype=d), shape) for a, d in zip(args, in_dtypes)]
-    if ax is not None:
-        views = [np.moveaxis(v, ax, -1) for v in views]
-    return lambda: _run_reduce(kernel, views, ax is None, acc_dt)
-
-
-def _run_reduce(kernel, views, full, acc_dt):
-    """Row blocks of the leading axis on parallel threads (each a view: nothing is copied)."""
-    n0 = views[0].shape[0]
-    blocks = _blocks(n0, min(_threads(), n0) if views[0].size >= PARALLEL_MIN_ELEMENTS else 1)
-    if full:
-        parts = _map_blocks(lambda lo, hi: kernel(*[v[lo:hi] for v in views]), blocks)
-        return acc_dt.type(sum(parts, acc_dt.type(0)))
-    out = np.empty(views[0].shape[:-1], acc_dt)
-    _map_blocks(lambda lo, hi: kernel(out[lo:hi], *[v[lo:hi] for v in views]), blocks)
-    return out
-
-
-def _blocks(n: int, parts: int) -> list[tuple[int, int]]:
-    """``parts`` contiguous, non-empty (lo, hi) ranges covering 0..n."""
-    bounds = np.linspace(0, n, parts + 1).astype(int)
-    return [(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
-
-
-def _map_blocks(fn, blocks):
-    global _pool
-    if len(blocks) == 1:
-        return [fn(*blocks[0])]
-    if _pool is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _pool = ThreadPoolExecutor(_threads(), thread_name_prefix="phylanx-fused")
-    return [f.result() for f in [_pool.submit(fn, lo, hi) for lo, hi in blocks]]
-
-
-def _reduce_source(spec, dtypes, n_args, nd, full, acc_dt) -> str:
-    """An njit loop nest over the broadcast views, the summed axis innermost (full: every axis)."""
-    names = [f"x{i}" for i in range(n_args)]
-    loops = nd if full else nd - 1
-    idx = [f"i{d}" for d in range(nd)]
-    head = [f"def kernel({'' if full else 'out, '}{', '.join(f'a{i}' for i in range(n_args))}):"]
-    if full:
-        head.append(f"    acc0 = np.{acc_dt.name}(0)")
-    body, pad = [], "    "
-    for d in range(loops):
-        body.append(f"{pad}for {idx[d]} in range(a0.shape[{d}]):")
-        pad += "    "
-    if not full:
-        body.append(f"{pad}acc = np.{acc_dt.name}(0)")
-        body.append(f"{pad}for {idx[nd - 1]} in range(a0.shape[{nd - 1}]):")
-        pad += "    "
-    where = ", ".join(idx)
-    body += [f"{pad}{names[i]} = a{i}[{where}]" for i in range(n_args)]
-    lines, result = _body(spec, dtypes, names, pad)
-    body += lines
-    if full:
-        body.append(f"{pad}acc0 += {result}")
-        tail = ["    return acc0"]
-    else:
-        body.append(f"{pad}acc += {result}")
-        body.append(f"{pad[:-4]}out[{', '.join(idx[:nd - 1])}] = acc")
-        tail = []
-    return ("import numpy as np\nimport numba\n\n\n@numba.njit(cache=True)\n"
-            + "\n".join(head + body + tail) + "\n")
-
-
-# ---- distances and their argmin: k-means' assignment step ------------------------------------------------
-_argmin_kernels: dict = {}
-
-
-def fused_sum_argmin(spec, locs, axis, arg_axis, *args):
-    """``np.argmin(np.sum(chain, axis), axis=arg_axis)`` in one compiled loop nest: neither the broadcast chain
-    (k-means' n x k x d differences) nor the summed array (n x k distances) is built. Ties and NaN as NumPy: the
-    first minimum, or the first NaN."""
-    found = _argmin_kernel(spec, axis, arg_axis, args)
-    if found is not None:
-        try:
-            return found()
-        except Exception:  # noqa: BLE001 - the reference below raises the error at the right operation
-            pass
-    sums = fused_sum(spec, locs[:-1], axis, *args)
-    try:
-        return np.argmin(sums, axis=arg_axis)
-    except Exception as e:
-        raise OperationFailed(e, locs[-1], "argmin") from e
-
-
-def _argmin_kernel(spec, axis, arg_axis, args):
-    found = _summed_chain(spec, args)
-    if found is None:
-        return None
-    shape, dtypes, in_dtypes, acc_dt = found
-    nd = len(shape)
-    if nd < 2 or nd > 4 or not (-nd <= axis < nd) or not (-(nd - 1) <= arg_axis < nd - 1):
-        return None
-    if acc_dt.kind != "f":
-        return None  # integer sums: NumPy (exact ties, wrap-around) keeps them
-    ax, arg_ax = axis % nd, arg_axis % (nd - 1)
-    key = (spec, tuple(d.str for d in in_dtypes), nd)
-    kernel = cached_kernel(_argmin_kernels, key, lambda: _compile(
-        spec, in_dtypes, dtypes, src=_argmin_source(spec, dtypes, len(args), nd, acc_dt), warm=False))
-    if kernel is None:
-        return None
-    # views with the summed axis last and the argmin axis just before it
-    views = [np.moveaxis(np.broadcast_to(np.asarray(a, dtype=d), shape), ax, -1) for a, d in zip(args, in_dtypes)]
-    views = [np.moveaxis(v, arg_ax, -2) for v in views]
-    out_shape = views[0].shape[:-2]
-
-    def run():
-        out = np.empty(out_shape, np.intp)
-        if len(out_shape) and out_shape[0] > 1:
-            _map_blocks(lambda lo, hi: kernel(out[lo:hi], *[v[lo:hi] for v in views]),
-                        _blocks(out_shape[0], min(_threads(), out_shape[0])))
-        else:
-            kernel(out, *views)
-        return out
-
-    return run
-
-
-def _argmin_source(spec, dtypes, n_args, nd, acc_dt) -> str:
-    names = [f"x{i}" for i in range(n_args)]
-    idx = [f"i{d}" for d in range(nd)]
-    head = [f"def kernel(out, {', '.join(f'a{i}' for i in range(n_args))}):"]
-    body, pad = [], "    "
-    for d in range(nd - 2):
-        body.append(f"{pad}for {idx[d]} in range(a0.shape[{d}]):")
-        pad += "    "
-    body += [f"{pad}best = np.{acc_dt.name}(np.inf)", f"{pad}arg = 0", f"{pad}nan = False",
-             f"{pad}for {idx[nd - 2]} in range(a0.shape[{nd - 2}]):"]
-    pad2 = pad + "    "
-    body += [f"{pad2}acc = np.{acc_dt.name}(0)", f"{pad2}for {idx[nd - 1]} in range(a0.shape[{nd - 1}]):"]
-    pad3 = pad2 + "    "
-    where = ", ".join(idx)
-    body += [f"{pad3}{names[i]} = a{i}[{where}]" for i in range(n_args)]
-    lines, result = _body(spec, dtypes, names, pad3)
-    body += lines + [f"{pad3}acc += {result}"]
-    body += [f"{pad2}if not nan:", f"{pad2}    if acc != acc:", f"{pad2}        nan = True",
-             f"{pad2}        arg = {idx[nd - 2]}", f"{pad2}    elif acc < best:", f"{pad2}        best = acc",
-             f"{pad2}        arg = {idx[nd - 2]}"]
-    body.append(f"{pad}out[{', '.join(idx[:nd - 2])}{'' if nd > 2 else '()'}] = arg")
-    return ("import numpy as np\nimport numba\n\n\n@numba.njit(cache=True, nogil=True)\n"
-            + "\n".join(head + body) + "\n")
-
-
 # ---- tile rules (runtime/tiled/ops.py gives ``ops``) ------------------------------------------------------
 def _tile_elementwise(ops, spec, locs, *leaves):
     """A fused group on tiles: the generated kernel (each tile's task picks Numba or NumPy by the tile's size) as
@@ -565,27 +346,4 @@ def _tile_elementwise(ops, spec, locs, *leaves):
     return ops.elementwise(functools.partial(fused_elementwise, spec, locs), leaves)
 
 
-def _tile_sum(ops, spec, locs, axis, *leaves):
-    """A fused chain feeding ``sum(axis=a)``: when axis a is within one tile, each tile runs the compiled loop
-    that never builds the broadcast intermediate (k-means' n x k x d distances); else chain, then a tree."""
-    if isinstance(axis, int):
-        nd = max(v.ndim if ops.is_tiled(v) else len(np.shape(v)) for v in leaves)
-        try:
-            return ops.elementwise(functools.partial(fused_sum, spec, locs, axis), leaves, drop_axis=axis % nd)
-        except ValueError as e:
-            if "split over tiles" not in str(e):
-                raise
-    chain = _tile_elementwise(ops, spec, locs[:-1], *leaves)
-    if not ops.is_tiled(chain):
-        return np.sum(chain, axis=axis)
-    return ops.reduce("sum", chain, axis, False)
-
-
-def _tile_sum_argmin(ops, spec, locs, axis, arg_axis, *leaves):
-    """Distances then their argmin: the per-tile compiled sum, then argmin, both in each tile's task."""
-    return np.argmin(_tile_sum(ops, spec, locs[:-1], axis, *leaves), axis=arg_axis)
-
-
 register("fused.elementwise", fused_elementwise, display="fused", tile=_tile_elementwise)
-register("fused.sum", fused_sum, display="fused_sum", tile=_tile_sum)
-register("fused.sum_argmin", fused_sum_argmin, display="fused_sum_argmin", tile=_tile_sum_argmin)

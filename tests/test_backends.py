@@ -5,7 +5,7 @@ import numpy as np
 import prog_gpu
 import pytest
 from phylanx_py.primitives import backends, lookup
-from phylanx_py.primitives.fused import cupy_source
+from phylanx_py.primitives.fused_cupy import cupy_source
 
 import phylanx_py as px
 from phylanx_py import ir

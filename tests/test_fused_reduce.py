@@ -6,7 +6,7 @@ import numpy as np
 import prog_reduce as P
 import pytest
 from helpers import source_position
-from phylanx_py.primitives import fused as F
+from phylanx_py.primitives import fused_reduce as F
 
 import phylanx_py as px
 from phylanx_py import ir

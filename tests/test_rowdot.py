@@ -111,7 +111,7 @@ def test_distances_then_argmin_become_one_loop_nest():
 
 
 def test_sum_argmin_kernel_against_numpy():
-    from phylanx_py.primitives.fused import fused_sum_argmin
+    from phylanx_py.primitives.fused_reduce import fused_sum_argmin
 
     spec = ("operator.pow", ("operator.sub", ("arg", 0), ("arg", 1)), ("const", 2))
     X = RNG.standard_normal((40_000, 3))

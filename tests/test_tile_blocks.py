@@ -6,7 +6,7 @@ import functools
 
 import numpy as np
 import pytest
-from phylanx_py.primitives.fused import fused_sum
+from phylanx_py.primitives.fused_reduce import fused_sum
 from phylanx_py.runtime.tiled import blocked, tasks
 
 RNG = np.random.default_rng(0)
