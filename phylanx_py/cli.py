@@ -59,6 +59,10 @@ def _where_work_ran(rt) -> str:
 
 
 def cmd_run(args) -> int:
+    own = [a for a in args.script_args if a.split("=", 1)[0] in _OWN_OPTIONS]
+    if own:
+        _say(f"note: {own[0]} after the script goes to the script (as with python -m); phylanx-py's options come "
+             f"before it: phylanx-py {args.command} {own[0]} ... {args.script}")
     rt = _runtime(args)
     if rt is not None:
         link = _dashboard(rt)
@@ -70,11 +74,6 @@ def cmd_run(args) -> int:
     try:
         with px.using(shown):
             runpy.run_path(args.script, run_name="__main__")
-    except SystemExit as e:
-        if e.code not in (0, None) and set(args.script_args) & _OWN_OPTIONS:
-            _say(f"{args.script} exited with status {e.code}; note that arguments after the script go to the "
-                 f"script: put phylanx-py's options before it (phylanx-py run --local-cluster 2 {args.script})")
-        raise
     finally:
         if shown.counts["calls"]:
             _say(_where_work_ran(shown))

@@ -77,10 +77,14 @@ class Profile:
         """The row's name: the primitive, or a fused group by its contents (``fused[neg, exp, add, truediv]``)."""
         if not s.label.startswith("fused"):
             return s.label
-        names = {}
-        for program in list(self.programs.values()):
-            names.update(groups(program))
-        return names.get((s.loc.filename, s.loc.lineno, s.loc.col, s.label), s.label)
+        programs = list(self.programs.values())
+        cached = getattr(self, "_group_names", None)
+        if cached is None or cached[0] != [id(p) for p in programs]:  # recomputed when other programs ran
+            names = {}
+            for program in programs:
+                names.update(groups(program))
+            cached = self._group_names = ([id(p) for p in programs], names)
+        return cached[1].get((s.loc.filename, s.loc.lineno, s.loc.col, s.label), s.label)
 
     def times(self) -> dict:
         """Wall time of the profiled calls; kernel time (while at least one node ran, and summed over threads

@@ -234,9 +234,14 @@ def test_phylanx_scheduler_variable_and_cli_select_the_cluster(cluster, tmp_path
     assert out.stdout.strip() == want, out.stderr
     env = {k: v for k, v in os.environ.items() if k != "PHYLANX_SCHEDULER"}
     cli = [sys.executable, "-m", "phylanx_py.cli"]
-    out = subprocess.run(cli + ["run", str(script), "--scheduler", cluster.address], env=env,
+    out = subprocess.run(cli + ["run", "--scheduler", cluster.address, str(script)], env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == want, out.stderr
+    # after the script, the option is the script's (as with python -m): it runs locally, and is told so
+    out = subprocess.run(cli + ["run", str(script), "--scheduler", cluster.address], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == want.replace("dask", "local"), out.stderr
+    assert "[phylanx-py] note: --scheduler after the script goes to the script" in out.stderr
     out = subprocess.run(cli + ["info", "--scheduler", cluster.address], env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.stdout.count(f"phylanx-py {px.__version__}") == 2, out.stdout + out.stderr  # both workers
