@@ -114,7 +114,8 @@ class NativeLoop:
             except Decline as e:
                 self.reason = str(e)
                 return None
-            key = tuple(K.key(k) for k in ks)
+            # one entry per layout too: Numba compiles C, F and strided arrays (and read-only ones) apart
+            key = tuple(K.key(k) for k in ks) + tuple(_layout(a) for a in args if type(a) is np.ndarray)
             entry = self.entries.get(key)
             if entry is None:
                 entry = self.entries[key] = self._lower(ks)
@@ -178,6 +179,10 @@ class NativeLoop:
         t0 = time.perf_counter()
         try:
             out = entry.kernel(*args)
+        except _numba_errors() as e:  # typing for arguments not seen when compiling: nothing ran yet
+            entry.declined = f"Numba: {_first_line(e)}"
+            self.reason = entry.declined
+            return None
         except entry.overflow:
             for a, copy in saved:
                 a[...] = copy
@@ -225,13 +230,18 @@ def _restore(value, kind, args):
     return K.convert(value, kind)
 
 
+def _layout(a):
+    f = a.flags
+    return (f.c_contiguous, f.f_contiguous, f.writeable, f.aligned)
+
+
 def _fast_key(args):
     """A cheap key of the arguments' kinds (None: use the full path): dtype and ndim of arrays, type of scalars."""
     key = []
     for a in args:
         t = type(a)
         if t is np.ndarray:
-            key.append((a.dtype, a.ndim))
+            key.append((a.dtype, a.ndim, _layout(a)))
         elif t is int:
             if not -9223372036854775808 <= a <= 9223372036854775807:
                 return None
@@ -244,6 +254,12 @@ def _fast_key(args):
 
 
 _SCALAR_TYPES = frozenset(d.type for d in K.DTYPES)
+
+
+def _numba_errors():
+    from numba.core.errors import NumbaError
+
+    return NumbaError
 
 
 def _first_line(e) -> str:
