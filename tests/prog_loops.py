@@ -108,3 +108,9 @@ def accumulate(a, k):
         s += a[i]  # a Python float until the first store of an np.float64
         c += k[i]
     return s, c, s / 1.0
+
+
+def offset_store(a, k):
+    for i in range(len(a)):
+        a[i] = i + k  # i + k is a Python int: past 2**63 NumPy raises storing it
+    return a

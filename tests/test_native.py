@@ -161,3 +161,16 @@ def test_each_array_layout_gets_its_kernel(forced):
     f = px.compile(L.tanh_store)
     f(a[0].copy()), f(a[:, 1])
     assert f.explain().count("-> native") == 2
+
+
+def test_index_arithmetic_unchecked_only_for_small_arguments(forced):
+    f = run_both(L.offset_store, np.zeros(4, dtype=np.int64), 5)
+    assert "-> native" in f.explain()
+    source = next(iter(f._compile().native_loops[0].entries.values())).source
+    assert "_ck_add" not in source  # i < len(a), k < 2**40: no overflow check
+    big = 2**63 - 2
+    with pytest.raises(OverflowError):
+        L.offset_store(np.zeros(4, dtype=np.int64), big)
+    with pytest.raises(px.ExecutionError) as e:
+        f(np.zeros(4, dtype=np.int64), big)  # checked kernel: overflow, arrays restored, interpreted: NumPy's error
+    assert isinstance(e.value.__cause__, OverflowError)

@@ -20,7 +20,7 @@ from . import kinds as K
 from .analysis import LoopPlan
 from .helpers import HELPERS
 from .kinds import Decline
-from .lower import lower
+from .lower import SMALL, lower
 
 HOT_SECONDS = 0.05  # interpreted time after which a loop is compiled (Numba takes 0.2-10 s per kernel)
 _LOCK = threading.Lock()
@@ -115,10 +115,11 @@ class NativeLoop:
                 self.reason = str(e)
                 return None
             # one entry per layout too: Numba compiles C, F and strided arrays (and read-only ones) apart
-            key = tuple(K.key(k) for k in ks) + tuple(_layout(a) for a in args if type(a) is np.ndarray)
+            small = _small(args)
+            key = tuple(K.key(k) for k in ks) + tuple(_layout(a) for a in args if type(a) is np.ndarray) + small
             entry = self.entries.get(key)
             if entry is None:
-                entry = self.entries[key] = self._lower(ks)
+                entry = self.entries[key] = self._lower(ks, small)
             if fast is not None:
                 self.fast[fast] = entry
         self.last = entry
@@ -140,12 +141,13 @@ class NativeLoop:
         if self.last is not None:
             self.last.interpreted += time.perf_counter() - t0
 
-    def _lower(self, ks) -> Entry:
+    def _lower(self, ks, small) -> Entry:
         entry = Entry(ks)
         try:
             kinds = dict(zip(self.plan.params, ks))
+            names = frozenset(n for n, is_small in zip(self.plan.params, small) if is_small)
             entry.source, entry.checked, entry.flags = lower(self.plan.loop, self.plan.params, kinds,
-                                                             self.plan.outputs)
+                                                             self.plan.outputs, names)
         except Decline as e:
             entry.declined = str(e)
             self.reason = entry.declined
@@ -250,7 +252,12 @@ def _fast_key(args):
             key.append(t)
         else:
             return None
-    return tuple(key)
+    return tuple(key) + _small(args)
+
+
+def _small(args) -> tuple:
+    """Which arguments are Python ints below 2**40 in magnitude: index arithmetic on them needs no checks."""
+    return tuple(type(a) is int and -SMALL < a < SMALL for a in args)
 
 
 _SCALAR_TYPES = frozenset(d.type for d in K.DTYPES)
