@@ -77,13 +77,14 @@ class Entry:
     """One signature of a loop: its source, kernel, state and the reason it was declined."""
 
     __slots__ = ("kinds", "source", "checked", "kernel", "overflow", "declined", "compiling", "compile_seconds",
-                 "interpreted", "native_runs", "native_seconds", "writes", "flags")
+                 "interpreted", "native_runs", "writes", "flags", "convert")
 
     def __init__(self, kinds):
         self.kinds = kinds
         self.source = self.kernel = self.overflow = self.declined = None
         self.checked = self.compiling = False
-        self.compile_seconds = self.interpreted = self.native_seconds = 0.0
+        self.compile_seconds = self.interpreted = 0.0
+        self.convert = None
         self.native_runs = 0
         self.writes = ()
         self.flags = {}
@@ -178,7 +179,6 @@ class NativeLoop:
         if ev.pending:
             ev.wait_all(raise_errors=False)  # tasks still reading arrays the loop may change
         saved = [(args[i], args[i].copy()) for i in entry.writes] if entry.checked else ()
-        t0 = time.perf_counter()
         try:
             out = entry.kernel(*args)
         except _numba_errors() as e:  # typing for arguments not seen when compiling: nothing ran yet
@@ -188,23 +188,23 @@ class NativeLoop:
         except entry.overflow:
             for a, copy in saved:
                 a[...] = copy
-            entry.declined = "a Python int grew past 2**63 (Python ints do not wrap)"
+            entry.declined = ("a Python int grew past 2**63, or a value that may be a Python or a NumPy scalar "
+                              "was divided by zero: the loop reran interpreted")
             self.reason = entry.declined
             return None
-        finally:
-            entry.native_seconds += time.perf_counter() - t0
-            entry.native_runs += 1
-            STATS["native"] += 1
-        outputs = self.plan.outputs
-        flags = dict(zip(entry.flags, out[len(outputs):]))
-        result = []
-        for name, value in zip(outputs, out):
-            kind = entry.kinds[self.plan.params.index(name)]
-            if name in flags:  # Python or NumPy scalar: as the plain loop's last store made it
-                either = entry.flags[name]
-                kind = either.np if flags[name] else either.py
-            result.append(_restore(value, kind, args))
-        return tuple(result)
+        entry.native_runs += 1
+        STATS["native"] += 1
+        if entry.convert is None:
+            entry.convert = self._converters(entry)
+        return tuple(_restore(out[i], kind if flag is None else (kind.np if out[flag] else kind.py))
+                     for i, kind, flag in entry.convert)
+
+    def _converters(self, entry):
+        """(output index, kind, index of its Either flag or None) for each output."""
+        outputs, n = self.plan.outputs, len(self.plan.outputs)
+        flags = list(entry.flags)
+        return [(i, entry.flags[name], n + flags.index(name)) if name in entry.flags
+                else (i, entry.kinds[self.plan.params.index(name)], None) for i, name in enumerate(outputs)]
 
     def explain(self) -> list[str]:
         lines = []
@@ -224,7 +224,7 @@ class NativeLoop:
         return lines
 
 
-def _restore(value, kind, args):
+def _restore(value, kind):
     """An output as the plain loop would have left it: scalars of their NumPy/Python type (Numba returns
     Python floats). Arrays need nothing: Numba returns an input array as that very object (its parent)."""
     if type(value) is np.ndarray:
