@@ -174,3 +174,15 @@ def test_index_arithmetic_unchecked_only_for_small_arguments(forced):
     with pytest.raises(px.ExecutionError) as e:
         f(np.zeros(4, dtype=np.int64), big)  # checked kernel: overflow, arrays restored, interpreted: NumPy's error
     assert isinstance(e.value.__cause__, OverflowError)
+
+
+def test_arrays_after_an_error_in_native_code_are_as_the_plain_loop_left_them(forced):
+    a = np.arange(5.0)
+    plain_b, native_b = np.zeros(5), np.zeros(5)
+    with pytest.raises(IndexError):
+        L.shift_left(a, plain_b)
+    with pytest.raises(px.ExecutionError) as e:
+        px.compile(L.shift_left)(a, native_b)
+    assert isinstance(e.value.__cause__, IndexError)
+    np.testing.assert_array_equal(native_b, plain_b)
+    assert plain_b[3] == 8.0 and plain_b[4] == 0.0
