@@ -108,3 +108,15 @@ def accumulate(a, k):
         s += a[i]  # a Python float until the first store of an np.float64
         c += k[i]
     return s, c, s / 1.0
+
+
+def offset_store(a, k):
+    for i in range(len(a)):
+        a[i] = i + k  # i + k is a Python int: past 2**63 NumPy raises storing it
+    return a
+
+
+def shift_left(a, b):
+    for i in range(len(b)):
+        b[i] = a[i + 1] * 2.0  # the last i reads past a's end, after b[:-1] was written
+    return b

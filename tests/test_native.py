@@ -1,7 +1,6 @@
 """The native loop tier: same answer as the plain function, or the loop stays interpreted and says why."""
 from __future__ import annotations
 
-import re
 import time
 import warnings
 
@@ -141,18 +140,49 @@ def test_tiered_compiles_in_the_background_then_runs_native(monkeypatch):
     monkeypatch.setattr(native_loop, "HOT_SECONDS", 0.0)
     f = px.compile(L.tanh_store)
     a = np.linspace(-1, 1, 10)
-    f(a)  # interpreted, and long enough (> 0 s) to start the compile
-    f(a)
+    f(a)  # interpreted; with HOT_SECONDS = 0 the compile starts in the background at once
     deadline = time.monotonic() + 120
     while "compiling" in f.explain() and time.monotonic() < deadline:
         time.sleep(0.1)
     np.testing.assert_allclose(f(a), L.tanh_store(a), rtol=1e-15)
-    # at least the last call ran native (more when the compile finished early: a kernel cached on disk loads at once)
-    runs = re.search(r"-> native .*; (\d+) native runs\)", f.explain())
-    assert runs is not None and int(runs.group(1)) >= 1, f.explain()
+    assert "-> native" in f.explain() and "native runs" in f.explain()
 
 
 @pytest.mark.parametrize("n", [0, 1, 7])
 def test_python_scalars_that_become_numpy_scalars_keep_their_type(forced, n):
     f = run_both(L.accumulate, np.linspace(0, 1, n), np.arange(n))
     assert "-> native" in f.explain()
+
+
+def test_each_array_layout_gets_its_kernel(forced):
+    a = np.arange(24.0).reshape(4, 6)
+    run_both(L.tanh_store, a[0])
+    run_both(L.tanh_store, a[:, 1])  # strided: another kernel, not a typing error at the loop's line
+    f = px.compile(L.tanh_store)
+    f(a[0].copy()), f(a[:, 1])
+    assert f.explain().count("-> native") == 2
+
+
+def test_index_arithmetic_unchecked_only_for_small_arguments(forced):
+    f = run_both(L.offset_store, np.zeros(4, dtype=np.int64), 5)
+    assert "-> native" in f.explain()
+    source = next(iter(f._compile().native_loops[0].entries.values())).source
+    assert "_ck_add" not in source  # i < len(a), k < 2**40: no overflow check
+    big = 2**63 - 2
+    with pytest.raises(OverflowError):
+        L.offset_store(np.zeros(4, dtype=np.int64), big)
+    with pytest.raises(px.ExecutionError) as e:
+        f(np.zeros(4, dtype=np.int64), big)  # checked kernel: overflow, arrays restored, interpreted: NumPy's error
+    assert isinstance(e.value.__cause__, OverflowError)
+
+
+def test_arrays_after_an_error_in_native_code_are_as_the_plain_loop_left_them(forced):
+    a = np.arange(5.0)
+    plain_b, native_b = np.zeros(5), np.zeros(5)
+    with pytest.raises(IndexError):
+        L.shift_left(a, plain_b)
+    with pytest.raises(px.ExecutionError) as e:
+        px.compile(L.shift_left)(a, native_b)
+    assert isinstance(e.value.__cause__, IndexError)
+    np.testing.assert_array_equal(native_b, plain_b)
+    assert plain_b[3] == 8.0 and plain_b[4] == 0.0

@@ -18,7 +18,7 @@ from . import kinds as K
 from .analysis import LoopPlan
 from .helpers import HELPERS
 from .kinds import Decline
-from .lower import lower
+from .lower import SMALL, lower
 
 HOT_SECONDS = 0.05  # interpreted time after which a loop is compiled (Numba takes 0.2-10 s per kernel)
 # counts of what the tier did in this process: "native" runs, "declined" signatures with their reasons
@@ -46,13 +46,14 @@ class Entry:
     """One signature of a loop: its source, kernel, state and the reason it was declined."""
 
     __slots__ = ("kinds", "source", "checked", "kernel", "overflow", "declined", "compiling", "compile_seconds",
-                 "interpreted", "native_runs", "native_seconds", "writes", "flags")
+                 "interpreted", "native_runs", "writes", "flags", "convert")
 
     def __init__(self, kinds):
         self.kinds = kinds
         self.source = self.kernel = self.overflow = self.declined = None
         self.checked = self.compiling = False
-        self.compile_seconds = self.interpreted = self.native_seconds = 0.0
+        self.compile_seconds = self.interpreted = 0.0
+        self.convert = None
         self.native_runs = 0
         self.writes = ()
         self.flags = {}
@@ -83,10 +84,12 @@ class NativeLoop:
             except Decline as e:
                 self.reason = str(e)
                 return None
-            key = tuple(K.key(k) for k in ks)
+            # one entry per layout too: Numba compiles C, F and strided arrays (and read-only ones) apart
+            small = _small(args)
+            key = tuple(K.key(k) for k in ks) + tuple(_layout(a) for a in args if type(a) is np.ndarray) + small
             entry = self.entries.get(key)
             if entry is None:
-                entry = self.entries[key] = self._lower(ks)
+                entry = self.entries[key] = self._lower(ks, small)
             if fast is not None:
                 self.fast[fast] = entry
         self.last = entry
@@ -108,12 +111,13 @@ class NativeLoop:
         if self.last is not None:
             self.last.interpreted += time.perf_counter() - t0
 
-    def _lower(self, ks) -> Entry:
+    def _lower(self, ks, small) -> Entry:
         entry = Entry(ks)
         try:
             kinds = dict(zip(self.plan.params, ks))
+            names = frozenset(n for n, is_small in zip(self.plan.params, small) if is_small)
             entry.source, entry.checked, entry.flags = lower(self.plan.loop, self.plan.params, kinds,
-                                                             self.plan.outputs)
+                                                             self.plan.outputs, names)
         except Decline as e:
             entry.declined = str(e)
             self.reason = entry.declined
@@ -144,29 +148,32 @@ class NativeLoop:
         if ev.pending:
             ev.wait_all(raise_errors=False)  # tasks still reading arrays the loop may change
         saved = [(args[i], args[i].copy()) for i in entry.writes] if entry.checked else ()
-        t0 = time.perf_counter()
         try:
             out = entry.kernel(*args)
+        except _numba_errors() as e:  # typing for arguments not seen when compiling: nothing ran yet
+            entry.declined = f"Numba: {_first_line(e)}"
+            self.reason = entry.declined
+            return None
         except entry.overflow:
             for a, copy in saved:
                 a[...] = copy
-            entry.declined = "a Python int grew past 2**63 (Python ints do not wrap)"
+            entry.declined = ("a Python int grew past 2**63, or a value that may be a Python or a NumPy scalar "
+                              "was divided by zero: the loop reran interpreted")
             self.reason = entry.declined
             return None
-        finally:
-            entry.native_seconds += time.perf_counter() - t0
-            entry.native_runs += 1
-            STATS["native"] += 1
-        outputs = self.plan.outputs
-        flags = dict(zip(entry.flags, out[len(outputs):]))
-        result = []
-        for name, value in zip(outputs, out):
-            kind = entry.kinds[self.plan.params.index(name)]
-            if name in flags:  # Python or NumPy scalar: as the plain loop's last store made it
-                either = entry.flags[name]
-                kind = either.np if flags[name] else either.py
-            result.append(_restore(value, kind, args))
-        return tuple(result)
+        entry.native_runs += 1
+        STATS["native"] += 1
+        if entry.convert is None:
+            entry.convert = self._converters(entry)
+        return tuple(_restore(out[i], kind if flag is None else (kind.np if out[flag] else kind.py))
+                     for i, kind, flag in entry.convert)
+
+    def _converters(self, entry):
+        """(output index, kind, index of its Either flag or None) for each output."""
+        outputs, n = self.plan.outputs, len(self.plan.outputs)
+        flags = list(entry.flags)
+        return [(i, entry.flags[name], n + flags.index(name)) if name in entry.flags
+                else (i, entry.kinds[self.plan.params.index(name)], None) for i, name in enumerate(outputs)]
 
     def explain(self) -> list[str]:
         lines = []
@@ -186,12 +193,17 @@ class NativeLoop:
         return lines
 
 
-def _restore(value, kind, args):
+def _restore(value, kind):
     """An output as the plain loop would have left it: scalars of their NumPy/Python type (Numba returns
     Python floats). Arrays need nothing: Numba returns an input array as that very object (its parent)."""
     if type(value) is np.ndarray:
         return value
     return K.convert(value, kind)
+
+
+def _layout(a):
+    f = a.flags
+    return (f.c_contiguous, f.f_contiguous, f.writeable, f.aligned)
 
 
 def _fast_key(args):
@@ -200,7 +212,7 @@ def _fast_key(args):
     for a in args:
         t = type(a)
         if t is np.ndarray:
-            key.append((a.dtype, a.ndim))
+            key.append((a.dtype, a.ndim, _layout(a)))
         elif t is int:
             if not -9223372036854775808 <= a <= 9223372036854775807:
                 return None
@@ -209,10 +221,21 @@ def _fast_key(args):
             key.append(t)
         else:
             return None
-    return tuple(key)
+    return tuple(key) + _small(args)
+
+
+def _small(args) -> tuple:
+    """Which arguments are Python ints below 2**40 in magnitude: index arithmetic on them needs no checks."""
+    return tuple(type(a) is int and -SMALL < a < SMALL for a in args)
 
 
 _SCALAR_TYPES = frozenset(d.type for d in K.DTYPES)
+
+
+def _numba_errors():
+    from numba.core.errors import NumbaError
+
+    return NumbaError
 
 
 def _first_line(e) -> str:

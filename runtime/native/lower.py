@@ -48,8 +48,10 @@ class Widen(Exception):
 class Lowerer:
     """Lowers one loop (``loop``) over ``inputs`` (name -> kind) to a kernel's source."""
 
-    def __init__(self, loop, inputs: dict, outputs: list, tainted=frozenset(), arrays_tainted=False, widened=None):
+    def __init__(self, loop, inputs: dict, outputs: list, tainted=frozenset(), arrays_tainted=False, widened=None,
+                 bounds=None):
         self.loop = loop
+        self.bounds = dict(bounds or {})  # name -> |value| bound (Python ints needing no overflow check)
         self.widened = widened or {}
         self.flags_start = [f"__pxw_{n} = {int(_is_np(inputs.get(n)))}" for n in self.widened]
         inputs = {n: (K.Either(self.widened[n].py, self.widened[n].np, n) if n in self.widened else k)
@@ -167,6 +169,7 @@ class Lowerer:
             k = K.Either(w.py, w.np, name)
         elif type(k) is K.Either:
             raise Widen(name, K.Either(k.py, k.np, name))
+        self.bounds.pop(name, None)
         old = self.env.get(name)
         if old is not None and name in self.inputs and K.key(old) != K.key(k):
             self.widen_or_fail(name, old, k, node)
@@ -248,8 +251,12 @@ class Lowerer:
         else:
             self.fail(f"a for loop over {K.describe(k)}", n)
         self.bind(n.target, n.target.name, item, t or (type(k) is np.ndarray and self.arrays_tainted))
+        b = self.range_bound(n)
+        if b is not None:
+            self.bounds[n.target.name] = b
         self.emit(f"for {n.target.name} in {it}:")
         self.loop_body(n, n.body)
+        self.bounds.pop(n.target.name, None)
 
     def s_While(self, n):
         if n.orelse.stmts:
@@ -428,6 +435,10 @@ class Lowerer:
                 self.fail("array arithmetic on dtypes other than float64/int64/bool", n)
             return low.source(atoms)
         py = all(type(x) in (int, float, bool) for x in ks)
+        if type(k) is int and low.pyint and not n.prim.endswith("pow"):
+            b = self.bound(n)
+            if b is not None and b < SAFE:
+                return low.source(atoms)  # bounded far below 2**63: no check (index arithmetic: i + 1)
         if type(k) is int and low.pyint:
             if n.prim.endswith("pow") and not (isinstance(n.args[1], ir.Const) and n.args[1].value >= 0):
                 self.fail("a Python int raised to a power that may be negative", n)
@@ -462,6 +473,43 @@ class Lowerer:
         src = low.source(cast)
         rk = ("bool_" if k.dtype == np.bool_ else k.dtype.name) if isinstance(k, np.generic) else type(k).__name__
         return f"np.{rk}({src})" if isinstance(k, np.generic) else f"{rk}({src})"
+
+    # ---- bounds of Python ints (|x| <= bound): arithmetic proven far from 2**63 needs no check ---------------
+    def bound(self, n):
+        if isinstance(n, ir.Const):
+            return abs(n.value) if type(n.value) in (int, bool) else None
+        if isinstance(n, ir.Var):
+            return self.bounds.get(n.name)
+        if not isinstance(n, ir.Call):
+            return None
+        p = n.prim
+        if p in ("builtins.len", "attr.size", "attr.ndim") or (
+                p == "operator.getitem" and isinstance(n.args[0], ir.Call) and n.args[0].prim == "attr.shape"):
+            return SHAPE
+        bs = [self.bound(a) for a in n.args]
+        if not bs or None in bs:
+            return None
+        if p in ("operator.add", "operator.sub", "operator.iadd", "operator.isub"):
+            return bs[0] + bs[1]
+        if p in ("operator.mul", "operator.imul"):
+            return bs[0] * bs[1]
+        if p in ("operator.neg", "operator.pos", "builtins.abs"):
+            return bs[0]
+        if p in ("operator.floordiv", "operator.mod", "operator.ifloordiv", "operator.imod", "builtins.min",
+                 "builtins.max"):
+            return max(bs)
+        return None
+
+    def range_bound(self, n):
+        """|i| bound of a ``for i in range(...)`` target the body does not assign."""
+        it = n.iter
+        if not (isinstance(it, ir.Call) and it.prim == "builtins.range"):
+            return None
+        name = n.target.name
+        if any(isinstance(s, (ir.StoreName, ir.SetVar)) and s.name == name for s in ir.walk(n.body)):
+            return None
+        bs = [self.bound(a) for a in it.args]
+        return None if None in bs else max(bs)
 
     # ---- calls with their own kind rules ---------------------------------------------------------------------
     def index_kind(self, ak, kk, node):
@@ -585,6 +633,9 @@ class Lowerer:
 
 # Out-of-bounds reads raise IndexError as in NumPy (Numba would read past the end). Measured cost: see the README.
 BOUNDSCHECK = True
+SMALL = 1 << 40  # a Python int argument below this (checked per call) is "small"
+SHAPE = 1 << 48  # lengths and shapes: no array has more elements
+SAFE = 1 << 62
 _CMP = {"operator.lt", "operator.le", "operator.gt", "operator.ge", "operator.eq", "operator.ne"}
 
 
@@ -602,12 +653,15 @@ for _name in ("float64", "float32", "int64", "bool_"):
     setattr(Lowerer, f"c_{_name}", _dtype_call(_name))
 
 
-def lower(loop, params, kinds: dict, outputs) -> tuple[str, bool, dict]:
+def lower(loop, params, kinds: dict, outputs, small=frozenset()) -> tuple[str, bool, dict]:
     """(kernel source, whether it uses helpers that fall back to the interpreter, the Either kinds of outputs
-    whose flags follow them) for ``loop`` over ``params`` of ``kinds``; Decline."""
+    whose flags follow them) for ``loop`` over ``params`` of ``kinds``, the Python ints named in ``small``
+    being below SMALL in magnitude (the caller checks it per call); Decline."""
+    written = {s.name for s in ir.walk(loop) if isinstance(s, (ir.StoreName, ir.SetVar))}
+    bounds = {name: SMALL for name in small if name not in written}
     tainted, arrays, widened = frozenset(), False, {}
     for _ in range(12):  # taint and Either kinds found late flow to the loop's start: iterate to a fixpoint
-        low = Lowerer(loop, kinds, outputs, tainted, arrays, dict(widened))
+        low = Lowerer(loop, kinds, outputs, tainted, arrays, dict(widened), bounds)
         try:
             src = low.source(params)
         except Widen as w:
