@@ -11,9 +11,7 @@ by plain bytecode becomes an ExecutionError naming the user's line, like a faili
 """
 from __future__ import annotations
 
-import contextlib
 import itertools
-import keyword
 import math
 import time
 
@@ -25,10 +23,10 @@ from phylanx_py.primitives.rowdot import MIN_ELEMENTS as ROWDOT_MIN_ELEMENTS
 from phylanx_py import ir
 from phylanx_py.errors import ExecutionError
 
+from .codegen_statements import StatementEmitter, _ident, _is_literal, _stores
 from .evaluation import CallSite
 from .executors import FUTURES
 from .kinds import TYPES as KIND_TYPES
-from .native import NativeLoop
 from .native import mode as native_mode
 from .values import PxFunction, call_value, read_global
 
@@ -40,7 +38,7 @@ SEQUENCES = frozenset({list, tuple, str, dict, range, np.ndarray})
 KEYS = frozenset({int, slice, str, np.int64, np.int32, type(None), type(Ellipsis), bool})
 
 
-class Generator:
+class Generator(StatementEmitter):
     """Emits the Python source of a program; see the module docstring."""
 
     def __init__(self, program: ir.Program, namespaces: dict, fast: bool = True):
@@ -361,174 +359,6 @@ class Generator:
         values = [self.expr(v) for v in n.values]
         pairs = ", ".join(f"__pxr_wait({k}): {v}" for k, v in zip(keys, values))
         return self.assign_temp(f"{{{pairs}}}", n.loc, "dict")
-
-    # ---- stores ------------------------------------------------------------------------------------------
-    def store(self, target, value: str, loc):
-        if isinstance(target, ir.StoreName):
-            self.emit(f"{_ident(target.name)} = {value}", loc, "define")
-            if value in self.tuple_len and target.name[5:].isdigit() and target.name.startswith("__px_"):
-                # the canonicaliser's numbered temps are stored once
-                self.tuple_len[target.name] = self.tuple_len[value]
-        elif isinstance(target, ir.StoreTuple):
-            v = self.resolved(value, loc, "unpack")
-            temps = [self.temp() for _ in target.targets]
-            self.emit(f"{', '.join(temps)}, = {v}", loc, "unpack")
-            for t, sub in zip(temps, target.targets):
-                self.store(sub, t, loc)
-        elif isinstance(target, ir.StoreItem):
-            obj, key = self.expr(target.obj), self.expr(target.key)
-            keytest = self.key_test(key) or "True"
-            fast = (f"__pxr_type({obj}) in __pxr_MUT and not __pxr_pending and {keytest}"
-                    f" and __pxr_type({value}) not in __pxr_F")
-            # arrays: scalars and arrays stored with any basic key (tuples of ints/slices too)
-            ndfast = (f"__pxr_type({obj}) is __pxr_ndarray and not __pxr_pending and {keytest} and "
-                      f"(__pxr_type({value}) in __pxr_S or __pxr_type({value}) is __pxr_ndarray)")
-            self.emit(f"if ({fast}) or ({ndfast}):" if self.fast else "if False:", target.loc, "store_at")
-            self.emit(f"    {obj}[{key}] = {value}", target.loc, "store_at")
-            self.emit("else:")
-            self.emit(f"    __pxr_call({self.site('operator.setitem', target.loc)}, ({obj}, {key}, {value}))",
-                      target.loc, "store_at")
-        else:
-            raise TypeError(f"not an assignment target: {target!r}")
-
-    # ---- statements --------------------------------------------------------------------------------------
-    def stmt(self, n):
-        getattr(self, "s_" + type(n).__name__)(n)
-
-    def s_Block(self, n):
-        for s in n.stmts:
-            self.stmt(s)
-
-    def block(self, n):
-        self.indent += 1
-        start = len(self.lines)
-        self.stmt(n)
-        if len(self.lines) == start:
-            self.emit("pass")
-        self.indent -= 1
-
-    def s_Assign(self, n):
-        self.store(n.target, self.expr(n.value), n.loc)
-
-    def s_Expr(self, n):
-        self.expr(n.value)
-
-    def s_If(self, n):
-        c = self.resolved(self.expr(n.cond), n.loc, "if")
-        self.emit(f"if {c}:", n.loc, "if")
-        self.block(n.then)
-        if n.orelse.stmts:
-            self.emit("else:")
-            self.block(n.orelse)
-
-    @contextlib.contextmanager
-    def native_loop(self, n):
-        """Before a loop: ask its NativeLoop to run it natively; the interpreted loop (emitted inside this
-        context) runs when it returns None. Loops inside a loop that may go native are part of its kernel."""
-        plan = NativeLoop(self.fn_stack[-1], n, f"{n.loc.filename.rsplit('/', 1)[-1]}:{n.loc.lineno}") \
-            if self.native and self.native_depth == 0 and self.fn_stack else None
-        if plan is not None:
-            self.native_loops.append(plan)
-        if plan is None or plan.plan.reason:
-            yield
-            return
-        k, out, t0 = self.const(plan, "nat"), self.temp(), self.temp()
-        params = "".join(f"{p}, " for p in plan.plan.params)
-        self.emit("try:")
-        self.emit(f"    {out} = {k}(__pxr_ev, ({params}))", n.loc, "native loop")
-        self.emit("except __pxr_NameError:")  # a free variable not bound yet: the interpreted loop says so
-        self.emit(f"    {out} = None")
-        self.emit(f"if {out} is None:")
-        self.indent += 1
-        self.emit(f"{t0} = __pxr_clock()")
-        self.native_depth += 1
-        try:
-            yield
-        finally:
-            self.native_depth -= 1
-        self.emit(f"{k}.ran({t0})")
-        self.indent -= 1
-        if plan.plan.outputs:
-            self.emit("else:")
-            self.emit(f"    {''.join(o + ', ' for o in plan.plan.outputs)}= {out}", n.loc, "native loop")
-
-    def s_While(self, n):
-        with self.native_loop(n):
-            self._while(n)
-
-    def _while(self, n):
-        flag = self.temp() if n.orelse.stmts else None
-        if flag:
-            self.emit(f"{flag} = False")
-        self.emit("while True:", n.loc, "while")
-        self.indent += 1
-        c = self.resolved(self.expr(n.cond), n.loc, "while")
-        self.emit(f"if not {c}:", n.loc, "while")
-        if flag:
-            self.emit(f"    {flag} = True")
-        self.emit("    break")
-        self.stmt(n.body)
-        self.indent -= 1
-        if flag:
-            self.emit(f"if {flag}:")
-            self.block(n.orelse)
-
-    def s_For(self, n):
-        with self.native_loop(n):
-            self._for(n)
-
-    def _for(self, n):
-        it = self.resolved(self.expr(n.iter), n.loc, "for")
-        if isinstance(n.target, ir.StoreName):
-            self.emit(f"for {_ident(n.target.name)} in {it}:", n.loc, "for")
-            self.block(n.body)
-        else:
-            item = self.temp()
-            self.emit(f"for {item} in {it}:", n.loc, "for")
-            self.indent += 1
-            self.store(n.target, item, n.loc)
-            self.stmt(n.body)
-            self.indent -= 1
-        if n.orelse.stmts:
-            self.emit("else:")
-            self.block(n.orelse)
-
-    def s_Break(self, n):
-        self.emit("break")
-
-    def s_Continue(self, n):
-        self.emit("continue")
-
-    def s_Return(self, n):
-        self.emit(f"return {self.expr(n.value)}", n.loc, "return")
-
-
-def _ident(name: str) -> str:
-    if keyword.iskeyword(name) or not name.isidentifier():
-        raise ValueError(f"not a Python identifier: {name!r}")
-    return name
-
-
-def _is_literal(atom: str) -> bool:
-    return not atom.startswith("__px") and not atom.isidentifier() or atom in ("None", "True", "False")
-
-
-def _stores(body) -> tuple[set[str], set[str]]:
-    """Names this function stores to in outer functions (depth > 0), and in its own frame (depth 0)."""
-    outer, own = set(), set()
-
-    def walk(n):
-        if isinstance(n, ir.Lambda):
-            for d in n.defaults + tuple(v for _, v in n.kwdefaults):
-                walk(d)
-            return
-        if isinstance(n, (ir.StoreName, ir.SetVar)):
-            (outer if n.depth > 0 else own).add(n.name)
-        for c in ir.children(n):
-            walk(c)
-
-    walk(body)
-    return outer, own
 
 
 __all__ = ["Generator", "KEYS", "SCALARS", "SEQUENCES"]
