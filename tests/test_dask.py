@@ -179,11 +179,18 @@ def _kill_one_worker_during(procs, start_call, settle=1.0):
     """Start a compiled call, SIGKILL the worker holding its data while it runs, and return the call's result."""
     fut = start_call()
     time.sleep(settle)
-    assert not fut.done(), "the computation must still be running when the worker dies"
     with Client(procs.address) as c:
-        held = c.has_what()  # the worker with the call's inputs and intermediates (tasks follow their data)
-        busiest = max(held, key=lambda w: len(held[w]))
-        assert any(k.startswith("input-") for k in held[busiest])
+        # wait until the call's inputs are on a worker (the first call translates and compiles first, which
+        # takes seconds on a loaded machine); the worker holding most of its data is the one to kill
+        deadline = time.monotonic() + 60
+        while True:
+            assert not fut.done(), "the computation must still be running when the worker dies"
+            held = c.has_what()  # the call's inputs and intermediates (tasks follow their data)
+            busiest = max(held, key=lambda w: len(held[w]))
+            if any(k.startswith("input-") for k in held[busiest]):
+                break
+            assert time.monotonic() < deadline, f"no worker received the call's inputs in 60 s: {held}"
+            time.sleep(0.1)
         pid = c.run(os.getpid, workers=[busiest])[busiest]
     (victim,) = [w for w in procs.alive_workers() if w.pid == pid]
     procs.kill_worker(victim)
