@@ -7,7 +7,7 @@ A tiled array is either *concrete* (one future per tile) or *lazy*: a rule per t
 the tiles of other arrays (element-wise math, tile-local products, slices). Lazy chains are not submitted one
 operation at a time: when something needs the tiles (a reduction, a product across tiles, the end of a compiled
 call, ``to_numpy``), each tile's whole chain becomes one task, a small program run on the worker holding the
-tile's data (tasks.run_program). So one LRA iteration is one task per tile plus a reduction tree.
+tile's data (runner.run_program). So one LRA iteration is one task per tile plus a reduction tree.
 
 A lazy array used a second time is made concrete (persisted) first, so shared work is not repeated more than
 once. Tiles are released on the workers when the last TiledArray (or lazy array) referring to them goes away,
