@@ -20,6 +20,7 @@ import uuid
 import numpy as np
 
 from . import grid
+from .dispatch import implementation
 from .numpy_methods import NumPyMethods
 from .tile_program import TileProgram, new_submission, site_info, submit_program
 
@@ -235,9 +236,7 @@ class TiledArray(NumPyMethods):
 
     def retile(self, tiles) -> TiledArray:
         """The same values on another tile grid (tile counts or sizes per dimension, as in ``from_array``)."""
-        from .indexing import retile
-
-        return retile(self, grid.parse(tuple(int(s) for s in self.shape), tiles))
+        return implementation("retile")(self, grid.parse(tuple(int(s) for s in self.shape), tiles))
 
     def copy(self):
         return self.map_tiles(np.copy, cheap=False)
