@@ -22,11 +22,14 @@ import threading
 import numpy as np
 
 from . import ir
+from .decorator import CompiledFunction, optimize_program
+from .draw import draw
 from .grad_program import Builder, GradProgram, build_program, is_array_value
 from .pytree import flatten, leaf_names, unflatten
 from .reverse_mode import backward
 from .source import UNKNOWN
 from .trace import Trace, TraceError, Tracer
+from .visualize import to_dot
 
 
 def _is_float_value(v) -> bool:
@@ -61,8 +64,6 @@ class Grad:
     """``px.grad(f)`` / ``px.value_and_grad(f)``: call it like ``f``."""
 
     def __init__(self, fn, argnums=0, *, with_value=False, has_aux=False):
-        from .decorator import CompiledFunction
-
         if isinstance(fn, CompiledFunction):
             fn = fn.__wrapped__
         if not callable(fn):
@@ -102,15 +103,11 @@ class Grad:
         return self.last.program
 
     def to_dot(self, profile=None) -> str:
-        from .visualize import to_dot
-
         return to_dot(self.tree, profile)
 
     def visualize(self, path, profile=None) -> str:
         """Draw the last call's tree to ``path`` (.svg/.png/.pdf with graphviz's dot, .dot, or an .html report)."""
-        from .draw import draw as visualize
-
-        return visualize(self.tree, path, profile)
+        return draw(self.tree, path, profile)
 
     def _arg_names(self, nargs) -> list[str]:
         """The function's positional parameter names (``arg3`` past them, or when there is no signature)."""
@@ -225,8 +222,6 @@ class Grad:
         builder = Builder()
         loc = trace.records[-1].loc if trace.records else UNKNOWN
         program = build_program(self.__name__, trace, params, out_leaves, builder, loc)
-        from .decorator import optimize_program
-
         program = optimize_program(program)
         return GradProgram(program, builder.consts, out_structure, trace.guards)
 

@@ -8,6 +8,7 @@ import threading
 import numpy as np
 
 from . import ir
+from .decorator import evaluate_program, program_code
 from .passes.rewrite import map_nodes
 from .pytree import unflatten
 from .trace import Trace, Tracer
@@ -34,8 +35,6 @@ class GradProgram:
         self.__init__(**state)
 
     def run(self, data_leaves):
-        from .decorator import evaluate_program, program_code
-
         with self._lock:
             if self._code is None:
                 self._code = program_code(self.program)

@@ -7,7 +7,7 @@ import functools
 import numpy as np
 import pytest
 from phylanx_py.primitives.fused_reduce import fused_sum
-from phylanx_py.runtime.tiled import blocked, tasks
+from phylanx_py.runtime.tiled import blocked, runner, tasks
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((5000, 6))
@@ -53,9 +53,9 @@ def _kmeans_ops():
 
 def _both(ops, out, leaves, monkeypatch):
     assert blocked.plan(ops, out, leaves) is not None, "this program should run on row blocks"
-    got = tasks.run_program(ops, out, *leaves)
-    monkeypatch.setattr(tasks, "BLOCKED", False)
-    want = tasks.run_program(ops, out, *leaves)
+    got = runner.run_program(ops, out, *leaves)
+    monkeypatch.setattr(runner, "BLOCKED", False)
+    want = runner.run_program(ops, out, *leaves)
     return got, want
 
 
@@ -120,8 +120,8 @@ def test_masked_means_in_one_program_become_one_grouped_pass():
     names = [getattr(o[0], "__name__", "") for o in new]
     assert names.count("group_sums") == 1 and "masked_rows" not in names and "equal" not in names
     D = RNG.random((300, 3))
-    got = tasks.run_program(tasks.Code(new), out, D, X[:300])
-    want = tasks.run_program(ops, N(10), D, X[:300])
+    got = runner.run_program(runner.Code(new), out, D, X[:300])
+    want = runner.run_program(ops, N(10), D, X[:300])
     for (gs, gn), (ws, wn) in zip(got, want):
         np.testing.assert_allclose(gs, ws, rtol=1e-12)
         assert gn == wn

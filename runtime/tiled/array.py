@@ -7,7 +7,7 @@ A tiled array is either *concrete* (one future per tile) or *lazy*: a rule per t
 the tiles of other arrays (element-wise math, tile-local products, slices). Lazy chains are not submitted one
 operation at a time: when something needs the tiles (a reduction, a product across tiles, the end of a compiled
 call, ``to_numpy``), each tile's whole chain becomes one task, a small program run on the worker holding the
-tile's data (tasks.run_program). So one LRA iteration is one task per tile plus a reduction tree.
+tile's data (runner.run_program). So one LRA iteration is one task per tile plus a reduction tree.
 
 A lazy array used a second time is made concrete (persisted) first, so shared work is not repeated more than
 once. Tiles are released on the workers when the last TiledArray (or lazy array) referring to them goes away,
@@ -20,6 +20,7 @@ import uuid
 import numpy as np
 
 from . import grid
+from .dispatch import implementation
 from .numpy_methods import NumPyMethods
 from .tile_program import TileProgram, new_submission, site_info, submit_program
 
@@ -235,9 +236,7 @@ class TiledArray(NumPyMethods):
 
     def retile(self, tiles) -> TiledArray:
         """The same values on another tile grid (tile counts or sizes per dimension, as in ``from_array``)."""
-        from .indexing import retile
-
-        return retile(self, grid.parse(tuple(int(s) for s in self.shape), tiles))
+        return implementation("retile")(self, grid.parse(tuple(int(s) for s in self.shape), tiles))
 
     def copy(self):
         return self.map_tiles(np.copy, cheap=False)

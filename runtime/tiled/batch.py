@@ -13,6 +13,7 @@ import numpy as np
 
 from ..executors import FUTURES
 from . import tasks
+from .common import evaluation
 from .tile_program import TileProgram, key_for, new_submission, remember, site_info, submit_program
 
 SPLIT_EVERY = 8  # tiles' partial results per combine task
@@ -96,8 +97,6 @@ def defer(executor, n, partial_ref, combine, shape, dtype):
     """Add a reduction to the batch of ``executor``'s reductions over ``n`` tiles. ``partial_ref(prog, k)`` adds
     tile k's partial result to a tile program; ``combine`` = (kind, axis, keepdims, ddof, dtype) for the
     combine task. Outside a compiled call the value is computed at once."""
-    from .common import evaluation
-
     ev = evaluation()
     d = Deferred(executor, n, partial_ref, combine, shape, dtype, ev)
     with _LOCK:

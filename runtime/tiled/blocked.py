@@ -15,6 +15,8 @@ import os
 
 import numpy as np
 
+from . import tasks
+
 # Rows per block: the widest row-aligned input's block is about this size (L2-sized). Settable for tests, which
 # use a tiny value so that small arrays take the blocked path too.
 BLOCK_BYTES = int(os.environ.get("PHYLANX_TILE_BLOCK_BYTES", 1 << 21))
@@ -35,8 +37,6 @@ def _elementwise(fn) -> bool:
 
 def plan(ops, out, leaves):
     """The kinds of the leaves and ops, and the final combine, or None when the program must run unblocked."""
-    from . import tasks
-
     n = max((v.shape[0] for v in leaves if isinstance(v, np.ndarray) and v.ndim), default=0)
     widest = max((v.nbytes // max(n, 1) for v in leaves if isinstance(v, np.ndarray) and v.ndim and
                   v.shape[0] == n), default=0)
@@ -104,8 +104,6 @@ def _probe(ref, leaves):
 
 def run(ops, out, leaves, found, execute):
     """Run ``execute(ops, out, block_leaves)`` on row blocks and add up the results."""
-    from . import tasks
-
     rows, n, leaf_kind = found
     results = []
     for start in range(0, n, rows):
@@ -120,8 +118,6 @@ def run(ops, out, leaves, found, execute):
 
 
 def _combine(values, ops, ref):
-    from . import tasks
-
     fn, args, *_ = ops[ref[1]]
     if fn is tasks.partial:
         return tasks.combine(args[0][1], *values)
@@ -133,8 +129,6 @@ def _combine(values, ops, ref):
 
 def _shift_offsets(ops, start):
     """argmin/argmax partials carry the tile's global offsets: a block starts ``start`` rows further."""
-    from . import tasks
-
     if start == 0:
         return ops
     out = []

@@ -1,4 +1,4 @@
-"""Helpers the tile rules share: operands, remote results, dtype trials, regions of tiled arrays."""
+"""Helpers the tile rules share: operands, remote results, dtype trials, regions of tiled arrays, retiling."""
 from __future__ import annotations
 
 import itertools
@@ -8,6 +8,7 @@ import numpy as np
 
 from . import grid, tasks
 from .array import TiledArray, is_tiled
+from .dispatch import implements
 from .tile_program import SITE, TileProgram, _is_future, key_for, meta_of, remember, site_info
 
 SPLIT_EVERY = 8  # partial results combined per task in reduction trees
@@ -114,6 +115,30 @@ def region_ref(prog: TileProgram, t: TiledArray, region, where):
         placements.append((src, dst))
         refs.append(prog.tile(t, idx))
     return prog.op(tasks.assemble, [("C", shape), ("C", t.dtype), ("C", placements), *refs], None, where)
+
+
+def retile_dims(t: TiledArray, want: dict) -> TiledArray:
+    """``t`` on new boundaries for the dimensions in ``want`` (others unchanged)."""
+    bounds = [want.get(d, b) for d, b in enumerate(t.boundaries)]
+    return retile(t, bounds)
+
+
+@implements("retile")
+def retile(t: TiledArray, bounds) -> TiledArray:
+    bounds = tuple(tuple(b) for b in bounds)
+    if bounds == t.boundaries:
+        return t
+    if not grid.known(t.boundaries):
+        raise ValueError("cannot retile an array of unknown tile sizes (from a boolean mask)")
+    if tuple(b[-1] for b in bounds) != tuple(b[-1] for b in t.boundaries):
+        raise ValueError(f"retile: the new tiles cover {tuple(b[-1] for b in bounds)}, the array is {t.shape}")
+    where = site_info()
+    t = t.used()
+
+    def make(idx, prog):
+        return region_ref(prog, t, grid.region(bounds, idx), where)
+
+    return TiledArray(t._executor, bounds, t.dtype, make=make, operands=(t,))
 
 
 def remote_result(fut, shape, dtype):

@@ -7,7 +7,8 @@ import math
 import numpy as np
 
 from .array import TiledArray, is_tiled
-from .common import executor_of, piece, prepare, shape_of, trial_dtype
+from .common import executor_of, piece, prepare, retile_dims, shape_of, trial_dtype
+from .dispatch import implements
 from .tile_program import site_info
 
 
@@ -56,8 +57,6 @@ def _output_grid(args, shapes, out_shape) -> list:
 def elementwise(fn, args, kwargs=None, drop_axis=None, dtype=None) -> TiledArray:
     """``fn(*args, **kwargs)`` tile by tile (a lazy array on the grid of the first tiled operand). With
     ``drop_axis``, ``fn`` reduces that axis of the broadcast operands (which must be in one tile there)."""
-    from .indexing import retile_dims
-
     args = [prepare(a) for a in args]
     ex = executor_of(args)
     shapes = [shape_of(a) for a in args]
@@ -108,6 +107,7 @@ def elementwise(fn, args, kwargs=None, drop_axis=None, dtype=None) -> TiledArray
     return TiledArray(ex, out_bounds, dtype, make=make, operands=[a for a in args if is_tiled(a)])
 
 
+@implements("astype")
 def astype(t, dtype):
     dtype = np.dtype(dtype)
     return elementwise(_astype, [t, dtype]) if dtype != t.dtype else t

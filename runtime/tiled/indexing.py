@@ -1,6 +1,6 @@
 """Moving and selecting: ``transpose`` (the grid transposed, no data moved), slices and integer indices with
-static bounds (tile-local views), boolean masks, assignment to a region, ``retile``, ``concatenate``/``stack``
-along any axis, and ``reshape`` where the tiling allows it."""
+static bounds (tile-local views), boolean masks, assignment to a region, ``concatenate``/``stack`` along any axis,
+and ``reshape`` where the tiling allows it (``retile`` is in common.py: element-wise rules use it too)."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,11 @@ import numpy as np
 
 from . import grid, tasks
 from .array import TiledArray, is_tiled
-from .common import piece, prepare, region_ref, remote_result, shape_of
+from .common import piece, prepare, region_ref, remote_result, retile_dims, shape_of
+from .create import constant_tiles, from_numpy_like
+from .dispatch import implements
+from .elementwise import elementwise
+from .fallback import fallback
 from .tile_program import TileProgram, site_info, submit_program
 
 
@@ -25,29 +29,6 @@ def transpose(t: TiledArray, axes=None):
     out = TiledArray(t._executor, [t.boundaries[a] for a in axes], t.dtype, make=make, operands=(t,), cheap=True)
     out._dist = frozenset(axes.index(d) for d in t.dist)
     return out
-
-
-def retile_dims(t: TiledArray, want: dict) -> TiledArray:
-    """``t`` on new boundaries for the dimensions in ``want`` (others unchanged)."""
-    bounds = [want.get(d, b) for d, b in enumerate(t.boundaries)]
-    return retile(t, bounds)
-
-
-def retile(t: TiledArray, bounds) -> TiledArray:
-    bounds = tuple(tuple(b) for b in bounds)
-    if bounds == t.boundaries:
-        return t
-    if not grid.known(t.boundaries):
-        raise ValueError("cannot retile an array of unknown tile sizes (from a boolean mask)")
-    if tuple(b[-1] for b in bounds) != tuple(b[-1] for b in t.boundaries):
-        raise ValueError(f"retile: the new tiles cover {tuple(b[-1] for b in bounds)}, the array is {t.shape}")
-    where = site_info()
-    t = t.used()
-
-    def make(idx, prog):
-        return region_ref(prog, t, grid.region(bounds, idx), where)
-
-    return TiledArray(t._executor, bounds, t.dtype, make=make, operands=(t,))
 
 
 # ---- getitem --------------------------------------------------------------------------------------------------
@@ -114,9 +95,8 @@ def _plan(t: TiledArray, key):
     return dims, fixed
 
 
+@implements("getitem")
 def getitem(t: TiledArray, key):
-    from .rules import fallback
-
     if is_tiled(key) or (isinstance(key, np.ndarray) and key.dtype == bool and key.ndim == 1):
         return _mask_rows(t, key)
     key = _expand(key, t.ndim)
@@ -162,12 +142,8 @@ def getitem(t: TiledArray, key):
 
 def _mask_rows(t: TiledArray, mask):
     """``t[mask]`` for a boolean mask over the rows: tile-local selection, tile sizes known once computed."""
-    from .elementwise import elementwise
-
     if is_tiled(mask):
         if mask.ndim != 1 and mask.shape != t.shape:
-            from .rules import fallback
-
             return fallback("getitem", lambda a, k: a[k], (t, mask), {})
         if mask.ndim > 1:  # t[t > 0]: the selected elements, row-major, as a 1-D array
             sel = elementwise(_flat_mask, [t, mask])
@@ -211,12 +187,11 @@ def _unknown_1d(sel):
 
 
 # ---- setitem --------------------------------------------------------------------------------------------------
+@implements("setitem")
 def setitem(t: TiledArray, key, value):
     """``t[key] = value``: a lazy update of the tiles the key's region overlaps (a boolean mask: ``np.where``).
     About 60 lines, kept whole: the key's checks and the per-tile update (``make``) share the region and its
     squeezed dimensions."""
-    from .elementwise import elementwise
-
     value = prepare(value)
     if is_tiled(key) and key.dtype == bool and key.shape == t.shape:
         t._become(elementwise(np.where, [key, value, t._snapshot()]))
@@ -278,9 +253,6 @@ def setitem(t: TiledArray, key, value):
 
 
 def _setitem_fallback(t, key, value):
-    from .create import from_numpy_like
-    from .rules import fallback
-
     def assign(a, k, v):
         a = np.array(a)
         a[k] = v
@@ -292,8 +264,6 @@ def _setitem_fallback(t, key, value):
 
 # ---- joining and reshaping ------------------------------------------------------------------------------------
 def concatenate(arrays, axis=0):
-    from .create import constant_tiles
-
     arrays = [prepare(a) for a in arrays]
     ref = next(a for a in arrays if is_tiled(a))
     nd = ref.ndim
@@ -341,8 +311,6 @@ def stack(arrays, axis=0):
 
 
 def reshape(t: TiledArray, shape):
-    from .rules import fallback
-
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     total = t.size
     if shape.count(-1) == 1:

@@ -18,8 +18,9 @@ from ..evaluation import INLINE_ELEMENTS
 from ..executors import FUTURES, collect, substitute
 from . import batch
 from .array import TiledArray
+from .dispatch import implements
+from .fallback import fallback
 from .ops import OPS
-from .rules import fallback
 from .tile_program import SITE, meta_of, remember
 
 
@@ -107,6 +108,7 @@ def _has_big_array(value) -> bool:
     return False
 
 
+@implements("tile_rule")
 def run_tile_rule(name, args, kwargs):
     """Primitive ``name`` on tiled arguments outside compiled code: its tile rule, else gathered to the client."""
     prim = lookup(name)

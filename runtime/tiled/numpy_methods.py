@@ -1,8 +1,11 @@
 """TiledArray's NumPy face: its operators, methods and NEP 13/18 hooks, each routed to the NumPy function of the
-same meaning and so to the tile rules (rules.py, indexing.py), as a base class of TiledArray."""
+same meaning and so to the tile rules, as a base class of TiledArray. The hooks' implementations live in the rule
+modules above this one (rules.py, indexing.py, kind.py ...) and are found in dispatch.py's table."""
 from __future__ import annotations
 
 import numpy as np
+
+from .dispatch import implementation
 
 
 class NumPyMethods:
@@ -10,36 +13,24 @@ class NumPyMethods:
     below from tables; ``np.*`` calls arrive through ``__array_ufunc__`` / ``__array_function__``."""
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from . import rules
-
-        return rules.array_ufunc(ufunc, method, inputs, kwargs)
+        return implementation("array_ufunc")(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        from . import rules
-
-        return rules.array_function(func, args, kwargs)
+        return implementation("array_function")(func, args, kwargs)
 
     @staticmethod
     def __phylanx_call__(name, args, kwargs):
         """A primitive called on a tiled array in plain Python (``px.nn.softmax(t)``): its tile rule."""
-        from .kind import run_tile_rule
-
-        return run_tile_rule(name, args, kwargs)
+        return implementation("tile_rule")(name, args, kwargs)
 
     def __getitem__(self, key):
-        from . import indexing
-
-        return indexing.getitem(self, key)
+        return implementation("getitem")(self, key)
 
     def __setitem__(self, key, value):
-        from . import indexing
-
-        indexing.setitem(self, key, value)
+        implementation("setitem")(self, key, value)
 
     def __iter__(self):
-        from . import rules
-
-        return iter(rules.fallback("iter", lambda a: list(a), (self,), {}))
+        return iter(implementation("fallback")("iter", lambda a: list(a), (self,), {}))
 
     def __bool__(self):
         if self.size != 1:
@@ -118,9 +109,7 @@ def _reshape(self, *shape, order="C"):
 
 
 def _astype(self, dtype, copy=True):
-    from .elementwise import astype
-
-    return astype(self, dtype)
+    return implementation("astype")(self, dtype)
 
 
 NumPyMethods.transpose = _transpose

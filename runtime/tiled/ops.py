@@ -5,7 +5,8 @@ from __future__ import annotations
 from . import elementwise as _elementwise
 from . import indexing, reductions
 from .array import is_tiled as _is_tiled
-from .rules import fallback as _fallback
+from .common import retile_dims
+from .fallback import fallback as _fallback
 
 
 class TileOps:
@@ -32,7 +33,7 @@ class TileOps:
         a = axis % x.ndim
         if len(x.boundaries[a]) == 2:
             return x
-        return indexing.retile_dims(x, {a: (0, int(x.shape[a]))})
+        return retile_dims(x, {a: (0, int(x.shape[a]))})
 
     @staticmethod
     def getitem(x, key):

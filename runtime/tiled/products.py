@@ -9,7 +9,10 @@ import numpy as np
 
 from . import batch
 from .array import TiledArray, is_tiled
-from .common import executor_of, piece, prepare, shape_of, tree, trial_dtype
+from .common import executor_of, piece, prepare, retile_dims, shape_of, tree, trial_dtype
+from .elementwise import elementwise
+from .fallback import fallback
+from .indexing import getitem
 from .tile_program import TileProgram, new_submission, site_info, submit_program
 
 
@@ -17,9 +20,6 @@ def matmul(a, b):
     """``a @ b`` for 1-D and 2-D operands, tiled or not: per output tile, the sum over k of tile products (one
     task when k is one tile, a batched reduction when the output is one tile, else partial products and a tree).
     About 60 lines, kept whole: the three plans share ``term`` and its view of both operands' tiling."""
-    from .indexing import retile_dims
-    from .rules import fallback
-
     a, b = prepare(a), prepare(b)
     sa, sb = shape_of(a), shape_of(b)
     if len(sa) == 0 or len(sb) == 0 or len(sa) > 2 or len(sb) > 2:
@@ -82,9 +82,6 @@ def matmul(a, b):
 
 
 def outer(a, b):
-    from .elementwise import elementwise
-    from .indexing import getitem
-
     a = prepare(a)
     b = prepare(b)
     a1 = getitem(a, (slice(None), None)) if is_tiled(a) else np.ravel(a)[:, None]
@@ -98,6 +95,4 @@ def outer(a, b):
 def dot(a, b):
     if len(shape_of(prepare(a))) <= 2 and len(shape_of(prepare(b))) <= 2:
         return matmul(a, b)
-    from .rules import fallback
-
     return fallback("dot", np.dot, (a, b), {})

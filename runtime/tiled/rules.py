@@ -1,19 +1,22 @@
-"""Which rule runs for which NumPy function on tiled arrays (NEP 13/18 dispatch), and the fallback for the rest.
+"""Which rule runs for which NumPy function on tiled arrays (NEP 13/18 dispatch: TiledArray's
+``__array_ufunc__``/``__array_function__`` are these ``array_ufunc``/``array_function``), and the fallback for the
+rest.
 
-A NumPy function without a tile rule gathers its tiled inputs to the client and runs there, with a
-``TileFallbackWarning`` naming the primitive and the user's line: correct first, and visible. ``RULES`` is the
+A NumPy function without a tile rule gathers its tiled inputs to the client and runs there (fallback.py), with a
+``TileFallbackWarning`` naming the primitive and the user's line: correct first, and visible. ``covered()`` is the
 list the README prints (python -c "import phylanx_py as px; print(px.tiled.rules.covered())")."""
 from __future__ import annotations
 
 import functools
-import warnings
 
 import numpy as np
 
 from . import create, elementwise, indexing, products, reductions
-from .array import TileFallbackWarning, is_tiled
+from .array import is_tiled
 from .common import remote_result, submit
-from .tile_program import _is_future, site_info
+from .dispatch import implements
+from .fallback import fallback
+from .tile_program import _is_future
 
 _UFUNC_REDUCE = {np.add: "sum", np.multiply: "prod", np.minimum: "min", np.maximum: "max", np.logical_or: "any",
                  np.logical_and: "all"}
@@ -110,6 +113,7 @@ def covered() -> list[str]:
                                                    + ", ".join(u.__name__ for u in _UFUNC_REDUCE)})
 
 
+@implements("array_ufunc")
 def array_ufunc(ufunc, method, inputs, kwargs):
     if ufunc is np.matmul and method == "__call__" and len(inputs) == 2 and not kwargs:
         return products.matmul(*inputs)
@@ -128,33 +132,9 @@ def array_ufunc(ufunc, method, inputs, kwargs):
                     getattr(ufunc, method), inputs, kwargs)
 
 
+@implements("array_function")
 def array_function(func, args, kwargs):
     rule = HANDLED.get(func)
     if rule is None:
         return fallback(getattr(func, "__name__", str(func)), func, args, kwargs)
     return rule(*args, **kwargs)
-
-
-def _gather_all(value, found):
-    if is_tiled(value):
-        found.append(value)
-        return value.to_numpy()
-    t = type(value)
-    if t is list or t is tuple:
-        return t(_gather_all(v, found) for v in value)
-    if t is dict:
-        return {k: _gather_all(v, found) for k, v in value.items()}
-    return value
-
-
-def fallback(name, fn, args, kwargs):
-    """Run ``fn`` on the client with every tiled input gathered (a warning says where and how much)."""
-    found: list = []
-    args = _gather_all(tuple(args), found)
-    kwargs = _gather_all(dict(kwargs), found)
-    loc, label = site_info()
-    where = f" at {loc}" if loc is not None else ""
-    size = sum(t.nbytes for t in found if t.size == t.size) / 1e6
-    warnings.warn(f"{label if loc is not None else name}: no tile rule for {name}{where}; gathered "
-                  f"{len(found)} tiled input(s) ({size:.1f} MB) to the client", TileFallbackWarning, stacklevel=3)
-    return fn(*args, **kwargs)

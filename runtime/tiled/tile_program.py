@@ -11,7 +11,7 @@ import weakref
 
 import numpy as np
 
-from . import tasks
+from . import runner
 from .optimize import optimize
 
 # The call site a rule runs for (set by the evaluator): task keys, errors and warnings name the user's line.
@@ -124,6 +124,6 @@ def submit_program(executor, prog: TileProgram, out, label, idx=(), where=None):
     home = prog.home()
     if not prog.ops and out[0] == "L":
         return prog.leaves[out[1]], home  # nothing to compute: the tile is an existing one
-    fut = executor.submit_task(tasks.run_program, tasks.Code(prog.ops), out, *prog.leaves,
+    fut = executor.submit_task(runner.run_program, runner.Code(prog.ops), out, *prog.leaves,
                                key=key_for(label, idx, where), home=home)
     return fut, home
