@@ -28,7 +28,7 @@ from phylanx_py.errors import ClusterError
 from . import dask_faults
 from .base import Runtime
 from .dask_cluster import DaskCluster
-from .dask_connect import check_workers  # noqa: F401 - where cli.py and users find it
+from .dask_connect import check_address, check_workers, connect, start_local_cluster  # noqa: F401 - check_workers: where cli.py and users find it
 from .executors import FUTURES, collect, substitute
 
 UPLOAD_BYTES = 1 << 20
@@ -379,8 +379,6 @@ def dask(address: str | None = None, client=None, n_workers: int | None = None,
     during long calls (None: on a terminal only). ``no_worker_timeout``: seconds a call waits while the cluster
     has no workers before it is a ClusterError."""
     import distributed
-
-    from .dask_connect import check_address, connect, start_local_cluster
 
     owned = []
     if client is None:
