@@ -18,6 +18,7 @@ from phylanx_py.primitives import lookup
 from phylanx_py import ir
 
 from . import kinds as K
+from .calls import DTYPE_CONSTS, SAFE, CallRules
 from .kinds import Decline
 
 # results that flip on a last-bit difference of their operands
@@ -32,9 +33,6 @@ _ARRAY_INPLACE = {"iadd": "add", "isub": "subtract", "imul": "multiply", "itrued
                   "ifloordiv": "floor_divide", "imod": "remainder", "ipow": "power", "ilshift": "left_shift",
                   "irshift": "right_shift", "iand": "bitwise_and", "ior": "bitwise_or", "ixor": "bitwise_xor"}
 _ALLOC = {"zeros", "ones", "empty", "ndarray"}
-_DTYPE_CALLS = {"float64", "float32", "int64", "bool_", "complex128"}
-_DTYPE_CONSTS = {getattr(np, n): n for n in ("float64", "float32", "int64", "int32", "int16", "int8", "uint8",
-                                             "uint16", "uint32", "bool_", "complex128")}
 
 
 class Widen(Exception):
@@ -45,7 +43,7 @@ class Widen(Exception):
         self.name, self.either = name, either
 
 
-class Lowerer:
+class Lowerer(CallRules):
     """Lowers one loop (``loop``) over ``inputs`` (name -> kind) to a kernel's source."""
 
     def __init__(self, loop, inputs: dict, outputs: list, tainted=frozenset(), arrays_tainted=False, widened=None,
@@ -304,8 +302,8 @@ class Lowerer:
             if math.isinf(v):
                 return ("math.inf" if v > 0 else "(-math.inf)"), 1.5, False
             return repr(v), 1.5, False
-        if v in _DTYPE_CONSTS:
-            return f"np.{_DTYPE_CONSTS[v]}", v, False
+        if v in DTYPE_CONSTS:
+            return f"np.{DTYPE_CONSTS[v]}", v, False
         self.fail(f"a constant of type {t.__name__}", n)
 
     def e_Var(self, n):
@@ -474,183 +472,10 @@ class Lowerer:
         rk = ("bool_" if k.dtype == np.bool_ else k.dtype.name) if isinstance(k, np.generic) else type(k).__name__
         return f"np.{rk}({src})" if isinstance(k, np.generic) else f"{rk}({src})"
 
-    # ---- bounds of Python ints (|x| <= bound): arithmetic proven far from 2**63 needs no check ---------------
-    def bound(self, n):
-        if isinstance(n, ir.Const):
-            return abs(n.value) if type(n.value) in (int, bool) else None
-        if isinstance(n, ir.Var):
-            return self.bounds.get(n.name)
-        if not isinstance(n, ir.Call):
-            return None
-        p = n.prim
-        if p in ("builtins.len", "attr.size", "attr.ndim") or (
-                p == "operator.getitem" and isinstance(n.args[0], ir.Call) and n.args[0].prim == "attr.shape"):
-            return SHAPE
-        bs = [self.bound(a) for a in n.args]
-        if not bs or None in bs:
-            return None
-        if p in ("operator.add", "operator.sub", "operator.iadd", "operator.isub"):
-            return bs[0] + bs[1]
-        if p in ("operator.mul", "operator.imul"):
-            return bs[0] * bs[1]
-        if p in ("operator.neg", "operator.pos", "builtins.abs"):
-            return bs[0]
-        if p in ("operator.floordiv", "operator.mod", "operator.ifloordiv", "operator.imod", "builtins.min",
-                 "builtins.max"):
-            return max(bs)
-        return None
-
-    def range_bound(self, n):
-        """|i| bound of a ``for i in range(...)`` target the body does not assign."""
-        it = n.iter
-        if not (isinstance(it, ir.Call) and it.prim == "builtins.range"):
-            return None
-        name = n.target.name
-        if any(isinstance(s, (ir.StoreName, ir.SetVar)) and s.name == name for s in ir.walk(n.body)):
-            return None
-        bs = [self.bound(a) for a in it.args]
-        return None if None in bs else max(bs)
-
-    # ---- calls with their own kind rules ---------------------------------------------------------------------
-    def index_kind(self, ak, kk, node):
-        items = kk if type(kk) is tuple else (kk,)
-        ndim = ak.ndim
-        left = ndim
-        for it in items:
-            if it is None:
-                left += 1
-            elif type(it) is slice:
-                pass
-            elif K.is_int(it) and type(it) is not bool:
-                left -= 1
-            else:
-                self.fail(f"indexing with {K.describe(it)}", node)
-        consumed = sum(1 for it in items if it is not None)
-        if consumed > ndim:
-            self.fail("too many indices", node)
-        return ak.dtype.type(3) if left == 0 and not any(it is None for it in items) and consumed == ndim \
-            else K.array(ak.dtype, left)
-
-    def c_operator_getitem(self, n, atoms, ks, kwargs):
-        obj, key = ks
-        if type(obj) is np.ndarray:
-            return f"{atoms[0]}[{atoms[1]}]", self.index_kind(obj, key, n)
-        if type(obj) is tuple and isinstance(n.args[1], ir.Const) and type(n.args[1].value) is int:
-            return f"{atoms[0]}[{atoms[1]}]", obj[n.args[1].value]
-        self.fail(f"indexing {K.describe(obj)}", n)
-
-    def c_python_slice(self, n, atoms, ks, kwargs):
-        if not all(k is None or (K.is_int(k) and type(k) is not bool) for k in ks):
-            self.fail("a slice of non-integers", n)
-        return f"slice({', '.join(atoms)})", K.SLICE
-
-    def c_python_tuple(self, n, atoms, ks, kwargs):
-        return "(" + "".join(a + ", " for a in atoms) + ")", tuple(ks)
-
-    def c_builtins_range(self, n, atoms, ks, kwargs):
-        if not all(K.is_int(k) and type(k) is not bool for k in ks):
-            self.fail("range of non-integers", n)
-        return f"range({', '.join(atoms)})", K.RANGE
-
-    def c_builtins_len(self, n, atoms, ks, kwargs):
-        if type(ks[0]) is not np.ndarray and type(ks[0]) is not tuple:
-            self.fail(f"len of {K.describe(ks[0])}", n)
-        return f"len({atoms[0]})", 3
-
-    def _minmax(self, n, atoms, ks, op):
-        if len(ks) != 2 or K.key(ks[0]) != K.key(ks[1]) or not K.is_scalar(ks[0]):
-            self.fail(f"{n.prim[9:]} of other than two values of one kind", n)
-        a, b = atoms
-        return f"({b} if {b} {op} {a} else {a})", ks[0]  # Python's rule: the first of equal values
-
-    def c_builtins_min(self, n, atoms, ks, kwargs):
-        return self._minmax(n, atoms, ks, "<")
-
-    def c_builtins_max(self, n, atoms, ks, kwargs):
-        return self._minmax(n, atoms, ks, ">")
-
-    def c_builtins_int(self, n, atoms, ks, kwargs):
-        if len(ks) != 1 or not K.is_scalar(ks[0]):
-            self.fail("int of a non-number", n)
-        if K.is_int(ks[0]) or type(ks[0]) is bool or isinstance(ks[0], np.bool_):
-            return f"int({atoms[0]})", 3
-        self.checked = True
-        return f"_py_int({atoms[0]})", 3
-
-    def c_attr_shape(self, n, atoms, ks, kwargs):
-        return self._array_attr(n, atoms, ks, "shape", lambda a: tuple(3 for _ in range(a.ndim)))
-
-    def c_attr_size(self, n, atoms, ks, kwargs):
-        return self._array_attr(n, atoms, ks, "size", lambda a: 3)
-
-    def c_attr_ndim(self, n, atoms, ks, kwargs):
-        return self._array_attr(n, atoms, ks, "ndim", lambda a: 3)
-
-    def c_attr_T(self, n, atoms, ks, kwargs):
-        return self._array_attr(n, atoms, ks, "T", lambda a: a)
-
-    def _array_attr(self, n, atoms, ks, attr, kind):
-        if type(ks[0]) is not np.ndarray:
-            self.fail(f".{attr} of {K.describe(ks[0])}", n)
-        return f"{atoms[0]}.{attr}", kind(ks[0])
-
-    def c_sum(self, n, atoms, ks, kwargs):
-        a = ks[0]
-        if len(ks) != 1 or type(a) is not np.ndarray or a.ndim != 1 or \
-                a.dtype not in (np.float64, np.float32, np.int64):
-            self.fail("np.sum other than of a 1-D float64/float32/int64 array (NumPy's summation order)", n)
-        return f"_px_sum({atoms[0]})", a.dtype.type(3)
-
-    def _alloc(self, n, atoms, ks, kwargs, fn):
-        shape = ks[0]
-        if K.is_int(shape):
-            ndim = 1
-        elif type(shape) is tuple and all(K.is_int(x) for x in shape):
-            ndim = len(shape)
-        else:
-            self.fail(f"np.{fn} of a shape that is not ints", n)
-        dt = np.float64
-        extra = ""
-        if len(atoms) > 1 or kwargs:
-            src, k, _ = kwargs["dtype"] if kwargs else (atoms[1], ks[1], False)
-            if k not in _DTYPE_CONSTS:
-                self.fail(f"np.{fn} with this dtype", n)
-            dt, extra = k, f", {src}"
-        return f"np.{fn}({atoms[0]}{extra})", K.array(np.dtype(dt), ndim)
-
-    def c_zeros(self, n, atoms, ks, kwargs):
-        return self._alloc(n, atoms, ks, kwargs, "zeros")
-
-    def c_ones(self, n, atoms, ks, kwargs):
-        return self._alloc(n, atoms, ks, kwargs, "ones")
-
-    def c_empty(self, n, atoms, ks, kwargs):
-        return self._alloc(n, atoms, ks, kwargs, "empty")
-
-    def c_ndarray(self, n, atoms, ks, kwargs):
-        return self._alloc(n, atoms, ks, kwargs, "empty")  # np.ndarray(shape, dtype): an uninitialised array
-
-
 # Out-of-bounds reads raise IndexError as in NumPy (Numba would read past the end). Measured cost: see the README.
 BOUNDSCHECK = True
 SMALL = 1 << 40  # a Python int argument below this (checked per call) is "small"
-SHAPE = 1 << 48  # lengths and shapes: no array has more elements
-SAFE = 1 << 62
 _CMP = {"operator.lt", "operator.le", "operator.gt", "operator.ge", "operator.eq", "operator.ne"}
-
-
-def _dtype_call(name):
-    def rule(self, n, atoms, ks, kwargs):
-        if len(ks) != 1 or not K.is_scalar(ks[0]):
-            self.fail(f"np.{name} of other than one number", n)
-        if name != "float64" and name != "float32" and name != "complex128" and type(ks[0]) is int:
-            self.fail(f"np.{name} of a Python int (NumPy raises if it does not fit)", n)
-        return f"np.{name}({atoms[0]})", np.dtype(name).type(3)
-    return rule
-
-
-for _name in ("float64", "float32", "int64", "bool_"):
-    setattr(Lowerer, f"c_{_name}", _dtype_call(_name))
 
 
 def lower(loop, params, kinds: dict, outputs, small=frozenset()) -> tuple[str, bool, dict]:

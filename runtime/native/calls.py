@@ -1,0 +1,187 @@
+"""The native lowering's rules for calls with kind rules of their own (indexing, range, len, shapes,
+allocations, sums, min/max, int, dtype constructors), and the bounds that let Python-int arithmetic run
+unchecked. A mixin of lower.Lowerer: ``self.fail``, ``self.bounds`` and the kinds module are its."""
+from __future__ import annotations
+
+import numpy as np
+
+from phylanx_py import ir
+
+from . import kinds as K
+
+SHAPE = 1 << 48  # lengths and shapes: no array has more elements
+SAFE = 1 << 62  # |x| below this: x + y, x - y of two such values stay below 2**63
+DTYPE_CONSTS = {getattr(np, n): n for n in ("float64", "float32", "int64", "int32", "int16", "int8", "uint8",
+                                            "uint16", "uint32", "bool_", "complex128")}
+
+
+class CallRules:
+    # ---- bounds of Python ints (|x| <= bound): arithmetic proven far from 2**63 needs no check ---------------
+    def bound(self, n):
+        if isinstance(n, ir.Const):
+            return abs(n.value) if type(n.value) in (int, bool) else None
+        if isinstance(n, ir.Var):
+            return self.bounds.get(n.name)
+        if not isinstance(n, ir.Call):
+            return None
+        p = n.prim
+        if p in ("builtins.len", "attr.size", "attr.ndim") or (
+                p == "operator.getitem" and isinstance(n.args[0], ir.Call) and n.args[0].prim == "attr.shape"):
+            return SHAPE
+        bs = [self.bound(a) for a in n.args]
+        if not bs or None in bs:
+            return None
+        if p in ("operator.add", "operator.sub", "operator.iadd", "operator.isub"):
+            return bs[0] + bs[1]
+        if p in ("operator.mul", "operator.imul"):
+            return bs[0] * bs[1]
+        if p in ("operator.neg", "operator.pos", "builtins.abs"):
+            return bs[0]
+        if p in ("operator.floordiv", "operator.mod", "operator.ifloordiv", "operator.imod", "builtins.min",
+                 "builtins.max"):
+            return max(bs)
+        return None
+
+    def range_bound(self, n):
+        """|i| bound of a ``for i in range(...)`` target the body does not assign."""
+        it = n.iter
+        if not (isinstance(it, ir.Call) and it.prim == "builtins.range"):
+            return None
+        name = n.target.name
+        if any(isinstance(s, (ir.StoreName, ir.SetVar)) and s.name == name for s in ir.walk(n.body)):
+            return None
+        bs = [self.bound(a) for a in it.args]
+        return None if None in bs else max(bs)
+
+    # ---- calls with their own kind rules ---------------------------------------------------------------------
+    def index_kind(self, ak, kk, node):
+        items = kk if type(kk) is tuple else (kk,)
+        ndim = ak.ndim
+        left = ndim
+        for it in items:
+            if it is None:
+                left += 1
+            elif type(it) is slice:
+                pass
+            elif K.is_int(it) and type(it) is not bool:
+                left -= 1
+            else:
+                self.fail(f"indexing with {K.describe(it)}", node)
+        consumed = sum(1 for it in items if it is not None)
+        if consumed > ndim:
+            self.fail("too many indices", node)
+        return ak.dtype.type(3) if left == 0 and not any(it is None for it in items) and consumed == ndim \
+            else K.array(ak.dtype, left)
+
+    def c_operator_getitem(self, n, atoms, ks, kwargs):
+        obj, key = ks
+        if type(obj) is np.ndarray:
+            return f"{atoms[0]}[{atoms[1]}]", self.index_kind(obj, key, n)
+        if type(obj) is tuple and isinstance(n.args[1], ir.Const) and type(n.args[1].value) is int:
+            return f"{atoms[0]}[{atoms[1]}]", obj[n.args[1].value]
+        self.fail(f"indexing {K.describe(obj)}", n)
+
+    def c_python_slice(self, n, atoms, ks, kwargs):
+        if not all(k is None or (K.is_int(k) and type(k) is not bool) for k in ks):
+            self.fail("a slice of non-integers", n)
+        return f"slice({', '.join(atoms)})", K.SLICE
+
+    def c_python_tuple(self, n, atoms, ks, kwargs):
+        return "(" + "".join(a + ", " for a in atoms) + ")", tuple(ks)
+
+    def c_builtins_range(self, n, atoms, ks, kwargs):
+        if not all(K.is_int(k) and type(k) is not bool for k in ks):
+            self.fail("range of non-integers", n)
+        return f"range({', '.join(atoms)})", K.RANGE
+
+    def c_builtins_len(self, n, atoms, ks, kwargs):
+        if type(ks[0]) is not np.ndarray and type(ks[0]) is not tuple:
+            self.fail(f"len of {K.describe(ks[0])}", n)
+        return f"len({atoms[0]})", 3
+
+    def _minmax(self, n, atoms, ks, op):
+        if len(ks) != 2 or K.key(ks[0]) != K.key(ks[1]) or not K.is_scalar(ks[0]):
+            self.fail(f"{n.prim[9:]} of other than two values of one kind", n)
+        a, b = atoms
+        return f"({b} if {b} {op} {a} else {a})", ks[0]  # Python's rule: the first of equal values
+
+    def c_builtins_min(self, n, atoms, ks, kwargs):
+        return self._minmax(n, atoms, ks, "<")
+
+    def c_builtins_max(self, n, atoms, ks, kwargs):
+        return self._minmax(n, atoms, ks, ">")
+
+    def c_builtins_int(self, n, atoms, ks, kwargs):
+        if len(ks) != 1 or not K.is_scalar(ks[0]):
+            self.fail("int of a non-number", n)
+        if K.is_int(ks[0]) or type(ks[0]) is bool or isinstance(ks[0], np.bool_):
+            return f"int({atoms[0]})", 3
+        self.checked = True
+        return f"_py_int({atoms[0]})", 3
+
+    def c_attr_shape(self, n, atoms, ks, kwargs):
+        return self._array_attr(n, atoms, ks, "shape", lambda a: tuple(3 for _ in range(a.ndim)))
+
+    def c_attr_size(self, n, atoms, ks, kwargs):
+        return self._array_attr(n, atoms, ks, "size", lambda a: 3)
+
+    def c_attr_ndim(self, n, atoms, ks, kwargs):
+        return self._array_attr(n, atoms, ks, "ndim", lambda a: 3)
+
+    def c_attr_T(self, n, atoms, ks, kwargs):
+        return self._array_attr(n, atoms, ks, "T", lambda a: a)
+
+    def _array_attr(self, n, atoms, ks, attr, kind):
+        if type(ks[0]) is not np.ndarray:
+            self.fail(f".{attr} of {K.describe(ks[0])}", n)
+        return f"{atoms[0]}.{attr}", kind(ks[0])
+
+    def c_sum(self, n, atoms, ks, kwargs):
+        a = ks[0]
+        if len(ks) != 1 or type(a) is not np.ndarray or a.ndim != 1 or \
+                a.dtype not in (np.float64, np.float32, np.int64):
+            self.fail("np.sum other than of a 1-D float64/float32/int64 array (NumPy's summation order)", n)
+        return f"_px_sum({atoms[0]})", a.dtype.type(3)
+
+    def _alloc(self, n, atoms, ks, kwargs, fn):
+        shape = ks[0]
+        if K.is_int(shape):
+            ndim = 1
+        elif type(shape) is tuple and all(K.is_int(x) for x in shape):
+            ndim = len(shape)
+        else:
+            self.fail(f"np.{fn} of a shape that is not ints", n)
+        dt = np.float64
+        extra = ""
+        if len(atoms) > 1 or kwargs:
+            src, k, _ = kwargs["dtype"] if kwargs else (atoms[1], ks[1], False)
+            if k not in DTYPE_CONSTS:
+                self.fail(f"np.{fn} with this dtype", n)
+            dt, extra = k, f", {src}"
+        return f"np.{fn}({atoms[0]}{extra})", K.array(np.dtype(dt), ndim)
+
+    def c_zeros(self, n, atoms, ks, kwargs):
+        return self._alloc(n, atoms, ks, kwargs, "zeros")
+
+    def c_ones(self, n, atoms, ks, kwargs):
+        return self._alloc(n, atoms, ks, kwargs, "ones")
+
+    def c_empty(self, n, atoms, ks, kwargs):
+        return self._alloc(n, atoms, ks, kwargs, "empty")
+
+    def c_ndarray(self, n, atoms, ks, kwargs):
+        return self._alloc(n, atoms, ks, kwargs, "empty")  # np.ndarray(shape, dtype): an uninitialised array
+
+
+def _dtype_call(name):
+    def rule(self, n, atoms, ks, kwargs):
+        if len(ks) != 1 or not K.is_scalar(ks[0]):
+            self.fail(f"np.{name} of other than one number", n)
+        if name != "float64" and name != "float32" and name != "complex128" and type(ks[0]) is int:
+            self.fail(f"np.{name} of a Python int (NumPy raises if it does not fit)", n)
+        return f"np.{name}({atoms[0]})", np.dtype(name).type(3)
+    return rule
+
+
+for _name in ("float64", "float32", "int64", "bool_"):
+    setattr(CallRules, f"c_{_name}", _dtype_call(_name))
