@@ -179,10 +179,15 @@ def _kill_one_worker_during(procs, start_call, settle=1.0):
     """Start a compiled call, SIGKILL the worker holding its data while it runs, and return the call's result."""
     fut = start_call()
     time.sleep(settle)
-    assert not fut.done(), "the computation must still be running when the worker dies"
     with Client(procs.address) as c:
-        held = c.has_what()  # the worker with the call's inputs and intermediates (tasks follow their data)
-        busiest = max(held, key=lambda w: len(held[w]))
+        end = time.monotonic() + 60  # on a loaded machine the input may take more than ``settle`` to arrive
+        while True:
+            held = c.has_what()  # the worker with the call's inputs and intermediates (tasks follow their data)
+            busiest = max(held, key=lambda w: len(held[w]))
+            if any(k.startswith("input-") for k in held[busiest]) or time.monotonic() > end:
+                break
+            time.sleep(0.2)
+        assert not fut.done(), "the computation must still be running when the worker dies"
         assert any(k.startswith("input-") for k in held[busiest])
         pid = c.run(os.getpid, workers=[busiest])[busiest]
     (victim,) = [w for w in procs.alive_workers() if w.pid == pid]
