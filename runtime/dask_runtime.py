@@ -82,6 +82,7 @@ class DaskExecutor(DaskCluster):
         self._owned = list(owned)  # what closing this executor closes (a client and cluster it started)
         self._homes: dict = {}  # task key -> (worker it was placed on, bytes of the upload it derives from)
         self._no_workers_since: float | None = None  # see _watch
+        self._watched = time.monotonic()  # when _guard last looked at the workers
         self.lost: str | None = None  # what happened when the scheduler connection was lost (then: closed)
         self._closing = False  # close() was called: a closed client is then no news
 
@@ -110,6 +111,10 @@ class DaskExecutor(DaskCluster):
     @contextlib.contextmanager
     def _guard(self):
         self.check_alive()
+        now = time.monotonic()
+        if now - self._watched > _POLL_SECONDS:  # also while a call only submits (a loop issued ahead)
+            self._watched = now
+            self._watch()
         try:
             yield
         except ClusterError:
