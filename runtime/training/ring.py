@@ -18,6 +18,7 @@ scheduler): the comms are made on it and every collective is ``loop.run_until_co
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 import time
 
@@ -102,6 +103,11 @@ class Group:
                 raise RankLost(f"group {self.name}: rank {(self.rank - 1) % self.size} never connected")
             await asyncio.wait([accepted], timeout=0.2)
         self.left = accepted.result()
+        for c in (self.left, self.right):  # room for a whole chunk in flight: fewer trips through the loop
+            sock = getattr(getattr(c, "stream", None), "socket", None)
+            if sock is not None:
+                for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+                    sock.setsockopt(socket.SOL_SOCKET, opt, 4 << 20)
         self._listener.stop()  # one connection per neighbour for the group's life
         self._listener = None
 
