@@ -22,8 +22,14 @@ def dask_runtime(n_workers: int = DASK_WORKERS, env: dict | None = None):
     # Large NumPy inputs travel inside task specifications (the runtime's design; also dask.array's from_array),
     # and Dask warns about the graph size from its event-loop thread, where a catch_warnings block does not reach.
     warnings.filterwarnings("ignore", message=".*[Ll]arge graph.*", category=UserWarning)
-    cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                                       host="127.0.0.1", dashboard_address=":0", **({"env": env} if env else {}))
+    import dask
+    from phylanx_py.runtime.dask_runtime import WORKER_MALLOC_ENV
+
+    # the runtime's malloc thresholds, and the caller's variables, before the worker processes start
+    pre = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **WORKER_MALLOC_ENV, **(env or {})}
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": pre}):
+        cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                                           host="127.0.0.1", dashboard_address=":0")
     try:
         client = distributed.Client(cluster)
         rt = px.runtime.dask(client=client)

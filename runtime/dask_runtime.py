@@ -28,7 +28,13 @@ from phylanx_py.errors import ClusterError
 from . import dask_faults
 from .base import Runtime
 from .dask_cluster import DaskCluster
-from .dask_connect import check_address, check_workers, connect, start_local_cluster  # noqa: F401 - check_workers: where cli.py and users find it
+from .dask_connect import (  # noqa: F401 - check_workers, WORKER_MALLOC_ENV: where cli.py, benchmarks, users find them
+    WORKER_MALLOC_ENV,
+    check_address,
+    check_workers,
+    connect,
+    start_local_cluster,
+)
 from .executors import FUTURES, collect, substitute
 
 UPLOAD_BYTES = 1 << 20

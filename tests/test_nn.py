@@ -1,14 +1,10 @@
 """phylanx_py.nn: layers against NumPy, optimizers against their formulas, Sequential (determinism, save/load,
-evaluate), gradients through every layer against finite differences, and training on a real Dask cluster
-(allreduce equals sequential training; neighbour averaging; a worker killed during fit)."""
+evaluate), gradients through every layer against finite differences. Training on a real Dask cluster:
+tests/test_training.py."""
 from __future__ import annotations
-
-import threading
-import time
 
 import numpy as np
 import pytest
-from cluster import DaskProcesses
 from test_grad import numeric_grad
 
 import phylanx_py as px
@@ -186,89 +182,6 @@ def test_fit_rejects_mismatched_inputs():
         m.predict(np.ones((4, 5)))
 
 
-# ---- on a real cluster -----------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def cluster():
-    procs = DaskProcesses(n_workers=2)
-    rt = px.runtime.dask(procs.address)
-    yield procs, rt
-    rt.close()
-    procs.stop()
-
-
-def test_allreduce_training_equals_sequential_training(cluster):
-    procs, rt = cluster
-    X, Y = blobs(n=120)
-    opt = dict(optimizer=nn.SGD(0.05, momentum=0.9), epochs=2, batch_size=16, seed=2, verbose=False)
-    # 1283 parameters: large enough that per-message headers do not dominate the bytes moved
-    seq = nn.Sequential([nn.Dense(6, 128), nn.Tanh(), nn.Dropout(0.25), nn.Dense(128, 3)])
-    h_seq = seq.fit(X, Y, **opt)
-    par = nn.Sequential([nn.Dense(6, 128), nn.Tanh(), nn.Dropout(0.25), nn.Dense(128, 3)])
-    with px.using(rt):
-        Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
-        h_par = par.fit(Xt, Yt, parallel="allreduce", **opt)
-        assert len(set(Xt.placement.values())) == 2  # the two row tiles lived on two workers
-    for a, b in zip(seq.params, par.params):
-        for k in a:
-            np.testing.assert_allclose(b[k], a[k], rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(h_par["loss"], h_seq["loss"], rtol=1e-9)
-    # the profile: the gradient in and the parameters out for the second worker, and nothing more than 1.2x that
-    assert h_par["min_bytes_per_step"][-1] == 2 * 8 * par.n_params()
-    assert h_par["bytes_per_step"][-1] <= 1.2 * h_par["min_bytes_per_step"][-1]
-
-
-def test_allreduce_over_four_row_tiles_sums_up_a_tree(cluster):
-    procs, rt = cluster
-    X, Y = blobs(n=96)
-    opt = dict(optimizer=nn.Adam(0.01), epochs=2, batch_size=32, seed=4, verbose=False)
-    seq = nn.Sequential([nn.Dense(6, 16), nn.ReLU(), nn.Dense(16, 3)])
-    h_seq = seq.fit(X, Y, **opt)
-    par = nn.Sequential([nn.Dense(6, 16), nn.ReLU(), nn.Dense(16, 3)])
-    with px.using(rt):
-        Xt, Yt = px.tiled.from_array(X, tiles=(4, 1)), px.tiled.from_array(Y, tiles=(4,))
-        h_par = par.fit(Xt, Yt, parallel="allreduce", **opt)
-    np.testing.assert_allclose(h_par["loss"], h_seq["loss"], rtol=1e-9)
-    for a, b in zip(seq.params, par.params):
-        for k in a:
-            np.testing.assert_allclose(b[k], a[k], rtol=1e-8, atol=1e-12)
-    # three remote parts: two summed, then the third added: 3 grad parts + 2 sums + 1 root step (+ the epoch's end)
-    assert h_par["tasks_per_step"][0] == pytest.approx(6 + 1 / 3)
-
-
-def test_neighbour_averaging_trains_and_reports_consensus(cluster):
-    procs, rt = cluster
-    X, Y = blobs(n=200)
-    Xv, Yv = blobs(seed=1)
-    m = nn.Sequential([nn.Dense(6, 128), nn.ReLU(), nn.Dense(128, 3)])
-    with px.using(rt):
-        Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
-        h = m.fit(Xt, Yt, epochs=3, batch_size=16, optimizer=nn.SGD(0.05, momentum=0.9), validation=(Xv, Yv),
-                  parallel="neighbours", every=2, verbose=False)
-    assert h["val_accuracy"][-1] > 0.9
-    assert len(h["consensus"]) == 3 and all(c > 0 for c in h["consensus"])
-    assert h["bytes_per_step"][-1] <= 1.2 * h["min_bytes_per_step"][-1]
-
-
-def test_a_stalled_epoch_is_an_error_not_a_hang(cluster, monkeypatch):
-    from phylanx_py.nn import parallel
-
-    class Slow(nn.Layer):  # defined here, so it travels to the workers by value
-        def apply(self, params, state, x, noise, training):
-            time.sleep(1.5)  # each step outlasts the stall limit below
-            return x, state
-
-    procs, rt = cluster
-    monkeypatch.setattr(parallel, "STALL_SECONDS", 0.5)
-    X, Y = blobs(n=32)
-    m = nn.Sequential([Slow(), nn.Dense(6, 3)])
-    with px.using(rt):
-        Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
-        with pytest.raises(px.ClusterError, match=r"training stalled: no step finished for 0 s \(step 1 of 2 of "
-                                                  r"the epoch never completed\)"):
-            m.fit(Xt, Yt, epochs=1, batch_size=16, parallel="allreduce", verbose=False)
-    time.sleep(1.5)  # the cancelled step ends on its worker before the next test
-
-
 def test_parallel_fit_needs_row_tiles():
     X, Y = blobs(n=40)
     m = nn.Sequential([nn.Dense(6, 3)])
@@ -276,28 +189,3 @@ def test_parallel_fit_needs_row_tiles():
         m.fit(X, Y, parallel="allreduce", verbose=False)
     with pytest.raises(ValueError, match="parallel must be 'allreduce' or 'neighbours', got 'ring'"):
         m.fit(X, Y, parallel="ring", verbose=False)
-
-
-def test_worker_killed_during_fit_does_not_lose_the_run():
-    X, Y = blobs(n=160)
-    opt = dict(optimizer=nn.SGD(0.05), epochs=3, batch_size=16, seed=0, verbose=False)
-    want = nn.Sequential([nn.Dense(6, 8), nn.ReLU(), nn.Dense(8, 3)])
-    h_want = want.fit(X, Y, **opt)
-    procs = DaskProcesses(n_workers=2)
-    rt = px.runtime.dask(procs.address)
-    try:
-        m = nn.Sequential([nn.Dense(6, 8), nn.ReLU(), nn.Dense(8, 3)])
-        with px.using(rt):
-            Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
-            procs.add_worker()  # a third worker takes over the killed one's tiles
-            killer = threading.Timer(1.0, lambda: procs.kill_worker(procs.workers[0]))
-            killer.start()
-            t0 = time.monotonic()
-            h = m.fit(Xt, Yt, parallel="allreduce", **opt)
-            killer.join()
-        assert time.monotonic() - t0 > 1.0  # the kill happened during fit
-        print("restarts per epoch", h["restarts"])
-        np.testing.assert_allclose(h["loss"], h_want["loss"], rtol=1e-9)
-    finally:
-        rt.close()
-        procs.stop()

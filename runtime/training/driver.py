@@ -1,0 +1,192 @@
+"""The client side of data-parallel training: segments launched on the workers that hold the row tiles, watched,
+and restarted from their checkpoint when a worker dies (as Horovod Elastic and torchrun do).
+
+One segment is one long-running task per rank (a worker holding row tiles), pinned to that worker; the ranks form a
+ring group (ring.py) and run their steps without the scheduler. A segment returns the parameters and optimizer
+state: that is the checkpoint. When a rank fails (its worker died: its peers see a closed connection at once) the
+driver tells the surviving ranks to stop, cancels the segment, assigns the tiles again over the live workers
+(Dask recomputes a lost tile from its lineage) and runs the segment again from the checkpoint; the batch plan is a
+function of (seed, epoch, step, tile) (segment.py), so the rerun sees the same rows and noise. No rank finishing a
+step for ``stall`` seconds is a ClusterError naming the step, never an endless wait.
+
+The frontend hands this module plain values: a ``problem`` object (the traced gradient program behind
+``grad``/``noise``), an optimizer, the flat parameter vector. It never imports the frontend.
+"""
+from __future__ import annotations
+
+import os
+import time
+import uuid
+
+import numpy as np
+
+from . import segment as seg
+from .ring import RankLost
+
+RETRIES = 3  # reruns of one segment from its checkpoint before giving up
+STALL_SECONDS = float(os.environ.get("PHYLANX_STALL_SECONDS", "600"))
+
+
+class SegmentTrainer:
+    """Data-parallel training over row tiles (``x_tiles``/``y_tiles``: one future per tile, ``tile_rows`` their row
+    counts) with ``mode`` "allreduce" (every rank applies the same summed gradient), "neighbours" (D-PSGD: each
+    rank its replica, averaged with its ring neighbours every ``every`` steps) or "compute" (allreduce's work
+    without communication: the compute-only ideal for benchmarks)."""
+
+    def __init__(self, client, x_tiles, y_tiles, tile_rows, problem, optimizer, *, mode="allreduce", every=1,
+                 batch=32, seed=0, segment_steps=None, stall=None):
+        if mode not in ("allreduce", "neighbours", "compute"):
+            raise ValueError(f"parallel must be 'allreduce' or 'neighbours', got {mode!r}")
+        self.client, self.x_tiles, self.y_tiles = client, list(x_tiles), list(y_tiles)
+        self.tile_rows = tuple(int(r) for r in tile_rows)
+        self.problem, self.optimizer, self.mode, self.every, self.seed = problem, optimizer, mode, every, seed
+        self.batch = max(1, batch // len(self.tile_rows))  # rows per tile per step
+        self.steps = seg.steps_per_epoch(self.tile_rows, self.batch)
+        self.segment_steps = segment_steps or self.steps
+        self.stall = STALL_SECONDS if stall is None else stall
+        self.restarts = 0  # of the last epoch
+        self.ranks: list = []  # (worker, tiles) of the last segment
+
+    # ---- placement --------------------------------------------------------------------------------------
+    def _assign(self):
+        """Ranks: (worker, tiles), spreading the row tiles over the live workers, at most ceil(tiles / workers) each:
+        a tile stays on a worker holding it while that worker has room, otherwise (its worker died, or the survivor
+        already recomputed it next to its own) it goes to the live worker with the fewest tiles, where Dask moves
+        or recomputes it from lineage."""
+        alive = sorted(self.client.scheduler_info()["workers"])
+        if not alive:
+            raise RankLost("no Dask workers are left to train on")
+        n_tiles = len(self.x_tiles)
+        quota = -(-n_tiles // min(len(alive), n_tiles))
+        who = self.client.who_has(self.x_tiles)
+        load = dict.fromkeys(alive, 0)
+        owner = {}
+        for t, f in enumerate(self.x_tiles):
+            for w in who.get(f.key, ()):
+                if w in load and load[w] < quota:
+                    owner[t] = w
+                    load[w] += 1
+                    break
+        for t in range(n_tiles):
+            if t not in owner:
+                w = min(alive, key=lambda w: (load[w], alive.index(w)))
+                owner[t] = w
+                load[w] += 1
+        ranks = {}
+        for t in sorted(owner):
+            ranks.setdefault(owner[t], []).append(t)
+        return sorted(((w, tuple(ts)) for w, ts in ranks.items()), key=lambda r: r[1][0])
+
+    # ---- one epoch --------------------------------------------------------------------------------------
+    def start(self, pvec, state):
+        """The first checkpoint: parameters (flat), a fresh optimizer state, the layers' state."""
+        return (pvec, self.optimizer.init([pvec]), state)
+
+    def epoch(self, epoch: int, carry):
+        """Run epoch ``epoch`` from ``carry`` (a checkpoint, or a list of them, one per replica, for neighbours).
+        Returns the new carry and the epoch's totals."""
+        totals = {"loss": 0.0, "metric": 0.0, "rows": 0, "sent": 0, "comm_s": 0.0, "compute_s": 0.0}
+        self.restarts = 0
+        for first in range(0, self.steps, self.segment_steps):
+            last = min(self.steps, first + self.segment_steps)
+            for attempt in range(RETRIES + 1):
+                try:
+                    carry, stats = self._segment(epoch, first, last, carry)
+                    break
+                except RankLost:
+                    if attempt == RETRIES:
+                        raise
+                    self.restarts += 1
+            for k in totals:
+                totals[k] += stats[k]
+        totals["steps"] = self.steps
+        totals["tasks"] = len(self.ranks) * -(-self.steps // self.segment_steps)
+        return carry, totals
+
+    def _segment(self, epoch, first, last, carry):
+        client = self.client
+        ranks = self._assign()
+        n = len(ranks)
+        self.ranks = ranks
+        name = f"phylanx-train-{uuid.uuid4().hex[:12]}-e{epoch}s{first}"
+        job = seg.Job(self.problem, self.optimizer, self.mode, self.every, self.batch, self.seed, epoch, first, last,
+                      self.steps, self.tile_rows, self.stall)
+        if isinstance(carry, list):  # replicas: one per rank (a changed rank count starts all from their mean)
+            if len(carry) != n:
+                mean = np.mean([c[0] for c in carry], axis=0).astype(carry[0][0].dtype)
+                carry = [(mean.copy(), self.optimizer.init([mean]), carry[0][2]) for _ in range(n)]
+            carries = [client.scatter([c], workers=[w], hash=False)[0] for c, (w, _) in zip(carry, ranks)]
+        else:
+            [one] = client.scatter([carry], workers=[w for w, _ in ranks], broadcast=True, hash=False)
+            carries = [one] * n
+        [jf] = client.scatter([job], workers=[w for w, _ in ranks], broadcast=True, hash=False)
+        futs = []
+        for r, (w, tiles) in enumerate(ranks):
+            data = [a for t in tiles for a in (self.x_tiles[t], self.y_tiles[t])]
+            futs.append(client.submit(seg.run_segment, jf, r, n, name, tiles, carries[r], *data,
+                                      key=f"train-segment-{name}-rank{r}", workers=[w], allow_other_workers=False,
+                                      pure=False))
+        try:
+            results = self._watch(name, futs, [w for w, _ in ranks], first)
+        finally:
+            self._cleanup(name, n)
+        stats = {k: sum(s[k] for _, s in results) for k in results[0][1]}
+        if self.mode == "neighbours":
+            return [c for c, _ in results], stats
+        return results[0][0], stats
+
+    def _watch(self, name, futs, workers, first):
+        """The segment's results, or RankLost when a rank's worker died or a rank lost its peers (the segment is
+        then stopped and cancelled), a ClusterError when no step finished for ``stall`` seconds, or the error a
+        rank raised from the user's code."""
+        from distributed.client import FuturesCancelledError, _wait
+
+        from phylanx_py.errors import ClusterError
+
+        client = self.client
+        done, since = -1, time.monotonic()
+        poll = min(0.5, max(self.stall / 4, 0.05))
+        try:
+            while True:
+                try:
+                    client.sync(_wait, futs, timeout=poll, return_when="ALL_COMPLETED")
+                except TimeoutError:
+                    pass
+                except FuturesCancelledError as e:  # the scheduler dropped a rank (its data died with a worker)
+                    raise RankLost(f"a rank of {name} was cancelled: {e}") from e
+                bad = [f for f in futs if f.status in ("error", "cancelled")]
+                if bad:
+                    errors = [f.exception() for f in bad if f.status == "error"]
+                    user = [e for e in errors if not isinstance(e, (RankLost, OSError))]
+                    if user:
+                        raise user[0]
+                    raise RankLost(f"a rank of {name} failed: {errors[0] if errors else 'cancelled'}")
+                if all(f.status == "finished" for f in futs):
+                    return client.gather(futs)
+                alive = set(client.scheduler_info()["workers"])
+                lost = [w for w in workers if w not in alive]
+                if lost:
+                    raise RankLost(f"worker {lost[0]} of {name} died")
+                now = client.run(seg.progress, name, workers=workers, on_error="return")
+                n = min((v for v in now.values() if isinstance(v, int)), default=0)
+                if n != done:
+                    done, since = n, time.monotonic()
+                elif time.monotonic() - since > self.stall:
+                    raise ClusterError(
+                        f"training stalled: no step finished for {self.stall:.0f} s (step {first + n + 1} of "
+                        f"{self.steps} of the epoch never completed); the cluster is not making progress "
+                        "(PHYLANX_STALL_SECONDS sets the limit)")
+        except BaseException:
+            client.run(seg.abort, name, workers=[w for w in workers if w in client.scheduler_info()["workers"]],
+                       on_error="ignore")
+            client.cancel(futs)
+            raise
+
+    def _cleanup(self, name, n):
+        from distributed import Variable
+
+        for r in range(n):
+            try:
+                Variable(f"{name}-{r}", client=self.client).delete()
+            except Exception:  # noqa: BLE001 - never set (the rank did not start): nothing to delete
+                pass

@@ -1,0 +1,146 @@
+"""What one rank runs: a training segment (steps ``first..last`` of an epoch) as one long-running Dask task on the
+worker that holds its row tiles, with a ring group to its peers.
+
+The batch plan is a function of the tiles, not of the ranks: step ``s`` of epoch ``e`` takes ``b`` rows from each
+row tile ``t`` (the next ``b`` of the tile's own permutation, drawn from ``(seed, e, t)``), and dropout noise for
+those rows is drawn from ``(seed, e, s, t)``. The global batch is the union over tiles, so however the tiles are
+spread over ranks (two workers, or one survivor holding both) the steps see the same rows and the same noise:
+a group re-formed on other workers after a failure resumes the same computation, and a rank's row count stays the
+same every step (its gradient tree is traced once).
+
+``problem`` (given by the frontend, never imported here) has ``grad(pvec, state, noise, X, Y, out)`` writing the
+flat gradient of the mean loss over the rows into ``out`` and returning ``(loss_sum, metric_sum, new_state)``, and
+``noise(rng, rows)`` returning a dict of arrays with ``rows`` first. ``optimizer`` has ``update(params, grads,
+state, step)`` (in place).
+"""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .ring import Group, RankLost
+
+# On each worker: group name -> steps this rank has finished (read by the driver's watchdog with client.run), and
+# the groups the driver has given up on (a rank still running checks it at every step and in its waits).
+PROGRESS: dict = {}
+ABORTED: set = set()
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything the ranks of one segment share (sent once, to every worker)."""
+    problem: object
+    optimizer: object
+    mode: str  # "allreduce", "neighbours", or "compute" (allreduce's steps without communicating: the ideal)
+    every: int
+    batch: int  # rows per tile per step
+    seed: int
+    epoch: int
+    first: int  # steps first..last-1 of the epoch
+    last: int
+    steps_per_epoch: int
+    tile_rows: tuple  # rows of every tile
+    timeout: float
+
+
+def steps_per_epoch(tile_rows, batch: int) -> int:
+    """Steps of ``batch`` rows per tile until the largest tile has been seen once."""
+    return -(-max(tile_rows) // batch)
+
+
+def tile_order(seed: int, epoch: int, tile: int, rows: int) -> np.ndarray:
+    return np.random.default_rng([seed, 0, epoch, tile]).permutation(rows)
+
+
+def tile_batch(order: np.ndarray, step: int, batch: int) -> np.ndarray:
+    """The rows of a tile at ``step`` (cycling through its permutation: tiles of unequal size stay in step)."""
+    return order[(step * batch + np.arange(batch)) % len(order)]
+
+
+def step_noise(problem, seed: int, epoch: int, step: int, tiles, batch: int) -> dict:
+    parts = [problem.noise(np.random.default_rng([seed, 1, epoch, step, t]), batch) for t in tiles]
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts and parts[0] else {}
+
+
+def _aborted(name):
+    return name in ABORTED
+
+
+def run_segment(job: Job, rank: int, size: int, name: str, tiles: tuple, carry, *data):
+    """Rank ``rank`` of ``size``: the segment's steps on the rows of ``tiles`` (``data`` is X and Y of each, in
+    order). Returns ``(carry, stats)``: the new parameters, optimizer state and layer state (for allreduce only
+    rank 0 sends them: every rank holds the same), and this rank's totals."""
+    from distributed import secede
+
+    from ..dask_runtime import _aligned
+
+    secede()  # a long-running task: its thread leaves the worker's pool (Dask's convention), the slot stays free
+    PROGRESS[name] = 0
+    Xs = [np.ascontiguousarray(_aligned(x)) for x in data[0::2]]
+    Ys = [np.ascontiguousarray(_aligned(y)) for y in data[1::2]]
+    problem, opt = job.problem, job.optimizer
+    pvec, opt_state, state = carry
+    pvec, opt_state, state = pvec.copy(), copy.deepcopy(opt_state), copy.deepcopy(state)  # the checkpoint stays
+    orders = [tile_order(job.seed, job.epoch, t, job.tile_rows[t]) for t in tiles]
+    local_rows = job.batch * len(tiles)
+    global_rows = job.batch * len(job.tile_rows)
+
+    group = Group(name, rank, size if job.mode != "compute" else 1, job.timeout)
+    loss_sum = metric_sum = 0.0
+    t_compute = 0.0
+    try:
+        group.join(lambda: _aborted(name))
+        g = np.empty_like(pvec)
+        for s in range(job.first, job.last):
+            if _aborted(name):
+                raise RankLost(f"group {name}: the driver cancelled the segment")
+            t0 = time.perf_counter()
+            picks = [tile_batch(o, s, job.batch) for o in orders]
+            if len(Xs) == 1:
+                Xb, Yb = Xs[0][picks[0]], Ys[0][picks[0]]
+            else:
+                Xb = np.concatenate([x[p] for x, p in zip(Xs, picks)])
+                Yb = np.concatenate([y[p] for y, p in zip(Ys, picks)])
+            noise = step_noise(problem, job.seed, job.epoch, s, tiles, job.batch)
+            loss, metric, state = problem.grad(pvec, state, noise, Xb, Yb, g)
+            loss_sum += loss
+            metric_sum += metric
+            gstep = job.epoch * job.steps_per_epoch + s
+            if job.mode == "neighbours":
+                opt.update([pvec], [g], opt_state, gstep)
+                t_compute += time.perf_counter() - t0
+                if (s + 1) % job.every == 0:
+                    group.neighbour_mean(pvec)
+            else:
+                g *= local_rows / global_rows  # the mean over the global batch is the sum of these
+                t_compute += time.perf_counter() - t0
+                group.allreduce(g)
+                t0 = time.perf_counter()
+                opt.update([pvec], [g], opt_state, gstep)
+                t_compute += time.perf_counter() - t0
+            PROGRESS[name] = s + 1 - job.first
+    finally:
+        group.close()
+        PROGRESS.pop(name, None)
+    stats = {"loss": loss_sum, "metric": metric_sum, "rows": local_rows * (job.last - job.first),
+             "sent": group.sent, "comm_s": group.comm_seconds, "compute_s": t_compute}
+    keep = job.mode == "neighbours" or rank == 0
+    return ((pvec, opt_state, state) if keep else None), stats
+
+
+def progress(name, dask_worker=None):
+    """Steps finished by this worker's rank of group ``name`` (None: no rank of it runs here)."""
+    return PROGRESS.get(name)
+
+
+def running(dask_worker=None):
+    """Group name -> steps finished, for the ranks running on this worker."""
+    return dict(PROGRESS)
+
+
+def abort(name, dask_worker=None):
+    """Tell this worker's rank of ``name`` to stop at its next step or wait (a cancelled task keeps its thread)."""
+    ABORTED.add(name)

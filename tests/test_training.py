@@ -1,0 +1,266 @@
+"""Data-parallel training on real Dask worker processes (phylanx_py.runtime.training): the ring allreduce, training
+that equals sequential training on the same batches, neighbour averaging, the stall limit, and a worker SIGKILLed
+in the middle of a segment in both modes."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+
+import numpy as np
+import pytest
+from cluster import DaskProcesses
+from phylanx_py.runtime.training import driver, ring
+from phylanx_py.runtime.training import segment as seg
+
+import phylanx_py as px
+from phylanx_py import nn
+from phylanx_py.grad import flatten
+
+
+def blobs(n=240, d=6, k=3, seed=0):
+    """A learnable classification set: k Gaussian blobs."""
+    centres = np.random.default_rng(42).normal(size=(k, d)) * 3.0
+    rng = np.random.default_rng(seed)
+    Y = rng.integers(0, k, n)
+    return rng.normal(size=(n, d)) + centres[Y], Y
+
+
+def planned_fit(model, X, Y, rows, epochs, batch_size, optimizer, seed):
+    """Sequential training in this process on the batches parallel training takes (segment.py's plan:
+    batch_size // tiles rows of each row tile per step, noise per tile); the per-epoch mean losses."""
+    model._ensure_built(X, seed)
+    k = len(rows) - 1
+    sizes = [rows[t + 1] - rows[t] for t in range(k)]
+    b = batch_size // k
+    steps = seg.steps_per_epoch(sizes, b)
+    flat = flatten(model.params)[0]
+    state = optimizer.init(flat)
+    fn = model.step_function()
+    losses = []
+    for e in range(epochs):
+        orders = [seg.tile_order(seed, e, t, sizes[t]) for t in range(k)]
+        total = 0.0
+        for s in range(steps):
+            idx = np.concatenate([rows[t] + seg.tile_batch(orders[t], s, b) for t in range(k)])
+            noise = seg.step_noise(model, seed, e, s, range(k), b)
+            (loss, (model.state, _)), grads = fn(model.params, model.state, noise, X[idx], Y[idx])
+            optimizer.update(flat, flatten(grads)[0], state, e * steps + s)
+            total += float(loss) * len(idx)
+        losses.append(total / (steps * b * k))
+    return losses
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    procs = DaskProcesses(n_workers=3)
+    rt = px.runtime.dask(procs.address)
+    yield procs, rt
+    rt.close()
+    procs.stop()
+
+
+# ---- the ring ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n, size", [(2, 1001), (3, 10), (3, 2)])
+def test_ring_allreduce_sums_known_vectors_on_worker_processes(cluster, n, size):
+    procs, rt = cluster
+    client = rt.executor.client
+    workers = sorted(client.scheduler_info()["workers"])[:n]
+    name = f"test-ring-{uuid.uuid4().hex[:8]}"
+    vecs = [np.arange(size, dtype=np.float64) * (r + 1) + r for r in range(n)]  # uneven chunks: size % n != 0
+    futs = [client.submit(ring.allreduce_task, name, r, n, vecs[r], 3, workers=[w], allow_other_workers=False,
+                          pure=False) for r, w in enumerate(workers)]
+    results = client.gather(futs)
+    want = np.sum(vecs, axis=0)
+    for out, times in results:
+        np.testing.assert_array_equal(out, want)
+        assert len(times) == 3
+    for r in range(n):
+        from distributed import Variable
+
+        Variable(f"{name}-{r}", client=client).delete()
+
+
+def test_a_rank_whose_peer_closed_fails_at_once(cluster):
+    procs, rt = cluster
+    client = rt.executor.client
+    workers = sorted(client.scheduler_info()["workers"])[:2]
+    name = f"test-ring-{uuid.uuid4().hex[:8]}"
+    # rank 1 forms the group and leaves at once (its connections close): rank 0's allreduce must fail, not wait
+    # for the 120 s timeout
+    futs = [client.submit(ring.allreduce_task, name, 0, 2, np.ones(10), 1_000_000, workers=[workers[0]],
+                          pure=False),
+            client.submit(ring.allreduce_task, name, 1, 2, np.ones(10), 0, workers=[workers[1]], pure=False)]
+    t0 = time.monotonic()
+    with pytest.raises(ring.RankLost, match=f"group {name}: rank 1 closed its connection"):
+        futs[0].result(timeout=60)
+    assert time.monotonic() - t0 < 30
+    futs[1].result()
+
+
+# ---- training ----------------------------------------------------------------------------------------------
+def test_allreduce_training_equals_sequential_training(cluster):
+    procs, rt = cluster
+    X, Y = blobs(n=120)
+    opt = dict(epochs=2, batch_size=16, seed=2)
+    # 1283 parameters, dropout (noise drawn per tile) and momentum
+    seq = nn.Sequential([nn.Dense(6, 128), nn.Tanh(), nn.Dropout(0.25), nn.Dense(128, 3)])
+    par = nn.Sequential([nn.Dense(6, 128), nn.Tanh(), nn.Dropout(0.25), nn.Dense(128, 3)])
+    with px.using(rt):
+        Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
+        h_par = par.fit(Xt, Yt, parallel="allreduce", optimizer=nn.SGD(0.05, momentum=0.9), verbose=False, **opt)
+        assert len(set(Xt.placement.values())) == 2  # the two row tiles lived on two workers
+    losses = planned_fit(seq, X, Y, Xt.boundaries[0], optimizer=nn.SGD(0.05, momentum=0.9), **opt)
+    for a, b in zip(seq.params, par.params):
+        for k in a:
+            np.testing.assert_allclose(b[k], a[k], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(h_par["loss"], losses, rtol=1e-9)
+    # one segment task per rank and epoch; the ring moves 2(n-1)/n of the parameters out of each rank
+    assert h_par["min_bytes_per_step"][-1] == 2 * 8 * par.n_params()
+    assert h_par["bytes_per_step"][-1] == h_par["min_bytes_per_step"][-1]
+    assert h_par["tasks_per_step"][-1] == 2 / 8  # 2 ranks, 8 steps (60 rows per tile, 8 per step)
+
+
+def test_allreduce_over_three_workers_with_adam(cluster):
+    procs, rt = cluster
+    X, Y = blobs(n=96)
+    opt = dict(epochs=2, batch_size=24, seed=4)
+    seq = nn.Sequential([nn.Dense(6, 16), nn.ReLU(), nn.Dense(16, 3)])
+    par = nn.Sequential([nn.Dense(6, 16), nn.ReLU(), nn.Dense(16, 3)])
+    with px.using(rt):
+        Xt, Yt = px.tiled.from_array(X, tiles=(3, 1)), px.tiled.from_array(Y, tiles=(3,))
+        h_par = par.fit(Xt, Yt, parallel="allreduce", optimizer=nn.Adam(0.01), verbose=False, **opt)
+    losses = planned_fit(seq, X, Y, Xt.boundaries[0], optimizer=nn.Adam(0.01), **opt)
+    np.testing.assert_allclose(h_par["loss"], losses, rtol=1e-9)
+    for a, b in zip(seq.params, par.params):
+        for k in a:
+            np.testing.assert_allclose(b[k], a[k], rtol=1e-8, atol=1e-12)
+
+
+def test_neighbour_averaging_trains_and_reports_consensus(cluster):
+    procs, rt = cluster
+    X, Y = blobs(n=200)
+    Xv, Yv = blobs(seed=1)
+    m = nn.Sequential([nn.Dense(6, 128), nn.ReLU(), nn.Dense(128, 3)])
+    with px.using(rt):
+        Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
+        h = m.fit(Xt, Yt, epochs=3, batch_size=16, optimizer=nn.SGD(0.05, momentum=0.9), validation=(Xv, Yv),
+                  parallel="neighbours", every=2, verbose=False)
+    assert h["val_accuracy"][-1] > 0.9
+    assert len(h["consensus"]) == 3 and all(c > 0 for c in h["consensus"])  # 13 steps: the last is local
+    assert h["bytes_per_step"][-1] == h["min_bytes_per_step"][-1]
+
+
+def test_a_stalled_epoch_is_an_error_not_a_hang(cluster, monkeypatch):
+    class Slow(nn.Layer):  # defined here, so it travels to the workers by value
+        def apply(self, params, state, x, noise, training):
+            time.sleep(1.5)  # each step outlasts the stall limit below
+            return x, state
+
+    procs, rt = cluster
+    monkeypatch.setattr(driver, "STALL_SECONDS", 0.5)
+    X, Y = blobs(n=32)
+    m = nn.Sequential([Slow(), nn.Dense(6, 3)])
+    with px.using(rt):
+        Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
+        with pytest.raises(px.ClusterError, match=r"training stalled: no step finished for 0 s \(step 1 of 2 of "
+                                                  r"the epoch never completed\)"):
+            m.fit(Xt, Yt, epochs=1, batch_size=16, parallel="allreduce", verbose=False)
+    time.sleep(1.5)  # the aborted ranks end at their next step
+
+
+def test_an_error_in_the_model_is_raised_not_retried(cluster):
+    class Broken(nn.Layer):
+        def apply(self, params, state, x, noise, training):
+            raise ValueError("broken layer")
+
+    procs, rt = cluster
+    X, Y = blobs(n=32)
+    with px.using(rt):
+        Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
+        with pytest.raises(ValueError, match="broken layer"):
+            nn.Sequential([Broken(), nn.Dense(6, 3)]).fit(Xt, Yt, epochs=1, batch_size=16, parallel="allreduce",
+                                                          verbose=False)
+
+
+# ---- a worker killed mid-segment ---------------------------------------------------------------------------
+def small_model():
+    class Pause(nn.Layer):  # defined in a function, so it travels to the workers by value
+        """The identity, 20 ms a step: a segment lasts long enough to be caught running."""
+
+        def apply(self, params, state, x, noise, training):
+            time.sleep(0.02)
+            return x, state
+
+    return nn.Sequential([Pause(), nn.Dense(6, 32), nn.ReLU(), nn.Dense(32, 3)])
+
+
+def kill_a_rank_mid_segment(procs, client, stop, epoch=1, after_steps=3):
+    """Wait until some worker runs a rank of a segment of epoch ``epoch`` or later that has finished
+    ``after_steps`` steps, then SIGKILL that worker's process. Returns the killed worker's address."""
+    procs_by_pid = {w.pid: w for w in procs.alive_workers()}
+    pids = client.run(os.getpid)
+    seen = {}
+    while not stop.is_set():
+        running = client.run(seg.running, on_error="return")
+        for addr, groups in running.items():
+            seen.update(groups if isinstance(groups, dict) else {})
+            if isinstance(groups, dict) and any(int(g.rsplit("-e", 1)[1].split("s")[0]) >= epoch and v >= after_steps
+                                                for g, v in groups.items()):
+                proc = procs_by_pid.get(pids.get(addr))
+                if proc is not None:
+                    procs.kill_worker(proc)
+                    return addr
+        time.sleep(0.02)
+    raise AssertionError(f"no segment ran long enough to be killed; seen: {seen}")
+
+
+def fit_with_a_kill(mode, X, Y, spare: bool, **opt):
+    """fit on two workers (and a spare one) with one rank SIGKILLed during the second epoch's segment."""
+    procs = DaskProcesses(n_workers=2)
+    rt = px.runtime.dask(procs.address)
+    try:
+        with px.using(rt):
+            Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
+            Xt.persist(wait=True)
+            Yt.persist(wait=True)
+            if spare:
+                procs.add_worker()
+                procs.wait_for_workers(3)
+            m = small_model()
+            killed, stop = [], threading.Event()
+            killer = threading.Thread(target=lambda: killed.append(
+                kill_a_rank_mid_segment(procs, rt.executor.client, stop)))
+            killer.start()
+            t0 = time.monotonic()
+            try:
+                h = m.fit(Xt, Yt, parallel=mode, verbose=False, **opt)
+            finally:
+                stop.set()
+                killer.join()
+            return h, m, killed, time.monotonic() - t0
+    finally:
+        rt.close()
+        procs.stop()
+
+
+@pytest.mark.parametrize("mode", ["allreduce", "neighbours"])
+def test_a_worker_killed_mid_segment_does_not_change_the_run(mode, cluster):
+    procs, rt = cluster
+    X, Y = blobs(n=400)
+    opt = dict(optimizer=nn.SGD(0.05, momentum=0.9), epochs=3, batch_size=16, seed=0, every=2)
+    # the undisturbed run, on two workers
+    ref = small_model()
+    with px.using(rt):
+        Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
+        h_ref = ref.fit(Xt, Yt, parallel=mode, verbose=False, **opt)
+    # allreduce: the survivor takes both tiles (same batches, sums in another order); neighbours: a spare worker
+    # takes the dead rank's tile, so there are still two replicas
+    h, m, killed, _ = fit_with_a_kill(mode, X, Y, spare=(mode == "neighbours"), **opt)
+    assert killed and sum(h["restarts"]) >= 1, h["restarts"]  # the kill hit a running segment
+    # the same batches and noise from the last checkpoint: equal up to the order of float64 sums
+    np.testing.assert_allclose(h["loss"], h_ref["loss"], rtol=1e-9)
+    for a, b in zip(ref.params, m.params):
+        for k in a:
+            np.testing.assert_allclose(b[k], a[k], rtol=1e-7, atol=1e-10)
