@@ -7,16 +7,19 @@ seeded by ``seed``: training is deterministic for a seed on one runtime.
 """
 from __future__ import annotations
 
-import contextlib
-import functools
 import sys
 import time
 
 import numpy as np
 
+from phylanx_py.runtime.dask_faults import cluster_failures
+
 from ..grad import value_and_grad
 from ..pytree import flatten
 from . import functional as F
+from .optim import SGD
+from .parallel import fit_parallel
+from .steps import step_runtime
 
 
 class Sequential:
@@ -91,8 +94,6 @@ class Sequential:
 
         ``parallel``: None (this process, or tiled inputs through the runtime), ``"allreduce"`` or
         ``"neighbours"`` (row-tiled X/Y on a Dask runtime: parallel.py; ``every``: steps between averages)."""
-        from .optim import SGD
-
         optimizer = optimizer if optimizer is not None else SGD(0.01)
         if len(X) != len(Y):
             raise ValueError(f"X has {len(X)} rows and Y has {len(Y)}")
@@ -103,16 +104,12 @@ class Sequential:
         if validation is not None:
             history["val_loss"], history["val_accuracy"] = [], []
         if parallel is not None:
-            from phylanx_py.runtime.dask_faults import cluster_failures
-
-            from .parallel import fit_parallel
-
             with cluster_failures(getattr(X, "client", None), f"fit(parallel={parallel!r})"):
                 return fit_parallel(self, X, Y, epochs, batch_size, optimizer, validation, seed, verbose, parallel,
                                     every, history)
         rng = np.random.default_rng(seed + 1)
         X, Y = _local(X), _local(Y)
-        with _step_runtime():
+        with step_runtime():
             return self._fit_local(X, Y, epochs, batch_size, optimizer, validation, rng, verbose, history)
 
     def _fit_local(self, X, Y, epochs, batch_size, optimizer, validation, rng, verbose, history):
@@ -199,25 +196,6 @@ class Sequential:
 
     def __repr__(self):
         return "Sequential([" + ", ".join(map(repr, self.layers)) + "])"
-
-
-def _step_runtime():
-    """Where one process runs its training steps: in the calling thread when the current runtime is the local
-    thread pool. A step's tree is a chain of matmuls that BLAS already spreads over the cores; pool threads each
-    running BLAS fight it (benchmarks/train.py: 8.2 ms a step on the pool, 4.0 ms in the calling thread)."""
-    from phylanx_py import runtime
-
-    if type(runtime.current().executor) is runtime.LocalPoolExecutor:
-        return runtime.using(synchronous_runtime())
-    return contextlib.nullcontext()
-
-
-@functools.cache
-def synchronous_runtime():
-    """The one synchronous runtime of this process (training steps here and on Dask workers run on it)."""
-    from phylanx_py import runtime
-
-    return runtime.synchronous()
 
 
 def _local(a):

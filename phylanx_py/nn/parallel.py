@@ -20,9 +20,11 @@ from collections import OrderedDict
 import numpy as np
 
 from phylanx_py.runtime import using
+from phylanx_py.runtime.tiled import TiledArray
+from phylanx_py.runtime.training import SegmentTrainer
 
 from ..pytree import flatten, unflatten
-from .model import Sequential, synchronous_runtime
+from .steps import synchronous_runtime
 
 
 def _unpack(vec, shapes, structure):
@@ -49,7 +51,7 @@ class ModelProblem:
     def __init__(self, model):
         flat, self.structure = flatten(model.params)
         self.shapes = [np.shape(p) for p in flat]
-        self.model = Sequential(model.layers, model.loss_fn)
+        self.model = type(model)(model.layers, model.loss_fn)
         self.model.input_shape, self.model.output_shape = model.input_shape, model.output_shape
         self.key = uuid.uuid4().hex  # each segment unpickles a new copy; the trees traced stay with the key
 
@@ -75,8 +77,6 @@ class ModelProblem:
 
 
 def _row_tiles(X, name):
-    from phylanx_py.runtime.tiled import TiledArray
-
     if not isinstance(X, TiledArray):
         raise TypeError(f"parallel training takes row-tiled {name} (px.tiled.from_array(..., tiles=(k, 1))), got "
                         f"{type(X).__name__}")
@@ -86,8 +86,6 @@ def _row_tiles(X, name):
 
 
 def fit_parallel(model, X, Y, epochs, batch_size, optimizer, validation, seed, verbose, mode, every, history):
-    from phylanx_py.runtime.training import SegmentTrainer
-
     if mode not in ("allreduce", "neighbours"):
         raise ValueError(f"parallel must be 'allreduce' or 'neighbours', got {mode!r}")
     X, Y = _row_tiles(X, "X"), _row_tiles(Y, "Y")

@@ -20,6 +20,8 @@ import uuid
 
 import numpy as np
 
+from phylanx_py.errors import ClusterError
+
 from . import segment as seg
 from .ring import RankLost
 
@@ -140,8 +142,6 @@ class SegmentTrainer:
         then stopped and cancelled), a ClusterError when no step finished for ``stall`` seconds, or the error a
         rank raised from the user's code."""
         from distributed.client import FuturesCancelledError, _wait
-
-        from phylanx_py.errors import ClusterError
 
         client = self.client
         done, since = -1, time.monotonic()

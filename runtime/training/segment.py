@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..dask_runtime import _aligned
 from .ring import Group, RankLost
 
 # On each worker: group name -> steps this rank has finished (read by the driver's watchdog with client.run), and
@@ -74,8 +75,6 @@ def run_segment(job: Job, rank: int, size: int, name: str, tiles: tuple, carry, 
     order). Returns ``(carry, stats)``: the new parameters, optimizer state and layer state (for allreduce only
     rank 0 sends them: every rank holds the same), and this rank's totals."""
     from distributed import secede
-
-    from ..dask_runtime import _aligned
 
     secede()  # a long-running task: its thread leaves the worker's pool (Dask's convention), the slot stays free
     PROGRESS[name] = 0
