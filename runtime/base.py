@@ -51,8 +51,10 @@ class Runtime:
             try:
                 result = code.invoke(ev, args, kwargs)
             except BaseException:
-                ev.wait_all(raise_errors=False)  # no task of this call outlives it
-                kinds.discard(ev)
+                try:
+                    ev.wait_all(raise_errors=False)  # no task of this call outlives it
+                finally:  # also when waiting fails (a lost cluster): nothing of this call stays pending
+                    kinds.discard(ev)
                 raise
             try:
                 return ev.finish(result)
