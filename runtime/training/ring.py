@@ -56,8 +56,8 @@ class Group:
             while True:
                 if aborted() or time.monotonic() > deadline:
                     raise RankLost(f"group {self.name}: rank {r} never announced itself")
-                try:
-                    return var.get(timeout=0.5)
+                try:  # long polls: each timeout is an error line in the scheduler's log
+                    return var.get(timeout=5.0)
                 except TimeoutError:
                     pass
 
