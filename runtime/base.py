@@ -49,8 +49,10 @@ class Runtime:
             try:
                 result = code.invoke(ev, args, kwargs)
             except BaseException:
-                ev.wait_all(raise_errors=False)  # no task of this call outlives it
-                _batch.discard(ev)
+                try:
+                    ev.wait_all(raise_errors=False)  # no task of this call outlives it
+                finally:  # (waiting raises a ClusterError when the scheduler is gone)
+                    _batch.discard(ev)
                 raise
             try:
                 return ev.finish(result)
