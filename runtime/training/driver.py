@@ -27,6 +27,8 @@ from .ring import RankLost
 
 RETRIES = 3  # reruns of one segment from its checkpoint before giving up
 STALL_SECONDS = float(os.environ.get("PHYLANX_STALL_SECONDS", "600"))
+# Seconds a checkpoint may take to reach the ranks (milliseconds normally): past it a worker died during the scatter.
+SCATTER_SECONDS = float(os.environ.get("PHYLANX_SCATTER_SECONDS", "20"))
 
 
 class SegmentTrainer:
@@ -105,6 +107,16 @@ class SegmentTrainer:
         totals["tasks"] = len(self.ranks) * -(-self.steps // self.segment_steps)
         return carry, totals
 
+    def _scatter(self, value, workers, broadcast=False):
+        """``value`` placed on ``workers``. A worker dying meanwhile makes ``Client.scatter`` wait for ever (it
+        waits for the dead worker's copy): bounded by SCATTER_SECONDS, then the segment is retried (RankLost)."""
+        try:
+            [fut] = self.client.scatter([value], workers=workers, broadcast=broadcast, hash=False,
+                                        timeout=SCATTER_SECONDS)
+        except (TimeoutError, OSError) as e:  # asyncio/distributed timeouts; CommClosedError is an OSError
+            raise RankLost(f"placing the checkpoint on {workers} failed: {type(e).__name__}: {e}") from e
+        return fut
+
     def _segment(self, epoch, first, last, carry):
         client = self.client
         ranks = self._assign()
@@ -117,11 +129,10 @@ class SegmentTrainer:
             if len(carry) != n:
                 mean = np.mean([c[0] for c in carry], axis=0).astype(carry[0][0].dtype)
                 carry = [(mean.copy(), self.optimizer.init([mean]), carry[0][2]) for _ in range(n)]
-            carries = [client.scatter([c], workers=[w], hash=False)[0] for c, (w, _) in zip(carry, ranks)]
+            carries = [self._scatter(c, [w]) for c, (w, _) in zip(carry, ranks)]
         else:
-            [one] = client.scatter([carry], workers=[w for w, _ in ranks], broadcast=True, hash=False)
-            carries = [one] * n
-        [jf] = client.scatter([job], workers=[w for w, _ in ranks], broadcast=True, hash=False)
+            carries = [self._scatter(carry, [w for w, _ in ranks], broadcast=True)] * n
+        jf = self._scatter(job, [w for w, _ in ranks], broadcast=True)
         futs = []
         for r, (w, tiles) in enumerate(ranks):
             data = [a for t in tiles for a in (self.x_tiles[t], self.y_tiles[t])]
