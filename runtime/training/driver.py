@@ -111,8 +111,10 @@ class SegmentTrainer:
         """``value`` placed on ``workers``. A worker dying meanwhile makes ``Client.scatter`` wait for ever (it
         waits for the dead worker's copy): bounded by SCATTER_SECONDS, then the segment is retried (RankLost)."""
         try:
-            [fut] = self.client.scatter([value], workers=workers, broadcast=broadcast, hash=False,
-                                        timeout=SCATTER_SECONDS)
+            # Client.scatter's own ``timeout`` bounds only the wait for workers, not the transfer: the bound is on
+            # the whole call (``callback_timeout`` of the client's sync, as Client.gather takes it)
+            [fut] = self.client.sync(self.client._scatter, [value], workers=workers, broadcast=broadcast,
+                                     hash=False, callback_timeout=SCATTER_SECONDS)
         except (TimeoutError, OSError) as e:  # asyncio/distributed timeouts; CommClosedError is an OSError
             raise RankLost(f"placing the checkpoint on {workers} failed: {type(e).__name__}: {e}") from e
         return fut
