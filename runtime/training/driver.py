@@ -97,9 +97,10 @@ class SegmentTrainer:
                 try:
                     carry, stats = self._segment(epoch, first, last, carry)
                     break
-                except RankLost:
-                    if attempt == RETRIES:
-                        raise
+                except RankLost as e:
+                    if attempt == RETRIES:  # the cluster keeps losing ranks: its failure, not the user's
+                        raise ClusterError(f"training lost ranks in {RETRIES + 1} attempts at epoch {epoch + 1}; "
+                                           f"the last: {e}") from e
                     self.restarts += 1
             for k in totals:
                 totals[k] += stats[k]
@@ -108,15 +109,14 @@ class SegmentTrainer:
         return carry, totals
 
     def _scatter(self, value, workers, broadcast=False):
-        """``value`` placed on ``workers``. A worker dying meanwhile makes ``Client.scatter`` wait for ever (it
-        waits for the dead worker's copy): bounded by SCATTER_SECONDS, then the segment is retried (RankLost)."""
+        """``value`` on the cluster, for the ranks' tasks on ``workers`` to fetch. Placed on a worker the scheduler
+        picks (a live one), not pushed to ``workers``: a worker killed while data is pushed to it made
+        ``Client.scatter(broadcast=True)`` wait for ever. Bounded by SCATTER_SECONDS, then the segment is retried
+        (RankLost). ``workers``/``broadcast`` say where the value is used (Dask moves it there)."""
         try:
-            # Client.scatter's own ``timeout`` bounds only the wait for workers, not the transfer: the bound is on
-            # the whole call (``callback_timeout`` of the client's sync, as Client.gather takes it)
-            [fut] = self.client.sync(self.client._scatter, [value], workers=workers, broadcast=broadcast,
-                                     hash=False, callback_timeout=SCATTER_SECONDS)
+            [fut] = self.client.sync(self.client._scatter, [value], hash=False, callback_timeout=SCATTER_SECONDS)
         except (TimeoutError, OSError) as e:  # asyncio/distributed timeouts; CommClosedError is an OSError
-            raise RankLost(f"placing the checkpoint on {workers} failed: {type(e).__name__}: {e}") from e
+            raise RankLost(f"placing the checkpoint for {workers} failed: {type(e).__name__}: {e}") from e
         return fut
 
     def _segment(self, epoch, first, last, carry):
