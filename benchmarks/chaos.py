@@ -28,19 +28,12 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
+from prog_dask import lra  # noqa: E402 - the test suite's LRA program (tests/ is on the path above)
+
 import phylanx_py as px  # noqa: E402
 from phylanx_py import nn  # noqa: E402
 
 KINDS = ("compiled", "tiled", "allreduce", "neighbours")
-
-
-def lra(X, y, alpha, iterations):
-    w = np.zeros(X.shape[1])
-    for _ in range(iterations):
-        p = 1.0 / (1.0 + np.exp(-(X @ w)))
-        w = w - alpha * (X.T @ (p - y)) / X.shape[0]
-    return w
-
 
 _lra = px.compile(lra)
 
