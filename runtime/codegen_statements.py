@@ -8,9 +8,10 @@ import keyword
 from phylanx_py import ir
 
 from .native import NativeLoop
+from .source_blocks import BlockWriter
 
 
-class StatementEmitter:
+class StatementEmitter(BlockWriter):
     """Statement emitters; ``self`` is a codegen.Generator (``emit``, ``expr``, ``temp``, ``site``, ``indent``...)."""
 
     # ---- stores ------------------------------------------------------------------------------------------
@@ -45,18 +46,6 @@ class StatementEmitter:
     # ---- statements --------------------------------------------------------------------------------------
     def stmt(self, n):
         getattr(self, "s_" + type(n).__name__)(n)
-
-    def s_Block(self, n):
-        for s in n.stmts:
-            self.stmt(s)
-
-    def block(self, n):
-        self.indent += 1
-        start = len(self.lines)
-        self.stmt(n)
-        if len(self.lines) == start:
-            self.emit("pass")
-        self.indent -= 1
 
     def s_Assign(self, n):
         self.store(n.target, self.expr(n.value), n.loc)

@@ -17,6 +17,7 @@ from phylanx_py.primitives import lookup
 
 from phylanx_py import ir
 
+from ..source_blocks import BlockWriter
 from . import kinds as K
 from .calls import DTYPE_CONSTS, SAFE, CallRules
 from .kinds import Decline
@@ -43,7 +44,7 @@ class Widen(Exception):
         self.name, self.either = name, either
 
 
-class Lowerer(CallRules):
+class Lowerer(CallRules, BlockWriter):
     """Lowers one loop (``loop``) over ``inputs`` (name -> kind) to a kernel's source."""
 
     def __init__(self, loop, inputs: dict, outputs: list, tainted=frozenset(), arrays_tainted=False, widened=None,
@@ -91,18 +92,6 @@ class Lowerer(CallRules):
         if handler is None:
             self.fail(f"{type(n).__name__.lower()} statement", n)
         handler(n)
-
-    def s_Block(self, n):
-        for s in n.stmts:
-            self.stmt(s)
-
-    def block(self, n):
-        self.indent += 1
-        start = len(self.lines)
-        self.stmt(n)
-        if len(self.lines) == start:
-            self.emit("pass")
-        self.indent -= 1
 
     def s_Expr(self, n):
         src, _, _ = self.expr(n.value)
