@@ -9,7 +9,10 @@ from __future__ import annotations
 from phylanx_py import ir
 
 
-def _names(node, reads: set, writes: set, closures: set, depth0=True):
+def _names(node, reads: set, writes: set, closures: set, skip=None):
+    """The names ``node`` reads and writes, and those closures below it use, leaving out the subtree ``skip``."""
+    if node is skip:
+        return
     if isinstance(node, ir.Lambda):
         for sub in ir.walk(node.function.body):
             if isinstance(sub, (ir.Var, ir.StoreName, ir.SetVar)) and sub.depth >= 1:
@@ -22,7 +25,7 @@ def _names(node, reads: set, writes: set, closures: set, depth0=True):
     elif isinstance(node, (ir.StoreName, ir.SetVar)):
         writes.add(node.name)
     for c in ir.children(node):
-        _names(c, reads, writes, closures)
+        _names(c, reads, writes, closures, skip)
 
 
 class LoopPlan:
@@ -34,7 +37,7 @@ class LoopPlan:
         reads, writes, closures = set(), set(), set()
         _names(loop, reads, writes, closures)
         out_reads, out_writes, out_closures = set(), set(), set()
-        _outside(fn.body, loop, out_reads, out_writes, out_closures)
+        _names(fn.body, out_reads, out_writes, out_closures, skip=loop)
         outside = out_reads | out_writes | set(fn.params) | set(fn.kwonly)
         used = reads | writes
         self.params = sorted(n for n in used if n in outside)
@@ -47,17 +50,3 @@ class LoopPlan:
                 else "it makes a function"
         elif any(isinstance(v, ir.Var) and v.depth != 0 for v in ir.walk(loop)):
             self.reason = "it uses an enclosing function's variables"
-
-
-def _outside(node, loop, reads, writes, closures):
-    if node is loop:
-        return
-    if isinstance(node, ir.Lambda):
-        _names(node, reads, writes, closures)
-        return
-    if isinstance(node, ir.Var):
-        reads.add(node.name)
-    elif isinstance(node, (ir.StoreName, ir.SetVar)):
-        writes.add(node.name)
-    for c in ir.children(node):
-        _outside(c, loop, reads, writes, closures)
