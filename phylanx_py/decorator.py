@@ -142,7 +142,7 @@ class CompiledFunction:
     def explain(self) -> str:
         """Which tier each loop runs in and why: ``loop at lu.py:12 -> native (2 args: float64[:, :], ...)``,
         ``loop at x.py:30 -> interpreted: np.random.rand has no native form (x.py:31)``."""
-        loops = getattr(self._compile(), "native_loops", [])
+        loops = getattr(self._compile(), "loop_hooks", [])
         lines = [line for loop in loops for line in loop.explain()]
         return "\n".join(lines) if lines else "no loops"
 

@@ -65,7 +65,8 @@ class ProgramCode:
         code = _rename_functions(compile(source, filename, "exec"), {v: k for k, v in gen.fnames.items()})
         exec(code, env)  # noqa: S102 - our own generated source
         if fast:
-            self.native_loops = gen.native_loops  # the native tier's loops, for explain()
+            self.native_loops = gen.native_loops  # the native tier's loops
+            self.loop_hooks = gen.loop_hooks  # every loop's tiers, for explain()
         return env["__pxr_factory"], annotated, gen.linemap
 
     def _fail(self, exc: BaseException, linemap) -> ExecutionError:

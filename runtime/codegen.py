@@ -27,6 +27,7 @@ from .codegen_statements import StatementEmitter, _ident, _is_literal, _stores
 from .evaluation import CallSite
 from .executors import FUTURES
 from .kinds import TYPES as KIND_TYPES
+from .loop_tiers import UNBOUND
 from .native import mode as native_mode
 from .values import PxFunction, call_value, read_global
 
@@ -53,7 +54,7 @@ class Generator(StatementEmitter):
             "__pxr_global": read_global, "__pxr_list": list, "__pxr_dict": dict, "__pxr_set": set,
             "__pxr_MUT": (list, dict, set), "__pxr_ndarray": np.ndarray, "__pxr_fusemin": FUSE_MIN_ELEMENTS,
             "__pxr_K": KIND_TYPES, "__pxr_rowmin": ROWDOT_MIN_ELEMENTS, "__pxr_clock": time.perf_counter,
-            "__pxr_NameError": NameError,
+            "__pxr_NameError": NameError, "__pxr_UNBOUND": UNBOUND,
         }
         self._const_ids: dict[int, str] = {}
         self.namespaces = {}
@@ -71,6 +72,8 @@ class Generator(StatementEmitter):
         # the native tier (runtime/native): one NativeLoop per outermost loop that may qualify
         self.native = fast and native_mode() != "off"
         self.native_loops: list = []
+        self.loop_hooks: list = []  # every loop's HandOver (loop_tiers.py), for explain()
+        self.raw_namespaces = namespaces
         self.fn_stack: list = []
         self.native_depth = 0
 

@@ -7,6 +7,8 @@ import keyword
 
 from phylanx_py import ir
 
+from . import loop_tiers
+from .loop_tiers import HandOver
 from .native import NativeLoop
 from .source_blocks import BlockWriter
 
@@ -63,19 +65,40 @@ class StatementEmitter(BlockWriter):
 
     @contextlib.contextmanager
     def native_loop(self, n):
-        """Before a loop: ask its NativeLoop to run it natively; the interpreted loop (emitted inside this
-        context) runs when it returns None. Loops inside a loop that may go native are part of its kernel."""
-        plan = NativeLoop(self.fn_stack[-1], n, f"{n.loc.filename.rsplit('/', 1)[-1]}:{n.loc.lineno}") \
-            if self.native and self.native_depth == 0 and self.fn_stack else None
-        if plan is not None:
-            self.native_loops.append(plan)
-        if plan is None or plan.plan.reason:
+        """Before an outermost loop: offer it to the loop tiers (loop_tiers.py: the SPMD tier on tiled inputs,
+        then the native tier); the interpreted loop (emitted inside this context) runs when none takes it.
+        Loops inside a loop that a tier may take are part of that loop."""
+        plan = None
+        if self.native_depth == 0 and self.fn_stack:
+            where = f"{n.loc.filename.rsplit('/', 1)[-1]}:{n.loc.lineno}"
+            fn = self.fn_stack[-1]
+            tiers = [t for t in (f(fn, n, where, self.program, self.raw_namespaces) for f in loop_tiers.FACTORIES)
+                     if t is not None]
+            if self.native:
+                native = NativeLoop(fn, n, where)
+                self.native_loops.append(native)
+                tiers.append(native)
+            if tiers:
+                plan = HandOver(tiers, where)
+                self.loop_hooks.append(plan)
+        if plan is None or plan.reason:
             yield
             return
         k, out, t0 = self.const(plan, "nat"), self.temp(), self.temp()
-        params = "".join(f"{p}, " for p in plan.plan.params)
+        names = []
+        for p in plan.params:
+            if p in plan.outputs:  # assigned by the loop: it may not be bound yet
+                v = self.temp()
+                self.emit("try:")
+                self.emit(f"    {v} = {p}")
+                self.emit("except __pxr_NameError:")
+                self.emit(f"    {v} = __pxr_UNBOUND")
+                names.append(v)
+            else:
+                names.append(p)
+        params = "".join(f"{p}, " for p in names)
         self.emit("try:")
-        self.emit(f"    {out} = {k}(__pxr_ev, ({params}))", n.loc, "native loop")
+        self.emit(f"    {out} = {k}(__pxr_ev, ({params}))", n.loc, "loop tier")
         self.emit("except __pxr_NameError:")  # a free variable not bound yet: the interpreted loop says so
         self.emit(f"    {out} = None")
         self.emit(f"if {out} is None:")
@@ -88,9 +111,9 @@ class StatementEmitter(BlockWriter):
             self.native_depth -= 1
         self.emit(f"{k}.ran({t0})")
         self.indent -= 1
-        if plan.plan.outputs:
+        if plan.outputs:
             self.emit("else:")
-            self.emit(f"    {''.join(o + ', ' for o in plan.plan.outputs)}= {out}", n.loc, "native loop")
+            self.emit(f"    {''.join(o + ', ' for o in plan.outputs)}= {out}", n.loc, "loop tier")
 
     def s_While(self, n):
         with self.native_loop(n):

@@ -71,6 +71,18 @@ class NativeLoop:
         self.last = None
         self.reason = self.plan.reason  # the latest decline, for explain()
 
+    @property
+    def params(self):
+        return self.plan.params
+
+    @property
+    def outputs(self):
+        return self.plan.outputs
+
+    @property
+    def static_reason(self):
+        return self.plan.reason
+
     def __call__(self, ev, args):
         self.last = None
         m = _MODE[0] if _MODE[1] == os.environ.get("PHYLANX_NATIVE") else mode()

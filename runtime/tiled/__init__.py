@@ -9,6 +9,8 @@ dispatch.py for how the imports go one way.
 """
 from __future__ import annotations
 
+from .. import spmd  # noqa: F401 - loops over tiled arrays may run as SPMD segments (a loop tier)
+
 # Every module registering a part of TiledArray's NumPy face (dispatch.py) is imported here, so that the table is
 # complete before any submodule is used; kind: tiled arrays plug into the evaluator (runtime/kinds.py).
 from . import common, elementwise, fallback, indexing, kind, rules  # noqa: F401

@@ -109,15 +109,7 @@ class SegmentTrainer:
         return carry, totals
 
     def _scatter(self, value, workers, broadcast=False):
-        """``value`` on the cluster, for the ranks' tasks on ``workers`` to fetch. Placed on a worker the scheduler
-        picks (a live one), not pushed to ``workers``: a worker killed while data is pushed to it made
-        ``Client.scatter(broadcast=True)`` wait for ever. Bounded by SCATTER_SECONDS, then the segment is retried
-        (RankLost). ``workers``/``broadcast`` say where the value is used (Dask moves it there)."""
-        try:
-            [fut] = self.client.sync(self.client._scatter, [value], hash=False, callback_timeout=SCATTER_SECONDS)
-        except (TimeoutError, OSError) as e:  # asyncio/distributed timeouts; CommClosedError is an OSError
-            raise RankLost(f"placing the checkpoint for {workers} failed: {type(e).__name__}: {e}") from e
-        return fut
+        return place(self.client, value, f"the checkpoint for {workers}")
 
     def _segment(self, epoch, first, last, carry):
         client = self.client
@@ -196,10 +188,27 @@ class SegmentTrainer:
             raise
 
     def _cleanup(self, name, n):
-        from distributed import Variable
+        forget_group(self.client, name, n)
 
-        for r in range(n):
-            try:
-                Variable(f"{name}-{r}", client=self.client).delete()
-            except Exception:  # noqa: BLE001 - never set (the rank did not start): nothing to delete
-                pass
+
+def place(client, value, what: str):
+    """``value`` on the cluster, for the ranks' tasks to fetch. Placed on a worker the scheduler picks (a live
+    one), not pushed to the ranks' workers: a worker killed while data is pushed to it made
+    ``Client.scatter(broadcast=True)`` wait for ever. Bounded by SCATTER_SECONDS, then the segment is retried
+    (RankLost)."""
+    try:
+        [fut] = client.sync(client._scatter, [value], hash=False, callback_timeout=SCATTER_SECONDS)
+    except (TimeoutError, OSError) as e:  # asyncio/distributed timeouts; CommClosedError is an OSError
+        raise RankLost(f"placing {what} failed: {type(e).__name__}: {e}") from e
+    return fut
+
+
+def forget_group(client, name: str, n: int):
+    """Delete the rendezvous variables of group ``name`` (``n`` ranks)."""
+    from distributed import Variable
+
+    for r in range(n):
+        try:
+            Variable(f"{name}-{r}", client=client).delete()
+        except Exception:  # noqa: BLE001 - never set (the rank did not start): nothing to delete
+            pass

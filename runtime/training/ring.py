@@ -139,7 +139,10 @@ class Group:
         try:
             s = self._stream(comm, peer)
             s.write(HEADER.pack(tag, mv.nbytes))
-            await s.write(mv)
+            if mv.nbytes:  # an empty buffer (a rank without rows) is its header alone
+                await s.write(mv)
+            else:
+                await s.write(b"")
         except (StreamClosedError, OSError) as e:
             raise RankLost(f"group {self.name}: rank {peer} closed its connection ({type(e).__name__})") from e
         self.sent += mv.nbytes
@@ -154,7 +157,8 @@ class Group:
             if (got_tag, n) != (tag, mv.nbytes):
                 raise RankLost(f"group {self.name}: rank {peer} sent message {got_tag} of {n} bytes, expected "
                                f"{tag} of {mv.nbytes}: the ranks disagree about the schedule")
-            await s.read_into(mv)
+            if mv.nbytes:
+                await s.read_into(mv)
         except (StreamClosedError, OSError) as e:
             raise RankLost(f"group {self.name}: rank {peer} closed its connection ({type(e).__name__})") from e
 
@@ -202,6 +206,36 @@ class Group:
 
         self._run(ring())
         return buf
+
+    def allgather(self, buf: np.ndarray) -> np.ndarray:
+        """Every rank's ``buf`` (the same shape and dtype on every rank), stacked in rank order: the ring passes
+        each rank's buffer round in n-1 steps. Every rank ends with the same array."""
+        n, r = self.size, self.rank
+        out = np.empty((n,) + np.shape(buf), np.asarray(buf).dtype)
+        out[r] = buf
+        if n == 1:
+            return out
+
+        async def ring():
+            for k in range(n - 1):
+                await self._exchange("right", out[(r - k) % n], "left", out[(r - k - 1) % n])
+
+        self._run(ring())
+        return out
+
+    def halo(self, first: np.ndarray, last: np.ndarray, from_left: np.ndarray, from_right: np.ndarray):
+        """Neighbour exchange along the ring: ``first`` (this rank's first rows) goes to the left neighbour and
+        ``last`` (its last rows) to the right one, while ``from_right`` receives the right neighbour's first rows
+        and ``from_left`` the left neighbour's last rows. The ends of a non-periodic array get (and ignore) the
+        other end's rows: every rank sends and receives the same messages, so no rank waits on another."""
+        if self.size == 1:
+            return
+
+        async def swap():
+            await asyncio.gather(self._exchange("left", first, "right", from_right),
+                                 self._exchange("right", last, "left", from_left))
+
+        self._run(swap())
 
     def neighbour_mean(self, buf: np.ndarray) -> np.ndarray:
         """``buf`` becomes the mean of itself and its ring neighbours' (one neighbour when there are two ranks)."""

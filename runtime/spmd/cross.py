@@ -1,0 +1,202 @@
+"""What spans the ranks: reductions over the tiled axis, products contracting it, norms, and making a tiled value
+whole on every rank. Each is this rank's partial result, then one collective of the group; every rank ends with
+the same value. Sums add the ranks' partial sums (a different order from NumPy's pairwise sum: results agree to
+float rounding); min/max/any/all/argmin/argmax gather the ranks' partials and pick exactly as NumPy does."""
+from __future__ import annotations
+
+import numpy as np
+
+from .shard import NotSpmd, Shard, Transposed, is_shard
+
+_GATHERED = {"min": np.min, "max": np.max, "any": np.any, "all": np.all, "prod": np.prod}
+
+
+def _axes(axis, nd):
+    if axis is None:
+        return tuple(range(nd))
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    return tuple(sorted(int(a) % nd for a in axes))
+
+
+def _scalar(r):
+    return r[()] if isinstance(r, np.ndarray) and r.ndim == 0 else r
+
+
+def _finish(total, axes, keepdims):
+    return _scalar(total if keepdims else np.squeeze(total, axis=axes))
+
+
+def reduce(kind, x, axis=None, keepdims=False, dtype=None, ddof=0):
+    """``np.<kind>(x, axis, keepdims)`` of a shard: local when the tiled axis stays, else across the ranks."""
+    if type(x) is Transposed:
+        raise NotSpmd(f"{kind} of the transpose of a tiled array")
+    if type(x) is not Shard:
+        extra = {"ddof": ddof} if kind in ("var", "std") else {}
+        kw = {"dtype": dtype} if dtype is not None else {}
+        return getattr(np, kind)(x, axis=axis, keepdims=keepdims, **kw, **extra)
+    nd = x.ndim
+    axes = _axes(axis, nd)
+    own = x.own_data()
+    kw = {"dtype": dtype} if dtype is not None else {}
+    if 0 not in axes:
+        extra = {"ddof": ddof} if kind in ("var", "std") else {}
+        if kind in ("argmin", "argmax"):
+            return x.owned_rows(getattr(np, kind)(own, axis=axes[0], keepdims=keepdims))
+        return x.owned_rows(getattr(np, kind)(own, axis=axes, keepdims=keepdims, **kw, **extra))
+    rank = x.rank
+    if kind == "sum":
+        return _finish(rank.allreduce(np.sum(own, axis=axes, keepdims=True, **kw)), axes, keepdims)
+    if kind in ("mean", "var", "std"):
+        return _moments(kind, x, own, axes, keepdims, dtype, ddof)
+    if kind in ("argmin", "argmax"):
+        return _arg(kind, x, own, axis, keepdims)
+    if kind not in _GATHERED:
+        raise NotSpmd(f"np.{kind} over the tiled axis")
+    fn = _GATHERED[kind]
+    count = own.size
+    if count:
+        part = fn(own, axis=axes, keepdims=True, **kw)
+    else:  # a rank without rows: a placeholder of the right shape and dtype, ignored below
+        part = fn(np.zeros((1,) * nd, own.dtype), axis=axes, keepdims=True, **kw)
+        part = np.zeros(tuple(1 if d in axes else s for d, s in enumerate(x.shape)), part.dtype)
+    parts = rank.allgather(part)
+    has = rank.allgather(np.array([count], np.int64))[:, 0] > 0
+    if not has.any():
+        if kind in ("min", "max"):
+            raise ValueError(f"zero-size array to reduction operation {'minimum' if kind == 'min' else 'maximum'} "
+                             "which has no identity")
+        return _finish(fn(np.zeros((0,) * 1, own.dtype), **kw).reshape((1,) * nd), axes, keepdims)
+    return _finish(fn(parts[has], axis=0), axes, keepdims)
+
+
+def _moments(kind, x, own, axes, keepdims, dtype, ddof):
+    """mean: the ranks' sums and counts in one allreduce; var/std: then the sums of squared deviations from that
+    mean (NumPy's two passes)."""
+    rank = x.rank
+    out_dtype = np.mean(np.zeros((1,) * x.ndim, own.dtype), dtype=dtype).dtype
+    acc = np.result_type(out_dtype, np.float64) if out_dtype.kind in "fc" else np.float64
+    s = np.sum(own, axis=axes, keepdims=True, dtype=acc)
+    count = int(np.prod([own.shape[a] for a in axes]))
+    both = rank.allreduce(np.concatenate([s.ravel(), np.array([count], acc)]))
+    total, n = both[:-1].reshape(s.shape), both[-1].real
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = total / n
+    if n == 0:
+        import warnings
+
+        warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
+    if kind == "mean":
+        return _finish(mean.astype(out_dtype, copy=False), axes, keepdims)
+    d = own - mean
+    sq = (d * np.conj(d)).real if np.iscomplexobj(d) else d * d
+    ss = rank.allreduce(np.sum(sq, axis=axes, keepdims=True))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        var = ss / max(n - ddof, 0)
+    res = np.sqrt(var) if kind == "std" else var
+    real = np.zeros(1, out_dtype).real.dtype
+    return _finish(res.astype(real, copy=False), axes, keepdims)
+
+
+def _arg(kind, x, own, axis, keepdims):
+    """argmin/argmax over the whole array or its tiled axis: each rank's best value and global index, then the
+    first best over the ranks (ranks hold consecutive rows, so rank order is index order)."""
+    if x.ragged is not None or (axis is not None and x.ndim > 2) or keepdims:
+        raise NotSpmd(f"np.{kind} of selected rows, or over the tiled axis of a 3-D array")
+    lo, _ = x.own
+    fn = np.argmin if kind == "argmin" else np.argmax
+    row = int(np.prod(x.shape[1:])) if x.ndim > 1 else 1
+    if axis is None:
+        has = own.size > 0
+        i = int(fn(own)) if has else 0
+        val = own.reshape(-1)[i:i + 1] if has else np.zeros(1, own.dtype)
+        idx = np.array([lo * row + i, has], np.int64)
+    else:
+        has = own.shape[0] > 0
+        i = fn(own, axis=0) if has else np.zeros(own.shape[1:], np.int64)
+        val = np.take_along_axis(own, np.expand_dims(i, 0), 0)[0] if has else np.zeros(own.shape[1:], own.dtype)
+        idx = np.stack([np.asarray(lo + i, np.int64), np.full(np.shape(i), has, np.int64)])
+    vals, idxs = x.rank.allgather(np.asarray(val)), x.rank.allgather(idx)
+    keep = idxs[:, 1].reshape(len(idxs), -1)[:, 0] > 0
+    if not keep.any():
+        raise ValueError(f"attempt to get {kind} of an empty sequence")
+    vals, idxs = vals[keep], idxs[keep]
+    pick = fn(vals, axis=0)  # first best over ranks; NaN first as NumPy
+    if axis is None:
+        return np.intp(idxs[pick, 0])
+    return np.take_along_axis(idxs[:, 0], np.expand_dims(pick, 0), 0)[0].astype(np.intp)
+
+
+def replicate(x: Shard) -> np.ndarray:
+    """The whole of an aligned shard on every rank (an allgather of each rank's owned rows)."""
+    if x.ragged is not None:
+        raise NotSpmd("rows selected by a mask made whole")
+    rank = x.rank
+    owns = [(max(0, a - x.t), max(max(0, a - x.t), min(x.n, a + c - x.t))) for a, c in zip(rank.starts, rank.counts)]
+    most = max(hi - lo for lo, hi in owns)
+    own = x.own_data()
+    buf = np.zeros((most,) + own.shape[1:], own.dtype)
+    buf[:len(own)] = own
+    parts = rank.allgather(buf)
+    return np.concatenate([parts[r][:hi - lo] for r, (lo, hi) in enumerate(owns)])
+
+
+def _contract(rank, part):
+    return _scalar(rank.allreduce(np.asarray(part)))
+
+
+def matmul(a, b):
+    """``a @ b`` with a shard on either side (see the module docstring for which products are collectives)."""
+    ta, tb = type(a), type(b)
+    if ta is Transposed:  # X.T @ r: contracts the tiled axis
+        X = a.base
+        if X.ragged is not None:
+            raise NotSpmd("a product of rows selected by a mask")
+        lo, hi = X.own
+        if tb is Shard:
+            if b.ragged is not None or b.n != X.n or b.ndim > 2:
+                raise NotSpmd("a product of tiled values that do not line up")
+            return _contract(X.rank, X.local(lo, hi).T @ b.local(lo, hi))
+        if tb is Transposed:
+            raise NotSpmd("a product of two transposed tiled arrays")
+        if np.ndim(b) == 0 or np.shape(b)[0] != X.n:
+            return X.local(lo, hi).T @ b  # NumPy's shape error, or a result whose columns are tiled
+        return _contract(X.rank, X.local(lo, hi).T @ np.asarray(b)[lo:hi])
+    if ta is Shard:
+        if a.ragged is not None:
+            raise NotSpmd("a product of rows selected by a mask")
+        if a.ndim == 1:  # v @ w, v @ M: contracts the tiled axis
+            lo, hi = a.own
+            if tb is Shard:
+                if b.ragged is not None or b.n != a.n:
+                    raise NotSpmd("a product of tiled values that do not line up")
+                return _contract(a.rank, a.local(lo, hi) @ b.local(lo, hi))
+            if tb is Transposed:
+                raise NotSpmd("a product with the transpose of a tiled array")
+            if np.ndim(b) == 0 or np.shape(b)[0] != a.n:
+                return a.local(lo, hi) @ b
+            return _contract(a.rank, a.local(lo, hi) @ np.asarray(b)[lo:hi])
+        if tb is Transposed:
+            raise NotSpmd("a product with the transpose of a tiled array")
+        other = replicate(b) if tb is Shard else b  # A @ v with v tiled: every rank needs all of v
+        return a.owned_rows(a.own_data() @ other)
+    if tb is Shard:  # M @ v: contracts the tiled axis
+        if b.ragged is not None:
+            raise NotSpmd("a product of rows selected by a mask")
+        lo, hi = b.own
+        m = np.asarray(a)
+        if m.ndim == 0 or m.shape[-1] != b.n:
+            return m @ b.local(lo, hi)
+        return _contract(b.rank, m[..., lo:hi] @ b.local(lo, hi))
+    raise NotSpmd("a product with the transpose of a tiled array on the right")
+
+
+def norm(x, ord=None, axis=None, keepdims=False):
+    if not is_shard(x):
+        return np.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
+    if ord is not None or axis is not None or keepdims or type(x) is not Shard:
+        raise NotSpmd("np.linalg.norm other than the 2-norm of the whole tiled array")
+    own = x.own_data()
+    a = np.abs(own) if np.iscomplexobj(own) else own
+    total = x.rank.allreduce(np.array(np.sum(a * a), dtype=np.result_type(a.dtype, np.float64) if a.dtype.kind
+                                      in "fc" else np.float64))
+    return np.sqrt(_scalar(total))

@@ -1,0 +1,150 @@
+"""The client side of an SPMD segment: ranks placed on the workers that hold blocks of consecutive row tiles, one
+long-running task each, watched until all report; a segment whose worker died is run again on the live workers
+(Dask recomputes lost tiles from their lineage) from the values it started from, as training segments are
+(training/driver.py)."""
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+
+from phylanx_py.errors import ClusterError
+
+from ..training import segment as seg
+from ..training.driver import RETRIES, STALL_SECONDS, forget_group, place
+from ..training.ring import RankLost
+from . import rank as rank_task
+
+POLL_SECONDS = 0.05
+
+
+class Declined(Exception):
+    """A rank reported that the loop cannot run as a segment (no SPMD rule, or the user's code failed there):
+    the loop runs as before."""
+
+
+def blocks(tile_rows, n: int):
+    """Split the tiles (their row counts) into ``n`` runs of consecutive tiles with row totals as even as can be:
+    a list of (first tile, end tile)."""
+    total = sum(tile_rows)
+    cuts, at, acc = [0], 0, 0
+    for r in range(1, n):
+        goal = total * r / n
+        while at < len(tile_rows) - (n - r) and (acc + tile_rows[at] / 2) < goal:
+            acc += tile_rows[at]
+            at += 1
+        at = max(at, cuts[-1] + 1)
+        acc = sum(tile_rows[:at])
+        cuts.append(at)
+    cuts.append(len(tile_rows))
+    return [(cuts[i], cuts[i + 1]) for i in range(n)]
+
+
+def assign(client, tile_futures, tile_rows, tile_bytes):
+    """Ranks: [(worker, first tile, end tile)], one per live worker (at most one per tile), each run of tiles on
+    the worker already holding most of its bytes."""
+    alive = sorted(client.scheduler_info()["workers"])
+    if not alive:
+        raise RankLost("no Dask workers are left")
+    n = min(len(alive), len(tile_rows))
+    runs = blocks(tile_rows, n)
+    who = client.who_has([f for col in tile_futures for f in col])
+    local = {}
+    for col in tile_futures:
+        for t, f in enumerate(col):
+            for w in who.get(f.key, ()):
+                local[(w, t)] = local.get((w, t), 0) + tile_bytes[t]
+
+    def held(w, run):
+        return sum(local.get((w, t), 0) for t in range(*run))
+
+    if n <= 4:  # try every matching of runs to workers
+        best = max(itertools.permutations(alive, n), key=lambda ws: sum(held(w, r) for w, r in zip(ws, runs)))
+    else:
+        best, free = [], list(alive)
+        for r in runs:
+            w = max(free, key=lambda w: held(w, r))
+            best.append(w)
+            free.remove(w)
+    return [(w, a, b) for w, (a, b) in zip(best, runs)]
+
+
+def run(client, make_job, tile_futures, tile_rows, tile_bytes, stall=None):
+    """Run the segment: ``make_job(ranks)`` gives the Job for a placement. Returns (ranks, results): per rank
+    its future and small result. Raises Declined, or ClusterError when ranks keep being lost."""
+    stall = STALL_SECONDS if stall is None else stall
+    for attempt in range(RETRIES + 1):
+        try:
+            ranks = assign(client, tile_futures, tile_rows, tile_bytes)
+            return ranks, _attempt(client, make_job(ranks), ranks, tile_futures, stall)
+        except RankLost as e:
+            if attempt == RETRIES:
+                raise ClusterError(f"an SPMD segment lost ranks in {RETRIES + 1} attempts; the last: {e}") from e
+    raise AssertionError("unreachable")
+
+
+def _attempt(client, job, ranks, tile_futures, stall):
+    n = len(ranks)
+    name = f"phylanx-spmd-{uuid.uuid4().hex[:12]}"
+    jf = place(client, job, "the segment's job")
+    futs = []
+    for r, (w, a, b) in enumerate(ranks):
+        data = [col[t] for col in tile_futures for t in range(a, b)]
+        futs.append(client.submit(rank_task.run_rank, jf, r, n, name, *data, key=f"spmd-{name}-rank{r}",
+                                  workers=[w], allow_other_workers=False, pure=False))
+    try:
+        _watch(client, name, futs, [w for w, _, _ in ranks], stall)
+        smalls = [client.submit(rank_task.small, f, workers=[w], allow_other_workers=False, pure=False)
+                  for f, (w, _, _) in zip(futs, ranks)]
+        results = client.gather(smalls)
+    except BaseException:
+        alive = set(client.scheduler_info()["workers"])
+        client.run(seg.abort, name, workers=[w for w, _, _ in ranks if w in alive], on_error="ignore")
+        client.cancel(futs)
+        raise
+    finally:
+        forget_group(client, name, n)
+    failed = [r for r in results if "failed" in r]
+    if failed:
+        client.cancel(futs)
+        raise Declined(failed[0]["failed"])
+    lost = [r for r in results if "lost" in r]
+    if lost:
+        client.cancel(futs)
+        raise RankLost(lost[0]["lost"])
+    return list(zip(futs, results))
+
+
+def _watch(client, name, futs, workers, stall):
+    """Until every rank has reported (ranks report, they do not raise): RankLost when a rank's worker died or
+    its task was lost, ClusterError when no collective finished anywhere for ``stall`` seconds."""
+    from distributed.client import FuturesCancelledError, _wait
+
+    seen, since, poll = -1, time.monotonic(), POLL_SECONDS
+    while True:
+        try:
+            client.sync(_wait, futs, timeout=poll, return_when="ALL_COMPLETED")
+        except TimeoutError:
+            pass
+        except FuturesCancelledError as e:
+            raise RankLost(f"a rank of {name} was cancelled: {e}") from e
+        bad = [f for f in futs if f.status in ("error", "cancelled")]
+        if bad:  # the task itself failed: its worker went away while running it, or it could not start there
+            exc = bad[0].exception() if bad[0].status == "error" else None
+            if exc is None or isinstance(exc, OSError) or type(exc).__name__ == "KilledWorker":
+                raise RankLost(f"a rank of {name} was lost: {exc!r}")
+            raise Declined(f"a rank could not run: {type(exc).__name__}: {exc}")
+        if all(f.status == "finished" for f in futs):
+            return
+        poll = min(0.5, poll * 2)
+        alive = set(client.scheduler_info()["workers"])
+        gone = [w for w in workers if w not in alive]
+        if gone:
+            raise RankLost(f"worker {gone[0]} of {name} died")
+        now = client.run(seg.progress, name, workers=workers, on_error="return")
+        done = sum(v for v in now.values() if isinstance(v, int))
+        if done != seen:
+            seen, since = done, time.monotonic()
+        elif time.monotonic() - since > stall:
+            raise ClusterError(f"an SPMD segment stalled: no collective finished for {stall:.0f} s; the cluster is "
+                               "not making progress (PHYLANX_STALL_SECONDS sets the limit)")

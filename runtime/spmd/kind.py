@@ -1,0 +1,107 @@
+"""Shards as a value kind of the evaluator on a rank (runtime/kinds.py): a primitive call with a shard argument
+runs its tile rule against ``ShardOps`` (the same rules the tiled runtime runs against its own operations:
+one declaration, two backends, as Phylanx's distributed primitives), a rule of this package, or the primitive's
+NumPy kernel, which reaches the shard's NumPy face (protocol.py)."""
+from __future__ import annotations
+
+import numpy as np
+from phylanx_py.primitives import lookup
+
+from phylanx_py.errors import ExecutionError
+
+from .. import kinds
+from . import cross, local, protocol  # noqa: F401 - protocol fills the shard's NumPy face
+from .shard import NotSpmd, Shard, Transposed, is_shard
+
+
+class ShardOps:
+    """What a primitive's tile rule may use (runtime/tiled/ops.py's interface), on shards."""
+
+    @staticmethod
+    def is_tiled(x) -> bool:
+        return is_shard(x)
+
+    @staticmethod
+    def elementwise(fn, leaves, drop_axis=None, dtype=None):
+        return local.elementwise(fn, leaves, drop_axis=drop_axis, dtype=dtype)
+
+    @staticmethod
+    def reduce(kind, x, axis=None, keepdims=False):
+        return cross.reduce(kind, x, axis, keepdims)
+
+    @staticmethod
+    def whole_axis(x, axis: int):
+        if is_shard(x) and axis % x.ndim == 0:
+            raise NotSpmd("an operation needs the whole tiled axis on one rank")
+        return x
+
+    @staticmethod
+    def getitem(x, key):
+        return local.getitem(x, key)
+
+    @staticmethod
+    def fallback(name, fn, args, kwargs):
+        raise NotSpmd(f"{name} has no SPMD rule")
+
+
+OPS = ShardOps()
+
+
+def _rowdot(spec, locs, X, v, *leaves):
+    """``X.T @ f(X @ v, ...)`` (primitives/rowdot.py): each rank's rows through the fused kernel, then the sum."""
+    kernel = lookup("fused.rowdot").kernel
+    if not is_shard(X):
+        if any(is_shard(a) for a in (v, *leaves)):
+            raise NotSpmd("a row product whose rows are not tiled")
+        return kernel(spec, locs, X, v, *leaves)
+    if type(X) is not Shard or X.ragged is not None or X.ndim != 2 or is_shard(v):
+        raise NotSpmd("a row product of this layout")
+    lo, hi = X.own
+    pieces = []
+    for a in leaves:
+        if type(a) is Shard:
+            if a.ragged is not None or a.n != X.n or a.ndim != 1:
+                raise NotSpmd("a row product with values that do not line up")
+            pieces.append(a.local(lo, hi))
+        elif type(a) is Transposed:
+            raise NotSpmd("a row product with a transposed tiled value")
+        elif np.ndim(a) == 1 and np.shape(a)[0] == X.n:
+            pieces.append(np.asarray(a)[lo:hi])
+        else:
+            pieces.append(a)
+    part = kernel(spec, locs, X.local(lo, hi), v, *pieces)
+    return cross._contract(X.rank, part)
+
+
+RULES = {"fused.rowdot": _rowdot}
+
+
+class SpmdKind:
+    types = (Shard, Transposed)
+
+    def call(self, ev, site, args, kwargs):
+        prim = site.prim
+        rule = RULES.get(prim.name)
+        if rule is None and prim.tile is None:
+            return ev.run_inline(site, args, kwargs)
+        try:
+            if rule is not None:
+                return rule(*args, **kwargs)
+            return prim.tile(OPS, *args, **kwargs)
+        except ExecutionError:
+            raise
+        except Exception as e:
+            err = ExecutionError.from_exception(e, site.loc, prim.label)
+            raise err from err.__cause__
+
+    def submitted(self, ev, fut, site, args, kwargs):
+        pass
+
+    def settle(self, value, executor):
+        pass
+
+    def discard(self, ev):
+        pass
+
+
+KIND = kinds.register(SpmdKind())

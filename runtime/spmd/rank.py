@@ -1,0 +1,191 @@
+"""What one rank runs: the loop, as one long-running Dask task on a worker holding a block of consecutive row tiles,
+with the group of its peers (training/ring.py) for the collectives.
+
+The loop runs through the ordinary evaluator (fusion, inline fast paths) on this rank's shards and the replicated
+values; the job carries the loop as a small program (the loop in a function of its free variables, returning
+what it assigns), built on the client from the tree, never pickled code. A rank never raises for the user's code or
+for a construct without an SPMD rule: it reports (``failed``), closes its group (its peers then stop at once, their
+next collective sees the closed connection: ``lost``), and the client runs the loop as before."""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..base import Runtime
+from ..code import ProgramCode
+from ..executors import SynchronousExecutor
+from ..training import segment as seg
+from ..training.ring import Group, RankLost
+from .local import refresh_halo
+from .protocol import shard_in
+from .shard import NotSpmd, Rank, Shard, Transposed
+
+_PROGRAMS: dict = {}  # (loop id, program version) -> ProgramCode, per worker process
+_LOCK = threading.Lock()
+_CURRENT = threading.local()  # the Rank of the segment running in this thread (for the iteration count)
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything the ranks of one segment share (placed on the cluster once)."""
+    key: str  # the loop's identity: its program is built once per worker
+    program: object  # ir.Program: the loop as a function of its free variables
+    namespaces: dict  # module -> {name: value} of the globals the program reads
+    params: tuple  # per free variable: ("tiled", halo, copy) or ("rep", value)
+    outputs: tuple  # names the loop assigns
+    writeback: tuple  # replicated free variables the loop may change in place (rank 0 returns them)
+    starts: tuple  # first row of each rank
+    counts: tuple  # rows of each rank
+    tile_rows: tuple  # per rank, the row counts of its tiles in order
+    timeout: float
+
+
+def counted(iterable):
+    """The loop's iterable, counting iterations for the report."""
+    rank = getattr(_CURRENT, "rank", None)
+    for item in iterable:
+        if rank is not None:
+            rank.stats["iterations"] += 1
+        yield item
+
+
+def counted_test(value):
+    """A while loop's condition, counting iterations for the report."""
+    rank = getattr(_CURRENT, "rank", None)
+    if rank is not None:
+        rank.stats["iterations"] += 1
+    return value
+
+
+def _program(job: Job) -> ProgramCode:
+    with _LOCK:
+        code = _PROGRAMS.get(job.key)
+        if code is None:
+            code = _PROGRAMS[job.key] = ProgramCode(job.program, job.namespaces)
+        return code
+
+
+def _root(exc):
+    """The first NotSpmd or RankLost in an exception's chain (the evaluator wraps what kernels raise)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, (NotSpmd, RankLost)):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _shards(job, rank: Rank, tile_data):
+    """The loop's arguments on this rank: a shard per tiled input (its tiles joined, halo rows fetched), the
+    replicated values as they came."""
+    args, i = [], 0
+    per = len(job.tile_rows[rank.rank])
+    for p in job.params:
+        if p[0] != "tiled":
+            args.append(p[1])
+            continue
+        _, halo, copy = p
+        tiles = tile_data[i:i + per]
+        i += per
+        own = np.concatenate(tiles) if len(tiles) > 1 else (np.array(tiles[0]) if copy or halo else tiles[0])
+        n = rank.starts[-1] + rank.counts[-1]
+        x = Shard(None, n, halo, halo, 0, rank)
+        lo, hi = x.avail
+        if halo:
+            data = np.empty((hi - lo,) + own.shape[1:], own.dtype)
+            data[rank.a - lo:rank.a - lo + len(own)] = own
+            x.data = data
+            refresh_halo(x)
+        else:
+            x.data = own
+        args.append(x)
+    return args
+
+
+def _pieces(x: Shard, rank: Rank, tile_rows):
+    """An aligned shard's owned rows split at this rank's tile boundaries (the tiles of the result)."""
+    if x.ragged is not None or x.t != 0 or x.n != rank.starts[-1] + rank.counts[-1]:
+        raise NotSpmd("a value the loop leaves behind is a shifted slice or a masked selection of a tiled array")
+    own = x.local(rank.a, rank.b)
+    out, at = [], 0
+    for r in tile_rows:
+        out.append(np.ascontiguousarray(own[at:at + r]))
+        at += r
+    return out
+
+
+def run_rank(job: Job, rank: int, size: int, name: str, *tile_data):
+    """Rank ``rank`` of ``size``. Returns a dict: ``ok`` with ``rep`` (rank 0: replicated outputs and write-backs),
+    ``tiled`` (name -> this rank's tiles of a tiled output or of a tiled input changed in place), ``meta`` and
+    ``stats``; or ``failed`` (a reason, ``declined``: no SPMD rule) or ``lost`` (a peer is gone)."""
+    from distributed import secede
+
+    secede()  # a long-running task: its thread leaves the worker's pool (Dask's convention)
+    seg.PROGRESS[name] = 0
+    group = Group(name, rank, size, job.timeout)
+    ctx = Rank(group, rank, size, job.starts, job.counts, seg.PROGRESS, name)
+    t0 = time.perf_counter()
+    try:
+        group.join(lambda: name in seg.ABORTED)
+        args = _shards(job, ctx, tile_data)
+        code = _program(job)
+        _CURRENT.rank = ctx
+        try:
+            result = Runtime(SynchronousExecutor(), inline_elements=1 << 62).evaluate(code, tuple(args), {})
+        finally:
+            _CURRENT.rank = None
+        rep, tiled, meta, back = {}, {}, {}, {}
+        values = dict(zip(job.outputs, result))
+        for nm, v in values.items():
+            if type(v) is Shard:
+                tiled[nm] = _pieces(v, ctx, job.tile_rows[rank])
+                meta[nm] = (v.data.shape[1:], v.data.dtype)
+            elif type(v) is Transposed or shard_in(v):
+                raise NotSpmd(f"{nm!r} holds a tiled value inside a container, or transposed, after the loop")
+            elif rank == 0:
+                rep[nm] = v
+        for nm, v in zip(_param_names(job), args):
+            if type(v) is Shard and v.mutated and nm not in tiled:
+                tiled[nm] = _pieces(v, ctx, job.tile_rows[rank])
+                meta[nm] = (v.data.shape[1:], v.data.dtype)
+            elif rank == 0 and nm in job.writeback:
+                back[nm] = v
+        ctx.stats["seconds"] = time.perf_counter() - t0
+        ctx.stats["sent"] = group.sent
+        ctx.stats["comm_s"] = group.comm_seconds
+        return {"ok": True, "rep": rep, "back": back, "tiled": tiled, "meta": meta, "stats": ctx.stats}
+    except BaseException as e:  # noqa: BLE001 - reported to the client, which decides (see the module doc)
+        root = _root(e)
+        if isinstance(root, RankLost):
+            return {"lost": str(root)}
+        return {"failed": _describe(e), "declined": isinstance(root, NotSpmd)}
+    finally:
+        group.close()
+        seg.PROGRESS.pop(name, None)
+
+
+def _param_names(job):
+    return job.program.function(job.program.entry).params
+
+
+def _describe(e) -> str:
+    root = _root(e)
+    where = getattr(e, "loc", None)
+    at = f" ({where.filename.rsplit('/', 1)[-1]}:{where.lineno})" if where is not None and where.lineno else ""
+    if isinstance(root, NotSpmd):
+        return f"{root}{at}"
+    return f"{type(e).__name__}: {e}"
+
+
+def small(result: dict) -> dict:
+    """A rank's result without its tiles (what the client fetches)."""
+    return {k: v for k, v in result.items() if k != "tiled"}
+
+
+def piece(result: dict, name: str, i: int):
+    """Tile ``i`` of this rank's part of output ``name`` (stays on the worker)."""
+    return result["tiled"][name][i]
