@@ -48,8 +48,6 @@ class HandOver:
 
     def __call__(self, ev, args):
         for tier, picks in zip(self.tiers, self._picks):
-            if tier.static_reason is not None:
-                continue
             mine = tuple(args[i] for i in picks)
             if not getattr(tier, "accepts_unbound", False) and any(a is UNBOUND for a in mine):
                 continue

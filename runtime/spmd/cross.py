@@ -120,9 +120,9 @@ def _arg(kind, x, own, axis, keepdims):
     if not keep.any():
         raise ValueError(f"attempt to get {kind} of an empty sequence")
     vals, idxs = vals[keep], idxs[keep]
-    pick = fn(vals, axis=0)  # first best over ranks; NaN first as NumPy
-    if axis is None:
-        return np.intp(idxs[pick, 0])
+    if axis is None:  # first best over ranks; NaN first as NumPy
+        return np.intp(idxs[int(fn(vals[:, 0])), 0])
+    pick = fn(vals, axis=0)
     return np.take_along_axis(idxs[:, 0], np.expand_dims(pick, 0), 0)[0].astype(np.intp)
 
 

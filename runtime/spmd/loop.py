@@ -140,12 +140,14 @@ class SpmdLoop:
 
     # ---- a call -------------------------------------------------------------------------------------------
     def __call__(self, ev, args):
-        if self.static_reason is not None or mode() == "off":
+        if mode() == "off":
             return None
         tiled = [i for i, a in enumerate(args) if type(a) is TiledArray]
         if not tiled:
             return None
         self.seen = True
+        if self.static_reason is not None:
+            return None
         try:
             sig, bounds = self._check(args, tiled)
         except _Decline as e:

@@ -1,0 +1,217 @@
+"""The SPMD loop tier on real worker processes: loops over row-tiled arrays run as one task per worker with ring
+collectives, and return what NumPy returns on the gathered arrays.
+
+Tolerances: sums over the tiled axis add the ranks' partial sums (NumPy sums pairwise in one pass), so float
+results agree to ~1e-12 relative here (rtol 1e-9 leaves room); min/max/argmin/argmax and k-means labels are exact."""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import prog_spmd as S
+import prog_tiled as P
+import pytest
+from cluster import DaskProcesses
+from distributed import Client
+from phylanx_py.runtime.training import segment as seg
+
+import phylanx_py as px
+from phylanx_py.errors import ExecutionError
+
+RTOL = 1e-9
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    procs = DaskProcesses(n_workers=2)
+    yield procs
+    procs.stop()
+
+
+@pytest.fixture(scope="module")
+def rt(cluster):
+    runtime = px.runtime.dask(cluster.address)
+    with px.using(runtime):
+        yield runtime
+    runtime.close()
+
+
+def _spmd(f, workers=2):
+    text = f.explain()
+    assert f"SPMD over {workers} workers" in text, text
+    return text
+
+
+def _data(n=600, d=5, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    y = (X @ rng.standard_normal(d) + 0.1 * rng.standard_normal(n) > 0).astype(np.float64)
+    return X, y
+
+
+@pytest.mark.parametrize("tiles", [2, 4])
+def test_lra(rt, tiles):
+    X, y = _data()
+    f = px.compile(P.lra)
+    w = f(px.tiled.from_array(X, tiles=(tiles, 1)), px.tiled.from_array(y, tiles=(tiles,)), 0.5, 12)
+    np.testing.assert_allclose(w, P.lra(X, y, 0.5, 12), rtol=RTOL, atol=1e-14)
+    text = _spmd(f)
+    assert "12 iterations, 1 allreduces per iteration (5 values)" in text, text
+
+
+@pytest.mark.parametrize("tiles", [2, 4])
+def test_kmeans(rt, tiles):
+    X, _ = _data(d=2, seed=1)
+    C0 = X[:6].copy()
+    f = px.compile(P.kmeans)
+    Xt = px.tiled.from_array(X, tiles=(tiles, 1))
+    C, labels = f(Xt, C0, 6)
+    Cr, lr = P.kmeans(X, C0, 6)
+    np.testing.assert_allclose(C, Cr, rtol=RTOL)
+    assert isinstance(labels, px.tiled.TiledArray) and labels.boundaries[0] == Xt.boundaries[0]
+    np.testing.assert_array_equal(np.asarray(labels), lr)
+    _spmd(f)
+
+
+@pytest.mark.parametrize("tiles", [2, 4])
+def test_power_iteration(rt, tiles):
+    rng = np.random.default_rng(2)
+    A = rng.standard_normal((120, 120))
+    A = A + A.T
+    v0 = np.ones(120)
+    f = px.compile(P.power_iteration)
+    v, lam = f(px.tiled.from_array(A, tiles=(tiles, 1)), v0, 15)
+    vr, lr = P.power_iteration(A, v0, 15)
+    np.testing.assert_allclose(np.asarray(v), vr, rtol=RTOL, atol=1e-12)
+    np.testing.assert_allclose(lam, lr, rtol=RTOL)
+    assert "allgather" in _spmd(f)  # ``A @ v`` with v tiled: every rank gathers v
+
+
+@pytest.mark.parametrize("tiles", [2, 4])
+def test_standardisation(rt, tiles):
+    X, _ = _data(d=4, seed=3)
+    X = X * np.array([1.0, 10.0, 0.1, 3.0]) + np.array([5.0, -2.0, 0.0, 1.0])
+    f = px.compile(S.standardize_steps)
+    Z, m, s = f(px.tiled.from_array(X, tiles=(tiles, 1)), 3)
+    Zr, mr, sr = S.standardize_steps(X, 3)
+    np.testing.assert_allclose(np.asarray(Z), Zr, rtol=RTOL, atol=1e-12)
+    np.testing.assert_allclose(m, mr, atol=1e-12)
+    np.testing.assert_allclose(s, sr, rtol=RTOL)
+    _spmd(f)
+
+
+@pytest.mark.parametrize("tiles", [2, 4])
+def test_jacobi_stencil_exchanges_halo_rows(rt, tiles):
+    rng = np.random.default_rng(4)
+    u, fz = rng.standard_normal(203), rng.standard_normal(203)
+    f = px.compile(P.jacobi)
+    ut = px.tiled.from_array(u, tiles=(tiles,))
+    out = f(ut, px.tiled.from_array(fz, tiles=(tiles,)), 0.01, 9)
+    ref = P.jacobi(u.copy(), fz, 0.01, 9)
+    np.testing.assert_array_equal(np.asarray(out), ref)  # element-wise only: exact
+    np.testing.assert_array_equal(np.asarray(ut), ref)  # changed in place, as the NumPy array is
+    assert "halo" in _spmd(f)
+
+
+def test_reductions_of_every_kind(rt):
+    X, _ = _data(n=401, d=3, seed=5)
+    f = px.compile(S.stats_loop)
+    np.testing.assert_allclose(f(px.tiled.from_array(X, tiles=(3, 1)), 4), S.stats_loop(X, 4), rtol=RTOL)
+    _spmd(f)
+
+
+def test_data_dependent_while_leaves_together(rt):
+    X, _ = _data(n=300, d=4, seed=6)
+    f = px.compile(S.while_converge)
+    v, steps = f(px.tiled.from_array(X, tiles=(4, 1)), 1e-10)
+    vr, sr = S.while_converge(X, 1e-10)
+    assert steps == sr
+    np.testing.assert_allclose(v, vr, rtol=1e-8)
+    _spmd(f)
+
+
+def test_a_list_changed_by_the_loop_is_changed_for_the_caller(rt):
+    X, y = _data(seed=7)
+    f = px.compile(S.lra_history)
+    hist, ref_hist = [], []
+    w = f(px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(y, tiles=(2,)), 0.5, 5, hist)
+    np.testing.assert_allclose(w, S.lra_history(X, y, 0.5, 5, ref_hist), rtol=RTOL)
+    np.testing.assert_allclose(hist, ref_hist, rtol=RTOL)
+    assert len(hist) == 5
+    _spmd(f)
+
+
+def test_a_construct_without_spmd_form_runs_as_before_and_says_why(rt):
+    X, _ = _data(n=200, d=3, seed=8)
+    f = px.compile(S.sorted_rows_loop)
+    with pytest.warns(px.tiled.TileFallbackWarning):  # today's path gathers for np.sort along the tiles
+        out = f(px.tiled.from_array(X, tiles=(2, 1)), 3)
+    np.testing.assert_allclose(out, S.sorted_rows_loop(X, 3), rtol=RTOL)
+    assert "not SPMD: np.sort along the tiled axis" in f.explain(), f.explain()
+
+
+def test_a_printing_loop_stays_on_the_client(rt, capsys):
+    X, _ = _data(n=100, d=2)
+    f = px.compile(S.printing_loop)
+    out = f(px.tiled.from_array(X, tiles=(2, 1)), 2)
+    np.testing.assert_allclose(out, S.printing_loop(X, 2), rtol=RTOL)
+    assert capsys.readouterr().out.count("step") == 4  # the compiled call's two lines, then the plain one's
+    assert "must run on the client" in f.explain()
+
+
+def test_the_users_error_names_the_users_line(rt):
+    X, _ = _data(n=100, d=3)
+    f = px.compile(S.bad_shapes)
+    with pytest.raises(ExecutionError) as e:
+        f(px.tiled.from_array(X, tiles=(2, 1)), 2)
+    assert "prog_spmd.py" in str(e.value) and "__matmul" in str(e.value), str(e.value)
+
+
+def test_the_tier_can_be_turned_off(rt, monkeypatch):
+    X, y = _data(seed=9)
+    monkeypatch.setenv("PHYLANX_SPMD", "0")
+    f = px.compile(P.lra)
+    w = f(px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(y, tiles=(2,)), 0.5, 3)
+    np.testing.assert_allclose(w, P.lra(X, y, 0.5, 3), rtol=RTOL)
+    assert "SPMD" not in f.explain()
+
+
+# ---- faults ---------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def fault_cluster():
+    procs = DaskProcesses(n_workers=2)
+    yield procs
+    procs.stop()
+
+
+@pytest.mark.parametrize("attempt", range(5))
+def test_worker_killed_mid_segment(fault_cluster, attempt):
+    """SIGKILL a worker while its rank runs: the segment fails fast, re-forms on the live worker (the dead
+    worker's tiles recomputed from their lineage) and restarts from the loop's starting values."""
+    procs = fault_cluster
+    while len(procs.alive_workers()) < 2:
+        procs.add_worker()
+    procs.wait_for_workers(2)
+    f = px.compile(P.lra)
+    with px.runtime.dask(procs.address) as runtime, px.using(runtime):
+        X = px.tiled.random((40_000, 8), tiles=(4, 1), seed=attempt)
+        y = (X[:, 0] > 0.5).astype(np.float64)
+        Xn, yn = np.asarray(X), np.asarray(y)
+        fut = f.lazy(X, y, 0.5, 4000)
+        with Client(procs.address) as c:
+            deadline = time.monotonic() + 120
+            while True:  # until a rank has done some collectives
+                now = c.run(seg.running)
+                if any(v and v > 5 for r in now.values() for v in r.values()):
+                    break
+                assert time.monotonic() < deadline, "the segment never started"
+                assert not fut.done(), "the segment finished before the worker could be killed"
+                time.sleep(0.02)
+            victim = sorted(c.nthreads())[attempt % 2]
+            pid = c.run(os.getpid, workers=[victim])[victim]
+        (proc,) = [w for w in procs.alive_workers() if w.pid == pid]
+        procs.kill_worker(proc)
+        w = fut.result(timeout=240)
+        assert "SPMD over 1 workers" in f.explain(), f.explain()  # the rerun, on the survivor
+    np.testing.assert_allclose(w, P.lra(Xn, yn, 0.5, 4000), rtol=1e-8)
