@@ -1,6 +1,7 @@
 """Shared helpers for the hand-run benchmarks: runtime choice, median timing, plain-text tables."""
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -27,9 +28,17 @@ def dask_runtime(n_workers: int = DASK_WORKERS, env: dict | None = None):
 
     # the runtime's malloc thresholds, and the caller's variables, before the worker processes start
     pre = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **WORKER_MALLOC_ENV, **(env or {})}
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": pre}):
-        cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                                           host="127.0.0.1", dashboard_address=":0")
+    saved = {k: os.environ.get(k) for k in pre}
+    try:
+        with dask.config.set({"distributed.nanny.pre-spawn-environ": pre}):
+            cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                                               host="127.0.0.1", dashboard_address=":0")
+    finally:  # the nannies set these in this process too: the client's own thread settings stay as they were
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     try:
         client = distributed.Client(cluster)
         rt = px.runtime.dask(client=client)

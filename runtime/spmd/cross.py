@@ -4,6 +4,8 @@ the same value. Sums add the ranks' partial sums (a different order from NumPy's
 float rounding); min/max/any/all/argmin/argmax gather the ranks' partials and pick exactly as NumPy does."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .shard import NotSpmd, Shard, Transposed, is_shard
@@ -45,7 +47,7 @@ def reduce(kind, x, axis=None, keepdims=False, dtype=None, ddof=0):
         return x.owned_rows(getattr(np, kind)(own, axis=axes, keepdims=keepdims, **kw, **extra))
     rank = x.rank
     if kind == "sum":
-        return _finish(rank.allreduce(np.sum(own, axis=axes, keepdims=True, **kw)), axes, keepdims)
+        return rank.defer(np.sum(own, axis=axes, keepdims=True, **kw), lambda t: _finish(t, axes, keepdims))
     if kind in ("mean", "var", "std"):
         return _moments(kind, x, own, axes, keepdims, dtype, ddof)
     if kind in ("argmin", "argmax"):
@@ -77,24 +79,29 @@ def _moments(kind, x, own, axes, keepdims, dtype, ddof):
     acc = np.result_type(out_dtype, np.float64) if out_dtype.kind in "fc" else np.float64
     s = np.sum(own, axis=axes, keepdims=True, dtype=acc)
     count = int(np.prod([own.shape[a] for a in axes]))
-    both = rank.allreduce(np.concatenate([s.ravel(), np.array([count], acc)]))
-    total, n = both[:-1].reshape(s.shape), both[-1].real
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = total / n
-    if n == 0:
-        import warnings
 
-        warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
+    def mean_of(both):
+        total, n = both[:-1].reshape(s.shape), both[-1].real
+        if n == 0:
+            warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return total / n, n
+
+    both = np.concatenate([s.ravel(), np.array([count], acc)])
     if kind == "mean":
-        return _finish(mean.astype(out_dtype, copy=False), axes, keepdims)
+        return rank.defer(both, lambda t: _finish(mean_of(t)[0].astype(out_dtype, copy=False), axes, keepdims))
+    mean, n = mean_of(rank.allreduce(both))
     d = own - mean
     sq = (d * np.conj(d)).real if np.iscomplexobj(d) else d * d
-    ss = rank.allreduce(np.sum(sq, axis=axes, keepdims=True))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        var = ss / max(n - ddof, 0)
-    res = np.sqrt(var) if kind == "std" else var
     real = np.zeros(1, out_dtype).real.dtype
-    return _finish(res.astype(real, copy=False), axes, keepdims)
+
+    def var_of(ss):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            var = ss / max(n - ddof, 0)
+        res = np.sqrt(var) if kind == "std" else var
+        return _finish(res.astype(real, copy=False), axes, keepdims)
+
+    return rank.defer(np.sum(sq, axis=axes, keepdims=True), var_of)
 
 
 def _arg(kind, x, own, axis, keepdims):
@@ -141,7 +148,7 @@ def replicate(x: Shard) -> np.ndarray:
 
 
 def _contract(rank, part):
-    return _scalar(rank.allreduce(np.asarray(part)))
+    return rank.defer(np.asarray(part), _scalar)
 
 
 def matmul(a, b):
@@ -197,6 +204,6 @@ def norm(x, ord=None, axis=None, keepdims=False):
         raise NotSpmd("np.linalg.norm other than the 2-norm of the whole tiled array")
     own = x.own_data()
     a = np.abs(own) if np.iscomplexobj(own) else own
-    total = x.rank.allreduce(np.array(np.sum(a * a), dtype=np.result_type(a.dtype, np.float64) if a.dtype.kind
-                                      in "fc" else np.float64))
-    return np.sqrt(_scalar(total))
+    out = np.linalg.norm(np.zeros(1, own.dtype)).dtype
+    part = np.array(np.sum(a * a), dtype=np.result_type(a.dtype, np.float64) if a.dtype.kind in "fc" else np.float64)
+    return x.rank.defer(part, lambda t: np.sqrt(_scalar(t)).astype(out)[()])

@@ -98,12 +98,14 @@ def _attempt(client, job, ranks, tile_futures, stall):
                   for f, (w, _, _) in zip(futs, ranks)]
         results = client.gather(smalls)
     except BaseException:
-        alive = set(client.scheduler_info()["workers"])
-        client.run(seg.abort, name, workers=[w for w, _, _ in ranks if w in alive], on_error="ignore")
-        client.cancel(futs)
+        if client.status == "running":  # else the scheduler is gone: nothing to tell, and asking would wait
+            alive = set(client.scheduler_info()["workers"])
+            client.run(seg.abort, name, workers=[w for w, _, _ in ranks if w in alive], on_error="ignore")
+            client.cancel(futs)
         raise
     finally:
-        forget_group(client, name, n)
+        if client.status == "running":
+            forget_group(client, name, n)
     failed = [r for r in results if "failed" in r]
     if failed:
         client.cancel(futs)
@@ -137,6 +139,8 @@ def _watch(client, name, futs, workers, stall):
         if all(f.status == "finished" for f in futs):
             return
         poll = min(0.5, poll * 2)
+        if client.status != "running":  # the scheduler connection dropped: fail now, not after the reconnect
+            raise ConnectionError(f"the Dask client is {client.status} while SPMD segment {name} runs")
         alive = set(client.scheduler_info()["workers"])
         gone = [w for w in workers if w not in alive]
         if gone:

@@ -11,7 +11,7 @@ from phylanx_py.errors import ExecutionError
 
 from .. import kinds
 from . import cross, local, protocol  # noqa: F401 - protocol fills the shard's NumPy face
-from .shard import NotSpmd, Shard, Transposed, is_shard
+from .shard import Deferred, NotSpmd, Shard, Transposed, has_deferred, is_shard, resolve
 
 
 class ShardOps:
@@ -74,13 +74,20 @@ def _rowdot(spec, locs, X, v, *leaves):
 
 
 RULES = {"fused.rowdot": _rowdot}
+# Primitives that keep a deferred sum as it is (a list being built): resolving it there would send the sums of a
+# comprehension one allreduce at a time.
+KEEPS_DEFERRED = frozenset({"method.append", "method.insert", "python.list", "python.tuple", "python.dict"})
 
 
 class SpmdKind:
-    types = (Shard, Transposed)
+    types = (Shard, Transposed, Deferred)
 
     def call(self, ev, site, args, kwargs):
         prim = site.prim
+        if prim.name in KEEPS_DEFERRED and not any(is_shard(a) for a in args):
+            return ev.run_inline(site, args, kwargs)
+        if has_deferred(args) or has_deferred(kwargs):
+            return ev.call(site, resolve(tuple(args)), resolve(kwargs))
         rule = RULES.get(prim.name)
         if rule is None and prim.tile is None:
             return ev.run_inline(site, args, kwargs)

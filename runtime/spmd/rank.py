@@ -21,7 +21,7 @@ from ..training import segment as seg
 from ..training.ring import Group, RankLost
 from .local import refresh_halo
 from .protocol import shard_in
-from .shard import NotSpmd, Rank, Shard, Transposed
+from .shard import NotSpmd, Rank, Shard, Transposed, resolve
 
 _PROGRAMS: dict = {}  # (loop id, program version) -> ProgramCode, per worker process
 _LOCK = threading.Lock()
@@ -139,7 +139,7 @@ def run_rank(job: Job, rank: int, size: int, name: str, *tile_data):
         finally:
             _CURRENT.rank = None
         rep, tiled, meta, back = {}, {}, {}, {}
-        values = dict(zip(job.outputs, result))
+        values = dict(zip(job.outputs, resolve(tuple(result))))
         for nm, v in values.items():
             if type(v) is Shard:
                 tiled[nm] = _pieces(v, ctx, job.tile_rows[rank])
@@ -153,7 +153,7 @@ def run_rank(job: Job, rank: int, size: int, name: str, *tile_data):
                 tiled[nm] = _pieces(v, ctx, job.tile_rows[rank])
                 meta[nm] = (v.data.shape[1:], v.data.dtype)
             elif rank == 0 and nm in job.writeback:
-                back[nm] = v
+                back[nm] = resolve(v)
         ctx.stats["seconds"] = time.perf_counter() - t0
         ctx.stats["sent"] = group.sent
         ctx.stats["comm_s"] = group.comm_seconds
