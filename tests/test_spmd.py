@@ -57,7 +57,7 @@ def test_lra(rt, tiles):
     w = f(px.tiled.from_array(X, tiles=(tiles, 1)), px.tiled.from_array(y, tiles=(tiles,)), 0.5, 12)
     np.testing.assert_allclose(w, P.lra(X, y, 0.5, 12), rtol=RTOL, atol=1e-14)
     text = _spmd(f)
-    assert "12 iterations, 1 allreduces per iteration (5 values)" in text, text
+    assert "12 iterations, 1 allreduce per iteration (5 values)" in text, text
 
 
 @pytest.mark.parametrize("tiles", [2, 4])

@@ -351,7 +351,8 @@ def fault_cluster():
 
 
 @pytest.mark.parametrize("attempt", range(5))
-def test_worker_killed_during_a_tiled_computation(fault_cluster, attempt):
+def test_worker_killed_during_a_tiled_computation(fault_cluster, attempt, monkeypatch):
+    monkeypatch.setenv("PHYLANX_SPMD", "0")  # the tile tasks' recovery (test_spmd.py kills a worker mid-segment)
     procs = fault_cluster
     while len(procs.alive_workers()) < 2:
         procs.add_worker()

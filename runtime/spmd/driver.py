@@ -87,21 +87,23 @@ def _attempt(client, job, ranks, tile_futures, stall):
     n = len(ranks)
     name = f"phylanx-spmd-{uuid.uuid4().hex[:12]}"
     jf = place(client, job, "the segment's job")
-    futs = []
+    futs, smalls = [], []
     for r, (w, a, b) in enumerate(ranks):
         data = [col[t] for col in tile_futures for t in range(a, b)]
-        futs.append(client.submit(rank_task.run_rank, jf, r, n, name, *data, key=f"spmd-{name}-rank{r}",
-                                  workers=[w], allow_other_workers=False, pure=False))
+        fut = client.submit(rank_task.run_rank, jf, r, n, name, *data, key=f"spmd-{name}-rank{r}", workers=[w],
+                            allow_other_workers=False, pure=False)
+        futs.append(fut)
+        # what the client fetches, submitted with the rank: it runs as soon as the rank ends, no round trip
+        smalls.append(client.submit(rank_task.small, fut, key=f"spmd-{name}-small{r}", workers=[w],
+                                    allow_other_workers=False, pure=False))
     try:
-        _watch(client, name, futs, [w for w, _, _ in ranks], stall)
-        smalls = [client.submit(rank_task.small, f, workers=[w], allow_other_workers=False, pure=False)
-                  for f, (w, _, _) in zip(futs, ranks)]
+        _watch(client, name, smalls, [w for w, _, _ in ranks], stall)
         results = client.gather(smalls)
     except BaseException:
         if client.status == "running":  # else the scheduler is gone: nothing to tell, and asking would wait
             alive = set(client.scheduler_info()["workers"])
             client.run(seg.abort, name, workers=[w for w, _, _ in ranks if w in alive], on_error="ignore")
-            client.cancel(futs)
+            client.cancel(futs + smalls)
         raise
     finally:
         if client.status == "running":

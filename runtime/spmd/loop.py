@@ -233,6 +233,7 @@ class SpmdLoop:
             _write_back(args[self.params.index(name)], value)
         values = tuple(out[o] for o in self.outputs)
         stats = [s["stats"] for _, s in results]
+        self.rank_stats = stats  # each rank's own figures (times, bytes), for benchmarks
         self.report = {"workers": len(ranks), "iterations": stats[0]["iterations"],
                        "allreduce": stats[0]["allreduce"], "allgather": stats[0]["allgather"],
                        "halo": stats[0]["halo"], "values": stats[0]["values"],
@@ -254,9 +255,10 @@ class SpmdLoop:
         r = self.report
         it = max(r["iterations"], 1)
         coll = []
-        for k in ("allreduce", "allgather", "halo"):
-            if r[k]:
-                coll.append(f"{r[k] / it:.3g} {k}{'es' if k == 'halo' else 's'}")
+        for k in ("allreduce", "allgather", "halo exchange"):
+            v = r[k.split()[0]] / it
+            if v:
+                coll.append(f"{v:.3g} {k}{'' if v == 1 else ('es' if k.endswith('exchange') else 's')}")
         return [head + f"SPMD over {r['workers']} workers: {r['iterations']} iterations, "
                 f"{', '.join(coll) or 'no collectives'} per iteration ({r['values'] / it:.0f} values), "
                 f"{r['tasks']} tasks for the whole loop, {r['sent'] / 1e6:.2f} MB sent between ranks"]

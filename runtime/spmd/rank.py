@@ -131,8 +131,10 @@ def run_rank(job: Job, rank: int, size: int, name: str, *tile_data):
     t0 = time.perf_counter()
     try:
         group.join(lambda: name in seg.ABORTED)
+        t_join = time.perf_counter()
         args = _shards(job, ctx, tile_data)
         code = _program(job)
+        t_setup = time.perf_counter()
         _CURRENT.rank = ctx
         try:
             result = Runtime(SynchronousExecutor(), inline_elements=1 << 62).evaluate(code, tuple(args), {})
@@ -155,6 +157,7 @@ def run_rank(job: Job, rank: int, size: int, name: str, *tile_data):
             elif rank == 0 and nm in job.writeback:
                 back[nm] = resolve(v)
         ctx.stats["seconds"] = time.perf_counter() - t0
+        ctx.stats["join_s"], ctx.stats["setup_s"] = t_join - t0, t_setup - t_join
         ctx.stats["sent"] = group.sent
         ctx.stats["comm_s"] = group.comm_seconds
         return {"ok": True, "rep": rep, "back": back, "tiled": tiled, "meta": meta, "stats": ctx.stats}
