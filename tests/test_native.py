@@ -236,3 +236,9 @@ def test_whole_function_not_taken_for_keywords_or_other_values(forced):
     assert "whole function" not in f.explain()  # keyword arguments: the ordinary path
     np.testing.assert_allclose(f(a.copy()), L.tanh_store(a.copy()), rtol=1e-15)
     assert "whole function" in f.explain()
+
+
+def test_whole_function_index_arithmetic_on_a_shape_is_unchecked(forced):
+    f = run_both(L.shift_by_shape, np.arange(6.0), np.zeros(6))
+    (entry,) = f._compile().whole.entries.values()
+    assert entry.kernel is not None and "_ck_" not in entry.source  # n = a.shape[0] is bound once: i + 1 fits

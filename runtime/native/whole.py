@@ -10,6 +10,7 @@ reruns interpreted, as in loop.py. Anything else (other runtimes than the local 
 keyword arguments, tiled/GPU/other values) takes the ordinary path: ``call`` returns ``fallback()``."""
 from __future__ import annotations
 
+import collections
 import re
 import threading
 import time
@@ -23,6 +24,7 @@ from .. import profiling
 from ..base import Runtime
 from . import kinds as K
 from . import loop as L
+from .calls import SHAPE
 from .helpers import HELPERS
 from .kinds import Decline
 from .lower import BOUNDSCHECK, Lowerer, settle
@@ -62,7 +64,27 @@ class FunctionLowerer(Lowerer):
         super().__init__(body, inputs, outputs, tainted, arrays_tainted, widened, bounds)
         self.ret = ret
 
+    def s_Assign(self, n):
+        """A name bound once, outside loops, to a bounded Python int (``n = A.shape[0]``) keeps its bound, as a
+        small int argument of a loop kernel does: index arithmetic on it runs unchecked."""
+        super().s_Assign(n)
+        if self.loop_entries or self.indent != 1:
+            return
+        targets = [n.target] if isinstance(n.target, ir.StoreName) else list(getattr(n.target, "targets", ()))
+        value = n.value
+        for t in targets:
+            if not isinstance(t, ir.StoreName) or self.assigned[t.name] != 1 or not K.is_int(self.env.get(t.name)):
+                continue
+            if isinstance(n.target, ir.StoreName):
+                b = self.bound(value)
+            else:  # h, w = a.shape
+                b = SHAPE if isinstance(value, ir.Call) and value.prim == "attr.shape" else None
+            if b is not None:
+                self.bounds[t.name] = b
+
     def source(self, params):
+        self.assigned = collections.Counter(s.name for s in ir.walk(self.loop)
+                                            if isinstance(s, (ir.StoreName, ir.SetVar)))
         self.lines += ["    " + f for f in self.flags_start]
         stages, mutated = [], False  # (node, first line, is a loop) of each stage that may raise
         for s in self.loop.stmts:
