@@ -48,12 +48,23 @@ def _wait_native(f, limit=300.0):
         time.sleep(0.05)
 
 
+def _whole_pending(f):
+    """The whole function may still go native (it has a signature neither compiled nor declined)."""
+    whole = f._compile().whole
+    return whole is not None and any(e.kernel is None and not e.declined for e in whole.entries.values())
+
+
 def _tier(f):
-    loops = f._compile().native_loops
+    code = f._compile()
+    loops = code.native_loops
     native = [e for loop in loops for e in loop.entries.values() if e.kernel is not None]
     compile_s = sum(e.compile_seconds for loop in loops for e in loop.entries.values())
+    whole = list(code.whole.entries.values()) if code.whole is not None else []
+    compile_s += sum(e.compile_seconds for e in whole)
+    if any(e.kernel is not None for e in whole):
+        return "native (whole function)", compile_s
     if native:
-        return "native", compile_s
+        return "native" + (f" (loops; whole: {whole[0].declined})" if whole and whole[0].declined else ""), compile_s
     reasons = [loop.reason for loop in loops if loop.reason]
     return ("interpreted: " + reasons[0]) if reasons else "interpreted", compile_s
 
@@ -84,7 +95,8 @@ def run_case(name, fn, args, repeats):
     f(*_copy(args))  # interpreted; long enough and the loop compiles in the background
     t_first = time.perf_counter() - t0
     deadline = time.monotonic() + 10  # tiered: a loop goes native once it has run HOT_SECONDS interpreted
-    while time.monotonic() < deadline and _tier(f)[0] != "native" and "interpreted:" not in _tier(f)[0]:
+    while time.monotonic() < deadline and (_whole_pending(f) or (not _tier(f)[0].startswith("native") and
+                                                                  "interpreted:" not in _tier(f)[0])):
         f(*_copy(args))
         _wait_native(f)
     got = f(*_copy(args))

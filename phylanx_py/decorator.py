@@ -142,8 +142,11 @@ class CompiledFunction:
     def explain(self) -> str:
         """Which tier each loop runs in and why: ``loop at lu.py:12 -> native (2 args: float64[:, :], ...)``,
         ``loop at x.py:30 -> interpreted: np.random.rand has no native form (x.py:31)``."""
-        loops = getattr(self._compile(), "loop_hooks", [])
+        code = self._compile()
+        loops = getattr(code, "loop_hooks", [])
         lines = [line for loop in loops for line in loop.explain()]
+        if getattr(code, "whole", None) is not None:
+            lines += code.whole.explain()
         return "\n".join(lines) if lines else "no loops"
 
     # ---- calling -------------------------------------------------------------------------------------
@@ -155,8 +158,12 @@ class CompiledFunction:
     def __call__(self, *args, **kwargs):
         if self.disable:
             return self.__wrapped__(*args, **kwargs)
+        code = self._code or self._compiled()
+        if code.whole is not None and not kwargs and self.device == "cpu":  # the native tier's whole function
+            rt = current()
+            return code.whole.call(rt, args, lambda: rt.evaluate(code, args, kwargs, HOOKS))
         args, kwargs = self._inputs(args, kwargs)
-        return current().evaluate(self._compiled(), args, kwargs, HOOKS)
+        return current().evaluate(code, args, kwargs, HOOKS)
 
     def lazy(self, *args, **kwargs):
         """A future of the call's result, returned at once (``.result()``, ``.done()``)."""

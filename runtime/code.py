@@ -9,6 +9,7 @@ from phylanx_py import ir
 from phylanx_py.errors import ExecutionError
 
 from .codegen import Generator
+from .native.whole import whole_function
 
 
 def _annotate(source: str, linemap: dict) -> str:
@@ -51,6 +52,7 @@ class ProgramCode:
         self.entry = program.entry
         self._factory, self.source, self.linemap = self._build(fast=True)
         self._profiled = None  # the same program without inline fast paths, built when first profiled
+        self.whole = whole_function(program) if self.native_loops else None  # the native tier's whole function
 
     def _build(self, fast: bool):
         gen = Generator(self.program, self.namespaces, fast=fast)

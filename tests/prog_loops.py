@@ -120,3 +120,32 @@ def shift_left(a, b):
     for i in range(len(b)):
         b[i] = a[i + 1] * 2.0  # the last i reads past a's end, after b[:-1] was written
     return b
+
+
+def read_then_loop(a, b):
+    first = a[10]  # may raise before anything changed: the interpreter's own error
+    for i in range(len(b)):
+        b[i] = first + i
+    return b
+
+
+def loop_then_read(a, b):
+    for i in range(len(b)):
+        b[i] = a[i] * 2.0
+    return b[10]  # may raise after b changed: the whole function stays interpreted
+
+
+def two_loops(a, b):
+    for i in range(len(b)):
+        b[i] = a[i] + 1.0
+    s = 0.0
+    for i in range(len(b)):
+        s += b[i + 1]  # reads past the end in the second loop
+    return s
+
+
+def shift_by_shape(a, b):
+    n = a.shape[0]
+    for i in range(n - 1):
+        b[i] = a[i + 1] - a[i]
+    return b

@@ -166,8 +166,10 @@ def test_each_array_layout_gets_its_kernel(forced):
 def test_index_arithmetic_unchecked_only_for_small_arguments(forced):
     f = run_both(L.offset_store, np.zeros(4, dtype=np.int64), 5)
     assert "-> native" in f.explain()
-    source = next(iter(f._compile().native_loops[0].entries.values())).source
-    assert "_ck_add" not in source  # i < len(a), k < 2**40: no overflow check
+    code = f._compile()
+    sources = [e.source for e in code.native_loops[0].entries.values()] + \
+        [e.source for e in code.whole.entries.values()]  # forced: the whole function runs native
+    assert sources and not any("_ck_add" in s for s in sources)  # i < len(a), k < 2**40: no overflow check
     big = 2**63 - 2
     with pytest.raises(OverflowError):
         L.offset_store(np.zeros(4, dtype=np.int64), big)
@@ -186,3 +188,57 @@ def test_arrays_after_an_error_in_native_code_are_as_the_plain_loop_left_them(fo
     assert isinstance(e.value.__cause__, IndexError)
     np.testing.assert_array_equal(native_b, plain_b)
     assert plain_b[3] == 8.0 and plain_b[4] == 0.0
+
+
+def test_whole_function_runs_native_without_an_evaluation(forced, monkeypatch):
+    f = run_both(L.tanh_store, np.linspace(-1, 1, 10))
+    assert "-> native (whole function" in f.explain()
+    from phylanx_py.runtime import base
+    monkeypatch.setattr(base, "Evaluation", None)  # a call that made one would fail
+    a = np.linspace(-1, 1, 10)
+    np.testing.assert_allclose(f(a), L.tanh_store(np.linspace(-1, 1, 10)), rtol=1e-15)
+
+
+def test_whole_function_error_in_a_later_loop_is_at_that_loop(forced):
+    a, plain_b, native_b = np.arange(5.0), np.zeros(5), np.zeros(5)
+    with pytest.raises(IndexError):
+        L.two_loops(a, plain_b)
+    with pytest.raises(px.ExecutionError) as e:
+        px.compile(L.two_loops)(a, native_b)
+    assert isinstance(e.value.__cause__, IndexError)
+    assert e.value.lineno == line_of(L.two_loops, "s += b") - 1
+    np.testing.assert_array_equal(native_b, plain_b)
+
+
+def test_whole_function_error_before_any_change_is_the_interpreters(forced, monkeypatch):
+    f = px.compile(L.read_then_loop)
+    with pytest.raises(px.ExecutionError) as e:
+        f(np.ones(4), np.zeros(3))
+    monkeypatch.setenv("PHYLANX_NATIVE", "0")
+    with pytest.raises(px.ExecutionError) as plain:
+        px.compile(L.read_then_loop)(np.ones(4), np.zeros(3))
+    assert str(e.value) == str(plain.value) and e.value.lineno == line_of(L.read_then_loop, "first = ")
+    monkeypatch.setenv("PHYLANX_NATIVE", "force")
+    run_both(L.read_then_loop, np.ones(12), np.zeros(3))
+    assert "-> native (whole function" in f.explain()
+
+
+def test_whole_function_declines_a_raising_statement_after_a_loop(forced):
+    f = run_both(L.loop_then_read, np.ones(12), np.zeros(12))
+    assert "function at" in f.explain() and "after a loop changed values" in f.explain()
+    assert "loop at" in f.explain() and "-> native (2 args" in f.explain()  # the loop itself still goes native
+
+
+def test_whole_function_not_taken_for_keywords_or_other_values(forced):
+    f = px.compile(L.tanh_store)
+    a = np.linspace(-1, 1, 6)
+    np.testing.assert_allclose(f(a=a.copy()), L.tanh_store(a.copy()), rtol=1e-15)
+    assert "whole function" not in f.explain()  # keyword arguments: the ordinary path
+    np.testing.assert_allclose(f(a.copy()), L.tanh_store(a.copy()), rtol=1e-15)
+    assert "whole function" in f.explain()
+
+
+def test_whole_function_index_arithmetic_on_a_shape_is_unchecked(forced):
+    f = run_both(L.shift_by_shape, np.arange(6.0), np.zeros(6))
+    (entry,) = f._compile().whole.entries.values()
+    assert entry.kernel is not None and "_ck_" not in entry.source  # n = a.shape[0] is bound once: i + 1 fits

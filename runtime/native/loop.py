@@ -28,11 +28,25 @@ STATS: dict = {"native": 0, "compiled": 0, "declined": {}}
 def mode() -> str:
     raw = os.environ.get("PHYLANX_NATIVE")
     m = {"0": "off", "off": "off", "force": "force"}.get((raw or "1").strip().lower(), "on")
-    _MODE[:] = [m, raw]
+    _MODE[:] = [m, _raw_mode()]
     return m
 
 
-_MODE = ["on", None]  # the last mode() and the variable's text it came from
+_MODE = ["on", None]  # the last mode() and the variable's raw value it came from
+# os.environ.get costs about 1 us (it encodes the key and decodes the value): per call, compare the raw value
+# in os.environ's own dict instead (CPython keeps it in ``_data`` under the encoded key; elsewhere, the slow way)
+_ENV_DATA = getattr(os.environ, "_data", None)
+_ENV_KEY = os.environ.encodekey("PHYLANX_NATIVE") if _ENV_DATA is not None and hasattr(os.environ, "encodekey") \
+    else None
+
+
+def _raw_mode():
+    return _ENV_DATA.get(_ENV_KEY) if _ENV_KEY is not None else os.environ.get("PHYLANX_NATIVE")
+
+
+def current_mode() -> str:
+    """mode(), re-read only when the variable changed (the per-call check)."""
+    return _MODE[0] if _MODE[1] == _raw_mode() else mode()
 
 
 def load_kernel(source: str):
@@ -85,7 +99,7 @@ class NativeLoop:
 
     def __call__(self, ev, args):
         self.last = None
-        m = _MODE[0] if _MODE[1] == os.environ.get("PHYLANX_NATIVE") else mode()
+        m = current_mode()
         if m == "off" or self.plan.reason:
             return None
         fast = _fast_key(args)
@@ -175,17 +189,22 @@ class NativeLoop:
             return None
         entry.native_runs += 1
         STATS["native"] += 1
-        if entry.convert is None:
-            entry.convert = self._converters(entry)
-        return tuple(_restore(out[i], kind if flag is None else (kind.np if out[flag] else kind.py))
-                     for i, kind, flag in entry.convert)
+        convert = entry.convert
+        if convert is None:
+            convert = entry.convert = self._converter(entry)
+        return convert(out)
 
-    def _converters(self, entry):
-        """(output index, kind, index of its Either flag or None) for each output."""
+    def _converter(self, entry):
+        """A function of the kernel's result tuple to the outputs' values as the plain loop leaves them (arrays
+        and Python ints/floats/bools as they are, NumPy scalars and Either kinds converted)."""
         outputs, n = self.plan.outputs, len(self.plan.outputs)
         flags = list(entry.flags)
-        return [(i, entry.flags[name], n + flags.index(name)) if name in entry.flags
+        conv = [(i, entry.flags[name], n + flags.index(name)) if name in entry.flags
                 else (i, entry.kinds[self.plan.params.index(name)], None) for i, name in enumerate(outputs)]
+        if not flags and all(_as_is(kind) for _, kind, _ in conv):
+            return _same  # the kernel returns exactly the outputs, as they are
+        return lambda out: tuple(_restore(out[i], kind if flag is None else (kind.np if out[flag] else kind.py))
+                                 for i, kind, flag in conv)
 
     def explain(self) -> list[str]:
         lines = []
@@ -213,27 +232,40 @@ def _restore(value, kind):
     return K.convert(value, kind)
 
 
+def _same(out):
+    return out
+
+
+def _as_is(kind) -> bool:
+    """Numba returns values of this kind as the plain loop would have them (arrays: the very objects)."""
+    return type(kind) is np.ndarray or type(kind) in (int, float, bool)
+
+
 def _layout(a):
     f = a.flags
     return (f.c_contiguous, f.f_contiguous, f.writeable, f.aligned)
 
 
 def _fast_key(args):
-    """A cheap key of the arguments' kinds (None: use the full path): dtype and ndim of arrays, type of scalars."""
+    """A cheap key of the arguments' kinds (None: use the full path): dtype, ndim and flags (layout, writeable)
+    of arrays, type of scalars, and whether Python ints are small (see ``_small``)."""
     key = []
     for a in args:
         t = type(a)
         if t is np.ndarray:
-            key.append((a.dtype, a.ndim, _layout(a)))
+            key.append((a.dtype, a.ndim, a.flags.num))
         elif t is int:
-            if not -9223372036854775808 <= a <= 9223372036854775807:
+            if -SMALL < a < SMALL:
+                key.append(0)
+            elif -9223372036854775808 <= a <= 9223372036854775807:
+                key.append(t)
+            else:
                 return None
-            key.append(t)
         elif t is float or t is bool or (t in _SCALAR_TYPES):
             key.append(t)
         else:
             return None
-    return tuple(key) + _small(args)
+    return tuple(key)
 
 
 def _small(args) -> tuple:

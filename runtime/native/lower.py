@@ -471,18 +471,25 @@ def lower(loop, params, kinds: dict, outputs, small=frozenset()) -> tuple[str, b
     """(kernel source, whether it uses helpers that fall back to the interpreter, the Either kinds of outputs
     whose flags follow them) for ``loop`` over ``params`` of ``kinds``, the Python ints named in ``small``
     being below SMALL in magnitude (the caller checks it per call); Decline."""
-    written = {s.name for s in ir.walk(loop) if isinstance(s, (ir.StoreName, ir.SetVar))}
+    src, low = settle(Lowerer, loop, params, kinds, outputs, small)
+    return src, low.checked, {o: low.widened[o] for o in low.flag_outputs}
+
+
+def settle(cls, node, params, kinds: dict, outputs, small=frozenset(), **extra):
+    """(source, the lowerer that made it) of ``node`` lowered by a ``cls`` (Lowerer or a subclass taking
+    ``extra``), iterated until taints and Either kinds settle; Decline."""
+    written = {s.name for s in ir.walk(node) if isinstance(s, (ir.StoreName, ir.SetVar))}
     bounds = {name: SMALL for name in small if name not in written}
     tainted, arrays, widened = frozenset(), False, {}
     for _ in range(12):  # taint and Either kinds found late flow to the loop's start: iterate to a fixpoint
-        low = Lowerer(loop, kinds, outputs, tainted, arrays, dict(widened), bounds)
+        low = cls(node, kinds, outputs, tainted, arrays, dict(widened), bounds, **extra)
         try:
             src = low.source(params)
         except Widen as w:
             widened[w.name] = w.either
             continue
         if low.taint <= tainted and low.arrays_tainted == arrays:
-            return src, low.checked, {o: widened[o] for o in low.flag_outputs}
+            return src, low
         tainted, arrays = tainted | frozenset(low.taint), arrays or low.arrays_tainted
     raise Decline("kinds or inexact results do not settle around the loop")
 

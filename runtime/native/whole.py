@@ -1,0 +1,304 @@
+"""A whole function as one native kernel: a function that is loops (and plain statements) over its parameters
+followed by a return, called with NumPy arrays and scalars only, runs as one ``numba.njit`` kernel straight from
+the call, without an Evaluation (its setup, the generated function and the loop hand-over cost 10-20 us a call).
+
+Same answer, same errors: its statements are lowered as the loop tier lowers loops (runtime/native/lower.py), and
+the kernel raises where the plain function would. An error in a loop is the ExecutionError the native loop tier
+gives (at the loop's line); a statement outside loops that may raise is taken only before anything changed (its
+error is then the interpreter's own: the call reruns there); a Python int past 2**63 puts the arrays back and
+reruns interpreted, as in loop.py. Anything else (other runtimes than the local one, a profile being recorded,
+keyword arguments, tiled/GPU/other values) takes the ordinary path: ``call`` returns ``fallback()``."""
+from __future__ import annotations
+
+import collections
+import re
+import threading
+import time
+
+import numpy as np
+
+from phylanx_py import ir
+from phylanx_py.errors import ExecutionError
+
+from .. import profiling
+from ..base import Runtime
+from . import kinds as K
+from . import loop as L
+from .calls import SHAPE
+from .helpers import HELPERS
+from .kinds import Decline
+from .lower import BOUNDSCHECK, Lowerer, settle
+
+
+def whole_function(program: ir.Program):
+    """The WholeFunction of ``program``'s entry, or None when its shape never qualifies."""
+    fn = program.function(program.entry)
+    return WholeFunction(fn) if _static_reason(program, fn) is None else None
+
+
+def _static_reason(program, fn):
+    nodes = list(ir.walk(fn.body))
+    stmts = fn.body.stmts
+    if len(program.functions) != 1:
+        return "it calls other functions"
+    if fn.kwonly:
+        return "keyword-only parameters"
+    if not any(isinstance(s, (ir.For, ir.While)) for s in nodes):
+        return "no loops"
+    returns = [s for s in nodes if isinstance(s, ir.Return)]
+    if returns and (len(returns) > 1 or returns[0] is not stmts[-1]):
+        return "it returns from inside"
+    if any(isinstance(s, ir.Lambda) for s in nodes):
+        return "it makes a function"
+    if any(isinstance(v, (ir.Var, ir.StoreName, ir.SetVar)) and v.depth != 0 for v in nodes):
+        return "it uses an enclosing function's variables"
+    return None
+
+
+class FunctionLowerer(Lowerer):
+    """Lowers a function body's statements (``loop``: a Block), then ``ret``, the returned expression. Records the
+    stages (top-level statements) that may raise, so an error can be put at its statement."""
+
+    def __init__(self, body, inputs, outputs, tainted=frozenset(), arrays_tainted=False, widened=None,
+                 bounds=None, ret=None):
+        super().__init__(body, inputs, outputs, tainted, arrays_tainted, widened, bounds)
+        self.ret = ret
+
+    def s_Assign(self, n):
+        """A name bound once, outside loops, to a bounded Python int (``n = A.shape[0]``) keeps its bound, as a
+        small int argument of a loop kernel does: index arithmetic on it runs unchecked."""
+        super().s_Assign(n)
+        if self.loop_entries or self.indent != 1:
+            return
+        targets = [n.target] if isinstance(n.target, ir.StoreName) else list(getattr(n.target, "targets", ()))
+        value = n.value
+        for t in targets:
+            if not isinstance(t, ir.StoreName) or self.assigned[t.name] != 1 or not K.is_int(self.env.get(t.name)):
+                continue
+            if isinstance(n.target, ir.StoreName):
+                b = self.bound(value)
+            else:  # h, w = a.shape
+                b = SHAPE if isinstance(value, ir.Call) and value.prim == "attr.shape" else None
+            if b is not None:
+                self.bounds[t.name] = b
+
+    def source(self, params):
+        self.assigned = collections.Counter(s.name for s in ir.walk(self.loop)
+                                            if isinstance(s, (ir.StoreName, ir.SetVar)))
+        self.lines += ["    " + f for f in self.flags_start]
+        stages, mutated = [], False  # (node, first line, is a loop) of each stage that may raise
+        for s in self.loop.stmts:
+            start = len(self.lines)
+            self.stmt(s)
+            is_loop = isinstance(s, (ir.For, ir.While))
+            if is_loop or _may_raise(self.lines[start:]):
+                if mutated and not is_loop:
+                    self.fail("a statement that may raise after a loop changed values", s)
+                stages.append((s, start, is_loop))
+            mutated = mutated or is_loop or _mutates(s)
+        src, k, _ = self.expr(self.ret)
+        if _may_raise([src]):
+            if mutated:
+                self.fail("a return value that may raise after a loop changed values", self.ret)
+            stages.append((self.ret, len(self.lines), False))
+        self.flag_outputs = []
+        self.ret_kind = _returnable(self, k)
+        flags = [e.flag() for e in _eithers(k)]
+        self.stages = [(node, is_loop) for node, _, is_loop in stages]
+        if len(stages) > 1:  # which one raised: the kernel writes the stage's number before it runs
+            for i, (_, start, _) in reversed(list(enumerate(stages))):
+                self.lines.insert(start, f"    __pxs[0] = {i}")
+            params = ["__pxs"] + list(params)
+        body = "\n".join(self.lines) or "    pass"
+        outs = "".join(f"{x}, " for x in [src] + flags)
+        return (f"@numba.njit(cache=True, nogil=True, boundscheck={BOUNDSCHECK}, error_model='numpy')\n"
+                f"def kernel({', '.join(params)}):\n{body}\n    return ({outs})\n")
+
+
+_RAISING = re.compile(r"\[|_ck_|_py_|_amb_|np\.(zeros|ones|empty)\(|/|%|\*\*|<<|>>|math\.")
+
+
+def _may_raise(lines) -> bool:
+    """Whether generated lines may raise (indexing, division, checked arithmetic, allocations ...): conservative."""
+    return any(_RAISING.search(re.sub(r"\.shape\[\d+\]", "", line)) for line in lines)
+
+
+def _mutates(stmt) -> bool:
+    """Whether a statement outside loops may change an array (a store, an in-place operator)."""
+    return any(isinstance(s, ir.StoreItem) or (isinstance(s, ir.Call) and s.prim.startswith("operator.i"))
+               for s in ir.walk(stmt))
+
+
+def _eithers(k):
+    items = k if type(k) is tuple else (k,)
+    return [x for x in items if type(x) is K.Either]
+
+
+def _returnable(low, k):
+    items = k if type(k) is tuple else (k,)
+    for x in items:
+        if not (x is None or type(x) in (np.ndarray, K.Either) or K.is_scalar(x)):
+            low.fail(f"a return value of {K.describe(x)}", low.ret)
+    return k
+
+
+class Entry(L.Entry):
+    __slots__ = ("stages",)
+
+
+class WholeFunction:
+    """The entry function of a program as native kernels by argument kinds (see the module docstring)."""
+
+    def __init__(self, fn: ir.Function):
+        self.fn = fn
+        stmts = fn.body.stmts
+        if stmts and isinstance(stmts[-1], ir.Return):
+            self.body, self.ret = ir.Block(stmts=stmts[:-1], loc=fn.body.loc), stmts[-1].value
+        else:
+            self.body, self.ret = fn.body, ir.Const(None, loc=fn.loc)
+        self.params = list(fn.params)
+        self.where = f"{fn.loc.filename.rsplit('/', 1)[-1]}:{fn.loc.lineno}"
+        self.entries: dict = {}
+        self.fast: dict = {}
+        self.reason = None
+
+    def call(self, rt, args, fallback):
+        """The call's result from the native kernel, or ``fallback()`` (the ordinary evaluation)."""
+        m = L.current_mode()
+        if m == "off" or len(args) != len(self.params) or type(rt) is not Runtime or rt.closed or \
+                profiling.active() is not None:
+            return fallback()
+        fast = L._fast_key(args)
+        entry = self.fast.get(fast) if fast is not None else None
+        if entry is None:
+            entry = self._entry(args)
+            if entry is None:
+                return fallback()
+            if fast is not None:
+                self.fast[fast] = entry
+        if entry.declined:
+            return fallback()
+        if entry.kernel is None:
+            if m == "force":
+                self._compile(entry, args)
+            elif entry.interpreted >= L.HOT_SECONDS and not entry.compiling:
+                entry.compiling = True
+                threading.Thread(target=self._compile, args=(entry, args), daemon=True,
+                                 name="phylanx-native-compile").start()
+            if entry.kernel is None:
+                t0 = time.perf_counter()
+                try:
+                    return fallback()
+                finally:
+                    entry.interpreted += time.perf_counter() - t0
+        return self._run(rt, entry, args, fallback)
+
+    def _entry(self, args):
+        try:
+            ks = tuple(K.of_value(a, n) for a, n in zip(args, self.params))
+        except Decline as e:
+            self.reason = str(e)
+            return None
+        small = L._small(args)
+        key = tuple(K.key(k) for k in ks) + tuple(L._layout(a) for a in args if type(a) is np.ndarray) + small
+        entry = self.entries.get(key)
+        if entry is None:
+            entry = self.entries[key] = self._lower(ks, small)
+        return entry
+
+    def _lower(self, ks, small) -> Entry:
+        entry = Entry(ks)
+        entry.stages = ()
+        try:
+            names = frozenset(n for n, is_small in zip(self.params, small) if is_small)
+            entry.source, low = settle(FunctionLowerer, self.body, self.params, dict(zip(self.params, ks)), [],
+                                       names, ret=self.ret)
+            entry.checked, entry.stages = low.checked, low.stages
+            entry.convert = _converter(low.ret_kind)
+        except Decline as e:
+            entry.declined = self.reason = str(e)
+        entry.writes = tuple(i for i, k in enumerate(ks) if type(k) is np.ndarray)
+        return entry
+
+    def _compile(self, entry, args):
+        import numba
+
+        t0 = time.perf_counter()
+        try:
+            module = L.load_kernel(HELPERS + "\n\n" + entry.source)
+            sig = ((numba.typeof(np.zeros(1, np.int64)),) if len(entry.stages) > 1 else ()) + \
+                tuple(numba.typeof(a) for a in args)
+            module.kernel.compile(sig)
+            entry.overflow = module._Overflow
+            entry.kernel = module.kernel
+            L.STATS["compiled"] += 1
+        except Exception as e:  # noqa: BLE001 - a typing failure declines this signature
+            entry.declined = self.reason = f"Numba: {L._first_line(e)}"
+        finally:
+            entry.compile_seconds += time.perf_counter() - t0
+            entry.compiling = False
+
+    def _run(self, rt, entry, args, fallback):
+        saved = [(args[i], args[i].copy()) for i in entry.writes] if entry.checked else ()
+        stage = np.zeros(1, np.int64) if len(entry.stages) > 1 else None
+        try:
+            out = entry.kernel(*args) if stage is None else entry.kernel(stage, *args)
+        except L._numba_errors() as e:  # typing for arguments not seen when compiling: nothing ran yet
+            entry.declined = self.reason = f"Numba: {L._first_line(e)}"
+            return fallback()
+        except entry.overflow:
+            for a, copy in saved:
+                a[...] = copy
+            entry.declined = self.reason = ("a Python int grew past 2**63, or a value that may be a Python or a "
+                                            "NumPy scalar was divided by zero: the call reran interpreted")
+            return fallback()
+        except Exception as e:
+            node, is_loop = entry.stages[int(stage[0]) if stage is not None else 0]
+            if not is_loop:
+                return fallback()  # nothing changed yet (lower.py declines otherwise): the interpreter's error
+            raise ExecutionError.from_exception(e, node.loc, "native loop") from e
+        entry.native_runs += 1
+        L.STATS["native"] += 1
+        with rt._lock:
+            rt.counts["calls"] += 1
+        return entry.convert(out)
+
+    def explain(self) -> list[str]:
+        lines = []
+        for entry in self.entries.values():
+            sig = ", ".join(K.describe(k) for k in entry.kinds)
+            if entry.declined:
+                lines.append(f"function at {self.where} -> interpreted: {entry.declined}")
+            elif entry.kernel is not None:
+                lines.append(f"function at {self.where} -> native (whole function, {len(entry.kinds)} args: {sig}; "
+                             f"compiled in {entry.compile_seconds:.2f} s; {entry.native_runs} native runs)")
+            else:
+                lines.append(f"function at {self.where} -> loops only so far ({entry.interpreted * 1e3:.1f} ms; "
+                             f"whole function native after {L.HOT_SECONDS * 1e3:.0f} ms"
+                             f"{', compiling' if entry.compiling else ''})")
+        return lines
+
+
+def _converter(k):
+    """A function of the kernel's result tuple (value, Either flags ...) to the value as the plain function
+    returns it."""
+    items = k if type(k) is tuple else (k,)
+    if not any(type(x) is K.Either or isinstance(x, np.generic) for x in items):
+        return _first
+    plan, n = [], 0
+    for x in items:  # (kind, index of its flag in the result tuple or None)
+        n += type(x) is K.Either
+        plan.append((x, n if type(x) is K.Either else None))
+
+    def one(value, x, flag, out):
+        if flag is not None:
+            return K.convert(value, x.np if out[flag] else x.py)
+        return value if x is None or type(x) is np.ndarray else K.convert(value, x)
+
+    if type(k) is tuple:
+        return lambda out: tuple(one(v, x, flag, out) for v, (x, flag) in zip(out[0], plan))
+    return lambda out: one(out[0], k, plan[0][1], out)
+
+
+def _first(out):
+    return out[0]
