@@ -90,7 +90,8 @@ def _attempt(client, job, ranks, tile_futures, stall):
     futs, smalls = [], []
     for r, (w, a, b) in enumerate(ranks):
         data = [col[t] for col in tile_futures for t in range(a, b)]
-        fut = client.submit(rank_task.run_rank, jf, r, n, name, *data, key=f"spmd-{name}-rank{r}", workers=[w],
+        keys = tuple(f"tile {f.key}" for f in data)  # names for the rank's cache, never taken for task keys
+        fut = client.submit(rank_task.run_rank, jf, r, n, name, keys, *data, key=f"spmd-{name}-rank{r}", workers=[w],
                             allow_other_workers=False, pure=False)
         futs.append(fut)
         # what the client fetches, submitted with the rank: it runs as soon as the rank ends, no round trip

@@ -8,6 +8,7 @@ for a construct without an SPMD rule: it reports (``failed``), closes its group 
 next collective sees the closed connection: ``lost``), and the client runs the loop as before."""
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from dataclasses import dataclass
@@ -24,6 +25,10 @@ from .protocol import shard_in
 from .shard import NotSpmd, Rank, Shard, Transposed, resolve
 
 _PROGRAMS: dict = {}  # (loop id, program version) -> ProgramCode, per worker process
+# A rank's tiles of an input joined into one array, by the tiles' keys (a key names one immutable result): the
+# next segment over the same tiles (the next call of the loop) skips the copy. The last few only.
+_JOINED: collections.OrderedDict = collections.OrderedDict()
+JOINED_KEEP = 4
 _LOCK = threading.Lock()
 _CURRENT = threading.local()  # the Rank of the segment running in this thread (for the iteration count)
 
@@ -79,7 +84,22 @@ def _root(exc):
     return None
 
 
-def _shards(job, rank: Rank, tile_data):
+def _joined(keys, tiles):
+    with _LOCK:
+        hit = _JOINED.get(keys)
+        if hit is not None:
+            _JOINED.move_to_end(keys)
+            return hit
+    out = np.concatenate(tiles)
+    out.flags.writeable = False  # shared by later segments: a loop that assigns into it gets a copy (copy=True)
+    with _LOCK:
+        _JOINED[keys] = out
+        while len(_JOINED) > JOINED_KEEP:
+            _JOINED.popitem(last=False)
+    return out
+
+
+def _shards(job, rank: Rank, keys, tile_data):
     """The loop's arguments on this rank: a shard per tiled input (its tiles joined, halo rows fetched), the
     replicated values as they came."""
     args, i = [], 0
@@ -90,8 +110,14 @@ def _shards(job, rank: Rank, tile_data):
             continue
         _, halo, copy = p
         tiles = tile_data[i:i + per]
+        if len(tiles) > 1:
+            own = _joined(tuple(keys[i:i + per]), tiles)
+        else:  # the worker's stored tile itself: read-only here, so an assignment the tree did not show fails
+            own = tiles[0].view()
+            own.flags.writeable = False
         i += per
-        own = np.concatenate(tiles) if len(tiles) > 1 else (np.array(tiles[0]) if copy or halo else tiles[0])
+        if copy and not halo:
+            own = np.array(own)  # the loop assigns into it: its own copy (the tiles stay as they were)
         n = rank.starts[-1] + rank.counts[-1]
         x = Shard(None, n, halo, halo, 0, rank)
         lo, hi = x.avail
@@ -118,7 +144,7 @@ def _pieces(x: Shard, rank: Rank, tile_rows):
     return out
 
 
-def run_rank(job: Job, rank: int, size: int, name: str, *tile_data):
+def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data):
     """Rank ``rank`` of ``size``. Returns a dict: ``ok`` with ``rep`` (rank 0: replicated outputs and write-backs),
     ``tiled`` (name -> this rank's tiles of a tiled output or of a tiled input changed in place), ``meta`` and
     ``stats``; or ``failed`` (a reason, ``declined``: no SPMD rule) or ``lost`` (a peer is gone)."""
@@ -132,7 +158,7 @@ def run_rank(job: Job, rank: int, size: int, name: str, *tile_data):
     try:
         group.join(lambda: name in seg.ABORTED)
         t_join = time.perf_counter()
-        args = _shards(job, ctx, tile_data)
+        args = _shards(job, ctx, keys, tile_data)
         code = _program(job)
         t_setup = time.perf_counter()
         _CURRENT.rank = ctx

@@ -1,5 +1,5 @@
 """Making tiled arrays on the workers: ``random normal zeros ones full arange`` (computed where they live),
-``from_array`` (split and placed round-robin), ``from_dask``, ``from_npy`` (memory-mapped reads per tile) and
+``from_array`` (split and placed in blocks of tiles), ``from_dask``, ``from_npy`` (memory-mapped reads per tile) and
 ``from_csv`` (each tile reads its own byte range of the file).
 
 Every tile is a task's result, never ``scatter``-ed data, so Dask keeps its lineage: a tile lost with a worker is
@@ -36,14 +36,17 @@ def _workers(ex):
 
 
 def _build(ex, bounds, dtype, label, task_of):
-    """One task per tile, placed round-robin over the workers: ``task_of(idx, region)`` -> (fn, args)."""
+    """One task per tile, placed in blocks: ``task_of(idx, region)`` -> (fn, args). Tiles in grid order go to the
+    workers in consecutive runs (Phylanx's block distribution): a worker holds neighbouring rows, so an SPMD segment
+    (runtime/spmd) finds each rank's block of row tiles where it runs, and a stencil's neighbours on few workers."""
     workers = _workers(ex)
     counts = grid.counts(bounds)
     futs = np.empty(counts, dtype=object)
     homes = np.empty(counts, dtype=object)
+    total = int(np.prod(counts))
     for n, idx in enumerate(grid.indices(bounds)):
         fn, args = task_of(idx, grid.region(bounds, idx))
-        w = workers[n % len(workers)]
+        w = workers[n * len(workers) // total]
         futs[idx] = ex.submit_task(fn, *args, key=key_for(label, idx), home=w)
         homes[idx] = w
     return TiledArray(ex, bounds, dtype, futures=futs, homes=homes)
@@ -104,7 +107,7 @@ def arange(start, stop=None, step=1, tiles=None, dtype=None, runtime=None) -> Ti
 
 
 def from_array(a, tiles=None, runtime=None) -> TiledArray:
-    """Split a NumPy array into tiles and place them round-robin over the workers."""
+    """Split a NumPy array into tiles and place them over the workers (consecutive tiles together)."""
     ex = _executor(runtime)
     a = np.asarray(a)
     bounds = grid.parse(a.shape, tiles)
