@@ -66,3 +66,16 @@ def bad_shapes(X, iterations):
     for _ in range(iterations):
         w = w + X.T @ (X @ w)
     return w
+
+
+def label_stats(X, labels, k, iterations):
+    """Per-label counts, sums and means through ``labels == j`` masks (k-means' idiom), one label never used."""
+    d = X.shape[1]
+    out = np.zeros((k, 2 * d + 1))
+    for _ in range(iterations):
+        for j in range(k):
+            m = labels == j
+            out[j, 0] += m.sum()
+            out[j, 1:1 + d] += np.sum(X[m], axis=0)
+            out[j, 1 + d:] = X[m].mean(axis=0)
+    return out

@@ -215,3 +215,15 @@ def test_worker_killed_mid_segment(fault_cluster, attempt):
         w = fut.result(timeout=240)
         assert "SPMD over 1 workers" in f.explain(), f.explain()  # the rerun, on the survivor
     np.testing.assert_allclose(w, P.lra(Xn, yn, 0.5, 4000), rtol=1e-8)
+
+
+def test_masked_sums_by_label_match_numpy(rt):
+    X, _ = _data(n=500, d=3, seed=10)
+    labels = np.random.default_rng(11).integers(0, 4, 500)
+    f = px.compile(S.label_stats)
+    with np.errstate(invalid="ignore"), pytest.warns(RuntimeWarning):  # label 4 is never used: NumPy warns
+        ref = S.label_stats(X, labels, 5, 2)
+    out = f(px.tiled.from_array(X, tiles=(3, 1)), px.tiled.from_array(labels, tiles=(3,)), 5, 2)
+    np.testing.assert_allclose(out, ref, rtol=RTOL, equal_nan=True)
+    assert np.isnan(out[4, 4:]).all() and out[4, 0] == 0
+    _spmd(f)

@@ -36,6 +36,10 @@ def reduce(kind, x, axis=None, keepdims=False, dtype=None, ddof=0):
         extra = {"ddof": ddof} if kind in ("var", "std") else {}
         kw = {"dtype": dtype} if dtype is not None else {}
         return getattr(np, kind)(x, axis=axis, keepdims=keepdims, **kw, **extra)
+    if x.origin is not None and kind in ("sum", "mean") and dtype is None and not keepdims:
+        found = _from_group_sums(kind, x, axis)
+        if found is not None:
+            return found
     nd = x.ndim
     axes = _axes(axis, nd)
     own = x.own_data()
@@ -69,6 +73,70 @@ def reduce(kind, x, axis=None, keepdims=False, dtype=None, ddof=0):
                              "which has no identity")
         return _finish(fn(np.zeros((0,) * 1, own.dtype), **kw).reshape((1,) * nd), axes, keepdims)
     return _finish(fn(parts[has], axis=0), axes, keepdims)
+
+
+def group_sums(rank, x, labels, lo, hi):
+    """Per-label sums of ``x``'s rows ``[lo, hi)`` and per-label counts (``np.bincount``, one pass per column),
+    kept on the rank for the latest (x, labels): k-means' ``[X[labels == j].mean(axis=0) for j in range(k)]`` reads
+    k entries of one table instead of k masked copies of X. None when the labels are not small non-negative ints."""
+    key = (id(x), id(labels), lo, hi)
+    hit = rank.groups.get(key)
+    if hit is not None and hit[0] is x and hit[1] is labels:
+        return hit[2], hit[3]
+    lab = labels.local(lo, hi)
+    if lab.size and (lab.min() < 0 or lab.max() > 4 * lab.size + 1024):
+        return None
+    k = int(lab.max()) + 1 if lab.size else 0
+    counts = np.bincount(lab, minlength=k)
+    if x is None:
+        sums = None
+    else:
+        rows = x.local(lo, hi)
+        cols = rows.reshape(len(rows), -1)
+        sums = np.stack([np.bincount(lab, weights=cols[:, c], minlength=k) for c in range(cols.shape[1])], axis=1)
+        sums = sums.reshape((k,) + rows.shape[1:])
+    rank.groups.clear()  # the latest only: last iteration's labels are gone
+    rank.groups[key] = (x, labels, sums, counts)
+    return sums, counts
+
+
+def _from_group_sums(kind, x, axis):
+    """The sum or mean over the tiled axis of ``X[labels == j]`` (or the count of ``labels == j``) from the
+    per-label table, as a deferred sum over the ranks; None when it does not apply."""
+    o = x.origin
+    if o[0] == "group":
+        _, X, mask, labels, j, lo, hi = o
+        if _axes(axis, x.ndim)[:1] != (0,) or (axis is None and x.ndim > 1) or X.dtype.kind != "f" \
+                or X.mutated or labels.mutated or X.ragged is not None:
+            return None
+        found = group_sums(x.rank, X, labels, lo, hi)
+        if found is None:
+            return None
+        sums, counts = found
+        row = sums[j] if j < len(counts) else np.zeros(sums.shape[1:], sums.dtype)
+        count = counts[j] if j < len(counts) else 0
+        if kind == "sum":
+            return x.rank.defer(row.astype(X.dtype, copy=False), _scalar)
+        part = np.concatenate([np.ravel(row), [float(count)]])
+
+        def mean(t):
+            if t[-1] == 0:
+                warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return _scalar((t[:-1] / t[-1]).reshape(row.shape).astype(X.dtype, copy=False))
+
+        return x.rank.defer(part, mean)
+    if o[0] == "eq" and kind == "sum" and x.ragged is None and (axis is None or _axes(axis, 1) == (0,)):
+        labels, j = o[1], o[2]
+        if labels.mutated:
+            return None
+        lo, hi = x.own
+        found = group_sums(x.rank, None, labels, lo, hi)
+        if found is None:
+            return None
+        counts = found[1]
+        return x.rank.defer(np.array(counts[j] if j < len(counts) else 0, np.int64), _scalar)
+    return None
 
 
 def _moments(kind, x, own, axes, keepdims, dtype, ddof):

@@ -4,6 +4,8 @@ one declaration, two backends, as Phylanx's distributed primitives), a rule of t
 NumPy kernel, which reaches the shard's NumPy face (protocol.py)."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from phylanx_py.primitives import lookup
 
@@ -11,7 +13,7 @@ from phylanx_py.errors import ExecutionError
 
 from .. import kinds
 from . import cross, local, protocol  # noqa: F401 - protocol fills the shard's NumPy face
-from .shard import Deferred, NotSpmd, Shard, Transposed, has_deferred, is_shard, resolve
+from .shard import Deferred, NotSpmd, Shard, Transposed, global_shape, has_deferred, is_shard, resolve
 
 
 class ShardOps:
@@ -73,7 +75,18 @@ def _rowdot(spec, locs, X, v, *leaves):
     return cross._contract(X.rank, part)
 
 
-RULES = {"fused.rowdot": _rowdot}
+def _sum_argmin(spec, locs, axis, arg_axis, *leaves):
+    """k-means' distances and their argmin (primitives/fused_reduce.py) in one pass over each rank's rows, as in
+    one process, when neither axis is the tiled one; else the tile rule (sum, then argmin across ranks)."""
+    prim = lookup("fused.sum_argmin")
+    nd = max(len(global_shape(x)) for x in leaves)
+    if isinstance(axis, int) and isinstance(arg_axis, int) and nd >= 2 and axis % nd != 0 \
+            and arg_axis % (nd - 1) != 0:
+        return local.elementwise(functools.partial(prim.kernel, spec, locs, axis, arg_axis), leaves, drops=2)
+    return prim.tile(OPS, spec, locs, axis, arg_axis, *leaves)
+
+
+RULES = {"fused.rowdot": _rowdot, "fused.sum_argmin": _sum_argmin}
 # Primitives that keep a deferred sum as it is (a list being built): resolving it there would send the sums of a
 # comprehension one allreduce at a time.
 KEEPS_DEFERRED = frozenset({"method.append", "method.insert", "python.list", "python.tuple", "python.dict"})

@@ -25,9 +25,10 @@ def aligned_pieces(leaves, shards, lo, hi, n, nd):
     return out
 
 
-def elementwise(fn, leaves, drop_axis=None, dtype=None):
+def elementwise(fn, leaves, drop_axis=None, dtype=None, drops=0):
     """``fn`` over broadcast ``leaves`` on this rank's rows; ``drop_axis``: ``fn`` reduces that axis (it must not
-    be the tiled one: the tile rules then reduce across ranks instead)."""
+    be the tiled one: the tile rules then reduce across ranks instead); ``drops``: further axes ``fn`` removes
+    (never the first)."""
     leaves = list(leaves)
     _check_leaves(leaves)
     shards = [x for x in leaves if type(x) is Shard]
@@ -59,7 +60,7 @@ def elementwise(fn, leaves, drop_axis=None, dtype=None):
     probe = Shard(None, n, L, R, t, rank)
     lo, hi = probe.avail
     out = fn(*aligned_pieces(leaves, shards, lo, hi, n, nd))
-    if np.ndim(out) != nd - (drop_axis is not None) or np.shape(out)[0] != hi - lo:
+    if np.ndim(out) != nd - (drop_axis is not None) - drops or np.shape(out)[0] != hi - lo:
         raise NotSpmd("an element-wise result does not keep the tiled axis")
     probe.data = out if dtype is None else out.astype(dtype, copy=False)
     return probe
@@ -124,6 +125,10 @@ def getitem(x, key):
             raise IndexError(f"boolean index did not match indexed array along axis 0; size of axis is {x.n} "
                              f"but size of corresponding boolean axis is {m.n}")
         lo, hi = x.own
+        if not rest and m.origin is not None and m.origin[0] == "eq" and not m.mutated:
+            # ``X[labels == j]``: made only if used as rows; its sum or mean comes from per-label sums
+            return Shard(None, None, 0, 0, 0, rank, (m, lo, x.t),
+                         origin=("group", x, m, m.origin[1], m.origin[2], lo, hi))
         data = x.local(lo, hi)[m.local(lo, hi)]
         return Shard(data[(slice(None),) + rest] if rest else data, None, 0, 0, 0, rank, (m, lo, x.t))
     if first is None:

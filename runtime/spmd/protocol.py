@@ -92,7 +92,10 @@ def array_ufunc(ufunc, method, inputs, kwargs):
         kw = {k: v for k, v in kwargs.items() if k in ("dtype", "casting")}
         if len(kw) != len({k: v for k, v in kwargs.items() if k != "out"}):
             raise NotSpmd(f"np.{ufunc.__name__} with {sorted(kwargs)}")
-        return local.elementwise(functools.partial(ufunc, **kw) if kw else ufunc, list(inputs))
+        out = local.elementwise(functools.partial(ufunc, **kw) if kw else ufunc, list(inputs))
+        if ufunc is np.equal and not kw and type(out) is Shard:
+            _note_label_test(out, inputs)
+        return out
     if method == "reduce" and ufunc in _UFUNC_REDUCE and len(inputs) == 1 and kwargs.get("out") is None:
         kw = {k: v for k, v in kwargs.items() if k in ("axis", "keepdims", "dtype")}
         if len(kw) == len({k: v for k, v in kwargs.items() if k != "out"}):
@@ -100,6 +103,17 @@ def array_ufunc(ufunc, method, inputs, kwargs):
                                 kw.get("dtype"))
     raise NotSpmd(f"np.{ufunc.__name__}.{method} on a tiled value" if method != "__call__" else
                   f"np.{ufunc.__name__} with out= on a tiled value")
+
+
+def _note_label_test(mask, inputs):
+    """``labels == j`` (an integer shard and an integer): the mask remembers it, so ``X[mask].mean(axis=0)`` can
+    be one entry of per-label sums (cross.group_sums)."""
+    a, b = inputs
+    labels, j = (a, b) if type(a) is Shard else (b, a)
+    if type(labels) is Shard and labels.ragged is None and labels.ndim == 1 and labels.dtype.kind in "iu" \
+            and np.can_cast(labels.dtype, np.intp, "safe") \
+            and type(j) in (int, np.int64, np.int32, np.intp) and not isinstance(j, bool) and not labels.mutated:
+        mask.origin = ("eq", labels, int(j))
 
 
 @implements("array_function")

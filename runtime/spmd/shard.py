@@ -95,6 +95,7 @@ class Rank:
         self.a, self.b = self.starts[rank], self.starts[rank] + self.counts[rank]
         self.stats = {"allreduce": 0, "allgather": 0, "halo": 0, "values": 0, "iterations": 0}
         self.pending: list = []  # Deferred sums waiting for their allreduce
+        self.groups: dict = {}  # per-label sums of the latest (X, labels) (cross.group_sums)
 
     def defer(self, part, finish):
         """A sum over the ranks of ``part``, made when first used (see Deferred): ``finish(total)`` its value."""
@@ -145,11 +146,24 @@ class Shard:
     to (its owner's halo would go stale)."""
 
     __array_priority__ = 200  # NumPy's operators and ufuncs defer to ours
-    __slots__ = ("data", "n", "L", "R", "t", "rank", "ragged", "view", "mutated", "__weakref__")
+    __slots__ = ("_data", "n", "L", "R", "t", "rank", "ragged", "view", "mutated", "origin", "__weakref__")
 
-    def __init__(self, data, n, L, R, t, rank, ragged=None, view=False):
-        self.data, self.n, self.L, self.R, self.t, self.rank = data, n, L, R, t, rank
-        self.ragged, self.view, self.mutated = ragged, view, False
+    def __init__(self, data, n, L, R, t, rank, ragged=None, view=False, origin=None):
+        self._data, self.n, self.L, self.R, self.t, self.rank = data, n, L, R, t, rank
+        self.ragged, self.view, self.mutated, self.origin = ragged, view, False, origin
+
+    @property
+    def data(self):
+        """The rows this rank has; a selection made by ``labels == j`` is made on first use (a sum or mean of it
+        is found from the per-label sums instead: cross.group_sums)."""
+        if self._data is None and self.origin is not None and self.origin[0] == "group":
+            x, mask, lo, hi = self.origin[1], self.origin[2], self.origin[5], self.origin[6]
+            self._data = x.local(lo, hi)[mask.local(lo, hi)]
+        return self._data
+
+    @data.setter
+    def data(self, value):
+        self._data = value
 
     # ---- geometry ----------------------------------------------------------------------------------------
     @property
@@ -194,11 +208,15 @@ class Shard:
 
     @property
     def ndim(self):
-        return self.data.ndim
+        if self._data is None and self.origin is not None:  # a selection not made yet: its source's
+            return self.origin[1].ndim
+        return self._data.ndim
 
     @property
     def dtype(self):
-        return self.data.dtype
+        if self._data is None and self.origin is not None:
+            return self.origin[1].dtype
+        return self._data.dtype
 
     @property
     def size(self):
