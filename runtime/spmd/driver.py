@@ -16,6 +16,17 @@ from ..training.ring import RankLost
 from . import rank as rank_task
 
 POLL_SECONDS = 0.05
+INLINE_JOB_BYTES = 1 << 20
+
+
+def _size(job) -> int:
+    total = 0
+    for p in job.params:
+        if p[0] == "rep":
+            total += getattr(p[1], "nbytes", 0) or 0
+            if type(p[1]) in (list, tuple, dict):
+                total += INLINE_JOB_BYTES  # containers: sizes unknown without walking them; place them
+    return total
 
 
 class Declined(Exception):
@@ -86,7 +97,9 @@ def run(client, make_job, tile_futures, tile_rows, tile_bytes, stall=None):
 def _attempt(client, job, ranks, tile_futures, stall):
     n = len(ranks)
     name = f"phylanx-spmd-{uuid.uuid4().hex[:12]}"
-    jf = place(client, job, "the segment's job")
+    # a small job travels in the rank tasks themselves (no placement round trip); a large one (big replicated
+    # inputs) is placed once and fetched by the ranks
+    jf = job if _size(job) < INLINE_JOB_BYTES else place(client, job, "the segment's job")
     futs, smalls = [], []
     for r, (w, a, b) in enumerate(ranks):
         data = [col[t] for col in tile_futures for t in range(a, b)]
