@@ -79,3 +79,27 @@ def label_stats(X, labels, k, iterations):
             out[j, 1:1 + d] += np.sum(X[m], axis=0)
             out[j, 1 + d:] = X[m].mean(axis=0)
     return out
+
+
+def first_row_loop(X, iterations):
+    """``X[0]``: one row of a tiled array has no SPMD form (it lives on one rank)."""
+    s = np.zeros(X.shape[1])
+    for _ in range(iterations):
+        s = s + X[0] * X.sum(axis=0)
+    return s
+
+
+def column_broadcast_loop(X, c, iterations):
+    """A replicated (n, 1) column against a tiled (n,) vector broadcasts to (n, n): not row-local."""
+    total = 0.0
+    for _ in range(iterations):
+        total = total + (c + X[:, 0]).sum()
+    return total
+
+
+def astype_and_masks(X, iterations):
+    total = 0
+    for _ in range(iterations):
+        big = (X > 0.5).astype(np.int64)
+        total = total + big.sum() + (X[X[:, 0] > 0][:, 1] ** 2).sum()
+    return total

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 
 import numpy as np
 import prog_spmd as S
@@ -226,4 +227,23 @@ def test_masked_sums_by_label_match_numpy(rt):
     out = f(px.tiled.from_array(X, tiles=(3, 1)), px.tiled.from_array(labels, tiles=(3,)), 5, 2)
     np.testing.assert_allclose(out, ref, rtol=RTOL, equal_nan=True)
     assert np.isnan(out[4, 4:]).all() and out[4, 0] == 0
+    _spmd(f)
+
+
+@pytest.mark.parametrize("prog", [S.first_row_loop, S.column_broadcast_loop])
+def test_loops_without_an_spmd_form_give_numpys_answer(rt, prog):
+    X, _ = _data(n=60, d=3, seed=12)
+    args = (X, X[:, :1].copy(), 2) if prog is S.column_broadcast_loop else (X, 2)
+    f = px.compile(prog)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", px.tiled.TileFallbackWarning)
+        out = f(px.tiled.from_array(X, tiles=(2, 1)), *args[1:])
+    np.testing.assert_allclose(np.asarray(out), prog(*args), rtol=RTOL)
+    assert "not SPMD" in f.explain(), f.explain()
+
+
+def test_casts_and_selected_rows(rt):
+    X, _ = _data(n=301, d=3, seed=13)
+    f = px.compile(S.astype_and_masks)
+    np.testing.assert_allclose(f(px.tiled.from_array(X, tiles=(4, 1)), 3), S.astype_and_masks(X, 3), rtol=RTOL)
     _spmd(f)

@@ -289,8 +289,7 @@ class Shard:
         return _IMPL["matmul"](self, other)
 
     def astype(self, dtype, copy=True):
-        return _IMPL["array_ufunc"](np.positive, "__call__", (self,), {}).like(
-            self.data.astype(dtype, copy=copy), view=False)
+        return self.like(self.data.astype(dtype, copy=copy), view=False)
 
     def copy(self, order="C"):
         return self.like(self.data.copy(), view=False)
