@@ -247,3 +247,12 @@ def test_casts_and_selected_rows(rt):
     f = px.compile(S.astype_and_masks)
     np.testing.assert_allclose(f(px.tiled.from_array(X, tiles=(4, 1)), 3), S.astype_and_masks(X, 3), rtol=RTOL)
     _spmd(f)
+
+
+def test_the_segment_is_a_row_of_the_profile(rt):
+    X, y = _data(seed=14)
+    f = px.compile(P.lra)
+    with px.profile() as prof:
+        w = f(px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(y, tiles=(2,)), 0.5, 3)
+    np.testing.assert_allclose(w, P.lra(X, y, 0.5, 3), rtol=RTOL)
+    assert "spmd loop (2 workers, 3 iterations)" in prof.table(), prof.table()

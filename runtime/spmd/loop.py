@@ -13,6 +13,7 @@ shows the decision: "loop at kmeans.py:6 -> SPMD over 2 workers: 10 iterations, 
 from __future__ import annotations
 
 import os
+import time
 import uuid
 
 import numpy as np
@@ -156,8 +157,14 @@ class SpmdLoop:
         if sig in self.declined:
             self.reason = self.declined[sig]
             return None
+        t0 = time.perf_counter()
         try:
-            return self._run(args, tiled, bounds)
+            out = self._run(args, tiled, bounds)
+            if ev.profile is not None and self.report is not None:  # the segment is one row of the profile
+                r = self.report
+                ev.profile.record(self.loop.loc, f"spmd loop ({r['workers']} workers, {r['iterations']} iterations)",
+                                  time.perf_counter() - t0, "spmd", f"{r['workers']} workers", start=t0)
+            return out
         except driver.Declined as e:
             self.declined[sig] = self.reason = str(e)
             self.report = None
