@@ -31,7 +31,12 @@ def _size(job) -> int:
 
 class Declined(Exception):
     """A rank reported that the loop cannot run as a segment (no SPMD rule, or the user's code failed there):
-    the loop runs as before."""
+    the loop runs as before. ``lasting``: no SPMD form (not tried again for these argument kinds); else the user's
+    code failed there (tried again on the next call: the data may differ)."""
+
+    def __init__(self, message, lasting=True):
+        super().__init__(message)
+        self.lasting = lasting
 
 
 def blocks(tile_rows, n: int):
@@ -125,7 +130,7 @@ def _attempt(client, job, ranks, tile_futures, stall):
     failed = [r for r in results if "failed" in r]
     if failed:
         client.cancel(futs)
-        raise Declined(failed[0]["failed"])
+        raise Declined(failed[0]["failed"], lasting=failed[0]["declined"])
     lost = [r for r in results if "lost" in r]
     if lost:
         client.cancel(futs)

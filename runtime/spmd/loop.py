@@ -166,7 +166,9 @@ class SpmdLoop:
                                   time.perf_counter() - t0, "spmd", f"{r['workers']} workers", start=t0)
             return out
         except driver.Declined as e:
-            self.declined[sig] = self.reason = str(e)
+            self.reason = str(e)
+            if e.lasting:
+                self.declined[sig] = self.reason
             self.report = None
             return None
 
