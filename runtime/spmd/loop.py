@@ -141,10 +141,8 @@ class SpmdLoop:
 
     # ---- a call -------------------------------------------------------------------------------------------
     def __call__(self, ev, args):
-        if mode() == "off":
-            return None
         tiled = [i for i, a in enumerate(args) if type(a) is TiledArray]
-        if not tiled:
+        if not tiled or mode() == "off":  # (the type scan first: every loop start on NumPy data passes here)
             return None
         self.seen = True
         if self.static_reason is not None:
