@@ -86,6 +86,7 @@ def _root(exc):
 
 def _joined(keys, tiles):
     with _LOCK:
+        _forget_released()
         hit = _JOINED.get(keys)
         if hit is not None:
             _JOINED.move_to_end(keys)
@@ -97,6 +98,19 @@ def _joined(keys, tiles):
         while len(_JOINED) > JOINED_KEEP:
             _JOINED.popitem(last=False)
     return out
+
+
+def _forget_released():
+    """Drop joined copies of tiles this worker no longer holds (the user's arrays are gone): the cache never keeps
+    data alive past its tiles, beyond the next segment."""
+    from distributed import get_worker
+
+    try:
+        held = get_worker().data
+    except ValueError:  # not on a worker (tests calling ranks directly)
+        return
+    for keys in [k for k in _JOINED if not all(key[5:] in held for key in k)]:
+        del _JOINED[keys]
 
 
 def _shards(job, rank: Rank, keys, tile_data):
