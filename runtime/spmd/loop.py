@@ -29,6 +29,7 @@ from ..training.driver import STALL_SECONDS
 from . import driver
 from . import kind as _kind  # noqa: F401 - shards become a value kind on the ranks
 from . import rank as rank_task
+from .shard import holds
 
 TICK = "__phylanx_spmd_tick"
 TIMEOUT_SECONDS = 600.0  # a rank waiting this long for a peer's data gives up (the driver's stall check is first)
@@ -184,7 +185,7 @@ class SpmdLoop:
             if any(b != b for b in bounds):
                 raise _Decline(f"{self.params[i]!r} has tiles of unknown size (a boolean mask made it)")
         for i, a in enumerate(args):
-            if i not in tiled and _holds_tiled(a):
+            if i not in tiled and holds(a, (TiledArray,)):
                 raise _Decline(f"{self.params[i]!r} holds tiled arrays inside a container")
         sig = tuple((type(a).__name__, a.shape, str(a.dtype)) if i in tiled else type(a).__name__
                     for i, a in enumerate(args)) + (tuple(bounds),)
@@ -273,16 +274,6 @@ class SpmdLoop:
 
 class _Decline(Exception):
     pass
-
-
-def _holds_tiled(value) -> bool:
-    if type(value) is TiledArray:
-        return True
-    if type(value) in (list, tuple):
-        return any(_holds_tiled(v) for v in value)
-    if type(value) is dict:
-        return any(_holds_tiled(v) for v in value.values())
-    return False
 
 
 def _write_back(orig, value):

@@ -7,7 +7,7 @@ import functools
 import numpy as np
 
 from . import cross, local
-from .shard import NotSpmd, Shard, implements, is_shard
+from .shard import NotSpmd, Shard, Transposed, holds, implements
 
 _UFUNC_REDUCE = {np.add: "sum", np.multiply: "prod", np.minimum: "min", np.maximum: "max", np.logical_or: "any",
                  np.logical_and: "all"}
@@ -133,10 +133,4 @@ implements("matmul")(cross.matmul)
 
 def shard_in(value) -> bool:
     """Does ``value`` (top level, or in a list/tuple/dict) hold a shard?"""
-    if is_shard(value):
-        return True
-    if type(value) in (list, tuple):
-        return any(shard_in(v) for v in value)
-    if type(value) is dict:
-        return any(shard_in(v) for v in value.values())
-    return False
+    return holds(value, (Shard, Transposed))

@@ -169,7 +169,6 @@ def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data)
     group = Group(name, rank, size, job.timeout)
     ctx = Rank(group, rank, size, job.starts, job.counts, seg.PROGRESS, name)
     t0 = time.perf_counter()
-    ctx.stats["t_start"] = time.time()
     try:
         group.join(lambda: name in seg.ABORTED)
         t_join = time.perf_counter()

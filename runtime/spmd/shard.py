@@ -503,12 +503,17 @@ def resolve(value):
     return value
 
 
-def has_deferred(value) -> bool:
+def holds(value, types) -> bool:
+    """Is a value of ``types`` in ``value`` (top level, or nested in lists, tuples and dicts)?"""
     t = type(value)
-    if t is Deferred:
+    if t in types:
         return True
     if t is tuple or t is list:
-        return any(has_deferred(v) for v in value)
+        return any(holds(v, types) for v in value)
     if t is dict:
-        return any(has_deferred(v) for v in value.values())
+        return any(holds(v, types) for v in value.values())
     return False
+
+
+def has_deferred(value) -> bool:
+    return holds(value, (Deferred,))
