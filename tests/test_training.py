@@ -82,6 +82,48 @@ def test_ring_allreduce_sums_known_vectors_on_worker_processes(cluster, n, size)
         Variable(f"{name}-{r}", client=client).delete()
 
 
+def _ring_over(name, rank, size):
+    """A rank of a two-rank group: its sum and the address its right-hand connection reaches."""
+    from distributed import secede
+
+    secede()
+    g = ring.Group(name, rank, size, timeout=60.0).join()
+    try:
+        buf = np.full(5, rank + 1.0)
+        g.allreduce(buf)
+        return buf, g.right.peer_address
+    finally:
+        g.close()
+
+
+def test_a_tls_cluster_gets_tls_between_ranks():
+    """The ring takes the workers' own scheme and Security: on a TLS cluster its connections are TLS too."""
+    import sys
+
+    import cloudpickle
+    from distributed import Client, LocalCluster, Variable
+    from distributed.security import Security
+
+    sec = Security.temporary()  # a throw-away CA and certificate (needs the cryptography package)
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import the test module
+    try:
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, security=sec, host="127.0.0.1",
+                          dashboard_address=":0") as cl, Client(cl, security=sec) as c:
+            assert cl.scheduler_address.startswith("tls://")
+            workers = sorted(c.scheduler_info()["workers"])
+            name = f"test-tls-{uuid.uuid4().hex[:8]}"
+            futs = [c.submit(_ring_over, name, r, 2, workers=[w], allow_other_workers=False, pure=False)
+                    for r, w in enumerate(workers)]
+            results = c.gather(futs)
+            for r in range(2):
+                Variable(f"{name}-{r}", client=c).delete()
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    for buf, peer in results:
+        np.testing.assert_array_equal(buf, np.full(5, 3.0))
+        assert peer.startswith("tls://127.0.0.1:"), peer
+
+
 def test_a_rank_whose_peer_closed_fails_at_once(cluster):
     procs, rt = cluster
     client = rt.executor.client
