@@ -164,6 +164,27 @@ def test_allreduce_training_equals_sequential_training(cluster):
     assert h_par["tasks_per_step"][-1] == 2 / 8  # 2 ranks, 8 steps (60 rows per tile, 8 per step)
 
 
+def test_shorter_segments_change_nothing_but_the_task_count(cluster):
+    """``segment_steps``: checkpoints every 3 steps instead of every epoch; the batch plan is a function of (seed,
+    epoch, step, tile), so the run is the same, bit for bit."""
+    procs, rt = cluster
+    X, Y = blobs(n=120)
+    opt = dict(epochs=2, batch_size=16, seed=3, optimizer=nn.SGD(0.05, momentum=0.9), verbose=False)
+    a = nn.Sequential([nn.Dense(6, 32), nn.Tanh(), nn.Dropout(0.25), nn.Dense(32, 3)])
+    b = nn.Sequential([nn.Dense(6, 32), nn.Tanh(), nn.Dropout(0.25), nn.Dense(32, 3)])
+    with px.using(rt):
+        Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
+        h_a = a.fit(Xt, Yt, parallel="allreduce", **opt)
+        h_b = b.fit(Xt, Yt, parallel="allreduce", segment_steps=3, **opt)
+        with pytest.raises(ValueError, match="segment_steps must be a positive int or None, got 0"):
+            b.fit(Xt, Yt, parallel="allreduce", segment_steps=0, **opt)
+    for pa, pb in zip(a.params, b.params):
+        for k in pa:
+            np.testing.assert_array_equal(pa[k], pb[k])
+    assert h_a["loss"] == h_b["loss"]
+    assert h_a["tasks_per_step"][-1] == 2 / 8 and h_b["tasks_per_step"][-1] == 2 * 3 / 8  # 8 steps: 3 + 3 + 2
+
+
 def test_allreduce_over_three_workers_with_adam(cluster):
     procs, rt = cluster
     X, Y = blobs(n=96)

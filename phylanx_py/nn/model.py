@@ -88,12 +88,13 @@ class Sequential:
 
     # ---- training ------------------------------------------------------------------------------------------
     def fit(self, X, Y, epochs: int = 1, batch_size: int = 32, optimizer=None, validation=None, seed: int = 0,
-            verbose: bool = True, parallel: str | None = None, every: int = 1):
+            verbose: bool = True, parallel: str | None = None, every: int = 1, segment_steps: int | None = None):
         """Train; returns the history: per epoch ``loss``, ``accuracy`` (and ``val_loss``, ``val_accuracy`` with
         ``validation=(Xv, Yv)``; ``consensus`` with ``parallel="neighbours"``; ``time`` in seconds).
 
         ``parallel``: None (this process, or tiled inputs through the runtime), ``"allreduce"`` or
-        ``"neighbours"`` (row-tiled X/Y on a Dask runtime: parallel.py; ``every``: steps between averages)."""
+        ``"neighbours"`` (row-tiled X/Y on a Dask runtime: parallel.py; ``every``: steps between averages;
+        ``segment_steps``: steps per segment, the checkpoint a lost worker restarts from: default one epoch)."""
         optimizer = optimizer if optimizer is not None else SGD(0.01)
         if len(X) != len(Y):
             raise ValueError(f"X has {len(X)} rows and Y has {len(Y)}")
@@ -106,7 +107,7 @@ class Sequential:
         if parallel is not None:
             with cluster_failures(getattr(X, "client", None), f"fit(parallel={parallel!r})"):
                 return fit_parallel(self, X, Y, epochs, batch_size, optimizer, validation, seed, verbose, parallel,
-                                    every, history)
+                                    every, history, segment_steps)
         rng = np.random.default_rng(seed + 1)
         X, Y = _local(X), _local(Y)
         with step_runtime():

@@ -85,9 +85,12 @@ def _row_tiles(X, name):
     return X
 
 
-def fit_parallel(model, X, Y, epochs, batch_size, optimizer, validation, seed, verbose, mode, every, history):
+def fit_parallel(model, X, Y, epochs, batch_size, optimizer, validation, seed, verbose, mode, every, history,
+                 segment_steps=None):
     if mode not in ("allreduce", "neighbours"):
         raise ValueError(f"parallel must be 'allreduce' or 'neighbours', got {mode!r}")
+    if segment_steps is not None and (not isinstance(segment_steps, int) or segment_steps < 1):
+        raise ValueError(f"segment_steps must be a positive int or None, got {segment_steps!r}")
     X, Y = _row_tiles(X, "X"), _row_tiles(Y, "Y")
     if X.boundaries[0] != Y.boundaries[0]:
         raise ValueError(f"X and Y must have the same row tiles, got {X.boundaries[0]} and {Y.boundaries[0]}")
@@ -101,7 +104,7 @@ def fit_parallel(model, X, Y, epochs, batch_size, optimizer, validation, seed, v
     yf = [Y.futures[(i,) + (0,) * (Y.ndim - 1)] for i in range(parts)]
     problem = ModelProblem(model)
     trainer = SegmentTrainer(X.client, xf, yf, [rows[i + 1] - rows[i] for i in range(parts)], problem, optimizer,
-                             mode=mode, every=every, batch=batch_size, seed=seed)
+                             mode=mode, every=every, batch=batch_size, seed=seed, segment_steps=segment_steps)
     carry = trainer.start(pack(model.params), model.state)
     for epoch in range(epochs):
         t0 = time.perf_counter()
