@@ -65,7 +65,10 @@ class HandOver:
                 t.ran(t0)
 
     def explain(self) -> list[str]:
-        lines = []
+        lines, earlier = [], False
         for t in self.tiers:
-            lines += t.explain()
+            mine = t.explain()
+            # after a tier that met its own kind of inputs (tiled arrays), the next tier's verdict is about others
+            lines += [line + " (for NumPy inputs)" for line in mine] if earlier else mine
+            earlier = earlier or bool(mine)
         return lines
