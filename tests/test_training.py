@@ -185,6 +185,23 @@ def test_shorter_segments_change_nothing_but_the_task_count(cluster):
     assert h_a["tasks_per_step"][-1] == 2 / 8 and h_b["tasks_per_step"][-1] == 2 * 3 / 8  # 8 steps: 3 + 3 + 2
 
 
+def test_running_statistics_are_the_ranks_mean(cluster):
+    """BatchNorm's running mean after allreduce training is that of the global batches (the ranks' running means
+    averaged at the end of each segment), as sequential training on the same batches has it; not rank 0's own."""
+    procs, rt = cluster
+    X, Y = blobs(n=120)
+    X[:60] += 3.0  # the two row tiles differ: rank 0's statistics alone would be off by ~1.5
+    opt = dict(epochs=2, batch_size=16, seed=5)
+    seq = nn.Sequential([nn.BatchNorm(6), nn.Dense(6, 3)])
+    par = nn.Sequential([nn.BatchNorm(6), nn.Dense(6, 3)])
+    with px.using(rt):
+        Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
+        par.fit(Xt, Yt, parallel="allreduce", optimizer=nn.SGD(0.05), verbose=False, **opt)
+    planned_fit(seq, X, Y, Xt.boundaries[0], optimizer=nn.SGD(0.05), **opt)
+    # the input layer's running mean depends on the batches only, not on the parameters
+    np.testing.assert_allclose(par.state[0]["mean"], seq.state[0]["mean"], rtol=1e-9)
+
+
 def test_allreduce_over_three_workers_with_adam(cluster):
     procs, rt = cluster
     X, Y = blobs(n=96)

@@ -121,6 +121,8 @@ def run_segment(job: Job, rank: int, size: int, name: str, tiles: tuple, carry, 
                 opt.update([pvec], [g], opt_state, gstep)
                 t_compute += time.perf_counter() - t0
             PROGRESS[name] = s + 1 - job.first
+        if job.mode == "allreduce":
+            state = _mean_state(group, state)
     finally:
         group.close()
         PROGRESS.pop(name, None)
@@ -128,6 +130,36 @@ def run_segment(job: Job, rank: int, size: int, name: str, tiles: tuple, carry, 
              "sent": group.sent, "comm_s": group.comm_seconds, "compute_s": t_compute}
     keep = job.mode == "neighbours" or rank == 0
     return ((pvec, opt_state, state) if keep else None), stats
+
+
+def _float_leaves(tree, out):
+    """(container, key) of every float array in a layer-state tree (lists, tuples and dicts of arrays)."""
+    items = tree.items() if type(tree) is dict else enumerate(tree) if type(tree) in (list, tuple) else ()
+    for k, v in items:
+        if type(v) is np.ndarray and v.dtype.kind == "f":
+            out.append((tree, k))
+        elif type(v) in (dict, list, tuple):
+            _float_leaves(v, out)
+    return out
+
+
+def _mean_state(group, state):
+    """The layers' running statistics (BatchNorm's means and variances) averaged over the ranks at the end of a
+    segment, so the checkpoint is not rank 0's alone. Every rank had the same row count every step, so the mean
+    of the ranks' running means is the running mean of the global batches' means."""
+    state = copy.deepcopy(state)
+    leaves = [(c, k) for c, k in _float_leaves(state, []) if type(c) is not tuple]
+    if group.size == 1 or not leaves:
+        return state
+    buf = np.concatenate([np.ravel(c[k]).astype(np.float64) for c, k in leaves])
+    group.allreduce(buf)
+    buf /= group.size
+    at = 0
+    for c, k in leaves:
+        n = c[k].size
+        c[k] = buf[at:at + n].reshape(c[k].shape).astype(c[k].dtype)
+        at += n
+    return state
 
 
 def progress(name, dask_worker=None):
