@@ -103,3 +103,11 @@ def astype_and_masks(X, iterations):
         big = (X > 0.5).astype(np.int64)
         total = total + big.sum() + (X[X[:, 0] > 0][:, 1] ** 2).sum()
     return total
+
+
+def center_in_place(X, iterations):
+    """In-place updates of a tiled input (``X -= ...``, ``X[X < lo] = lo``): the caller's array changes too."""
+    for _ in range(iterations):
+        X -= X.mean(axis=0)
+        X[X < -1.0] = -1.0
+    return X.sum()

@@ -256,3 +256,14 @@ def test_the_segment_is_a_row_of_the_profile(rt):
         w = f(px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(y, tiles=(2,)), 0.5, 3)
     np.testing.assert_allclose(w, P.lra(X, y, 0.5, 3), rtol=RTOL)
     assert "spmd loop (2 workers, 3 iterations)" in prof.table(), prof.table()
+
+
+def test_in_place_updates_of_a_tiled_input_reach_the_caller(rt):
+    X, _ = _data(n=250, d=3, seed=15)
+    f = px.compile(S.center_in_place)
+    Xt = px.tiled.from_array(X, tiles=(3, 1))
+    ref_X = X.copy()
+    total = f(Xt, 3)
+    np.testing.assert_allclose(total, S.center_in_place(ref_X, 3), rtol=RTOL, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(Xt), ref_X, rtol=RTOL, atol=1e-12)
+    _spmd(f)

@@ -167,6 +167,12 @@ def setitem(x, key, value):
             target[(slice(None),) + rest] = v
         else:
             target[...] = v
+    elif type(first) is Shard and first.ndim == x.ndim > 1 and not rest and first.dtype == np.bool_ \
+            and first.ragged is None and first.shape == x.shape:
+        # ``X[X < lo] = lo``: an element mask of X's own shape, a scalar value
+        if np.ndim(value) != 0 or is_shard(value):
+            raise NotSpmd("an assignment of an array through an element mask of a tiled array")
+        x.local(lo, hi)[first.local(lo, hi)] = value
     elif type(first) is Shard:
         if first.dtype != np.bool_ or first.ndim != 1 or first.ragged is not None or first.n != x.n:
             raise NotSpmd("an assignment through a tiled index other than a boolean mask")

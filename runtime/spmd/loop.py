@@ -233,9 +233,10 @@ class SpmdLoop:
                                     homes=homes)
         for name, new in made.items():
             i = self.params.index(name)
-            if i in tiled and name not in self.outputs:
-                args[i]._become(new)  # changed in place by the loop (``u[1:-1] = ...``)
-            else:
+            if i in tiled and (name not in self.outputs or name in first["same"]):
+                args[i]._become(new)  # changed in place by the loop (``u[1:-1] = ...``, ``X -= m``)
+                new = args[i]
+            if name in self.outputs:
                 out[name] = new
         for name, value in first["back"].items():
             _write_back(args[self.params.index(name)], value)

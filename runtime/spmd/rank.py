@@ -190,7 +190,10 @@ def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data)
                 raise NotSpmd(f"{nm!r} holds a tiled value inside a container, or transposed, after the loop")
             elif rank == 0:
                 rep[nm] = v
-        for nm, v in zip(_param_names(job), args):
+        by_name = dict(zip(_param_names(job), args))
+        # outputs that are the input's own shard (``X -= m``): the caller's array changes in place
+        same = [nm for nm, v in values.items() if type(v) is Shard and by_name.get(nm) is v and v.mutated]
+        for nm, v in by_name.items():
             if type(v) is Shard and v.mutated and nm not in tiled:
                 tiled[nm] = _pieces(v, ctx, job.tile_rows[rank])
                 meta[nm] = (v.data.shape[1:], v.data.dtype)
@@ -200,7 +203,8 @@ def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data)
         ctx.stats["join_s"], ctx.stats["setup_s"] = t_join - t0, t_setup - t_join
         ctx.stats["sent"] = group.sent
         ctx.stats["comm_s"] = group.comm_seconds
-        return {"ok": True, "rep": rep, "back": back, "tiled": tiled, "meta": meta, "stats": ctx.stats}
+        return {"ok": True, "rep": rep, "back": back, "tiled": tiled, "meta": meta, "same": same,
+                "stats": ctx.stats}
     except BaseException as e:  # noqa: BLE001 - reported to the client, which decides (see the module doc)
         root = _root(e)
         if isinstance(root, RankLost):
