@@ -111,3 +111,23 @@ def center_in_place(X, iterations):
         X -= X.mean(axis=0)
         X[X < -1.0] = -1.0
     return X.sum()
+
+
+LOG = []
+
+
+def logs_to_a_module_list(X, iterations):
+    """A module-level list changed by the loop: the change must reach this module, so the loop stays here."""
+    total = 0.0
+    for i in range(iterations):
+        total = total + X.sum()
+        LOG.append(i)
+    return total
+
+
+def appends_to_an_attribute(X, box, iterations):
+    total = 0.0
+    for i in range(iterations):
+        total = total + X.sum()
+        box.items.append(i)
+    return total

@@ -267,3 +267,23 @@ def test_in_place_updates_of_a_tiled_input_reach_the_caller(rt):
     np.testing.assert_allclose(total, S.center_in_place(ref_X, 3), rtol=RTOL, atol=1e-9)
     np.testing.assert_allclose(np.asarray(Xt), ref_X, rtol=RTOL, atol=1e-12)
     _spmd(f)
+
+
+def test_changes_to_values_the_loop_does_not_hold_by_name_stay_on_the_client(rt):
+    X, _ = _data(n=40, d=2, seed=16)
+    Xt = px.tiled.from_array(X, tiles=(2, 1))
+    S.LOG.clear()
+    f = px.compile(S.logs_to_a_module_list)
+    np.testing.assert_allclose(f(Xt, 3), 3 * X.sum(), rtol=RTOL)
+    assert S.LOG == [0, 1, 2]
+    assert "not one of its variables" in f.explain(), f.explain()
+
+    class Box:
+        items: list
+
+    box = Box()
+    box.items = []
+    g = px.compile(S.appends_to_an_attribute)
+    np.testing.assert_allclose(g(Xt, box, 2), 2 * X.sum(), rtol=RTOL)
+    assert box.items == [0, 1]
+    assert "not one of its variables" in g.explain(), g.explain()

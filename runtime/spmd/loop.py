@@ -63,6 +63,13 @@ def _key_first(key):
     return key
 
 
+def _root(node):
+    """The variable a chain of subscripts starts from (``out[j][0]`` -> ``out``), else the node itself."""
+    while isinstance(node, ir.Call) and node.prim == "operator.getitem" and node.args:
+        node = node.args[0]
+    return node
+
+
 def _has_bounds(node) -> bool:
     if isinstance(node, ir.Call) and node.prim == "python.slice":
         return any(not (isinstance(a, ir.Const) and a.value is None) for a in node.args[:2])
@@ -87,13 +94,13 @@ class SpmdLoop:
         self.static_reason = self._reason()
         self.mutable, self.halo = set(), set()
         for n in ir.walk(loop):
-            if isinstance(n, ir.StoreItem) and isinstance(n.obj, ir.Var):
-                self.mutable.add(n.obj.name)
-                if _has_bounds(_key_first(n.key)):
+            if isinstance(n, ir.StoreItem) and isinstance(_root(n.obj), ir.Var):
+                self.mutable.add(_root(n.obj).name)  # ``out[j, 0] = v``, ``out[j][0] = v``: out changes
+                if isinstance(n.obj, ir.Var) and _has_bounds(_key_first(n.key)):
                     self.halo.add(n.obj.name)
-            elif isinstance(n, ir.Call) and n.args and isinstance(n.args[0], ir.Var):
+            elif isinstance(n, ir.Call) and n.args and isinstance(_root(n.args[0]), ir.Var):
                 if lookup(n.prim).effect == MUTATES:
-                    self.mutable.add(n.args[0].name)
+                    self.mutable.add(_root(n.args[0]).name)
                 if n.prim == "operator.getitem" and len(n.args) == 2 and _has_bounds(_key_first(n.args[1])):
                     self.halo.add(n.args[0].name)
         self.key = uuid.uuid4().hex
@@ -116,6 +123,12 @@ class SpmdLoop:
                 return "a function inside it uses an enclosing function's variables"
             if isinstance(n, ir.Call) and lookup(n.prim).effect in (IO, STATE):
                 return f"{lookup(n.prim).label} at line {n.loc.lineno} must run on the client, in order"
+            # the ranks change copies: a change to something not held by a name of the loop would be lost
+            target = n.obj if isinstance(n, ir.StoreItem) else (
+                n.args[0] if isinstance(n, ir.Call) and n.args and lookup(n.prim).effect == MUTATES else None)
+            if target is not None and not isinstance(_root(target), ir.Var):
+                return (f"it changes a value in place that is not one of its variables (line {n.loc.lineno}): "
+                        "the change must happen on the client")
         return None
 
     # ---- the rank program: built once, on the first call with tiled inputs --------------------------------
@@ -187,6 +200,10 @@ class SpmdLoop:
         for i, a in enumerate(args):
             if i not in tiled and holds(a, (TiledArray,)):
                 raise _Decline(f"{self.params[i]!r} holds tiled arrays inside a container")
+            if i not in tiled and self.params[i] in self.mutable and type(a) not in _WRITTEN_BACK \
+                    and not isinstance(a, _IMMUTABLE):  # ``n += 1`` on an int rebinds n: an output, no change
+                raise _Decline(f"the loop changes {self.params[i]!r} (a {type(a).__name__}) in place: the change "
+                               "must happen on the client")
         sig = tuple((type(a).__name__, a.shape, str(a.dtype)) if i in tiled else type(a).__name__
                     for i, a in enumerate(args)) + (tuple(bounds),)
         return sig, tuple(int(b) for b in bounds)
@@ -275,6 +292,10 @@ class SpmdLoop:
 
 class _Decline(Exception):
     pass
+
+
+_WRITTEN_BACK = (np.ndarray, list, dict, set)  # what _write_back changes in place for the caller
+_IMMUTABLE = (int, float, complex, bool, str, bytes, tuple, frozenset, range, type(None), np.generic)
 
 
 def _write_back(orig, value):
