@@ -57,7 +57,13 @@ class Runtime:
                     kinds.discard(ev)
                 raise
             try:
-                return ev.finish(result)
+                value = ev.finish(result)
+                # lists and dicts the caller passed in may have been given futures (``history.append(float(
+                # loss))`` on tiled data): the caller gets values, as plain Python leaves there
+                held = [a for a in (*args, *kwargs.values()) if type(a) in (list, dict, tuple)]
+                if held:
+                    ev.resolve(held)
+                return value
             finally:
                 wall = time.perf_counter() - t_start
                 with self._lock:
