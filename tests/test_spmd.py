@@ -227,7 +227,8 @@ def test_masked_sums_by_label_match_numpy(rt):
     f = px.compile(S.label_stats)
     with np.errstate(invalid="ignore"), pytest.warns(RuntimeWarning):  # label 4 is never used: NumPy warns
         ref = S.label_stats(X, labels, 5, 2)
-    out = f(px.tiled.from_array(X, tiles=(3, 1)), px.tiled.from_array(labels, tiles=(3,)), 5, 2)
+    with pytest.warns(RuntimeWarning, match="Mean of empty slice"):  # said on the ranks, shown here
+        out = f(px.tiled.from_array(X, tiles=(3, 1)), px.tiled.from_array(labels, tiles=(3,)), 5, 2)
     np.testing.assert_allclose(out, ref, rtol=RTOL, equal_nan=True)
     assert np.isnan(out[4, 4:]).all() and out[4, 0] == 0
     _spmd(f)

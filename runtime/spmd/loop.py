@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+import warnings
 
 import numpy as np
 from phylanx_py.primitives import IO, MUTATES, STATE, lookup
@@ -257,6 +258,11 @@ class SpmdLoop:
                 out[name] = new
         for name, value in first["back"].items():
             _write_back(args[self.params.index(name)], value)
+        loc = self.loop.loc
+        for category, message in dict.fromkeys(w for _, s in results for w in s["warned"]):
+            # what NumPy said on any rank, once, at the loop's line (the plain loop warns on the client)
+            warnings.warn_explicit(f"{message} (on the SPMD ranks of this loop)", category, loc.filename,
+                                   loc.lineno or 0)
         values = tuple(out[o] for o in self.outputs)
         stats = [s["stats"] for _, s in results]
         self.rank_stats = stats  # each rank's own figures (times, bytes), for benchmarks

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -176,12 +177,15 @@ def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data)
         code = _program(job)
         t_setup = time.perf_counter()
         _CURRENT.rank = ctx
-        try:
-            result = Runtime(SynchronousExecutor(), inline_elements=1 << 62).evaluate(code, tuple(args), {})
-        finally:
-            _CURRENT.rank = None
+        with warnings.catch_warnings(record=True) as caught:  # NumPy's warnings go to the client (loop.py)
+            warnings.simplefilter("always")
+            try:
+                result = Runtime(SynchronousExecutor(), inline_elements=1 << 62).evaluate(code, tuple(args), {})
+            finally:
+                _CURRENT.rank = None
+            values = dict(zip(job.outputs, resolve(tuple(result))))
+        warned = list(dict.fromkeys((w.category, str(w.message)) for w in caught))
         rep, tiled, meta, back = {}, {}, {}, {}
-        values = dict(zip(job.outputs, resolve(tuple(result))))
         for nm, v in values.items():
             if type(v) is Shard:
                 tiled[nm] = _pieces(v, ctx, job.tile_rows[rank])
@@ -204,7 +208,7 @@ def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data)
         ctx.stats["sent"] = group.sent
         ctx.stats["comm_s"] = group.comm_seconds
         return {"ok": True, "rep": rep, "back": back, "tiled": tiled, "meta": meta, "same": same,
-                "stats": ctx.stats}
+                "warned": warned, "stats": ctx.stats}
     except BaseException as e:  # noqa: BLE001 - reported to the client, which decides (see the module doc)
         root = _root(e)
         if isinstance(root, RankLost):
