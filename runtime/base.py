@@ -61,7 +61,7 @@ class Runtime:
                 # lists and dicts the caller passed in may have been given futures (``history.append(float(
                 # loss))`` on tiled data): the caller gets values, as plain Python leaves there
                 held = [a for a in (*args, *kwargs.values()) if type(a) in (list, dict, tuple)]
-                if held:
+                if held and (ev.submitted or ev.kinds_used):  # only tasks and tile rules make futures
                     ev.resolve(held)
                 return value
             finally:

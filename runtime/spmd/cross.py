@@ -105,7 +105,7 @@ def _from_group_sums(kind, x, axis):
     per-label table, as a deferred sum over the ranks; None when it does not apply."""
     o = x.origin
     if o[0] == "group":
-        _, X, mask, labels, j, lo, hi = o
+        _, X, _mask, labels, j, lo, hi = o
         if _axes(axis, x.ndim)[:1] != (0,) or (axis is None and x.ndim > 1) or X.dtype.kind != "f" \
                 or X.mutated or labels.mutated or X.ragged is not None:
             return None

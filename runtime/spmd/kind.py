@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
 from phylanx_py.primitives import lookup
 
 from phylanx_py.errors import ExecutionError
@@ -58,20 +57,11 @@ def _rowdot(spec, locs, X, v, *leaves):
         return kernel(spec, locs, X, v, *leaves)
     if type(X) is not Shard or X.ragged is not None or X.ndim != 2 or is_shard(v):
         raise NotSpmd("a row product of this layout")
-    lo, hi = X.own
-    pieces = []
     for a in leaves:
-        if type(a) is Shard:
-            if a.ragged is not None or a.n != X.n or a.ndim != 1:
-                raise NotSpmd("a row product with values that do not line up")
-            pieces.append(a.local(lo, hi))
-        elif type(a) is Transposed:
-            raise NotSpmd("a row product with a transposed tiled value")
-        elif np.ndim(a) == 1 and np.shape(a)[0] == X.n:
-            pieces.append(np.asarray(a)[lo:hi])
-        else:
-            pieces.append(a)
-    part = kernel(spec, locs, X.local(lo, hi), v, *pieces)
+        if type(a) is Transposed or (type(a) is Shard and (a.ragged is not None or a.n != X.n or a.ndim != 1)):
+            raise NotSpmd("a row product with values that do not line up")
+    lo, hi = X.own
+    part = kernel(spec, locs, X.local(lo, hi), v, *local.aligned_pieces(leaves, lo, hi, X.n, 1))
     return cross._contract(X.rank, part)
 
 

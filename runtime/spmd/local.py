@@ -12,7 +12,7 @@ def _check_leaves(leaves):
         raise NotSpmd("element-wise work on the transpose of a tiled array")
 
 
-def aligned_pieces(leaves, shards, lo, hi, n, nd):
+def aligned_pieces(leaves, lo, hi, n, nd):
     """Each leaf's rows ``[lo, hi)`` (a replicated array that spans the tiled axis is sliced to them)."""
     out = []
     for x in leaves:
@@ -59,7 +59,7 @@ def elementwise(fn, leaves, drop_axis=None, dtype=None, drops=0):
         raise NotSpmd("a stencil reads further than the halo rows reach")
     probe = Shard(None, n, L, R, t, rank)
     lo, hi = probe.avail
-    out = fn(*aligned_pieces(leaves, shards, lo, hi, n, nd))
+    out = fn(*aligned_pieces(leaves, lo, hi, n, nd))
     if np.ndim(out) != nd - (drop_axis is not None) - drops or np.shape(out)[0] != hi - lo:
         raise NotSpmd("an element-wise result does not keep the tiled axis")
     probe.data = out if dtype is None else out.astype(dtype, copy=False)
@@ -202,7 +202,7 @@ def inplace(ufunc, x, y):
     if type(y) is Shard and y.ndim == x.ndim:
         other = y.local(lo, hi)
     else:
-        other = aligned_pieces([y], [], lo, hi, x.n, x.ndim)[0]
+        other = aligned_pieces([y], lo, hi, x.n, x.ndim)[0]
     ufunc(target, other, out=target)
     x.mutated = True
     refresh_halo(x)

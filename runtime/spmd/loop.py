@@ -265,7 +265,6 @@ class SpmdLoop:
                                    loc.lineno or 0)
         values = tuple(out[o] for o in self.outputs)
         stats = [s["stats"] for _, s in results]
-        self.rank_stats = stats  # each rank's own figures (times, bytes), for benchmarks
         self.report = {"workers": len(ranks), "iterations": stats[0]["iterations"],
                        "allreduce": stats[0]["allreduce"], "allgather": stats[0]["allgather"],
                        "halo": stats[0]["halo"], "values": stats[0]["values"],

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import threading
-import time
 import warnings
 from dataclasses import dataclass
 
@@ -25,13 +24,13 @@ from .local import refresh_halo
 from .protocol import shard_in
 from .shard import NotSpmd, Rank, Shard, Transposed, resolve
 
-_PROGRAMS: dict = {}  # (loop id, program version) -> ProgramCode, per worker process
+_PROGRAMS: dict = {}  # the loop's key -> ProgramCode, per worker process
 # A rank's tiles of an input joined into one array, by the tiles' keys (a key names one immutable result): the
 # next segment over the same tiles (the next call of the loop) skips the copy. The last few only.
 _JOINED: collections.OrderedDict = collections.OrderedDict()
 JOINED_KEEP = 4
 _LOCK = threading.Lock()
-_CURRENT = threading.local()  # the Rank of the segment running in this thread (for the iteration count)
+_CURRENT = threading.local()  # the Rank of the segment running in this thread (loop.Ticker counts iterations)
 
 
 @dataclass(frozen=True)
@@ -47,23 +46,6 @@ class Job:
     counts: tuple  # rows of each rank
     tile_rows: tuple  # per rank, the row counts of its tiles in order
     timeout: float
-
-
-def counted(iterable):
-    """The loop's iterable, counting iterations for the report."""
-    rank = getattr(_CURRENT, "rank", None)
-    for item in iterable:
-        if rank is not None:
-            rank.stats["iterations"] += 1
-        yield item
-
-
-def counted_test(value):
-    """A while loop's condition, counting iterations for the report."""
-    rank = getattr(_CURRENT, "rank", None)
-    if rank is not None:
-        rank.stats["iterations"] += 1
-    return value
 
 
 def _program(job: Job) -> ProgramCode:
@@ -169,13 +151,10 @@ def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data)
     seg.PROGRESS[name] = 0
     group = Group(name, rank, size, job.timeout)
     ctx = Rank(group, rank, size, job.starts, job.counts, seg.PROGRESS, name)
-    t0 = time.perf_counter()
     try:
         group.join(lambda: name in seg.ABORTED)
-        t_join = time.perf_counter()
         args = _shards(job, ctx, keys, tile_data)
         code = _program(job)
-        t_setup = time.perf_counter()
         _CURRENT.rank = ctx
         with warnings.catch_warnings(record=True) as caught:  # NumPy's warnings go to the client (loop.py)
             warnings.simplefilter("always")
@@ -203,10 +182,7 @@ def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data)
                 meta[nm] = (v.data.shape[1:], v.data.dtype)
             elif rank == 0 and nm in job.writeback:
                 back[nm] = resolve(v)
-        ctx.stats["seconds"] = time.perf_counter() - t0
-        ctx.stats["join_s"], ctx.stats["setup_s"] = t_join - t0, t_setup - t_join
         ctx.stats["sent"] = group.sent
-        ctx.stats["comm_s"] = group.comm_seconds
         return {"ok": True, "rep": rep, "back": back, "tiled": tiled, "meta": meta, "same": same,
                 "warned": warned, "stats": ctx.stats}
     except BaseException as e:  # noqa: BLE001 - reported to the client, which decides (see the module doc)

@@ -16,7 +16,6 @@ Anything a shard cannot do exactly raises ``NotSpmd``: the segment is abandoned 
 """
 from __future__ import annotations
 
-import itertools
 import operator
 
 import numpy as np
@@ -26,7 +25,6 @@ class NotSpmd(Exception):
     """This loop (or this call in it) cannot run as an SPMD segment: the reason says why."""
 
 
-_RAGGED = itertools.count(1)
 # The NumPy face of a shard, filled by protocol.py (which builds on local.py and cross.py, above this module):
 # "array_ufunc", "array_function", "getitem", "setitem", "inplace", "reduce", "matmul".
 _IMPL: dict = {}
@@ -380,17 +378,9 @@ class Transposed:
         raise NotSpmd(f"the transpose of a tiled array has no SPMD .{name}")
 
 
-def shard_types():
-    return (Shard, Transposed)
-
-
 def is_shard(x) -> bool:
     t = type(x)
     return t is Shard or t is Transposed
-
-
-def new_ragged() -> int:
-    return next(_RAGGED)
 
 
 def global_shape(x):
