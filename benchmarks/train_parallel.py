@@ -114,7 +114,8 @@ def ring_latency(client, n_params, repeats):
     buf = np.ones(n_params, np.float32)
     out = {}
     name = f"bench-ring-{uuid.uuid4().hex[:8]}"
-    futs = [client.submit(ring.allreduce_task, name, r, 2, buf, repeats, workers=[w], pure=False)
+    ports = ring.port_addresses(client, workers)
+    futs = [client.submit(ring.allreduce_task, name, r, 2, ports, buf, repeats, workers=[w], pure=False)
             for r, w in enumerate(workers)]
     res = client.gather(futs)
     out["ring over distributed.comm (runtime)"] = statistics.median(res[0][1][2:])

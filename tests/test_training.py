@@ -69,25 +69,40 @@ def test_ring_allreduce_sums_known_vectors_on_worker_processes(cluster, n, size)
     workers = sorted(client.scheduler_info()["workers"])[:n]
     name = f"test-ring-{uuid.uuid4().hex[:8]}"
     vecs = [np.arange(size, dtype=np.float64) * (r + 1) + r for r in range(n)]  # uneven chunks: size % n != 0
-    futs = [client.submit(ring.allreduce_task, name, r, n, vecs[r], 3, workers=[w], allow_other_workers=False,
+    ports = ring.port_addresses(client, workers)
+    futs = [client.submit(ring.allreduce_task, name, r, n, ports, vecs[r], 3, workers=[w], allow_other_workers=False,
                           pure=False) for r, w in enumerate(workers)]
     results = client.gather(futs)
     want = np.sum(vecs, axis=0)
     for out, times in results:
         np.testing.assert_array_equal(out, want)
         assert len(times) == 3
-    for r in range(n):
-        from distributed import Variable
-
-        Variable(f"{name}-{r}", client=client).delete()
 
 
-def _ring_over(name, rank, size):
+def test_groups_formed_at_once_on_the_same_workers_keep_to_their_own_peers(cluster):
+    """Every worker process has one ring port; connections say which group and rank they are for, so two groups
+    forming at the same moment on the same workers never take each other's connections."""
+    procs, rt = cluster
+    client = rt.executor.client
+    workers = sorted(client.scheduler_info()["workers"])[:2]
+    ports = ring.port_addresses(client, workers)
+    assert ring.port_addresses(client, workers) == ports  # asked once, kept
+    futs = {}
+    for g in range(3):
+        name = f"test-ring-{g}-{uuid.uuid4().hex[:8]}"
+        futs[g] = [client.submit(ring.allreduce_task, name, r, 2, ports, np.full(7, 10.0 ** g * (r + 1)), 2,
+                                 workers=[w], allow_other_workers=False, pure=False) for r, w in enumerate(workers)]
+    for g, fs in futs.items():
+        for out, _ in client.gather(fs):
+            np.testing.assert_array_equal(out, np.full(7, 3 * 10.0 ** g))
+
+
+def _ring_over(name, rank, size, ports):
     """A rank of a two-rank group: its sum and the address its right-hand connection reaches."""
     from distributed import secede
 
     secede()
-    g = ring.Group(name, rank, size, timeout=60.0).join()
+    g = ring.Group(name, rank, size, timeout=60.0).join(ports)
     try:
         buf = np.full(5, rank + 1.0)
         g.allreduce(buf)
@@ -101,7 +116,7 @@ def test_a_tls_cluster_gets_tls_between_ranks():
     import sys
 
     import cloudpickle
-    from distributed import Client, LocalCluster, Variable
+    from distributed import Client, LocalCluster
     from distributed.security import Security
 
     sec = Security.temporary()  # a throw-away CA and certificate (needs the cryptography package)
@@ -112,11 +127,11 @@ def test_a_tls_cluster_gets_tls_between_ranks():
             assert cl.scheduler_address.startswith("tls://")
             workers = sorted(c.scheduler_info()["workers"])
             name = f"test-tls-{uuid.uuid4().hex[:8]}"
-            futs = [c.submit(_ring_over, name, r, 2, workers=[w], allow_other_workers=False, pure=False)
+            ports = ring.port_addresses(c, workers)
+            assert all(p.startswith("tls://127.0.0.1:") for p in ports), ports
+            futs = [c.submit(_ring_over, name, r, 2, ports, workers=[w], allow_other_workers=False, pure=False)
                     for r, w in enumerate(workers)]
             results = c.gather(futs)
-            for r in range(2):
-                Variable(f"{name}-{r}", client=c).delete()
     finally:
         cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
     for buf, peer in results:
@@ -131,9 +146,10 @@ def test_a_rank_whose_peer_closed_fails_at_once(cluster):
     name = f"test-ring-{uuid.uuid4().hex[:8]}"
     # rank 1 forms the group and leaves at once (its connections close): rank 0's allreduce must fail, not wait
     # for the 120 s timeout
-    futs = [client.submit(ring.allreduce_task, name, 0, 2, np.ones(10), 1_000_000, workers=[workers[0]],
+    ports = ring.port_addresses(client, workers)
+    futs = [client.submit(ring.allreduce_task, name, 0, 2, ports, np.ones(10), 1_000_000, workers=[workers[0]],
                           pure=False),
-            client.submit(ring.allreduce_task, name, 1, 2, np.ones(10), 0, workers=[workers[1]], pure=False)]
+            client.submit(ring.allreduce_task, name, 1, 2, ports, np.ones(10), 0, workers=[workers[1]], pure=False)]
     t0 = time.monotonic()
     with pytest.raises(ring.RankLost, match=f"group {name}: rank 1 closed its connection"):
         futs[0].result(timeout=60)

@@ -11,8 +11,8 @@ import uuid
 from phylanx_py.errors import ClusterError
 
 from ..training import segment as seg
-from ..training.driver import RETRIES, STALL_SECONDS, forget_group, place
-from ..training.ring import RankLost
+from ..training.driver import RETRIES, STALL_SECONDS, place
+from ..training.ring import RankLost, port_addresses
 from . import rank as rank_task
 
 POLL_SECONDS = 0.05
@@ -86,13 +86,15 @@ def assign(client, tile_futures, tile_rows, tile_bytes):
 
 
 def run(client, make_job, tile_futures, tile_rows, tile_bytes, stall=None):
-    """Run the segment: ``make_job(ranks)`` gives the Job for a placement. Returns (ranks, results): per rank
-    its future and small result. Raises Declined, or ClusterError when ranks keep being lost."""
+    """Run the segment: ``make_job(ranks, ports)`` gives the Job for a placement (and the ranks' ring ports).
+    Returns (ranks, the segment's name, results): per rank its future and result.
+    Raises Declined, or ClusterError when ranks keep being lost."""
     stall = STALL_SECONDS if stall is None else stall
     for attempt in range(RETRIES + 1):
         try:
             ranks = assign(client, tile_futures, tile_rows, tile_bytes)
-            return ranks, _attempt(client, make_job(ranks), ranks, tile_futures, stall)
+            job = make_job(ranks, tuple(port_addresses(client, [w for w, _, _ in ranks])))
+            return (ranks, *_attempt(client, job, ranks, tile_futures, stall))
         except RankLost as e:
             if attempt == RETRIES:
                 raise ClusterError(f"an SPMD segment lost ranks in {RETRIES + 1} attempts; the last: {e}") from e
@@ -105,28 +107,21 @@ def _attempt(client, job, ranks, tile_futures, stall):
     # a small job travels in the rank tasks themselves (no placement round trip); a large one (big replicated
     # inputs) is placed once and fetched by the ranks
     jf = job if _size(job) < INLINE_JOB_BYTES else place(client, job, "the segment's job")
-    futs, smalls = [], []
+    specs = []
     for r, (w, a, b) in enumerate(ranks):
         data = [col[t] for col in tile_futures for t in range(a, b)]
         keys = tuple(f"tile {f.key}" for f in data)  # names for the rank's cache, never taken for task keys
-        fut = client.submit(rank_task.run_rank, jf, r, n, name, keys, *data, key=f"spmd-{name}-rank{r}", workers=[w],
-                            allow_other_workers=False, pure=False)
-        futs.append(fut)
-        # what the client fetches, submitted with the rank: it runs as soon as the rank ends, no round trip
-        smalls.append(client.submit(rank_task.small, fut, key=f"spmd-{name}-small{r}", workers=[w],
-                                    allow_other_workers=False, pure=False))
+        specs.append((f"spmd-{name}-rank{r}", w, (jf, r, n, name, keys, *data)))
+    futs = submit_together(client, rank_task.run_rank, specs)
     try:
-        _watch(client, name, smalls, [w for w, _, _ in ranks], stall)
-        results = client.gather(smalls)
+        _watch(client, name, futs, [w for w, _, _ in ranks], stall)
+        results = client.gather(futs)
     except BaseException:
         if client.status == "running":  # else the scheduler is gone: nothing to tell, and asking would wait
             alive = set(client.scheduler_info()["workers"])
             client.run(seg.abort, name, workers=[w for w, _, _ in ranks if w in alive], on_error="ignore")
-            client.cancel(futs + smalls)
+            client.cancel(futs)
         raise
-    finally:
-        if client.status == "running":
-            forget_group(client, name, n)
     failed = [r for r in results if "failed" in r]
     if failed:
         client.cancel(futs)
@@ -135,7 +130,26 @@ def _attempt(client, job, ranks, tile_futures, stall):
     if lost:
         client.cancel(futs)
         raise RankLost(lost[0]["lost"])
-    return list(zip(futs, results))
+    return name, list(zip(futs, results))
+
+
+def submit_together(client, func, specs):
+    """``func(*args)`` for each (key, worker, args) of ``specs``, each held to its worker, sent to the scheduler
+    as one graph: the ranks start together (a submit each is a message each, and the client's stream holds the
+    later ones back for up to 10 ms). The placement is a per-key annotation (``dict.get``, pickled with the graph).
+    Built as ``Client.submit`` builds its one task (dask's task spec, an explicit token: tokenizing the job would
+    pickle it once more); one submit per rank where dask lacks those."""
+    try:
+        import dask
+        from dask._expr import LLGExpr
+        from dask._task_spec import Task, parse_input
+    except ImportError:  # another dask: correct, only slower
+        return [client.submit(func, *args, key=key, workers=[w], allow_other_workers=False, pure=False)
+                for key, w, args in specs]
+    dsk = {key: Task(key, func, *(parse_input(a) for a in args)) for key, _, args in specs}
+    with dask.annotate(workers={key: [w] for key, w, _ in specs}.get, allow_other_workers=False):
+        futures = client.get(LLGExpr(dsk, _determ_token=uuid.uuid4().hex), list(dsk), sync=False)
+    return list(futures)
 
 
 def _watch(client, name, futs, workers, stall):

@@ -227,25 +227,26 @@ class SpmdLoop:
         writeback = tuple(n for n, a in zip(self.params, args) if n in self.mutable
                           and type(a) in (np.ndarray, list, dict, set))
 
-        def make_job(ranks):
+        def make_job(ranks, ports):
             counts = [sum(tile_rows[a:b]) for _, a, b in ranks]
             if any(name in self.halo for name in self.params) and min(counts) < 1:
                 raise driver.Declined("a rank would hold no rows")
             starts = [bounds[a] for _, a, _ in ranks]
             return rank_task.Job(self.key, prog, ns, tuple(params), tuple(self.outputs), writeback, tuple(starts),
-                                 tuple(counts), tuple(tuple(tile_rows[a:b]) for _, a, b in ranks), TIMEOUT_SECONDS)
+                                 tuple(counts), tuple(tuple(tile_rows[a:b]) for _, a, b in ranks), ports,
+                                 TIMEOUT_SECONDS)
 
-        ranks, results = driver.run(client, make_job, cols, tile_rows, tile_bytes, STALL_SECONDS)
+        ranks, segment, results = driver.run(client, make_job, cols, tile_rows, tile_bytes, STALL_SECONDS)
         first = results[0][1]
         out = dict(first["rep"])
         made = {}
         for name, (trail, dtype) in first["meta"].items():
             grid = np.empty((len(tile_rows),) + (1,) * len(trail), dtype=object)
             homes = np.empty(grid.shape, dtype=object)
-            for (w, a, b), (fut, _) in zip(ranks, results):
+            for r, ((w, a, b), (fut, _)) in enumerate(zip(ranks, results)):
                 for j, t in enumerate(range(a, b)):
                     idx = (t,) + (0,) * len(trail)
-                    grid[idx] = client.submit(rank_task.piece, fut, name, j, workers=[w], pure=False)
+                    grid[idx] = client.submit(rank_task.piece, fut, segment, r, name, j, workers=[w], pure=False)
                     homes[idx] = w
             made[name] = TiledArray(executor, (bounds,) + tuple((0, int(d)) for d in trail), dtype, futures=grid,
                                     homes=homes)
@@ -268,7 +269,7 @@ class SpmdLoop:
         self.report = {"workers": len(ranks), "iterations": stats[0]["iterations"],
                        "allreduce": stats[0]["allreduce"], "allgather": stats[0]["allgather"],
                        "halo": stats[0]["halo"], "values": stats[0]["values"],
-                       "sent": sum(s["sent"] for s in stats), "tasks": 2 * len(ranks) + sum(
+                       "sent": sum(s["sent"] for s in stats), "tasks": len(ranks) + sum(
                            len(tile_rows) for _ in made)}
         self.reason = None
         if any(v is UNBOUND for v in values):

@@ -30,6 +30,11 @@ _PROGRAMS: dict = {}  # the loop's key -> ProgramCode, per worker process
 _JOINED: collections.OrderedDict = collections.OrderedDict()
 JOINED_KEEP = 4
 _LOCK = threading.Lock()
+# A finished rank's tiles of its tiled outputs, by (segment, rank), until the client's piece tasks take them: the
+# rank's own result is the small part only, so the client fetches it straight away (no extra task on the worker
+# between the rank and the client). Bounded: a segment the client gave up on is dropped after a few more.
+_TILES: collections.OrderedDict = collections.OrderedDict()
+TILES_KEEP = 8
 _CURRENT = threading.local()  # the Rank of the segment running in this thread (loop.Ticker counts iterations)
 
 
@@ -45,6 +50,7 @@ class Job:
     starts: tuple  # first row of each rank
     counts: tuple  # rows of each rank
     tile_rows: tuple  # per rank, the row counts of its tiles in order
+    ports: tuple  # per rank, its worker's ring port (training/ring.py)
     timeout: float
 
 
@@ -152,7 +158,7 @@ def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data)
     group = Group(name, rank, size, job.timeout)
     ctx = Rank(group, rank, size, job.starts, job.counts, seg.PROGRESS, name)
     try:
-        group.join(lambda: name in seg.ABORTED)
+        group.join(job.ports, lambda: name in seg.ABORTED)
         args = _shards(job, ctx, keys, tile_data)
         code = _program(job)
         _CURRENT.rank = ctx
@@ -183,8 +189,13 @@ def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data)
             elif rank == 0 and nm in job.writeback:
                 back[nm] = resolve(v)
         ctx.stats["sent"] = group.sent
-        return {"ok": True, "rep": rep, "back": back, "tiled": tiled, "meta": meta, "same": same,
-                "warned": warned, "stats": ctx.stats}
+        if tiled:
+            with _LOCK:
+                _TILES[(name, rank)] = {nm: list(ts) for nm, ts in tiled.items()}
+                while len(_TILES) > TILES_KEEP:
+                    _TILES.popitem(last=False)
+        return {"ok": True, "rep": rep, "back": back, "meta": meta, "same": same, "warned": warned,
+                "stats": ctx.stats}
     except BaseException as e:  # noqa: BLE001 - reported to the client, which decides (see the module doc)
         root = _root(e)
         if isinstance(root, RankLost):
@@ -208,11 +219,16 @@ def _describe(e) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def small(result: dict) -> dict:
-    """A rank's result without its tiles (what the client fetches)."""
-    return {k: v for k, v in result.items() if k != "tiled"}
-
-
-def piece(result: dict, name: str, i: int):
-    """Tile ``i`` of this rank's part of output ``name`` (stays on the worker)."""
-    return result["tiled"][name][i]
+def piece(_result: dict, segment: str, rank: int, name: str, i: int):
+    """Tile ``i`` of rank ``rank``'s part of output ``name`` (stays on the worker). ``_result``, the rank's
+    future, orders it after the rank. The tiles are handed over once: a piece computed again (its worker died)
+    has nothing to take, and says so rather than run the rank again without its group."""
+    with _LOCK:
+        tiles = _TILES.get((segment, rank), {}).get(name)
+        if tiles is None or tiles[i] is None:
+            raise RuntimeError(f"tile {i} of {name!r} from SPMD segment {segment} is gone (its worker was lost "
+                               "after the loop ended): the loop's tiled results cannot be recomputed")
+        out, tiles[i] = tiles[i], None
+        if all(t is None for ts in _TILES[(segment, rank)].values() for t in ts):
+            del _TILES[(segment, rank)]
+    return out

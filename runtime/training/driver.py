@@ -23,7 +23,7 @@ import numpy as np
 from phylanx_py.errors import ClusterError
 
 from . import segment as seg
-from .ring import RankLost
+from .ring import RankLost, port_addresses
 
 RETRIES = 3  # reruns of one segment from its checkpoint before giving up
 STALL_SECONDS = float(os.environ.get("PHYLANX_STALL_SECONDS", "600"))
@@ -127,16 +127,14 @@ class SegmentTrainer:
         else:
             carries = [self._scatter(carry, [w for w, _ in ranks], broadcast=True)] * n
         jf = self._scatter(job, [w for w, _ in ranks], broadcast=True)
+        ports = tuple(port_addresses(client, [w for w, _ in ranks])) if job.mode != "compute" else ()
         futs = []
         for r, (w, tiles) in enumerate(ranks):
             data = [a for t in tiles for a in (self.x_tiles[t], self.y_tiles[t])]
-            futs.append(client.submit(seg.run_segment, jf, r, n, name, tiles, carries[r], *data,
+            futs.append(client.submit(seg.run_segment, jf, r, n, name, ports, tiles, carries[r], *data,
                                       key=f"train-segment-{name}-rank{r}", workers=[w], allow_other_workers=False,
                                       pure=False))
-        try:
-            results = self._watch(name, futs, [w for w, _ in ranks], first)
-        finally:
-            self._cleanup(name, n)
+        results = self._watch(name, futs, [w for w, _ in ranks], first)
         stats = {k: sum(s[k] for _, s in results) for k in results[0][1]}
         if self.mode == "neighbours":
             return [c for c, _ in results], stats
@@ -187,9 +185,6 @@ class SegmentTrainer:
             client.cancel(futs)
             raise
 
-    def _cleanup(self, name, n):
-        forget_group(self.client, name, n)
-
 
 def place(client, value, what: str):
     """``value`` on the cluster, for the ranks' tasks to fetch. Placed on a worker the scheduler picks (a live
@@ -201,14 +196,3 @@ def place(client, value, what: str):
     except (TimeoutError, OSError) as e:  # asyncio/distributed timeouts; CommClosedError is an OSError
         raise RankLost(f"placing {what} failed: {type(e).__name__}: {e}") from e
     return fut
-
-
-def forget_group(client, name: str, n: int):
-    """Delete the rendezvous variables of group ``name`` (``n`` ranks)."""
-    from distributed import Variable
-
-    for r in range(n):
-        try:
-            Variable(f"{name}-{r}", client=client).delete()
-        except Exception:  # noqa: BLE001 - never set (the rank did not start): nothing to delete
-            pass

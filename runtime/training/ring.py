@@ -1,129 +1,224 @@
-"""A collective group of long-running tasks: rendezvous through the scheduler, then a ring over ``distributed.comm``.
+"""A collective group of long-running tasks: a ring over ``distributed.comm``, formed through each worker's ring port.
 
-Each rank opens one listener on its worker's host (the worker's own address scheme and host: loopback when the
-cluster is on loopback, TLS when the cluster uses TLS: the listener and the connections take the worker's
-``Security`` arguments), publishes its address in a ``distributed.Variable`` named after the group, connects to
-its right neighbour and accepts its left neighbour. Connections are made once per group (a training segment) and
-every TCP connection is full duplex, so a rank talks to its right neighbour on the connection it made and to its
-left on the one it accepted.
+**The port.** Each worker process opens one listener (per scheme and host) on first use and keeps it: the worker's own
+address scheme and host (loopback when the cluster is on loopback, TLS when the cluster uses TLS: the listener and
+the connections take the worker's ``Security`` arguments). The client learns the ports' addresses once
+(``port_addresses``, one ``Client.run``) and puts them in the segment's job, so forming a group is one connection
+per rank, with no rendezvous through the scheduler (that cost two scheduler round trips per rank, 5-10 ms, on every
+segment). Every connection starts with a hello naming its group and rank; the port hands it to the rank of that
+group waiting for it (or keeps it until that rank asks: the ranks of a segment do not start at the same moment).
+
+**The group.** A rank connects to its right neighbour's port and takes its left neighbour's connection from its own
+port. Connections are made once per group (a segment) and every TCP connection is full duplex, so a rank talks to
+its right neighbour on the connection it made and to its left on the one it accepted.
 
 Data goes over the comm's byte stream as raw frames: a 16-byte header (tag, byte count) then the buffer itself, a
 memoryview of the caller's NumPy array (no pickling, no copy on send), received with ``read_into`` straight into a
 buffer allocated once per group. A peer that dies closes its connection: the next read or write on it raises
 ``RankLost`` at once (no timeout involved); a peer that stays silent for ``timeout`` seconds is an error too.
 
-The group runs a private asyncio loop in the task's own thread (the worker's event loop keeps serving the
-scheduler): the comms are made on it and every collective is ``loop.run_until_complete``.
+The comms live on the port's IO thread (its own asyncio loop; the worker's event loop keeps serving the scheduler);
+a collective is a coroutine run there, the rank's thread waiting for it.
 """
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import gc
 import socket
 import struct
+import threading
 import time
+import weakref
 
 import numpy as np
 
 HEADER = struct.Struct("<qq")  # tag (the collective's sequence number), payload bytes
+STALE_SECONDS = 600.0  # a connection no rank of this process claimed for this long is dropped
 
 
 class RankLost(ConnectionError):
     """A peer of the group closed its connection or went silent: the segment cannot go on."""
 
 
+class _Port:
+    """This process's ring listener for one (scheme, host), on an IO thread of its own."""
+
+    def __init__(self, scheme: str, host: str, security):
+        self.loop = asyncio.new_event_loop()
+        self.security = security
+        self._arrived: dict = {}  # (group, rank) -> (comm, arrival time): connections no rank has asked for yet
+        self._wanted: dict = {}  # (group, rank) -> asyncio future a rank waits on
+        threading.Thread(target=self.loop.run_forever, name="phylanx-ring-io", daemon=True).start()
+        self.address = self.run(self._open(scheme, host), 60.0)
+
+    def run(self, coro, timeout: float):
+        """Run ``coro`` on the IO thread; its result. ``asyncio.TimeoutError`` after ``timeout`` seconds."""
+        fut = asyncio.run_coroutine_threadsafe(asyncio.wait_for(coro, timeout), self.loop)
+        try:
+            return fut.result(timeout + 5.0)  # (the coroutine times out first; this only guards the IO thread)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise asyncio.TimeoutError() from None
+
+    async def _open(self, scheme, host):
+        from distributed.comm import listen
+
+        # the listener's handshake and the hello message are Dask's usual (small) messages; data is not
+        self._listener = listen(f"{scheme}://{host}:0", self._on_comm, **self.security.get_listen_args("worker"))
+        await self._listener.start()
+        return self._listener.contact_address
+
+    async def _on_comm(self, comm):
+        try:
+            hello = await asyncio.wait_for(comm.read(), 60.0)
+            key = (hello["group"], hello["rank"])
+        except Exception:  # noqa: BLE001 - not one of ours (or it went away): drop it
+            comm.abort()
+            return
+        now = time.monotonic()
+        for k in [k for k, (_, t) in self._arrived.items() if now - t > STALE_SECONDS]:
+            self._arrived.pop(k)[0].abort()  # a rank that never started (its segment was cancelled)
+        waiting = self._wanted.pop(key, None)
+        if waiting is not None and not waiting.done():
+            waiting.set_result(comm)
+        else:
+            old = self._arrived.pop(key, None)
+            if old is not None:
+                old[0].abort()
+            self._arrived[key] = (comm, now)
+
+    async def accept(self, group: str, rank: int, aborted, deadline: float):
+        """The connection rank ``rank`` of ``group`` made to this port, once it arrives."""
+        key = (group, rank)
+        hit = self._arrived.pop(key, None)
+        if hit is not None:
+            return hit[0]
+        fut = self._wanted[key] = self.loop.create_future()
+        try:
+            while not fut.done():
+                if aborted() or time.monotonic() > deadline:
+                    raise RankLost(f"group {group}: rank {rank} never connected")
+                await asyncio.wait([fut], timeout=0.1)
+            return fut.result()
+        finally:
+            self._wanted.pop(key, None)
+
+    def forget(self, group: str):
+        """Drop connections still kept for ``group`` (it ended before they were taken)."""
+        def drop():
+            for k in [k for k in self._arrived if k[0] == group]:
+                self._arrived.pop(k)[0].abort()
+        self.loop.call_soon_threadsafe(drop)
+
+
+_PORTS: dict = {}
+_PORTS_LOCK = threading.Lock()
+_FROZEN = False
+
+
+def _freeze_old_objects():
+    """Once per process: what exists when the first group forms (modules, compiled kernels, the worker's own
+    state: long-lived) leaves the cyclic collector's generations (``gc.freeze``), so a full collection walks only
+    newer objects. A full collection of a worker took 55 ms here, and a pause on one rank stalls every rank at the
+    next collective."""
+    global _FROZEN
+    if not _FROZEN:
+        _FROZEN = True
+        gc.collect()
+        gc.freeze()
+
+
+def _port(worker) -> _Port:
+    from distributed.comm.addressing import get_address_host, parse_address
+
+    scheme, _ = parse_address(worker.address)
+    key = (scheme, get_address_host(worker.address))  # the worker's own interface: never 0.0.0.0
+    with _PORTS_LOCK:
+        port = _PORTS.get(key)
+        if port is None:
+            port = _PORTS[key] = _Port(*key, worker.security)
+        return port
+
+
+def port_address(dask_worker=None) -> str:
+    """Run on a worker (``Client.run``): the address of its process's ring port, opened on first use."""
+    return _port(dask_worker).address
+
+
+_KNOWN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # client -> {worker: port address}
+
+
+def port_addresses(client, workers) -> list:
+    """The ring ports of ``workers`` (Dask worker addresses), in that order. Asked once per worker and client: a
+    port lives as long as its worker process, and a restarted worker has a new address."""
+    known = _KNOWN.setdefault(client, {})
+    missing = [w for w in dict.fromkeys(workers) if w not in known]
+    if missing:
+        try:
+            got = client.run(port_address, workers=missing, on_error="return")
+        except (OSError, TimeoutError) as e:
+            raise RankLost(f"asking workers for their ring ports failed: {type(e).__name__}: {e}") from e
+        for w in missing:
+            if not isinstance(got.get(w), str):
+                raise RankLost(f"worker {w} did not give its ring port: {got.get(w)!r}")
+            known[w] = got[w]
+    return [known[w] for w in workers]
+
+
 class Group:
     def __init__(self, name: str, rank: int, size: int, timeout: float = 600.0):
         self.name, self.rank, self.size, self.timeout = name, rank, size, timeout
-        self.loop = asyncio.new_event_loop()
+        self.port = None
         self.left = self.right = None  # comms
-        self._listener = None
         self._seq = 0
         self.sent = 0  # payload bytes this rank wrote, for the profile
         self.comm_seconds = 0.0
         self._tmp = None
 
     # ---- forming and closing the group ------------------------------------------------------------------
-    def join(self, aborted=lambda: False):
-        """Form the group from inside a task: rendezvous through the scheduler (a ``distributed.Variable`` per
-        rank, named after the group; the driver deletes them afterwards). Returns self."""
-        from distributed import Variable, get_client
+    def join(self, ports, aborted=lambda: False):
+        """Form the group from inside a task on a worker: ``ports`` are the ranks' ring port addresses in rank
+        order (``port_addresses``). Connects to the right neighbour and takes the left one's connection. Returns
+        self."""
+        from distributed import get_worker
 
-        client = get_client()
-
-        def lookup(r):
-            var = Variable(f"{self.name}-{r}", client=client)
-            deadline = time.monotonic() + self.timeout
-            while True:
-                if aborted() or time.monotonic() > deadline:
-                    raise RankLost(f"group {self.name}: rank {r} never announced itself")
-                try:  # long polls: each timeout is an error line in the scheduler's log
-                    return var.get(timeout=5.0)
-                except TimeoutError:
-                    pass
-
-        return self.connect(lambda a: Variable(f"{self.name}-{self.rank}", client=client).set(a), lookup, aborted)
-
-    def connect(self, publish, lookup, aborted=lambda: False):
-        """Open the listener, ``publish(address)``, connect to the right neighbour's ``lookup(rank)`` address and
-        accept the left neighbour. Returns self."""
-        if self.size > 1:
-            self.loop.run_until_complete(self._connect(publish, lookup, aborted))
+        if self.size == 1:
+            return self
+        _freeze_old_objects()
+        self.port = _port(get_worker())
+        try:
+            self.port.run(self._connect(ports[(self.rank + 1) % self.size], aborted), self.timeout)
+        except asyncio.TimeoutError:
+            raise RankLost(f"group {self.name}: forming the ring took over {self.timeout:.0f} s") from None
         return self
 
-    async def _connect(self, publish, lookup, aborted):
-        from distributed.comm import connect, listen
-        from distributed.comm.addressing import get_address_host, parse_address
-        from distributed.worker import get_worker
+    async def _connect(self, right_address, aborted):
+        from distributed.comm import connect
 
-        worker = get_worker()
-        scheme, _ = parse_address(worker.address)
-        host = get_address_host(worker.address)  # the worker's own interface: never 0.0.0.0
-        sec = worker.security
-        accepted = asyncio.get_running_loop().create_future()
-
-        async def on_comm(comm):
-            hello = await comm.read()
-            if hello.get("group") == self.name and hello.get("rank") == (self.rank - 1) % self.size \
-                    and not accepted.done():
-                accepted.set_result(comm)
-            else:  # a stale rank of an earlier attempt: not ours
-                await comm.close()
-
-        # the listener's handshake and the hello message are Dask's usual (small) messages; data is not
-        self._listener = listen(f"{scheme}://{host}:0", on_comm, **sec.get_listen_args("worker"))
-        await self._listener.start()
-        publish(self._listener.contact_address)
-        right_rank = (self.rank + 1) % self.size
-        address = await asyncio.get_running_loop().run_in_executor(None, lookup, right_rank)
-        self.right = await connect(address, timeout=self.timeout, **sec.get_connection_args("worker"))
-        await self.right.write({"group": self.name, "rank": self.rank})
         deadline = time.monotonic() + self.timeout
-        while not accepted.done():
-            if aborted() or time.monotonic() > deadline:
-                raise RankLost(f"group {self.name}: rank {(self.rank - 1) % self.size} never connected")
-            await asyncio.wait([accepted], timeout=0.2)
-        self.left = accepted.result()
+        try:
+            self.right = await connect(right_address, timeout=self.timeout,
+                                       **self.port.security.get_connection_args("worker"))
+            await self.right.write({"group": self.name, "rank": self.rank})
+        except OSError as e:  # the neighbour's worker is gone (CommClosedError is an OSError)
+            raise RankLost(f"group {self.name}: cannot reach rank {(self.rank + 1) % self.size} at "
+                           f"{right_address}: {type(e).__name__}: {e}") from e
+        self.left = await self.port.accept(self.name, (self.rank - 1) % self.size, aborted, deadline)
         for c in (self.left, self.right):  # room for a whole chunk in flight: fewer trips through the loop
             sock = getattr(getattr(c, "stream", None), "socket", None)
             if sock is not None:
                 for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
                     sock.setsockopt(socket.SOL_SOCKET, opt, 4 << 20)
-        self._listener.stop()  # one connection per neighbour for the group's life
-        self._listener = None
 
     def close(self):
-        """Close the connections (a peer still reading sees a closed connection at once) and the loop."""
-        async def _close():
-            for c in (self.left, self.right):
-                if c is not None:
-                    c.abort()
-            if self._listener is not None:
-                self._listener.stop()
-
-        try:
-            self.loop.run_until_complete(_close())
-        finally:
-            self.loop.close()
+        """Close the connections (a peer still reading sees a closed connection at once)."""
+        if self.port is None:
+            return
+        comms = [c for c in (self.left, self.right) if c is not None]
+        self.left = self.right = None
+        self.port.loop.call_soon_threadsafe(lambda: [c.abort() for c in comms])
+        self.port.forget(self.name)
 
     # ---- raw frames ------------------------------------------------------------------------------------
     def _stream(self, comm, peer):
@@ -165,7 +260,7 @@ class Group:
     def _run(self, coro):
         t0 = time.perf_counter()
         try:
-            return self.loop.run_until_complete(asyncio.wait_for(coro, self.timeout))
+            return self.port.run(coro, self.timeout)
         except asyncio.TimeoutError:
             raise RankLost(f"group {self.name}: no data from a peer for {self.timeout:.0f} s") from None
         finally:
@@ -260,13 +355,13 @@ class Group:
         return buf
 
 
-def allreduce_task(name: str, rank: int, size: int, buf, repeats: int = 1):
-    """A task forming group ``name`` and summing ``buf`` over it ``repeats`` times (tests and benchmarks): the sum
-    of one round and the seconds of each round."""
+def allreduce_task(name: str, rank: int, size: int, ports, buf, repeats: int = 1):
+    """A task forming group ``name`` (``ports``: ``port_addresses`` of the ranks' workers) and summing ``buf`` over
+    it ``repeats`` times (tests and benchmarks): the sum of one round and the seconds of each round."""
     from distributed import secede
 
     secede()
-    g = Group(name, rank, size, timeout=120.0).join()
+    g = Group(name, rank, size, timeout=120.0).join(ports)
     times, out = [], np.array(buf, copy=True)
     try:
         for _ in range(repeats):

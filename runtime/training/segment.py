@@ -70,7 +70,7 @@ def _aborted(name):
     return name in ABORTED
 
 
-def run_segment(job: Job, rank: int, size: int, name: str, tiles: tuple, carry, *data):
+def run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles: tuple, carry, *data):
     """Rank ``rank`` of ``size``: the segment's steps on the rows of ``tiles`` (``data`` is X and Y of each, in
     order). Returns ``(carry, stats)``: the new parameters, optimizer state and layer state (for allreduce only
     rank 0 sends them: every rank holds the same), and this rank's totals."""
@@ -91,7 +91,7 @@ def run_segment(job: Job, rank: int, size: int, name: str, tiles: tuple, carry, 
     loss_sum = metric_sum = 0.0
     t_compute = 0.0
     try:
-        group.join(lambda: _aborted(name))
+        group.join(ports, lambda: _aborted(name))
         g = np.empty_like(pvec)
         for s in range(job.first, job.last):
             if _aborted(name):
