@@ -180,6 +180,38 @@ def test_allreduce_training_equals_sequential_training(cluster):
     assert h_par["tasks_per_step"][-1] == 2 / 8  # 2 ranks, 8 steps (60 rows per tile, 8 per step)
 
 
+class LayerwiseSGD(nn.Optimizer):
+    """A step scaled per parameter by ||p|| / ||g|| (as LARS does): its result depends on what a parameter is."""
+
+    def update(self, params, grads, state, step):
+        for p, g in zip(params, grads):
+            p -= self.rate(step) * np.linalg.norm(p) / (np.linalg.norm(g) + 1e-12) * g
+
+
+# The workers cannot import this module: Dask pickles data by reference first and falls back to cloudpickle (by
+# value) for what lives in __main__.
+LayerwiseSGD.__module__ = LayerwiseSGD.update.__module__ = "__main__"
+
+
+@pytest.mark.parametrize("tiles", [1, 2])
+def test_segments_hand_the_optimizer_the_layers_as_fit_does(cluster, tiles):
+    """Segments keep the parameters as one flat vector (the ring's buffer) but update each parameter's view of it,
+    so an optimizer with per-parameter norms trains as in ``fit``, on one rank or two."""
+    procs, rt = cluster
+    X, Y = blobs(n=96)
+    opt = dict(epochs=2, batch_size=16, seed=4)
+    seq = nn.Sequential([nn.Dense(6, 16), nn.Tanh(), nn.Dense(16, 3)])
+    par = nn.Sequential([nn.Dense(6, 16), nn.Tanh(), nn.Dense(16, 3)])
+    with px.using(rt):
+        Xt, Yt = px.tiled.from_array(X, tiles=(tiles, 1)), px.tiled.from_array(Y, tiles=(tiles,))
+        h_par = par.fit(Xt, Yt, parallel="allreduce", optimizer=LayerwiseSGD(0.05), verbose=False, **opt)
+    losses = planned_fit(seq, X, Y, Xt.boundaries[0], optimizer=LayerwiseSGD(0.05), **opt)
+    for a, b in zip(seq.params, par.params):
+        for k in a:
+            np.testing.assert_allclose(b[k], a[k], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(h_par["loss"], losses, rtol=1e-9)
+
+
 def test_shorter_segments_change_nothing_but_the_task_count(cluster):
     """``segment_steps``: checkpoints every 3 steps instead of every epoch; the batch plan is a function of (seed,
     epoch, step, tile), so the run is the same, bit for bit."""

@@ -66,11 +66,25 @@ class ModelProblem:
     def unpack(self, vec):
         return _unpack(vec, self.shapes, self.structure)
 
-    def grad(self, pvec, state, noise, X, Y, out):
+    def views(self, vec):
+        """Each parameter's part of a flat vector, as a view in the parameters' order (what ``fit`` updates)."""
+        out, at = [], 0
+        for shape in self.shapes:
+            n = int(np.prod(shape))
+            out.append(vec[at:at + n].reshape(shape))
+            at += n
+        return out
+
+    def grads(self, pvec, state, noise, X, Y):
+        """(loss * rows, metric * rows, new layer state, the gradient of each parameter in ``views`` order)."""
         with using(synchronous_runtime()):
             (loss, (new_state, o)), grads = self.step_function()(self.unpack(pvec), state, noise, X, Y)
-        np.concatenate([np.ravel(g) for g in flatten(grads)[0]], out=out)
-        return float(loss) * len(X), self.model.metric(o, Y) * len(X), new_state
+        return float(loss) * len(X), self.model.metric(o, Y) * len(X), new_state, flatten(grads)[0]
+
+    def grad(self, pvec, state, noise, X, Y, out):
+        loss, metric, new_state, grads = self.grads(pvec, state, noise, X, Y)
+        np.concatenate([np.ravel(g) for g in grads], out=out)
+        return loss, metric, new_state
 
     def noise(self, rng, rows):
         return self.model.noise(rng, rows)

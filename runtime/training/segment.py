@@ -9,9 +9,11 @@ a group re-formed on other workers after a failure resumes the same computation,
 same every step (its gradient tree is traced once).
 
 ``problem`` (given by the frontend, never imported here) has ``grad(pvec, state, noise, X, Y, out)`` writing the
-flat gradient of the mean loss over the rows into ``out`` and returning ``(loss_sum, metric_sum, new_state)``, and
-``noise(rng, rows)`` returning a dict of arrays with ``rows`` first. ``optimizer`` has ``update(params, grads,
-state, step)`` (in place).
+flat gradient of the mean loss over the rows into ``out`` and returning ``(loss_sum, metric_sum, new_state)``,
+``grads(pvec, state, noise, X, Y)`` returning the same and the gradient of each parameter, ``views(vec)`` (each
+parameter's part of a flat vector, a view) and ``noise(rng, rows)`` returning a dict of arrays with ``rows`` first.
+``optimizer`` has ``update(params, grads, state, step)`` (in place): it updates the parameters' views, as ``fit``
+updates the parameters (an optimizer with per-parameter norms sees the same parameters either way).
 """
 from __future__ import annotations
 
@@ -90,9 +92,16 @@ def run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles: 
     group = Group(name, rank, size if job.mode != "compute" else 1, job.timeout)
     loss_sum = metric_sum = 0.0
     t_compute = 0.0
+    p_views, opt_views = problem.views(pvec), _state_views(problem, opt_state, pvec.size)
+    if opt_views is None:  # a state of another form: the flat vector is one parameter
+        p_views, opt_views = [pvec], opt_state
+    # the flat gradient only where the ring sums it: one rank, or replicas averaged by their parameters, update
+    # with the layers' own gradients (no copy into a flat buffer)
+    flat = job.mode != "neighbours" and size > 1
     try:
         group.join(ports, lambda: _aborted(name))
-        g = np.empty_like(pvec)
+        g = np.empty_like(pvec) if flat else None
+        g_views = None if not flat else [g] if p_views[0] is pvec else problem.views(g)
         for s in range(job.first, job.last):
             if _aborted(name):
                 raise RankLost(f"group {name}: the driver cancelled the segment")
@@ -104,22 +113,25 @@ def run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles: 
                 Xb = np.concatenate([x[p] for x, p in zip(Xs, picks)])
                 Yb = np.concatenate([y[p] for y, p in zip(Ys, picks)])
             noise = step_noise(problem, job.seed, job.epoch, s, tiles, job.batch)
-            loss, metric, state = problem.grad(pvec, state, noise, Xb, Yb, g)
-            loss_sum += loss
-            metric_sum += metric
             gstep = job.epoch * job.steps_per_epoch + s
-            if job.mode == "neighbours":
-                opt.update([pvec], [g], opt_state, gstep)
+            if not flat:  # one rank (its rows are the global batch), or neighbour averaging
+                loss, metric, state, grads = problem.grads(pvec, state, noise, Xb, Yb)
+                if p_views[0] is pvec:
+                    grads = [np.concatenate([np.ravel(x) for x in grads])]
+                opt.update(p_views, grads, opt_views, gstep)
                 t_compute += time.perf_counter() - t0
-                if (s + 1) % job.every == 0:
+                if job.mode == "neighbours" and (s + 1) % job.every == 0:
                     group.neighbour_mean(pvec)
             else:
+                loss, metric, state = problem.grad(pvec, state, noise, Xb, Yb, g)
                 g *= local_rows / global_rows  # the mean over the global batch is the sum of these
                 t_compute += time.perf_counter() - t0
                 group.allreduce(g)
                 t0 = time.perf_counter()
-                opt.update([pvec], [g], opt_state, gstep)
+                opt.update(p_views, g_views, opt_views, gstep)
                 t_compute += time.perf_counter() - t0
+            loss_sum += loss
+            metric_sum += metric
             PROGRESS[name] = s + 1 - job.first
         if job.mode == "allreduce":
             state = _mean_state(group, state)
@@ -130,6 +142,27 @@ def run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles: 
              "sent": group.sent, "comm_s": group.comm_seconds, "compute_s": t_compute}
     keep = job.mode == "neighbours" or rank == 0
     return ((pvec, opt_state, state) if keep else None), stats
+
+
+def _state_views(problem, opt_state, size):
+    """The optimizer's state for the flat vector (``init([pvec])``: one entry, None, an array or a tuple of arrays
+    the vector's size) as one entry per parameter, views of it; None for any other form."""
+    if len(opt_state) != 1:
+        return None
+
+    def split(x):
+        if x is None:
+            return [None] * len(problem.views(np.empty(size, np.int8)))
+        if isinstance(x, np.ndarray) and x.ndim == 1 and x.size == size:
+            return problem.views(x)
+        if isinstance(x, tuple) and x:
+            parts = [split(e) for e in x]
+            if any(p is None for p in parts):
+                return None
+            return [tuple(p[i] for p in parts) for i in range(len(parts[0]))]
+        return None
+
+    return split(opt_state[0])
 
 
 def _float_leaves(tree, out):
