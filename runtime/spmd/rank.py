@@ -149,8 +149,9 @@ def _pieces(x: Shard, rank: Rank, tile_rows):
 
 def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data):
     """Rank ``rank`` of ``size``. Returns a dict: ``ok`` with ``rep`` (rank 0: replicated outputs and write-backs),
-    ``tiled`` (name -> this rank's tiles of a tiled output or of a tiled input changed in place), ``meta`` and
-    ``stats``; or ``failed`` (a reason, ``declined``: no SPMD rule) or ``lost`` (a peer is gone)."""
+    ``meta`` (name -> trailing shape and dtype of a tiled output, or of a tiled input changed in place: this rank's
+    tiles of it wait in ``_TILES`` for ``piece``) and ``stats``; or ``failed`` (a reason, ``declined``: no SPMD
+    rule) or ``lost`` (a peer is gone)."""
     from distributed import secede
 
     secede()  # a long-running task: its thread leaves the worker's pool (Dask's convention)
