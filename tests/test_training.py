@@ -233,6 +233,52 @@ def test_shorter_segments_change_nothing_but_the_task_count(cluster):
     assert h_a["tasks_per_step"][-1] == 2 / 8 and h_b["tasks_per_step"][-1] == 2 * 3 / 8  # 8 steps: 3 + 3 + 2
 
 
+@pytest.mark.parametrize("mode", ["allreduce", "neighbours"])
+def test_a_segment_starts_from_the_checkpoint_left_on_the_workers_or_from_the_clients_copy(cluster, mode):
+    """The next segment takes the checkpoint where the last one left it (no round trip through the client); when
+    that copy is gone (its worker died between segments: here cancelled), the segment is run again from the
+    client's copy, and the run is the same, bit for bit."""
+    from phylanx_py.runtime.training import SegmentTrainer
+
+    from phylanx_py.nn.parallel import ModelProblem, pack
+
+    procs, rt = cluster
+    client = rt.executor.client
+    X, Y = blobs(n=96)
+    runs = []
+    for lose in (False, True):
+        model = nn.Sequential([nn.Dense(6, 16), nn.Tanh(), nn.Dense(16, 3)])
+        model.build(X.shape[1:], 5)
+        with px.using(rt):
+            Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
+            Xt.persist(wait=True), Yt.persist(wait=True)
+            tr = SegmentTrainer(client, [Xt.futures[(i, 0)] for i in range(2)], [Yt.futures[(i,)] for i in range(2)],
+                                [48, 48], ModelProblem(model), nn.SGD(0.05, momentum=0.9), mode=mode, batch=16,
+                                seed=1)
+            placed = []
+
+            def counted(*a, placed=placed, scatter=tr._scatter, **k):
+                placed.append(1)
+                return scatter(*a, **k)
+
+            tr._scatter = counted
+            carry, restarts, losses, sent = tr.start(pack(model.params), model.state), [], [], []
+            for e in range(3):
+                if lose and e:
+                    client.cancel(tr._held[2])
+                placed.clear()
+                carry, stats = tr.epoch(e, carry)
+                restarts.append(tr.restarts)
+                losses.append(stats["loss"])
+                sent.append(len(placed))  # the job, and the checkpoint when the client sends it
+        pvec = carry[0][0] if mode == "neighbours" else carry[0]
+        runs.append((pvec, losses, restarts, sent))
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    assert runs[0][1] == runs[1][1]
+    assert runs[0][2] == [0, 0, 0] and runs[1][2] == [0, 1, 1]
+    assert runs[0][3] == [2, 1, 1]  # the job and the first checkpoint; later epochs: the job only
+
+
 def test_running_statistics_are_the_ranks_mean(cluster):
     """BatchNorm's running mean after allreduce training is that of the global batches (the ranks' running means
     averaged at the end of each segment), as sequential training on the same batches has it; not rank 0's own."""

@@ -50,6 +50,10 @@ class SegmentTrainer:
         self.stall = STALL_SECONDS if stall is None else stall
         self.restarts = 0  # of the last epoch
         self.ranks: list = []  # (worker, tiles) of the last segment
+        # The last segment's checkpoint as the client got it, its name and the futures holding it on the workers:
+        # the next segment starts from those (no scatter of the parameters and optimizer state back to the
+        # cluster); a retry after a failure starts from the client's copy.
+        self._held = None
 
     # ---- placement --------------------------------------------------------------------------------------
     def _assign(self):
@@ -119,7 +123,11 @@ class SegmentTrainer:
         name = f"phylanx-train-{uuid.uuid4().hex[:12]}-e{epoch}s{first}"
         job = seg.Job(self.problem, self.optimizer, self.mode, self.every, self.batch, self.seed, epoch, first, last,
                       self.steps, self.tile_rows, self.stall)
-        if isinstance(carry, list):  # replicas: one per rank (a changed rank count starts all from their mean)
+        held, self._held = self._held, None
+        if held is not None and held[0] is carry and (len(held[2]) == n or not isinstance(carry, list)):
+            # the checkpoint is where the last segment left it (a dict: Dask hands the rank the future's value)
+            carries = [{"previous": f} for f in held[2]] if isinstance(carry, list) else [{"previous": held[2][0]}] * n
+        elif isinstance(carry, list):  # replicas: one per rank (a changed rank count starts all from their mean)
             if len(carry) != n:
                 mean = np.mean([c[0] for c in carry], axis=0).astype(carry[0][0].dtype)
                 carry = [(mean.copy(), self.optimizer.init([mean]), carry[0][2]) for _ in range(n)]
@@ -134,13 +142,23 @@ class SegmentTrainer:
             futs.append(client.submit(seg.run_segment, jf, r, n, name, ports, tiles, carries[r], *data,
                                       key=f"train-segment-{name}-rank{r}", workers=[w], allow_other_workers=False,
                                       pure=False))
-        results = self._watch(name, futs, [w for w, _ in ranks], first)
+        deps = held[2] if held is not None and any(isinstance(c, dict) for c in carries) else ()
+        try:
+            results = self._watch(name, futs, [w for w, _ in ranks], first, deps)
+        except BaseException:
+            if deps and client.status == "running":  # Dask recomputes a lost checkpoint by running its segment's
+                # rank again, alone: it must give up at once, not wait for peers that have moved on
+                try:
+                    client.run(seg.abort, held[1], on_error="ignore")
+                except Exception:  # noqa: BLE001 - best effort: the segment is being given up anyway
+                    pass
+            raise
         stats = {k: sum(s[k] for _, s in results) for k in results[0][1]}
-        if self.mode == "neighbours":
-            return [c for c, _ in results], stats
-        return results[0][0], stats
+        out = [c for c, _ in results] if self.mode == "neighbours" else results[0][0]
+        self._held = (out, name, futs)
+        return out, stats
 
-    def _watch(self, name, futs, workers, first):
+    def _watch(self, name, futs, workers, first, deps=()):
         """The segment's results, or RankLost when a rank's worker died or a rank lost its peers (the segment is
         then stopped and cancelled), a ClusterError when no step finished for ``stall`` seconds, or the error a
         rank raised from the user's code."""
@@ -166,6 +184,8 @@ class SegmentTrainer:
                     raise RankLost(f"a rank of {name} failed: {errors[0] if errors else 'cancelled'}")
                 if all(f.status == "finished" for f in futs):
                     return client.gather(futs)
+                if any(f.status != "finished" for f in deps):
+                    raise RankLost(f"the checkpoint {name} starts from was lost with its worker")
                 alive = set(client.scheduler_info()["workers"])
                 lost = [w for w in workers if w not in alive]
                 if lost:

@@ -118,10 +118,10 @@ _FROZEN = False
 
 
 def _freeze_old_objects():
-    """Once per process: what exists when the first group forms (modules, compiled kernels, the worker's own
-    state: long-lived) leaves the cyclic collector's generations (``gc.freeze``), so a full collection walks only
-    newer objects. A full collection of a worker took 55 ms here, and a pause on one rank stalls every rank at the
-    next collective."""
+    """Once per process: what exists when the first group forms (of one rank too: modules, compiled kernels, the
+    worker's own state, long-lived) leaves the cyclic collector's generations (``gc.freeze``), so a full collection
+    walks only newer objects. A full collection of a worker took 55 ms here, and a pause on one rank stalls every
+    rank at the next collective."""
     global _FROZEN
     if not _FROZEN:
         _FROZEN = True
@@ -183,9 +183,9 @@ class Group:
         self."""
         from distributed import get_worker
 
+        _freeze_old_objects()
         if self.size == 1:
             return self
-        _freeze_old_objects()
         self.port = _port(get_worker())
         try:
             self.port.run(self._connect(ports[(self.rank + 1) % self.size], aborted), self.timeout)

@@ -83,6 +83,8 @@ def run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles: 
     Xs = [np.ascontiguousarray(_aligned(x)) for x in data[0::2]]
     Ys = [np.ascontiguousarray(_aligned(y)) for y in data[1::2]]
     problem, opt = job.problem, job.optimizer
+    if isinstance(carry, dict):  # the result of the rank that held it in the last segment (driver.py)
+        carry = carry["previous"][0]
     pvec, opt_state, state = carry
     pvec, opt_state, state = pvec.copy(), copy.deepcopy(opt_state), copy.deepcopy(state)  # the checkpoint stays
     orders = [tile_order(job.seed, job.epoch, t, job.tile_rows[t]) for t in tiles]
