@@ -13,6 +13,7 @@ import weakref
 from phylanx_py.primitives.backends import to_device
 from phylanx_py.runtime import current
 from phylanx_py.runtime.code import ProgramCode
+from phylanx_py.runtime.native.whole import FALLBACK, MISS
 
 from .draw import draw
 from .errors import CompileError
@@ -159,9 +160,17 @@ class CompiledFunction:
         if self.disable:
             return self.__wrapped__(*args, **kwargs)
         code = self._code or self._compiled()
-        if code.whole is not None and not kwargs and self.device == "cpu":  # the native tier's whole function
+        whole = code.whole
+        if whole is not None and not kwargs and self.device == "cpu":  # the native tier's whole function
             rt = current()
-            return code.whole.call(rt, args, lambda: rt.evaluate(code, args, kwargs, HOOKS))
+            quick = whole.quick
+            if quick is not None:
+                out = quick(rt, args)
+                if out is FALLBACK:
+                    return rt.evaluate(code, args, kwargs, HOOKS)
+                if out is not MISS:
+                    return out
+            return whole.call(rt, args, lambda: rt.evaluate(code, args, kwargs, HOOKS))
         args, kwargs = self._inputs(args, kwargs)
         return current().evaluate(code, args, kwargs, HOOKS)
 

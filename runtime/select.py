@@ -73,8 +73,13 @@ def current() -> Runtime:
     open in other threads when they all name the same runtime; else the process-wide default."""
     rt = _current.get()
     if rt is None:
-        rt = _followed()
-    return rt if rt is not None else default()
+        if _open and threading.current_thread() is not threading.main_thread():
+            rt = _followed()
+        if rt is None:
+            rt = _default  # read without the lock on every call; default() makes it when there is none
+            if rt is None or rt.closed:
+                rt = default()
+    return rt
 
 
 @contextlib.contextmanager

@@ -149,3 +149,40 @@ def shift_by_shape(a, b):
     for i in range(n - 1):
         b[i] = a[i + 1] - a[i]
     return b
+
+
+def first_n(a, b, n):
+    for i in range(n):  # in bounds when n <= len(a), len(b): the unchecked version; else the checked one
+        b[i] = a[i] * 2.0
+    return b
+
+
+def wrap_left(a, b):
+    for i in range(len(a)):
+        b[i] = a[i - 1]  # i - 1 = -1 reads a's last element, as NumPy does
+    return b
+
+
+def guarded_neighbours(a, b):
+    n = len(a)
+    for i in range(n):
+        if i + 1 < n:  # the branch's condition keeps a[i + 1] in bounds
+            b[i] += a[i + 1]
+        if i - 1 >= 0 and i < n - 1:
+            b[i] -= a[i - 1]
+    return b
+
+
+def bump_past(a, k):
+    for i in range(len(a)):
+        a[i + k] += 1.0  # a[k] += v keeps the array and key in temporaries: still checked
+    return a
+
+
+def lower_triangle_sum(A):
+    n = A.shape[0]
+    s = 0.0
+    for i in range(n):
+        for j in range(i + 1):
+            s += A[i][j]  # A[i][j]: A's second dimension, j <= i < n
+    return s

@@ -242,3 +242,133 @@ def test_whole_function_index_arithmetic_on_a_shape_is_unchecked(forced):
     f = run_both(L.shift_by_shape, np.arange(6.0), np.zeros(6))
     (entry,) = f._compile().whole.entries.values()
     assert entry.kernel is not None and "_ck_" not in entry.source  # n = a.shape[0] is bound once: i + 1 fits
+
+
+def _quick_runs(f):
+    """Native runs of the whole function's signatures, and whether its quick per-call path is built."""
+    whole = f._compile().whole
+    return sum(e.native_runs for e in whole.entries.values()), whole.quick is not None
+
+
+def test_whole_function_quick_path_runs_later_calls_and_keeps_their_errors(forced, monkeypatch):
+    from phylanx_py.runtime.native import whole
+
+    f = px.compile(L.shift_left)
+    assert_same(f(np.arange(6.0), np.zeros(5)), L.shift_left(np.arange(6.0), np.zeros(5)))
+    assert _quick_runs(f) == (1, True)
+    with monkeypatch.context() as m:
+        m.setattr(whole.WholeFunction, "call", None)  # the general path would fail: calls take the quick one
+        assert_same(f(np.arange(7.0), np.zeros(6)), L.shift_left(np.arange(7.0), np.zeros(6)))
+    a, plain_b, native_b = np.arange(5.0), np.zeros(5), np.zeros(5)
+    with pytest.raises(IndexError):
+        L.shift_left(a, plain_b)
+    with pytest.raises(px.ExecutionError) as e:
+        f(a, native_b)  # same kinds: the quick path, and the loop's error with the arrays as the plain loop left them
+    assert isinstance(e.value.__cause__, IndexError) and e.value.lineno == line_of(L.shift_left, "for i")
+    np.testing.assert_array_equal(native_b, plain_b)
+    assert _quick_runs(f) == (2, True)
+
+    g = px.compile(L.python_division)
+    assert g(3, 10) == L.python_division(3, 10) and g(2, 10) == L.python_division(2, 10)
+    with pytest.raises(px.ExecutionError) as e:
+        g(5, 3)
+    assert isinstance(e.value.__cause__, ZeroDivisionError)
+    assert e.value.lineno == line_of(L.python_division, "for i")
+
+
+def test_whole_function_quick_path_falls_back_as_the_general_path_does(forced, monkeypatch):
+    f = px.compile(L.read_then_loop)
+    run_both(f.__wrapped__, np.ones(12), np.zeros(3))
+    assert_same(f(np.ones(12), np.zeros(3)), L.read_then_loop(np.ones(12), np.zeros(3)))
+    assert _quick_runs(f) == (1, True)
+    with pytest.raises(px.ExecutionError) as e:  # a raise before anything changed: the interpreter's own error
+        f(np.ones(4), np.zeros(3))
+    assert e.value.lineno == line_of(L.read_then_loop, "first = ") and isinstance(e.value.__cause__, IndexError)
+
+    h = px.compile(L.fnv_hash)  # a Python int past 2**63 on the quick path: arrays put back, rerun interpreted
+    empty, data = np.zeros(0, np.uint8), np.arange(20, dtype=np.uint8)
+    assert h(empty) == L.fnv_hash(empty) and _quick_runs(h) == (1, True)
+    assert h(data) == L.fnv_hash(data) and h(data) > 2**63
+    assert "past 2**63" in h.explain() and _quick_runs(h) == (1, False)
+    assert h(empty) == L.fnv_hash(empty)
+
+
+def test_whole_function_quick_path_leaves_other_kinds_profiles_and_the_off_switch_to_the_general_path(forced,
+                                                                                                      monkeypatch):
+    f = px.compile(L.tanh_store)
+    a = np.linspace(-1, 1, 8)
+    f(a.copy()), f(a.copy())
+    assert _quick_runs(f) == (2, True)
+    for make in (lambda: np.linspace(-1, 1, 8, dtype=np.float32), lambda: np.linspace(-1, 1, 16)[::2]):
+        np.testing.assert_allclose(f(make()), L.tanh_store(make()), rtol=1e-6)
+    assert f.explain().count("-> native (whole function") == 3  # a kernel each: dtype and layout are checked
+    runs = _quick_runs(f)[0]
+    with px.profile() as prof:
+        np.testing.assert_allclose(f(a.copy()), L.tanh_store(a.copy()), rtol=1e-15)
+    assert prof.to_dict()["functions"] == ["tanh_store"] and _quick_runs(f)[0] == runs  # recorded, interpreted
+    monkeypatch.setenv("PHYLANX_NATIVE", "0")
+    np.testing.assert_allclose(f(a.copy()), L.tanh_store(a.copy()), rtol=1e-15)
+    assert _quick_runs(f)[0] == runs
+    monkeypatch.setenv("PHYLANX_NATIVE", "force")
+    f(a.copy())
+    assert _quick_runs(f)[0] == runs + 1
+
+
+# ---- bounds proofs (runtime/native/bounds.py): unchecked where proven, checked elsewhere, same answer ------------
+def _kernel_source(f):
+    (entry,) = [e for e in f._compile().whole.entries.values() if e.kernel is not None]
+    return entry.source
+
+
+def test_a_loop_in_bounds_under_its_condition_runs_unchecked_and_checked_when_not(forced):
+    f = run_both(L.first_n, np.arange(6.0), np.zeros(6), 4)
+    src = _kernel_source(f)
+    assert "boundscheck=False" in src and "b[i] = (a[i] * 2.0)" in src  # the proven version
+    assert "_ix(i, a.shape[0])" in src  # and the checked one
+    run_both(L.first_n, np.arange(6.0), np.zeros(6), 6)
+    a, plain_b, native_b = np.arange(6.0), np.zeros(4), np.zeros(4)
+    with pytest.raises(IndexError):
+        L.first_n(a, plain_b, 5)  # b is shorter: the condition fails, the checked version raises where NumPy does
+    with pytest.raises(px.ExecutionError) as e:
+        f(a, native_b, 5)
+    assert isinstance(e.value.__cause__, IndexError) and e.value.lineno == line_of(L.first_n, "for i")
+    np.testing.assert_array_equal(native_b, plain_b)
+    with pytest.raises(px.ExecutionError) as e:
+        f(a, np.zeros(8), 7)  # a is shorter
+    assert isinstance(e.value.__cause__, IndexError)
+
+
+def test_negative_indices_count_from_the_end_in_both_versions(forced):
+    f = run_both(L.wrap_left, np.arange(5.0), np.zeros(5))
+    assert "b[i] = a[(i - 1)]" in _kernel_source(f)  # -1 is in bounds: proven
+    run_both(L.wrap_left, np.arange(5.0), np.zeros(5))
+
+
+def test_branch_conditions_prove_the_accesses_they_guard(forced):
+    f = run_both(L.guarded_neighbours, np.arange(7.0), np.ones(7))
+    src = _kernel_source(f)
+    assert "a[(i + 1)]" in src and "a[(i - 1)]" in src  # unchecked under the if's condition
+    run_both(L.guarded_neighbours, np.arange(1.0), np.ones(1))
+
+
+def test_augmented_stores_through_temporaries_are_checked(forced):
+    run_both(L.bump_past, np.zeros(5), 0)
+    a_plain, a_native = np.zeros(5), np.zeros(5)
+    with pytest.raises(IndexError):
+        L.bump_past(a_plain, 2)
+    with pytest.raises(px.ExecutionError) as e:
+        px.compile(L.bump_past)(a_native, 2)
+    assert isinstance(e.value.__cause__, IndexError)
+    np.testing.assert_array_equal(a_native, a_plain)  # the first three stores happened, as in the plain loop
+
+
+def test_chained_indexing_is_proven_on_the_array_it_indexes(forced):
+    A = np.arange(16.0).reshape(4, 4)
+    f = run_both(L.lower_triangle_sum, A)
+    assert "A[i][j]" in _kernel_source(f)
+    run_both(L.lower_triangle_sum, np.arange(12.0).reshape(4, 3)[:3])  # square again
+    with pytest.raises(IndexError):
+        L.lower_triangle_sum(np.arange(12.0).reshape(4, 3))
+    with pytest.raises(px.ExecutionError) as e:
+        f(np.arange(12.0).reshape(4, 3))  # j reaches 3 on a 3-column array: checked, IndexError
+    assert isinstance(e.value.__cause__, IndexError)

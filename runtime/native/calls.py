@@ -22,6 +22,9 @@ class CallRules:
             return abs(n.value) if type(n.value) in (int, bool) else None
         if isinstance(n, ir.Var):
             return self.bounds.get(n.name)
+        if isinstance(n, ir.Leaf):  # in a fused expression's body: its leaf's expression
+            nodes = getattr(self, "_leaf_nodes", ())
+            return self.bound(nodes[n.index]) if n.index < len(nodes) else None
         if not isinstance(n, ir.Call):
             return None
         p = n.prim
@@ -76,7 +79,8 @@ class CallRules:
     def c_operator_getitem(self, n, atoms, ks, kwargs):
         obj, key = ks
         if type(obj) is np.ndarray:
-            return f"{atoms[0]}[{atoms[1]}]", self.index_kind(obj, key, n)
+            kind = self.index_kind(obj, key, n)
+            return self.access(n, n.args[0], atoms[0], n.args[1], atoms[1], key), kind
         if type(obj) is tuple and isinstance(n.args[1], ir.Const) and type(n.args[1].value) is int:
             return f"{atoms[0]}[{atoms[1]}]", obj[n.args[1].value]
         self.fail(f"indexing {K.describe(obj)}", n)

@@ -19,6 +19,7 @@ from phylanx_py import ir
 
 from ..source_blocks import BlockWriter
 from . import kinds as K
+from .bounds import Prover
 from .calls import DTYPE_CONSTS, SAFE, CallRules
 from .kinds import Decline
 
@@ -36,6 +37,10 @@ _ARRAY_INPLACE = {"iadd": "add", "isub": "subtract", "imul": "multiply", "itrued
 _ALLOC = {"zeros", "ones", "empty", "ndarray"}
 
 
+class NeedBoundscheck(Exception):
+    """Restart lowering with Numba's boundscheck on the whole kernel (an access the source cannot check)."""
+
+
 class Widen(Exception):
     """Restart lowering with ``name`` as an Either (a Python scalar that may become a NumPy one)."""
 
@@ -48,8 +53,12 @@ class Lowerer(CallRules, BlockWriter):
     """Lowers one loop (``loop``) over ``inputs`` (name -> kind) to a kernel's source."""
 
     def __init__(self, loop, inputs: dict, outputs: list, tainted=frozenset(), arrays_tainted=False, widened=None,
-                 bounds=None):
+                 bounds=None, manual=True):
         self.loop = loop
+        # manual: the kernel runs without Numba's boundscheck and checks in the source every access not in
+        # ``unchecked`` (runtime/native/bounds.py); else Numba checks every access
+        self.manual = manual
+        self.unchecked: frozenset = frozenset()
         self.bounds = dict(bounds or {})  # name -> |value| bound (Python ints needing no overflow check)
         self.widened = widened or {}
         self.flags_start = [f"__pxw_{n} = {int(_is_np(inputs.get(n)))}" for n in self.widened]
@@ -74,8 +83,11 @@ class Lowerer(CallRules, BlockWriter):
         self.flag_outputs = [o for o in self.outputs if o in self.widened]
         outs = "".join(f"{o}, " for o in self.outputs) + "".join(f"__pxw_{o}, " for o in self.flag_outputs)
         body = "\n".join(self.lines) or "    pass"
-        return (f"@numba.njit(cache=True, nogil=True, boundscheck={BOUNDSCHECK}, error_model='numpy')\n"
+        return (f"{self.decorator()}\n"
                 f"def kernel({', '.join(params)}):\n{body}\n    return ({outs})\n")
+
+    def decorator(self):
+        return f"@numba.njit(cache=True, nogil=True, boundscheck={not self.manual}, error_model='numpy')"
 
     def fail(self, why, node=None):
         loc = getattr(node, "loc", None) or self.loc
@@ -135,7 +147,7 @@ class Lowerer(CallRules, BlockWriter):
                 self.fail(f"a store of {K.describe(k)}", target)
             if t:
                 self.arrays_tainted = True
-            self.emit(f"{obj}[{key}] = {src}")
+            self.emit(f"{self.access(target, target.obj, obj, target.key, key, kk)} = {src}")
         else:
             self.fail("this assignment target", target)
 
@@ -225,7 +237,77 @@ class Lowerer(CallRules, BlockWriter):
                 self.fail(f"'{name}' changes kind in the loop ({K.describe(k)} -> "
                           f"{K.describe(now) if now is not None else 'unbound'})", node)
 
+    # ---- loop nests lowered twice: accesses proven in bounds unchecked, or all checked (bounds.py) -------------
     def s_For(self, n):
+        self.versioned(n, self.for_loop)
+
+    def s_While(self, n):
+        self.versioned(n, self.while_loop)
+
+    def versioned(self, n, lower_loop):
+        if not self.manual or self.loop_entries or self.unchecked:
+            return lower_loop(n)
+        prover = Prover(n, self.env, self.bounds)
+        if not prover.proven:
+            return lower_loop(n)
+        conds = list(prover.conditions)
+        if not conds:  # in bounds whatever the values: one version
+            self.unchecked = frozenset(prover.proven)
+            lower_loop(n)
+            self.unchecked = frozenset()
+            return
+        before = self._state()
+        self.emit(f"if {' and '.join(conds)}:")
+        self.indent += 1
+        self.unchecked = frozenset(prover.proven)
+        lower_loop(n)
+        self.unchecked = frozenset()
+        self.indent -= 1
+        after, after_key = self._state(), self._state_key()
+        self._restore(before)
+        self.emit("else:")
+        self.indent += 1
+        lower_loop(n)
+        self.indent -= 1
+        if self._state_key() != after_key:  # both versions are one loop: they must leave the same kinds
+            self.fail("a loop whose two versions (checked, unchecked) disagree on kinds", n)
+        self._restore(after)
+
+    def _state(self):
+        return (dict(self.env), set(self.taint), dict(self.bounds), self.arrays_tainted)
+
+    def _state_key(self):
+        return ({k: K.key(v) for k, v in self.env.items()}, set(self.taint), dict(self.bounds), self.arrays_tainted)
+
+    def _restore(self, state):
+        env, taint, bounds, arrays = state
+        self.env, self.taint, self.bounds, self.arrays_tainted = dict(env), set(taint), dict(bounds), arrays
+
+    def access(self, node, obj_node, obj, key_node, key, key_kind):
+        """The source of ``obj[key]`` (an array access): as it is where Numba checks or the access is proven in
+        bounds, else with each integer index checked (``_ix``: IndexError as NumPy raises it)."""
+        if not self.manual or id(node) in self.unchecked:
+            return f"{obj}[{key}]"
+        if any(isinstance(s, ir.SetVar) for s in ir.walk(obj_node)):
+            raise NeedBoundscheck()  # the array's expression must be evaluated once
+        if isinstance(key_node, ir.Tuple):
+            comps = [self.expr(it)[:2] for it in key_node.items]
+        elif type(key_kind) is tuple:  # a tuple held by a name (a[k] += v keeps its key in a temporary)
+            if any(isinstance(s, ir.SetVar) for s in ir.walk(key_node)):
+                raise NeedBoundscheck()
+            comps = [(f"{key}[{c}]", kc) for c, kc in enumerate(key_kind)]
+        else:
+            comps = [(key, key_kind)]
+        parts, d = [], 0
+        for src, k in comps:
+            if k is None:
+                parts.append(src)  # np.newaxis: no dimension of obj
+                continue
+            parts.append(f"_ix({src}, {obj}.shape[{d}])" if K.is_int(k) and type(k) is not bool else src)
+            d += 1
+        return f"{obj}[{', '.join(parts)}{',' if len(parts) == 1 and type(key_kind) is tuple else ''}]"
+
+    def for_loop(self, n):
         if n.orelse.stmts:
             self.fail("for ... else", n)
         if not isinstance(n.target, ir.StoreName):
@@ -245,7 +327,7 @@ class Lowerer(CallRules, BlockWriter):
         self.loop_body(n, n.body)
         self.bounds.pop(n.target.name, None)
 
-    def s_While(self, n):
+    def while_loop(self, n):
         if n.orelse.stmts:
             self.fail("while ... else", n)
         self.emit("while True:")
@@ -333,6 +415,7 @@ class Lowerer(CallRules, BlockWriter):
         if n.reduce:
             self.fail("a fused reduction", n)
         self._leaves = [self.expr(leaf) for leaf in n.leaves]
+        self._leaf_nodes = n.leaves  # for bound(): a leaf's expression
         return self.expr(n.body)
 
     def e_Leaf(self, n):
@@ -461,8 +544,6 @@ class Lowerer(CallRules, BlockWriter):
         rk = ("bool_" if k.dtype == np.bool_ else k.dtype.name) if isinstance(k, np.generic) else type(k).__name__
         return f"np.{rk}({src})" if isinstance(k, np.generic) else f"{rk}({src})"
 
-# Out-of-bounds reads raise IndexError as in NumPy (Numba would read past the end). Measured cost: see the README.
-BOUNDSCHECK = True
 SMALL = 1 << 40  # a Python int argument below this (checked per call) is "small"
 _CMP = {"operator.lt", "operator.le", "operator.gt", "operator.ge", "operator.eq", "operator.ne"}
 
@@ -480,13 +561,16 @@ def settle(cls, node, params, kinds: dict, outputs, small=frozenset(), **extra):
     ``extra``), iterated until taints and Either kinds settle; Decline."""
     written = {s.name for s in ir.walk(node) if isinstance(s, (ir.StoreName, ir.SetVar))}
     bounds = {name: SMALL for name in small if name not in written}
-    tainted, arrays, widened = frozenset(), False, {}
+    tainted, arrays, widened, manual = frozenset(), False, {}, True
     for _ in range(12):  # taint and Either kinds found late flow to the loop's start: iterate to a fixpoint
-        low = cls(node, kinds, outputs, tainted, arrays, dict(widened), bounds, **extra)
+        low = cls(node, kinds, outputs, tainted, arrays, dict(widened), bounds, manual, **extra)
         try:
             src = low.source(params)
         except Widen as w:
             widened[w.name] = w.either
+            continue
+        except NeedBoundscheck:
+            manual = False
             continue
         if low.taint <= tainted and low.arrays_tainted == arrays:
             return src, low

@@ -27,7 +27,7 @@ from . import loop as L
 from .calls import SHAPE
 from .helpers import HELPERS
 from .kinds import Decline
-from .lower import BOUNDSCHECK, Lowerer, settle
+from .lower import Lowerer, settle
 
 
 def whole_function(program: ir.Program):
@@ -60,8 +60,8 @@ class FunctionLowerer(Lowerer):
     stages (top-level statements) that may raise, so an error can be put at its statement."""
 
     def __init__(self, body, inputs, outputs, tainted=frozenset(), arrays_tainted=False, widened=None,
-                 bounds=None, ret=None):
-        super().__init__(body, inputs, outputs, tainted, arrays_tainted, widened, bounds)
+                 bounds=None, manual=True, ret=None):
+        super().__init__(body, inputs, outputs, tainted, arrays_tainted, widened, bounds, manual)
         self.ret = ret
 
     def s_Assign(self, n):
@@ -111,7 +111,7 @@ class FunctionLowerer(Lowerer):
             params = ["__pxs"] + list(params)
         body = "\n".join(self.lines) or "    pass"
         outs = "".join(f"{x}, " for x in [src] + flags)
-        return (f"@numba.njit(cache=True, nogil=True, boundscheck={BOUNDSCHECK}, error_model='numpy')\n"
+        return (f"{self.decorator()}\n"
                 f"def kernel({', '.join(params)}):\n{body}\n    return ({outs})\n")
 
 
@@ -143,7 +143,7 @@ def _returnable(low, k):
 
 
 class Entry(L.Entry):
-    __slots__ = ("stages",)
+    __slots__ = ("stages", "guard", "values")
 
 
 class WholeFunction:
@@ -161,6 +161,8 @@ class WholeFunction:
         self.entries: dict = {}
         self.fast: dict = {}
         self.reason = None
+        self.quick = None  # the per-call path once a signature runs natively (make_quick)
+        self._quick_lock = threading.Lock()
 
     def call(self, rt, args, fallback):
         """The call's result from the native kernel, or ``fallback()`` (the ordinary evaluation)."""
@@ -204,11 +206,13 @@ class WholeFunction:
         entry = self.entries.get(key)
         if entry is None:
             entry = self.entries[key] = self._lower(ks, small)
+            entry.guard, entry.values = _guard(args, small)
         return entry
 
     def _lower(self, ks, small) -> Entry:
         entry = Entry(ks)
         entry.stages = ()
+        entry.guard = entry.values = None
         try:
             names = frozenset(n for n, is_small in zip(self.params, small) if is_small)
             entry.source, low = settle(FunctionLowerer, self.body, self.params, dict(zip(self.params, ks)), [],
@@ -232,6 +236,7 @@ class WholeFunction:
             entry.overflow = module._Overflow
             entry.kernel = module.kernel
             L.STATS["compiled"] += 1
+            self._requick()
         except Exception as e:  # noqa: BLE001 - a typing failure declines this signature
             entry.declined = self.reason = f"Numba: {L._first_line(e)}"
         finally:
@@ -243,25 +248,39 @@ class WholeFunction:
         stage = np.zeros(1, np.int64) if len(entry.stages) > 1 else None
         try:
             out = entry.kernel(*args) if stage is None else entry.kernel(stage, *args)
-        except L._numba_errors() as e:  # typing for arguments not seen when compiling: nothing ran yet
-            entry.declined = self.reason = f"Numba: {L._first_line(e)}"
-            return fallback()
-        except entry.overflow:
-            for a, copy in saved:
-                a[...] = copy
-            entry.declined = self.reason = ("a Python int grew past 2**63, or a value that may be a Python or a "
-                                            "NumPy scalar was divided by zero: the call reran interpreted")
-            return fallback()
         except Exception as e:
-            node, is_loop = entry.stages[int(stage[0]) if stage is not None else 0]
-            if not is_loop:
-                return fallback()  # nothing changed yet (lower.py declines otherwise): the interpreter's error
-            raise ExecutionError.from_exception(e, node.loc, "native loop") from e
+            if self.failed(entry, e, stage, saved) is FALLBACK:
+                return fallback()
         entry.native_runs += 1
         L.STATS["native"] += 1
         with rt._lock:
             rt.counts["calls"] += 1
         return entry.convert(out)
+
+    def failed(self, entry, e, stage, saved):
+        """After the kernel raised ``e``: FALLBACK when the call is to run interpreted (nothing changed, or the
+        arrays were put back), else raises the ExecutionError of the loop that failed."""
+        if isinstance(e, L._numba_errors()):  # typing for arguments not seen when compiling: nothing ran yet
+            entry.declined = self.reason = f"Numba: {L._first_line(e)}"
+            self._requick()
+            return FALLBACK
+        if isinstance(e, entry.overflow):
+            for a, copy in saved:
+                a[...] = copy
+            entry.declined = self.reason = ("a Python int grew past 2**63, or a value that may be a Python or a "
+                                            "NumPy scalar was divided by zero: the call reran interpreted")
+            self._requick()
+            return FALLBACK
+        node, is_loop = entry.stages[int(stage[0]) if stage is not None else 0]
+        if not is_loop:
+            return FALLBACK  # nothing changed yet (lower.py declines otherwise): the interpreter's error
+        raise ExecutionError.from_exception(e, node.loc, "native loop") from e
+
+    def _requick(self):
+        """Rebuild ``quick`` from the entries that run natively now."""
+        with self._quick_lock:
+            self.quick = make_quick(self, [e for e in self.entries.values()
+                                           if e.kernel is not None and not e.declined and e.guard is not None])
 
     def explain(self) -> list[str]:
         lines = []
@@ -302,3 +321,83 @@ def _converter(k):
 
 def _first(out):
     return out[0]
+
+
+# ---- the per-call path ----------------------------------------------------------------------------------------
+# Once a signature runs natively, a call is checked against its arguments by one generated expression per
+# signature (types, dtypes by identity, ndim, layout flags, the small-int test) instead of building a key: the
+# decorator's call, this check and the bookkeeping cost about 0.5 us over the kernel, where the general path
+# (``call``) costs about 3 us. A call the check does not match (another signature, another runtime, a profile
+# being recorded, the mode changed) takes the general path.
+MISS = object()  # the quick path does not apply: take the general one
+FALLBACK = object()  # run the call interpreted (the kernel declined it and left the arrays as they were)
+_LAYOUT_FLAGS = 0x0001 | 0x0002 | 0x0100 | 0x0400  # C_CONTIGUOUS, F_CONTIGUOUS, ALIGNED, WRITEABLE: _layout's
+
+
+def _guard(args, small):
+    """(source of a test that ``a0, a1, ...`` have the kinds of ``args``, the names it uses), or (None, None)
+    for arguments the test does not cover (tuples): the key of ``_entry`` is what decides then."""
+    tests, values = [], {}
+    for i, (a, is_small) in enumerate(zip(args, small)):
+        t, v = type(a), f"a{i}"
+        if t is np.ndarray:
+            values[f"_d{i}"] = a.dtype
+            tests.append(f"type({v}) is _ndarray and {v}.dtype is _d{i} and {v}.ndim == {a.ndim} and "
+                         f"{v}.flags.num & {_LAYOUT_FLAGS} == {a.flags.num & _LAYOUT_FLAGS}")
+        elif t is int:
+            s = L.SMALL
+            tests.append(f"type({v}) is int and -{s} < {v} < {s}" if is_small else
+                         f"type({v}) is int and not -{s} < {v} < {s} and {K.INT64[0]} <= {v} < {K.INT64[1]}")
+        elif t in (float, bool) or isinstance(a, np.generic):
+            values[f"_t{i}"] = t
+            tests.append(f"type({v}) is _t{i}")
+        else:
+            return None, None
+    return " and ".join(f"({x})" for x in tests) or "True", values
+
+
+def make_quick(whole: WholeFunction, entries):
+    """The quick path of ``whole`` over ``entries`` (signatures with a kernel): a function of the runtime and
+    the call's argument tuple to its result, MISS or FALLBACK; None when there is nothing to run natively."""
+    if not entries:
+        return None
+    n = len(whole.params)
+    names = ", ".join(f"a{i}" for i in range(n)) + ("," if n == 1 else "")
+    env_get = L._ENV_DATA.get if L._ENV_KEY is not None else None
+    ns = dict(_MISS=MISS, _FALLBACK=FALLBACK, _ndarray=np.ndarray, _Runtime=Runtime,
+              _active=profiling._active.get, _stats=L.STATS, _failed=whole.failed,
+              _env_get=env_get or (lambda _key: L._raw_mode()), _KEY=L._ENV_KEY, _RAW=L._raw_mode(),
+              _stages={}, _ident=threading.get_ident, _zeros=np.zeros, _i64=np.int64)
+    lines = ["def quick(rt, args):",
+             f"    if len(args) != {n} or _env_get(_KEY) != _RAW:",
+             "        return _MISS",
+             "    if type(rt) is not _Runtime or rt.closed or _active() is not None:",
+             "        return _MISS",
+             f"    {names} = args" if n else "    pass"]
+    for j, e in enumerate(entries):
+        for name, value in e.values.items():
+            ns[f"{name}_{j}"] = value
+        ns[f"_e{j}"], ns[f"_k{j}"], ns[f"_c{j}"] = e, e.kernel, e.convert
+        guard = re.sub(r"\b(_[dt]\d+)\b", rf"\1_{j}", e.guard)
+        lines.append(f"    if {guard}:")
+        saved = "[" + ", ".join(f"(a{i}, a{i}.copy())" for i in e.writes) + "]" if e.checked else "()"
+        call = ", ".join((["st"] if len(e.stages) > 1 else []) + [f"a{i}" for i in range(n)])
+        if len(e.stages) > 1:  # one stage array per thread: kernels run without the GIL
+            lines += ["        st = _stages.get(_ident())",
+                      "        if st is None:",
+                      "            st = _stages[_ident()] = _zeros(1, _i64)"]
+        lines += [f"        saved = {saved}",
+                  "        try:",
+                  f"            out = _k{j}({call})",
+                  "        except Exception as exc:",
+                  f"            if _failed(_e{j}, exc, {'st' if len(e.stages) > 1 else 'None'}, saved) is _FALLBACK:",
+                  "                return _FALLBACK",
+                  f"        _e{j}.native_runs += 1",
+                  '        _stats["native"] += 1',
+                  # display counters: no lock (CPython does not switch threads inside these bytecodes; a lost
+                  # count under free threading would only make the CLI's summary low)
+                  '        rt.counts["calls"] += 1',
+                  f"        return _c{j}(out)"]
+    lines.append("    return _MISS")
+    exec(compile("\n".join(lines) + "\n", f"<phylanx quick path of {whole.where}>", "exec"), ns)  # noqa: S102 - our own source
+    return ns["quick"]

@@ -1,0 +1,342 @@
+"""Which array accesses of a loop nest stay in bounds, and on what condition: the native tier's bounds proofs.
+
+Kernels are compiled without Numba's boundscheck (it keeps LLVM from vectorising inner loops: 1.5-3.5x on
+cholesky, trmm, nussinov). Instead every access whose index is not proven in bounds is checked in the source
+(``_ix``), so an out-of-bounds read still raises IndexError where the plain function raises. A loop nest is
+lowered twice: once with the proven accesses unchecked, run when the nest's condition holds on entry, and once
+with every access checked, run otherwise. The condition is linear in values the nest does not change, so it is
+evaluated once per run of the nest, not per access.
+
+The proof is interval arithmetic on affine forms. ``for i in range(a, b)`` gives ``i`` the interval
+``[lo(a), hi(b) - 1]`` inside its body when the body does not assign ``i``; an index ``i - 1`` gets
+``[lo(i) - 1, hi(i) - 2]``, and so on through ``+``, ``-``, negation and products with constants. Every bound is
+an affine form over *invariants*: names the nest does not assign whose magnitude is bounded (shapes, small ints:
+the lowerer's ``bounds``), and ``X.shape[d]`` of arrays the nest does not rebind. An access ``X[..., k, ...]``
+is in bounds when ``-X.shape[d] <= lo(k)`` and ``hi(k) < X.shape[d]`` (Numba wraps negative indices as NumPy
+does). Bounds of an empty range are never used: its body does not run. Sums of at most eight terms with
+coefficients up to 1024 over values below 2**48 cannot overflow int64, so the condition is exact.
+"""
+from __future__ import annotations
+
+import collections
+import re
+
+import numpy as np
+
+from phylanx_py import ir
+
+from . import kinds as K
+
+_MAX_TERMS, _MAX_COEFF, _MAX_CONST = 8, 1 << 10, 1 << 40
+_TEMP = re.compile(r"__px_\d+")  # canonicalize.py's temporaries
+_FLIP = {"operator.lt": "operator.gt", "operator.le": "operator.ge", "operator.gt": "operator.lt",
+         "operator.ge": "operator.le"}
+
+
+class Affine:
+    """``const + sum(coeff * symbol)``, a symbol being the source of an invariant (``n``, ``A.shape[1]``)."""
+
+    __slots__ = ("const", "terms")
+
+    def __init__(self, const=0, terms=()):
+        self.const = const
+        self.terms = dict(terms)
+
+    @staticmethod
+    def sym(src):
+        return Affine(0, {src: 1})
+
+    def plus(self, other, sign=1):
+        terms = dict(self.terms)
+        for s, c in other.terms.items():
+            terms[s] = terms.get(s, 0) + sign * c
+        return _checked(Affine(self.const + sign * other.const, {s: c for s, c in terms.items() if c}))
+
+    def times(self, k):
+        return _checked(Affine(self.const * k, {s: c * k for s, c in self.terms.items() if c * k}))
+
+    def source(self):
+        parts = [str(self.const)] + [f"{c} * {s}" for s, c in sorted(self.terms.items())]
+        return "(" + " + ".join(parts) + ")"
+
+
+def _checked(a):
+    if abs(a.const) > _MAX_CONST or len(a.terms) > _MAX_TERMS or any(abs(c) > _MAX_COEFF for c in a.terms.values()):
+        return None
+    return a
+
+
+def _add(x, y, sign=1):
+    return None if x is None or y is None else x.plus(y, sign)
+
+
+class Interval:
+    """``[lo, hi]``, each an Affine or None (unknown)."""
+
+    __slots__ = ("lo", "hi")
+
+    def __init__(self, lo, hi):
+        self.lo, self.hi = lo, hi
+
+
+def _scale(iv, k):
+    lo = iv.lo.times(k) if iv.lo is not None else None
+    hi = iv.hi.times(k) if iv.hi is not None else None
+    return Interval(lo, hi) if k >= 0 else Interval(hi, lo)
+
+
+class Prover:
+    """The proofs for one loop nest ``loop`` entered with ``env`` (name -> kind) and ``bounds`` (name -> bound
+    of a Python/NumPy int's magnitude): ``proven`` (ids of access nodes in bounds when ``conditions`` hold)."""
+
+    def __init__(self, loop, env, bounds):
+        self.env = env
+        self.assigned = {s.name for s in ir.walk(loop) if isinstance(s, (ir.StoreName, ir.SetVar))}
+        # an array whose shape the nest may change (a.shape = ...) is no invariant
+        self.reshaped = {c.args[0].name for c in ir.walk(loop) if isinstance(c, ir.Call) and
+                         c.prim == "python.set_shape" and isinstance(c.args[0], ir.Var)}
+        self.bounds = bounds
+        # the translator's temporaries (``a[k] += v`` is ``t = a; s = k; t[s] = iadd(t[s], v)``): each is bound
+        # once, then read right after in the same block, so it stands for its expression
+        counts = collections.Counter(s.name for s in ir.walk(loop) if isinstance(s, (ir.StoreName, ir.SetVar)))
+        self.alias = {}
+        for s in ir.walk(loop):
+            target = s.target if isinstance(s, ir.Assign) else s if isinstance(s, ir.SetVar) else None
+            if isinstance(target, (ir.StoreName, ir.SetVar)) and counts[target.name] == 1 and \
+                    _TEMP.fullmatch(target.name):
+                self.alias[target.name] = s.value
+        self.proven: set[int] = set()
+        self.conditions: dict[str, None] = {}  # ordered, without repeats
+        self.scope: dict[str, Interval] = {}
+        self.leaves = ()  # the leaves of the fused expression being walked (ir.Leaf refers to them)
+        self.stmt(loop)
+
+    # ---- walking the nest ---------------------------------------------------------------------------------
+    def stmt(self, n):
+        if isinstance(n, ir.For):
+            self.visit(n.iter)
+            iv = self.range_interval(n)
+            name = n.target.name if isinstance(n.target, ir.StoreName) else None
+            assigned_in_body = name is not None and any(
+                isinstance(s, (ir.StoreName, ir.SetVar)) and s.name == name for s in ir.walk(n.body))
+            saved = self.scope.get(name)
+            if iv is not None and name is not None and not assigned_in_body:
+                self.scope[name] = iv
+            elif name is not None:
+                self.scope.pop(name, None)
+            self.stmt(n.body)
+            if name is not None:  # after the loop the name holds its last value (or none): not an interval
+                self.scope.pop(name, None)
+                if saved is not None:
+                    self.scope[name] = saved
+            return
+        self.visit(n)
+
+    def visit(self, n):
+        if isinstance(n, ir.Fused):
+            self.visit_all(n.leaves)
+            saved, self.leaves = self.leaves, n.leaves
+            self.visit(n.body)
+            self.leaves = saved
+            return
+        if isinstance(n, ir.If):
+            self.visit(n.cond)
+            saved = dict(self.scope)
+            self.refine(n.cond)
+            self.visit(n.then)
+            self.scope = saved
+            self.visit(n.orelse)
+            return
+        if isinstance(n, ir.StoreItem):
+            self.access(n, n.obj, n.key)
+        elif isinstance(n, ir.Call) and n.prim == "operator.getitem":
+            self.access(n, n.args[0], n.args[1])
+        self.visit_all(ir.children(n))
+
+    def visit_all(self, nodes):
+        for c in nodes:
+            if isinstance(c, ir.For):
+                self.stmt(c)
+            else:
+                self.visit(c)
+
+    # ---- what a branch's condition says: ``if i + 1 < n:`` bounds i by n - 2 in its body ------------------
+    def refine(self, cond):
+        cond = self.resolve(cond)
+        if isinstance(cond, ir.Fused):
+            saved, self.leaves = self.leaves, cond.leaves
+            self.refine(cond.body)
+            self.leaves = saved
+            return
+        if isinstance(cond, ir.BoolOp):
+            if cond.op == "and":
+                for v in cond.values:
+                    self.refine(v)
+            return
+        if not (isinstance(cond, ir.Call) and cond.prim in _FLIP and len(cond.args) == 2):
+            return
+        left, right = cond.args
+        self.bound_by(left, cond.prim, right)
+        self.bound_by(right, _FLIP[cond.prim], left)
+
+    def bound_by(self, x, op, y):
+        """In a branch where ``x op y`` holds: narrow the interval of the loop variable ``x`` is (plus a
+        constant). A bound from the condition replaces the range's: either is sound, the condition's is the one
+        the user wrote to keep the index in bounds."""
+        x, c = self.resolve(x), 0
+        if isinstance(x, ir.Call) and x.prim in ("operator.add", "operator.sub") and \
+                isinstance(self.resolve(x.args[1]), ir.Const) and type(self.resolve(x.args[1]).value) is int:
+            c = self.resolve(x.args[1]).value * (1 if x.prim == "operator.add" else -1)
+            x = self.resolve(x.args[0])
+        if not (isinstance(x, ir.Var) and x.name in self.scope and abs(c) <= _MAX_CONST):
+            return
+        iv, other = self.scope[x.name], self.interval(y)
+        if other is None:
+            return
+        # x + c op y: x < y - c, x <= y - c, x > y - c, x >= y - c
+        shift = Affine(-c)
+        if op in ("operator.lt", "operator.le") and other.hi is not None:
+            hi = _add(other.hi, shift)
+            hi = _add(hi, Affine(1), -1) if op == "operator.lt" and hi is not None else hi
+            if hi is not None:
+                self.scope[x.name] = Interval(iv.lo, hi)
+        elif op in ("operator.gt", "operator.ge") and other.lo is not None:
+            lo = _add(other.lo, shift)
+            lo = _add(lo, Affine(1)) if op == "operator.gt" and lo is not None else lo
+            if lo is not None:
+                self.scope[x.name] = Interval(lo, iv.hi)
+
+    # ---- intervals --------------------------------------------------------------------------------------
+    def range_interval(self, n):
+        it = n.iter
+        if not (isinstance(it, ir.Call) and it.prim == "builtins.range" and not it.kwargs):
+            return None
+        args = it.args
+        ivs = [self.interval(a) for a in args]
+        if any(iv is None for iv in ivs):
+            return None
+        one = Affine(1)
+        if len(args) == 1:
+            return Interval(Affine(0), _add(ivs[0].hi, one, -1))
+        step = 1
+        if len(args) == 3:
+            if not (isinstance(args[2], ir.Const) and type(args[2].value) is int and args[2].value != 0):
+                return None
+            step = args[2].value
+        a, b = ivs[0], ivs[1]
+        if step > 0:
+            return Interval(a.lo, _add(b.hi, one, -1))
+        return Interval(_add(b.lo, one), a.hi)
+
+    def interval(self, n):
+        """The Interval of an int-valued expression, or None."""
+        if isinstance(n, ir.Const):
+            v = n.value
+            if type(v) is int and abs(v) <= _MAX_CONST:
+                return Interval(Affine(v), Affine(v))
+            return None
+        if isinstance(n, ir.Leaf):
+            r = self.resolve(n)
+            return self.interval(r) if r is not n else None
+        if isinstance(n, ir.Var):
+            if n.depth:
+                return None
+            if n.name in self.alias:
+                return self.interval(self.alias[n.name])
+            if n.name in self.scope:
+                return self.scope[n.name]
+            k = self.env.get(n.name)
+            if n.name not in self.assigned and K.is_int(k) and type(k) is not bool and \
+                    self.bounds.get(n.name, 1 << 63) <= 1 << 48:
+                s = Affine.sym(n.name)
+                return Interval(s, s)
+            return None
+        if not isinstance(n, ir.Call) or n.kwargs:
+            return None
+        p, args = n.prim, n.args
+        extent = self.extent_of(n)
+        if extent is not None:
+            return Interval(extent, extent)
+        if p in ("operator.add", "operator.sub"):
+            x, y = self.interval(args[0]), self.interval(args[1])
+            if x is None or y is None:
+                return None
+            if p == "operator.add":
+                return Interval(_add(x.lo, y.lo), _add(x.hi, y.hi))
+            return Interval(_add(x.lo, y.hi, -1), _add(x.hi, y.lo, -1))
+        if p == "operator.neg":
+            x = self.interval(args[0])
+            return _scale(x, -1) if x is not None else None
+        if p == "operator.mul":
+            for a, b in ((args[0], args[1]), (args[1], args[0])):
+                if isinstance(a, ir.Const) and type(a.value) is int and abs(a.value) <= _MAX_COEFF:
+                    x = self.interval(b)
+                    return _scale(x, a.value) if x is not None else None
+        return None
+
+    def extent_of(self, n):
+        """``X.shape[d]`` (or ``len(X)``) of an array the nest does not rebind, as an Affine symbol, or None."""
+        if n.prim == "builtins.len" and len(n.args) == 1:
+            x, d = n.args[0], 0
+        elif n.prim == "operator.getitem" and isinstance(n.args[0], ir.Call) and n.args[0].prim == "attr.shape" \
+                and isinstance(n.args[1], ir.Const) and type(n.args[1].value) is int:
+            x, d = n.args[0].args[0], n.args[1].value
+        else:
+            return None
+        name = self.invariant_array(x)
+        if name is None or not 0 <= d < self.env[name].ndim:
+            return None
+        return Affine.sym(f"{name}.shape[{d}]")
+
+    def resolve(self, n):
+        while True:
+            if isinstance(n, ir.Var) and n.depth == 0 and n.name in self.alias:
+                n = self.alias[n.name]
+            elif isinstance(n, ir.Leaf) and n.index < len(self.leaves):
+                n = self.leaves[n.index]
+            else:
+                return n
+
+    def invariant_array(self, x):
+        x = self.resolve(x)
+        if isinstance(x, ir.Var) and x.depth == 0 and x.name not in self.assigned and \
+                x.name not in self.reshaped and type(self.env.get(x.name)) is np.ndarray:
+            return x.name
+        return None
+
+    # ---- accesses -------------------------------------------------------------------------------------------
+    def access(self, node, obj, key):
+        """Record ``node`` (``obj[key]``) as proven, with its conditions, when every int index is in bounds."""
+        base, first, obj, key = obj, 0, self.resolve(obj), self.resolve(key)
+        if isinstance(obj, ir.Call) and obj.prim == "operator.getitem":  # A[i][j]: A's dims after the ints
+            items = obj.args[1].items if isinstance(obj.args[1], ir.Tuple) else (obj.args[1],)
+            if any(self.interval(it) is None for it in items):
+                return
+            base, first = obj.args[0], len(items)
+        name = self.invariant_array(base)
+        if name is None:
+            return
+        items = key.items if isinstance(key, ir.Tuple) else (key,)
+        conds = []
+        for d, it in enumerate(items, start=first):
+            if isinstance(it, ir.Call) and it.prim == "python.slice":
+                continue  # slices clamp: never out of bounds
+            if isinstance(it, ir.Const) and it.value is None:
+                return  # np.newaxis shifts the dims: not worth following
+            iv = self.interval(it)
+            if iv is None or iv.lo is None or iv.hi is None or d >= self.env[name].ndim:
+                return
+            ext = Affine.sym(f"{name}.shape[{d}]")
+            for a in (_add(iv.lo, ext), _add(_add(ext, iv.hi, -1), Affine(1), -1)):  # lo + n >= 0, n - hi - 1 >= 0
+                if a is None:
+                    return
+                if not a.terms:
+                    if a.const < 0:
+                        return  # out of bounds for some iteration, or the range is empty: check it
+                    continue
+                if a.const >= 0 and all(c > 0 and ".shape[" in sym for sym, c in a.terms.items()):
+                    continue  # lengths are never negative
+                conds.append(f"{a.source()} >= 0")
+        self.proven.add(id(node))
+        for c in conds:
+            self.conditions[c] = None
