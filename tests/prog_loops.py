@@ -186,3 +186,32 @@ def lower_triangle_sum(A):
         for j in range(i + 1):
             s += A[i][j]  # A[i][j]: A's second dimension, j <= i < n
     return s
+
+
+def fresh_then_read(a):
+    b = np.zeros(3)
+    b[0] = a[0]  # a store into an array made here: nothing the caller sees
+    first = a[5]  # may raise: the call can still rerun interpreted
+    for i in range(3):
+        b[i] += first
+    return b
+
+
+def halvings(x):
+    total = 0
+    steps = 0
+    while x != 0 and steps < 70:
+        total += x - 1  # x - 1 cannot overflow while x >= 0, which x // 2 keeps
+        x = x // 2
+        steps += 1  # a counter: no check
+    return total
+
+
+def popcount(values):
+    total = 0
+    for v in values:
+        x = int(v)
+        while x:
+            x &= x - 1
+            total += 1
+    return total

@@ -372,3 +372,33 @@ def test_chained_indexing_is_proven_on_the_array_it_indexes(forced):
     with pytest.raises(px.ExecutionError) as e:
         f(np.arange(12.0).reshape(4, 3))  # j reaches 3 on a 3-column array: checked, IndexError
     assert isinstance(e.value.__cause__, IndexError)
+
+
+def test_whole_function_changes_to_its_own_arrays_do_not_keep_it_interpreted(forced):
+    f = run_both(L.fresh_then_read, np.arange(8.0))
+    assert "-> native (whole function" in f.explain()
+    with pytest.raises(IndexError):
+        L.fresh_then_read(np.arange(4.0))
+    with pytest.raises(px.ExecutionError) as e:
+        f(np.arange(4.0))  # raised after b changed, before anything the caller sees: the interpreter's error
+    assert e.value.lineno == line_of(L.fresh_then_read, "first = ") and isinstance(e.value.__cause__, IndexError)
+
+
+# ---- Python-int checks removed by counters and signs (runtime/native/signs.py) ---------------------------------
+@pytest.mark.parametrize("x", [0, 1, 1000, 2**40 - 1, -1, -1000, 2**62 + 5, -2**63])
+def test_a_name_kept_non_negative_runs_unchecked_and_negative_ones_checked(forced, x):
+    f = run_both(L.halvings, x)
+    assert f(x) == L.halvings(x)
+    src = _kernel_source(f) if "-> native (whole" in f.explain() else ""
+    if -2**40 < x < 2**40:
+        assert "if steps >= 0 and x >= 0:" in src and "(x - 1)" in src and "_ck_sub(x, 1)" in src
+        assert "_ck_add(steps" not in src  # a counter
+    if x == -2**63:
+        assert "past 2**63" in f.explain()  # x - 1 overflows int64: checked, rerun interpreted
+
+
+def test_popcount_loop_has_no_checks_for_non_negative_values(forced):
+    values = np.array([0, 1, 7, 2**40 - 1, 12345], dtype=np.int64)
+    f = run_both(L.popcount, values)
+    src = _kernel_source(f)
+    assert "x = (x & (x - 1))" in src and "total = (total + 1)" in src

@@ -22,6 +22,7 @@ from . import kinds as K
 from .bounds import Prover
 from .calls import DTYPE_CONSTS, SAFE, CallRules
 from .kinds import Decline
+from .signs import COUNTER, Signs, counters, inductive
 
 # results that flip on a last-bit difference of their operands
 _COMPARING = {"operator.lt", "operator.le", "operator.gt", "operator.ge", "operator.eq", "operator.ne",
@@ -53,8 +54,10 @@ class Lowerer(CallRules, BlockWriter):
     """Lowers one loop (``loop``) over ``inputs`` (name -> kind) to a kernel's source."""
 
     def __init__(self, loop, inputs: dict, outputs: list, tainted=frozenset(), arrays_tainted=False, widened=None,
-                 bounds=None, manual=True):
+                 bounds=None, manual=True, counters=frozenset()):
         self.loop = loop
+        self.counters = counters  # names that keep their COUNTER bound when assigned (signs.py)
+        self.nonneg: frozenset = frozenset()  # Python-int names known non-negative here (signs.py)
         # manual: the kernel runs without Numba's boundscheck and checks in the source every access not in
         # ``unchecked`` (runtime/native/bounds.py); else Numba checks every access
         self.manual = manual
@@ -168,7 +171,8 @@ class Lowerer(CallRules, BlockWriter):
             k = K.Either(w.py, w.np, name)
         elif type(k) is K.Either:
             raise Widen(name, K.Either(k.py, k.np, name))
-        self.bounds.pop(name, None)
+        if name not in self.counters:
+            self.bounds.pop(name, None)
         old = self.env.get(name)
         if old is not None and name in self.inputs and K.key(old) != K.key(k):
             self.widen_or_fail(name, old, k, node)
@@ -245,6 +249,8 @@ class Lowerer(CallRules, BlockWriter):
         self.versioned(n, self.while_loop)
 
     def versioned(self, n, lower_loop):
+        inner = lower_loop
+        lower_loop = lambda n: self.sign_versioned(n, inner)  # noqa: E731 - the loop, and its sign version
         if not self.manual or self.loop_entries or self.unchecked:
             return lower_loop(n)
         prover = Prover(n, self.env, self.bounds)
@@ -271,6 +277,32 @@ class Lowerer(CallRules, BlockWriter):
         self.indent -= 1
         if self._state_key() != after_key:  # both versions are one loop: they must leave the same kinds
             self.fail("a loop whose two versions (checked, unchecked) disagree on kinds", n)
+        self._restore(after)
+
+    def sign_versioned(self, n, lower_loop):
+        """The loop lowered knowing which Python ints stay non-negative through it (signs.py), under a test of
+        their values at its start, and as it is; once when that knowledge changes nothing."""
+        names = inductive(n, self.env) - self.nonneg
+        if not names:
+            return lower_loop(n)
+        before, lines, indent, known = self._state(), self.lines, self.indent, self.nonneg
+        self.lines, self.indent, self.nonneg = [], indent + 1, known | names
+        lower_loop(n)
+        fast, after, after_key = self.lines, self._state(), self._state_key()
+        self._restore(before)
+        self.lines, self.nonneg = [], known
+        lower_loop(n)
+        plain = self.lines
+        self.lines, self.indent = lines, indent
+        if self._state_key() != after_key:
+            self.fail("a loop whose two versions (signs known, not known) disagree on kinds", n)
+        if fast == plain:
+            self.lines += [line[4:] for line in plain]
+            return
+        self.emit(f"if {' and '.join(f'{name} >= 0' for name in sorted(names))}:")
+        self.lines += fast
+        self.emit("else:")
+        self.lines += plain
         self._restore(after)
 
     def _state(self):
@@ -509,6 +541,8 @@ class Lowerer(CallRules, BlockWriter):
             b = self.bound(n)
             if b is not None and b < SAFE:
                 return low.source(atoms)  # bounded far below 2**63: no check (index arithmetic: i + 1)
+            if self.nonneg and Signs(self.nonneg, getattr(self, "_leaf_nodes", ())).safe(n):
+                return low.source(atoms)  # x - 1 with x >= 0
         if type(k) is int and low.pyint:
             if n.prim.endswith("pow") and not (isinstance(n.args[1], ir.Const) and n.args[1].value >= 0):
                 self.fail("a Python int raised to a power that may be negative", n)
@@ -561,9 +595,11 @@ def settle(cls, node, params, kinds: dict, outputs, small=frozenset(), **extra):
     ``extra``), iterated until taints and Either kinds settle; Decline."""
     written = {s.name for s in ir.walk(node) if isinstance(s, (ir.StoreName, ir.SetVar))}
     bounds = {name: SMALL for name in small if name not in written}
+    steps = counters(node, set(params), small)
+    bounds.update({name: COUNTER for name in steps})
     tainted, arrays, widened, manual = frozenset(), False, {}, True
     for _ in range(12):  # taint and Either kinds found late flow to the loop's start: iterate to a fixpoint
-        low = cls(node, kinds, outputs, tainted, arrays, dict(widened), bounds, manual, **extra)
+        low = cls(node, kinds, outputs, tainted, arrays, dict(widened), dict(bounds), manual, steps, **extra)
         try:
             src = low.source(params)
         except Widen as w:

@@ -60,8 +60,8 @@ class FunctionLowerer(Lowerer):
     stages (top-level statements) that may raise, so an error can be put at its statement."""
 
     def __init__(self, body, inputs, outputs, tainted=frozenset(), arrays_tainted=False, widened=None,
-                 bounds=None, manual=True, ret=None):
-        super().__init__(body, inputs, outputs, tainted, arrays_tainted, widened, bounds, manual)
+                 bounds=None, manual=True, counters=frozenset(), ret=None):
+        super().__init__(body, inputs, outputs, tainted, arrays_tainted, widened, bounds, manual, counters)
         self.ret = ret
 
     def s_Assign(self, n):
@@ -87,6 +87,11 @@ class FunctionLowerer(Lowerer):
                                             if isinstance(s, (ir.StoreName, ir.SetVar)))
         self.lines += ["    " + f for f in self.flags_start]
         stages, mutated = [], False  # (node, first line, is a loop) of each stage that may raise
+        # arrays the function makes itself (y = np.zeros(n), bound once): changing them changes nothing the
+        # caller sees, so a later statement that raises may still rerun the call interpreted
+        fresh = {s.target.name for s in self.loop.stmts if isinstance(s, ir.Assign) and
+                 isinstance(s.target, ir.StoreName) and self.assigned[s.target.name] == 1 and
+                 isinstance(s.value, ir.Call) and s.value.prim in _ALLOCATIONS}
         for s in self.loop.stmts:
             start = len(self.lines)
             self.stmt(s)
@@ -95,7 +100,7 @@ class FunctionLowerer(Lowerer):
                 if mutated and not is_loop:
                     self.fail("a statement that may raise after a loop changed values", s)
                 stages.append((s, start, is_loop))
-            mutated = mutated or is_loop or _mutates(s)
+            mutated = mutated or is_loop or _mutates(s, fresh)
         src, k, _ = self.expr(self.ret)
         if _may_raise([src]):
             if mutated:
@@ -123,10 +128,18 @@ def _may_raise(lines) -> bool:
     return any(_RAISING.search(re.sub(r"\.shape\[\d+\]", "", line)) for line in lines)
 
 
-def _mutates(stmt) -> bool:
-    """Whether a statement outside loops may change an array (a store, an in-place operator)."""
-    return any(isinstance(s, ir.StoreItem) or (isinstance(s, ir.Call) and s.prim.startswith("operator.i"))
+def _mutates(stmt, fresh) -> bool:
+    """Whether a statement outside loops may change an array the caller sees (a store, an in-place operator on
+    anything but an array in ``fresh``)."""
+    def local(obj):
+        return isinstance(obj, ir.Var) and obj.name in fresh
+
+    return any((isinstance(s, ir.StoreItem) and not local(s.obj)) or
+               (isinstance(s, ir.Call) and s.prim.startswith("operator.i") and not local(s.args[0]))
                for s in ir.walk(stmt))
+
+
+_ALLOCATIONS = {"zeros", "ones", "empty", "ndarray"}
 
 
 def _eithers(k):
