@@ -106,7 +106,7 @@ class Prover:
                     _TEMP.fullmatch(target.name):
                 self.alias[target.name] = s.value
         self.proven: set[int] = set()
-        self.conditions: dict[str, None] = {}  # ordered, without repeats
+        self.least: dict = {}  # the affine part of a condition -> its least constant
         self.scope: dict[str, Interval] = {}
         self.leaves = ()  # the leaves of the fused expression being walked (ir.Leaf refers to them)
         self.stmt(loop)
@@ -238,6 +238,12 @@ class Prover:
         if isinstance(n, ir.Leaf):
             r = self.resolve(n)
             return self.interval(r) if r is not n else None
+        if isinstance(n, ir.Fused):  # k - i - 1 fused: its body over its leaves
+            saved, self.leaves = self.leaves, n.leaves
+            try:
+                return self.interval(n.body)
+            finally:
+                self.leaves = saved
         if isinstance(n, ir.Var):
             if n.depth:
                 return None
@@ -336,7 +342,13 @@ class Prover:
                     continue
                 if a.const >= 0 and all(c > 0 and ".shape[" in sym for sym, c in a.terms.items()):
                     continue  # lengths are never negative
-                conds.append(f"{a.source()} >= 0")
+                conds.append(a)
         self.proven.add(id(node))
-        for c in conds:
-            self.conditions[c] = None
+        for a in conds:  # of c + t >= 0 for one t, the least c implies the others
+            key = tuple(sorted(a.terms.items()))
+            self.least[key] = min(a.const, self.least.get(key, a.const))
+
+    @property
+    def conditions(self) -> list[str]:
+        """The tests (source) under which every proven access is in bounds."""
+        return [f"{Affine(c, dict(key)).source()} >= 0" for key, c in self.least.items()]

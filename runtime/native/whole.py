@@ -115,9 +115,10 @@ class FunctionLowerer(Lowerer):
                 self.lines.insert(start, f"    __pxs[0] = {i}")
             params = ["__pxs"] + list(params)
         body = "\n".join(self.lines) or "    pass"
-        outs = "".join(f"{x}, " for x in [src] + flags)
+        # the value alone when no flag follows it (a tuple to box and unpack costs 0.1 us a call)
+        outs = "(" + "".join(f"{x}, " for x in [src] + flags) + ")" if flags else src
         return (f"{self.decorator()}\n"
-                f"def kernel({', '.join(params)}):\n{body}\n    return ({outs})\n")
+                f"def kernel({', '.join(params)}):\n{body}\n    return {outs}\n")
 
 
 _RAISING = re.compile(r"\[|_ck_|_py_|_amb_|np\.(zeros|ones|empty)\(|/|%|\*\*|<<|>>|math\.")
@@ -268,7 +269,7 @@ class WholeFunction:
         L.STATS["native"] += 1
         with rt._lock:
             rt.counts["calls"] += 1
-        return entry.convert(out)
+        return out if entry.convert is None else entry.convert(out)
 
     def failed(self, entry, e, stage, saved):
         """After the kernel raised ``e``: FALLBACK when the call is to run interpreted (nothing changed, or the
@@ -312,15 +313,16 @@ class WholeFunction:
 
 
 def _converter(k):
-    """A function of the kernel's result tuple (value, Either flags ...) to the value as the plain function
-    returns it."""
+    """A function of the kernel's result to the value as the plain function returns it, or None when it is that
+    value. The result is the value alone, or (value, Either flags ...) when ``k`` has Either kinds."""
     items = k if type(k) is tuple else (k,)
     if not any(type(x) is K.Either or isinstance(x, np.generic) for x in items):
-        return _first
+        return None
     plan, n = [], 0
     for x in items:  # (kind, index of its flag in the result tuple or None)
         n += type(x) is K.Either
         plan.append((x, n if type(x) is K.Either else None))
+    flagged = n > 0
 
     def one(value, x, flag, out):
         if flag is not None:
@@ -328,12 +330,12 @@ def _converter(k):
         return value if x is None or type(x) is np.ndarray else K.convert(value, x)
 
     if type(k) is tuple:
-        return lambda out: tuple(one(v, x, flag, out) for v, (x, flag) in zip(out[0], plan))
-    return lambda out: one(out[0], k, plan[0][1], out)
-
-
-def _first(out):
-    return out[0]
+        if flagged:
+            return lambda out: tuple(one(v, x, flag, out) for v, (x, flag) in zip(out[0], plan))
+        return lambda out: tuple(one(v, x, None, None) for v, (x, _) in zip(out, plan))
+    if flagged:
+        return lambda out: one(out[0], k, plan[0][1], out)
+    return lambda out: one(out, k, None, None)
 
 
 # ---- the per-call path ----------------------------------------------------------------------------------------
@@ -410,7 +412,7 @@ def make_quick(whole: WholeFunction, entries):
                   # display counters: no lock (CPython does not switch threads inside these bytecodes; a lost
                   # count under free threading would only make the CLI's summary low)
                   '        rt.counts["calls"] += 1',
-                  f"        return _c{j}(out)"]
+                  f"        return {'out' if e.convert is None else f'_c{j}(out)'}"]
     lines.append("    return _MISS")
     exec(compile("\n".join(lines) + "\n", f"<phylanx quick path of {whole.where}>", "exec"), ns)  # noqa: S102 - our own source
     return ns["quick"]
