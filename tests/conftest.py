@@ -21,10 +21,13 @@ def runtime(request):
         rt.close()
 
 
-@pytest.fixture(params=["default", "force"])
+@pytest.fixture(params=["off", "default", "force"])
 def native_tier(request, monkeypatch):
-    """The native loop tier as it is by default (loops go native once hot, so rarely in small tests) and forced
-    on every loop that qualifies (PHYLANX_NATIVE=force): the differential and error suites run under both."""
-    if request.param == "force":
-        monkeypatch.setenv("PHYLANX_NATIVE", "force")
+    """The native loop tier off (PHYLANX_NATIVE=0), as it is by default (loops go native once hot, so rarely in
+    small tests) and forced on every loop that qualifies (PHYLANX_NATIVE=force): the differential and error
+    suites run under all three."""
+    if request.param != "default":
+        monkeypatch.setenv("PHYLANX_NATIVE", "force" if request.param == "force" else "0")
+    else:
+        monkeypatch.delenv("PHYLANX_NATIVE", raising=False)
     return request.param

@@ -370,7 +370,7 @@ def small_model():
     return nn.Sequential([Pause(), nn.Dense(6, 32), nn.ReLU(), nn.Dense(32, 3)])
 
 
-def kill_a_rank_mid_segment(procs, client, stop, epoch=1, after_steps=3):
+def kill_a_rank_mid_segment(procs, client, stop, epoch=1, after_steps=1):
     """Wait until some worker runs a rank of a segment of epoch ``epoch`` or later that has finished
     ``after_steps`` steps, then SIGKILL that worker's process. Returns the killed worker's address."""
     procs_by_pid = {w.pid: w for w in procs.alive_workers()}
