@@ -234,10 +234,12 @@ def test_shorter_segments_change_nothing_but_the_task_count(cluster):
 
 
 @pytest.mark.parametrize("mode", ["allreduce", "neighbours"])
-def test_a_segment_starts_from_the_checkpoint_left_on_the_workers_or_from_the_clients_copy(cluster, mode):
+@pytest.mark.parametrize("ahead", [False, True])
+def test_a_segment_starts_from_the_checkpoint_left_on_the_workers_or_from_the_clients_copy(cluster, mode, ahead):
     """The next segment takes the checkpoint where the last one left it (no round trip through the client); when
     that copy is gone (its worker died between segments: here cancelled), the segment is run again from the
-    client's copy, and the run is the same, bit for bit."""
+    client's copy, and the run is the same, bit for bit. With the epochs to run known (``horizon``, as fit sets
+    it), each next segment is submitted while the last one runs: the same run again."""
     from phylanx_py.runtime.training import SegmentTrainer
 
     from phylanx_py.nn.parallel import ModelProblem, pack
@@ -262,6 +264,7 @@ def test_a_segment_starts_from_the_checkpoint_left_on_the_workers_or_from_the_cl
                 return scatter(*a, **k)
 
             tr._scatter = counted
+            tr.horizon = 3 if ahead else None
             carry, restarts, losses, sent = tr.start(pack(model.params), model.state), [], [], []
             for e in range(3):
                 if lose and e:
@@ -271,12 +274,17 @@ def test_a_segment_starts_from_the_checkpoint_left_on_the_workers_or_from_the_cl
                 restarts.append(tr.restarts)
                 losses.append(stats["loss"])
                 sent.append(len(placed))  # the job, and the checkpoint when the client sends it
+            tr.close()
         pvec = carry[0][0] if mode == "neighbours" else carry[0]
-        runs.append((pvec, losses, restarts, sent))
+        runs.append((pvec, losses, restarts, sent, tr.started_ahead))
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     assert runs[0][1] == runs[1][1]
     assert runs[0][2] == [0, 0, 0] and runs[1][2] == [0, 1, 1]
-    assert runs[0][3] == [2, 1, 1]  # the job and the first checkpoint; later epochs: the job only
+    if not ahead:
+        assert runs[0][3] == [2, 1, 1]  # the job and the first checkpoint; later epochs: the job only
+    else:  # epoch 0 also sends the job of epoch 1, which then starts as submitted; and so on
+        assert runs[0][3] == [3, 1, 0] and runs[0][4] == 2
+        assert runs[1][4] == 2  # started as submitted, found its checkpoint lost, ran again from the client's copy
 
 
 def test_running_statistics_are_the_ranks_mean(cluster):

@@ -120,6 +120,14 @@ def fit_parallel(model, X, Y, epochs, batch_size, optimizer, validation, seed, v
     trainer = SegmentTrainer(X.client, xf, yf, [rows[i + 1] - rows[i] for i in range(parts)], problem, optimizer,
                              mode=mode, every=every, batch=batch_size, seed=seed, segment_steps=segment_steps)
     carry = trainer.start(pack(model.params), model.state)
+    trainer.horizon = epochs  # the next epoch's segment is submitted while this one runs
+    try:
+        return _epochs(model, trainer, problem, carry, epochs, validation, verbose, mode, every, history)
+    finally:
+        trainer.close()
+
+
+def _epochs(model, trainer, problem, carry, epochs, validation, verbose, mode, every, history):
     for epoch in range(epochs):
         t0 = time.perf_counter()
         carry, stats = trainer.epoch(epoch, carry)

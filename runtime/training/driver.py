@@ -54,6 +54,11 @@ class SegmentTrainer:
         # the next segment starts from those (no scatter of the parameters and optimizer state back to the
         # cluster); a retry after a failure starts from the client's copy.
         self._held = None
+        # The epochs the caller will run (fit sets it): the next segment is then submitted while this one runs,
+        # and starts on each worker as soon as this one's checkpoint is there, without waiting for the client.
+        self.horizon = None
+        self._ahead = None  # (epoch, first, ranks, name, futures) of the segment submitted ahead
+        self.started_ahead = 0  # segments that ran as submitted ahead
 
     # ---- placement --------------------------------------------------------------------------------------
     def _assign(self):
@@ -120,13 +125,60 @@ class SegmentTrainer:
         ranks = self._assign()
         n = len(ranks)
         self.ranks = ranks
+        held, self._held = self._held, None
+        ahead, self._ahead = self._ahead, None
+        from_held = held is not None and held[0] is carry and (len(held[2]) == n or not isinstance(carry, list))
+        if ahead is not None and from_held and ahead[:3] == (epoch, first, ranks):
+            name, futs = ahead[3], ahead[4]  # submitted while the last segment ran: it may be running already
+            deps = held[2]
+            self.started_ahead += 1
+        else:
+            if ahead is not None:
+                self._drop(ahead)
+            name, futs, deps = self._submit(epoch, first, last, carry if not from_held else None,
+                                            held[2] if from_held else None, ranks)
+        following = self._following(epoch, last)
+        if following is not None:  # the next segment waits on the workers for this one's checkpoint, not for us
+            e2, f2, l2 = following
+            self._ahead = (e2, f2, ranks) + self._submit(e2, f2, l2, None, futs, ranks)[:2]
+        try:
+            results = self._watch(name, futs, [w for w, _ in ranks], first, deps)
+        except BaseException:
+            if self._ahead is not None:
+                self._drop(self._ahead)
+                self._ahead = None
+            if deps and client.status == "running":  # Dask recomputes a lost checkpoint by running its segment's
+                # rank again, alone: it must give up at once, not wait for peers that have moved on
+                try:
+                    client.run(seg.abort, held[1], on_error="ignore")
+                except Exception:  # noqa: BLE001 - best effort: the segment is being given up anyway
+                    pass
+            raise
+        stats = {k: sum(s[k] for _, s in results) for k in results[0][1]}
+        out = [c for c, _ in results] if self.mode == "neighbours" else results[0][0]
+        self._held = (out, name, futs)
+        return out, stats
+
+    def _following(self, epoch, last):
+        """(epoch, first, last) of the segment after the one ending at ``last``, when the caller will run it."""
+        if last < self.steps:
+            return epoch, last, min(self.steps, last + self.segment_steps)
+        if self.horizon is not None and epoch + 1 < self.horizon:
+            return epoch + 1, 0, min(self.steps, self.segment_steps)
+        return None
+
+    def _submit(self, epoch, first, last, carry, previous, ranks):
+        """Submit a segment's ranks: from ``carry`` (the client's checkpoint, scattered) or, when ``previous`` (the
+        futures of the segment before) is given, from where that segment leaves its checkpoint on the workers.
+        Returns (name, futures, the futures it depends on)."""
+        client = self.client
+        n = len(ranks)
         name = f"phylanx-train-{uuid.uuid4().hex[:12]}-e{epoch}s{first}"
         job = seg.Job(self.problem, self.optimizer, self.mode, self.every, self.batch, self.seed, epoch, first, last,
                       self.steps, self.tile_rows, self.stall)
-        held, self._held = self._held, None
-        if held is not None and held[0] is carry and (len(held[2]) == n or not isinstance(carry, list)):
-            # the checkpoint is where the last segment left it (a dict: Dask hands the rank the future's value)
-            carries = [{"previous": f} for f in held[2]] if isinstance(carry, list) else [{"previous": held[2][0]}] * n
+        if previous is not None:  # a dict: Dask hands the rank the future's value
+            carries = [{"previous": f} for f in previous] if self.mode == "neighbours" else \
+                [{"previous": previous[0]}] * n
         elif isinstance(carry, list):  # replicas: one per rank (a changed rank count starts all from their mean)
             if len(carry) != n:
                 mean = np.mean([c[0] for c in carry], axis=0).astype(carry[0][0].dtype)
@@ -142,21 +194,23 @@ class SegmentTrainer:
             futs.append(client.submit(seg.run_segment, jf, r, n, name, ports, tiles, carries[r], *data,
                                       key=f"train-segment-{name}-rank{r}", workers=[w], allow_other_workers=False,
                                       pure=False))
-        deps = held[2] if held is not None and any(isinstance(c, dict) for c in carries) else ()
+        return name, futs, (tuple(previous) if previous is not None else ())
+
+    def close(self):
+        """Give up the segment submitted ahead, if the caller stops before running it."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            self._drop(ahead)
+
+    def _drop(self, ahead):
+        """Give up a segment submitted ahead: its ranks stop (or never start) and its tasks are cancelled."""
+        client = self.client
         try:
-            results = self._watch(name, futs, [w for w, _ in ranks], first, deps)
-        except BaseException:
-            if deps and client.status == "running":  # Dask recomputes a lost checkpoint by running its segment's
-                # rank again, alone: it must give up at once, not wait for peers that have moved on
-                try:
-                    client.run(seg.abort, held[1], on_error="ignore")
-                except Exception:  # noqa: BLE001 - best effort: the segment is being given up anyway
-                    pass
-            raise
-        stats = {k: sum(s[k] for _, s in results) for k in results[0][1]}
-        out = [c for c, _ in results] if self.mode == "neighbours" else results[0][0]
-        self._held = (out, name, futs)
-        return out, stats
+            if client.status == "running":
+                client.run(seg.abort, ahead[3], on_error="ignore")
+            client.cancel(ahead[4])
+        except Exception:  # noqa: BLE001 - best effort: the cluster may be what failed
+            pass
 
     def _watch(self, name, futs, workers, first, deps=()):
         """The segment's results, or RankLost when a rank's worker died or a rank lost its peers (the segment is
