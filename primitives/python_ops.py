@@ -246,7 +246,8 @@ def _register_python_ops():
         register(f"builtins.{name}", fn, obj=fn, effect=IO if name == "print" else None, display=name,
                  resolve="shallow" if lazy else "deep", cheap=lazy,
                  inline=None if name == "print" else Inline("{kernel}({args})", "lazy" if lazy else "scalar"),
-                 lowering=call_lowering(name) if name in _BUILTINS_NATIVE else None)
+                 lowering=(call_lowering(name, pyint="_ck_abs") if name == "abs" else call_lowering(name))
+                 if name in _BUILTINS_NATIVE else None)
 
 
 _register_python_ops()

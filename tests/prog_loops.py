@@ -215,3 +215,17 @@ def popcount(values):
             x &= x - 1
             total += 1
     return total
+
+
+def abs_sum(values):
+    total = 0
+    for v in values:
+        total += abs(int(v))  # abs(-2**63) is 2**63 for a Python int: past int64
+    return total
+
+
+def quotient_sum(values, d):
+    total = 0
+    for v in values:
+        total += int(v) // d  # -2**63 // -1 is 2**63: past int64
+    return total

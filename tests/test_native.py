@@ -402,3 +402,17 @@ def test_popcount_loop_has_no_checks_for_non_negative_values(forced):
     f = run_both(L.popcount, values)
     src = _kernel_source(f)
     assert "x = (x & (x - 1))" in src and "total = (total + 1)" in src
+
+
+def test_abs_of_the_smallest_int64_is_a_python_int_past_2_63(forced):
+    f = run_both(L.abs_sum, np.array([-2**63, 5], dtype=np.int64))
+    assert f(np.array([-2**63, 5], dtype=np.int64)) == 2**63 + 5
+    assert "past 2**63" in f.explain()
+    run_both(L.abs_sum, np.array([-7, 5], dtype=np.int64))
+
+
+def test_floor_division_of_the_smallest_int64_by_minus_one_is_a_python_int(forced):
+    f = run_both(L.quotient_sum, np.array([-2**63, 6], dtype=np.int64), -1)
+    assert f(np.array([-2**63, 6], dtype=np.int64), -1) == 2**63 - 6
+    run_both(L.quotient_sum, np.array([-9, 6], dtype=np.int64), -1)
+    run_both(L.quotient_sum, np.array([-9, 6], dtype=np.int64), 4)

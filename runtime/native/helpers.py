@@ -53,6 +53,13 @@ def _ck_mul(a, b):
 
 
 @numba.njit(cache=True, nogil=True)
+def _ck_abs(a):  # abs(-2**63) is 2**63 for a Python int; Numba's wraps to -2**63
+    if a == _MIN:
+        raise _Overflow()
+    return abs(a)
+
+
+@numba.njit(cache=True, nogil=True)
 def _ck_neg(a):
     if a == _MIN:
         raise _Overflow()
@@ -89,6 +96,8 @@ def _py_truediv(a, b):
 def _py_floordiv(a, b):
     if b == 0:
         raise ZeroDivisionError("integer division or modulo by zero")
+    if b == -1 and a == _MIN:  # -2**63 // -1 is 2**63 for Python ints; Numba gives 0
+        raise _Overflow()
     return a // b
 
 
@@ -110,7 +119,7 @@ def _amb_truediv(a, b):
 
 @numba.njit(cache=True, nogil=True)
 def _amb_floordiv(a, b):
-    if b == 0:
+    if b == 0 or (b == -1 and a == _MIN):
         raise _Overflow()
     return a // b
 
