@@ -229,3 +229,25 @@ def quotient_sum(values, d):
     for v in values:
         total += int(v) // d  # -2**63 // -1 is 2**63: past int64
     return total
+
+
+def remainders(a, b, c):
+    for i in range(a.shape[0]):
+        c[i] = np.remainder(a[i], b[i]) + np.mod(a[i], b[i])
+    a %= b  # on int64 -2**63 % -1 (0 in NumPy), Numba's np.remainder kills the process
+    return a, c
+
+
+def int_powers(a, b):
+    out = np.zeros(a.shape[0], dtype=np.int64)
+    for i in range(a.shape[0]):
+        out[i] = a[i] ** b[i]  # NumPy raises for a negative exponent; Numba would give 0
+    return out
+
+
+def int_squares(a):
+    out = np.zeros(a.shape[0], dtype=np.int64)
+    for i in range(a.shape[0]):
+        out[i] = a[i] ** 2
+    a **= 2
+    return out, a

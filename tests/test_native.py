@@ -416,3 +416,24 @@ def test_floor_division_of_the_smallest_int64_by_minus_one_is_a_python_int(force
     assert f(np.array([-2**63, 6], dtype=np.int64), -1) == 2**63 - 6
     run_both(L.quotient_sum, np.array([-9, 6], dtype=np.int64), -1)
     run_both(L.quotient_sum, np.array([-9, 6], dtype=np.int64), 4)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.float64])
+def test_remainders_of_the_smallest_int64_do_not_kill_the_process(forced, dtype):
+    a = np.array([-2**63 if dtype is np.int64 else -7.5, 7, -9, 8], dtype=dtype)
+    b = np.array([-1, 3, 4, -5], dtype=dtype)
+    f = run_both(L.remainders, a, b, np.zeros(4, dtype=dtype))
+    assert "-> native (whole function" in f.explain()
+
+
+def test_integer_powers_with_exponents_that_may_be_negative_stay_interpreted(forced):
+    a, b = np.array([2, 3], dtype=np.int64), np.array([-1, 2], dtype=np.int64)
+    with pytest.raises(ValueError):
+        L.int_powers(a, b)
+    f = px.compile(L.int_powers)
+    with pytest.raises(px.ExecutionError) as e:
+        f(a, b)
+    assert isinstance(e.value.__cause__, ValueError)
+    assert "exponent that may be negative" in f.explain()
+    g = run_both(L.int_squares, np.array([2, -3, 4], dtype=np.int64))
+    assert "-> native (whole function" in g.explain()

@@ -53,6 +53,12 @@ def _ck_mul(a, b):
 
 
 @numba.njit(cache=True, nogil=True)
+def _px_imod(a, b):  # a %= b on an array: Numba's np.remainder(a, b, a) kills the process on -2**63 % -1
+    a[...] = a % b
+    return a
+
+
+@numba.njit(cache=True, nogil=True)
 def _ck_abs(a):  # abs(-2**63) is 2**63 for a Python int; Numba's wraps to -2**63
     if a == _MIN:
         raise _Overflow()

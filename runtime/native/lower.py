@@ -474,6 +474,9 @@ class Lowerer(CallRules, BlockWriter):
             return src, k, tainted or (name == "operator.getitem" and self.arrays_tainted)
         if name.startswith("operator.i") and name[9:] in _ARRAY_INPLACE and type(ks[0]) is np.ndarray:
             K.run(prim.kernel, *ks)  # NumPy's casting rule for the in-place update
+            self.int_power(n, ks[0])
+            if name == "operator.imod":  # Numba's np.remainder traps (SIGFPE) on int64 -2**63 % -1; its % does not
+                return f"_px_imod({atoms[0]}, {atoms[1]})", ks[0], tainted
             return f"np.{_ARRAY_INPLACE[name[9:]]}({atoms[0]}, {atoms[1]}, {atoms[0]})", ks[0], tainted
         for k in ks:
             if not (K.is_scalar(k) or type(k) is np.ndarray):
@@ -528,8 +531,18 @@ class Lowerer(CallRules, BlockWriter):
         inexact = low.inexact and not K.is_int(k)
         return src, k, tainted or inexact
 
+    def int_power(self, n, k):
+        """NumPy raises on integers to negative integer powers; Numba gives 0: only constant exponents >= 0."""
+        if not (n.prim.endswith("pow") or n.prim == "power"):
+            return
+        ints = isinstance(k, np.integer) or (type(k) is np.ndarray and k.dtype.kind in "iu")
+        e = n.args[1] if len(n.args) > 1 else None
+        if ints and not (isinstance(e, ir.Const) and type(e.value) is int and e.value >= 0):
+            self.fail("an integer power with an exponent that may be negative (NumPy raises, Numba gives 0)", n)
+
     def arith(self, n, low, atoms, ks, k):
         """The operation's source with the casts and checks that keep NumPy's/Python's semantics."""
+        self.int_power(n, k)
         arrays = [x for x in ks + [k] if type(x) is np.ndarray]
         if arrays:
             if any(a.dtype not in (np.float64, np.int64, np.bool_) for a in arrays) or \
