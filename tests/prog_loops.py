@@ -251,3 +251,13 @@ def int_squares(a):
         out[i] = a[i] ** 2
     a **= 2
     return out, a
+
+
+def numpy_floordiv(a, b, c, d, e):
+    for i in range(a.shape[0]):
+        c[i] = a[i] // b[i]  # NumPy int64: -2**63 // -1 wraps to -2**63 (Numba's // gives 0)
+        d[i] = np.floor_divide(a[i], b[i])
+    for _ in range(2):
+        e[:] = a // b
+        a //= b
+    return a, c, d, e

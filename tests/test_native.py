@@ -437,3 +437,11 @@ def test_integer_powers_with_exponents_that_may_be_negative_stay_interpreted(for
     assert "exponent that may be negative" in f.explain()
     g = run_both(L.int_squares, np.array([2, -3, 4], dtype=np.int64))
     assert "-> native (whole function" in g.explain()
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.float64])
+def test_numpy_floor_division_of_the_smallest_int64_by_minus_one_wraps_as_numpy_does(forced, dtype):
+    a = np.array([-2**63 if dtype is np.int64 else -7.5, 7, -9, 8, 5], dtype=dtype)
+    b = np.array([-1, 3, 4, -5, -1], dtype=dtype)
+    f = run_both(L.numpy_floordiv, a, b, *(np.zeros(5, dtype=dtype) for _ in range(3)))
+    assert "-> native (whole function" in f.explain()

@@ -52,6 +52,23 @@ def _ck_mul(a, b):
     return r
 
 
+# NumPy ints: -2**63 // -1 wraps to -2**63 (NumPy warns); Numba's // gives 0
+@numba.njit(cache=True, nogil=True)
+def _np_floordiv_s(a, b):
+    return -a if b == -1 else a // b
+
+
+@numba.njit(cache=True, nogil=True)
+def _np_floordiv_a(a, b):
+    return np.where(b == -1, -a, a // b)
+
+
+@numba.njit(cache=True, nogil=True)
+def _px_ifloordiv(a, b):
+    a[...] = np.where(b == -1, -a, a // b)
+    return a
+
+
 @numba.njit(cache=True, nogil=True)
 def _px_imod(a, b):  # a %= b on an array: Numba's np.remainder(a, b, a) kills the process on -2**63 % -1
     a[...] = a % b

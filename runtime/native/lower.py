@@ -36,6 +36,8 @@ _ARRAY_INPLACE = {"iadd": "add", "isub": "subtract", "imul": "multiply", "itrued
                   "ifloordiv": "floor_divide", "imod": "remainder", "ipow": "power", "ilshift": "left_shift",
                   "irshift": "right_shift", "iand": "bitwise_and", "ior": "bitwise_or", "ixor": "bitwise_xor"}
 _ALLOC = {"zeros", "ones", "empty", "ndarray"}
+# NumPy's -2**63 // -1 on int64 wraps to -2**63; Numba's gives 0: these go through helpers that keep NumPy's
+_FLOORDIV = {"operator.floordiv", "operator.ifloordiv", "floor_divide"}
 
 
 class NeedBoundscheck(Exception):
@@ -477,6 +479,8 @@ class Lowerer(CallRules, BlockWriter):
             self.int_power(n, ks[0])
             if name == "operator.imod":  # Numba's np.remainder traps (SIGFPE) on int64 -2**63 % -1; its % does not
                 return f"_px_imod({atoms[0]}, {atoms[1]})", ks[0], tainted
+            if name == "operator.ifloordiv" and ks[0].dtype.kind == "i":
+                return f"_px_ifloordiv({atoms[0]}, {atoms[1]})", ks[0], tainted
             return f"np.{_ARRAY_INPLACE[name[9:]]}({atoms[0]}, {atoms[1]}, {atoms[0]})", ks[0], tainted
         for k in ks:
             if not (K.is_scalar(k) or type(k) is np.ndarray):
@@ -548,6 +552,8 @@ class Lowerer(CallRules, BlockWriter):
             if any(a.dtype not in (np.float64, np.int64, np.bool_) for a in arrays) or \
                     any(K.is_scalar(x) and type(x) not in K.PLAIN for x in ks):
                 self.fail("array arithmetic on dtypes other than float64/int64/bool", n)
+            if n.prim in _FLOORDIV and type(k) is np.ndarray and k.dtype.kind == "i":
+                return f"_np_floordiv_a({atoms[0]}, {atoms[1]})"
             return low.source(atoms)
         py = all(type(x) in (int, float, bool) for x in ks)
         if type(k) is int and low.pyint and not n.prim.endswith("pow"):
@@ -567,6 +573,8 @@ class Lowerer(CallRules, BlockWriter):
                 isinstance(n.args[1], ir.Const) and type(n.args[1].value) is int and n.args[1].value >= 0):
             self.fail("a Python float power with an exponent that may be negative or fractional", n)
         if all(type(x) in K.PLAIN for x in ks) and type(k) in K.PLAIN:
+            if n.prim in _FLOORDIV and type(k) is np.int64:
+                return f"_np_floordiv_s({atoms[0]}, {atoms[1]})"
             src = low.source(atoms)
             return f"np.bool_({src})" if isinstance(k, np.bool_) and n.prim not in _CMP else src
         # NumPy computes in the promoted dtype of the operands (Python scalars are weak): cast them to it;
@@ -588,6 +596,8 @@ class Lowerer(CallRules, BlockWriter):
         cast = [f"np.{cname}({a})" if not isinstance(x, np.generic) or x.dtype != common else a
                 for a, x in zip(atoms, ks)]
         src = low.source(cast)
+        if n.prim in _FLOORDIV and isinstance(k, np.signedinteger):
+            src = f"_np_floordiv_s({cast[0]}, {cast[1]})"
         rk = ("bool_" if k.dtype == np.bool_ else k.dtype.name) if isinstance(k, np.generic) else type(k).__name__
         return f"np.{rk}({src})" if isinstance(k, np.generic) else f"{rk}({src})"
 
