@@ -131,3 +131,10 @@ def appends_to_an_attribute(X, box, iterations):
         total = total + X.sum()
         box.items.append(i)
     return total
+
+
+def reversed_tail_sum(x, n):
+    s = 0.0
+    for _ in range(n):
+        s += np.sum(x[::-1][1:])  # a slice of a slice: the rows are x's
+    return s

@@ -291,3 +291,16 @@ def test_changes_to_values_the_loop_does_not_hold_by_name_stay_on_the_client(rt)
     np.testing.assert_allclose(g(Xt, box, 2), 2 * X.sum(), rtol=RTOL)
     assert box.items == [0, 1]
     assert "not one of its variables" in g.explain(), g.explain()
+
+
+def test_a_slice_of_a_slice_in_a_loop_compiles_and_gives_the_plain_answer(rt):
+    """x[::-1][1:] in a loop once failed code generation (the SPMD tier took the inner subscript for a name)."""
+    x = np.arange(7.0)
+    f = px.compile(S.reversed_tail_sum)
+    with px.using(px.runtime.synchronous()):
+        assert f(x, 3) == S.reversed_tail_sum(x, 3)
+    from phylanx_py.runtime.tiled import TileFallbackWarning
+
+    with pytest.warns(TileFallbackWarning, match="no tile rule for getitem"):  # x[::-1] of tiles: gathered, said
+        got = f(px.tiled.from_array(x, tiles=(2,)), 3)
+    assert float(got) == S.reversed_tail_sum(x, 3)

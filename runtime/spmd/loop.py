@@ -103,7 +103,7 @@ class SpmdLoop:
                 if lookup(n.prim).effect == MUTATES:
                     self.mutable.add(_root(n.args[0]).name)
                 if n.prim == "operator.getitem" and len(n.args) == 2 and _has_bounds(_key_first(n.args[1])):
-                    self.halo.add(n.args[0].name)
+                    self.halo.add(_root(n.args[0]).name)  # x[::-1][1:] too: its rows are x's
         self.key = uuid.uuid4().hex
         self._job_parts = None
         self.declined: dict = {}  # signature -> reason
