@@ -261,3 +261,15 @@ def numpy_floordiv(a, b, c, d, e):
         e[:] = a // b
         a //= b
     return a, c, d, e
+
+
+def shifts(a, s, out):
+    acc = 0
+    for i in range(a.shape[0]):
+        x = int(a[i])
+        k = int(s[i])
+        acc += (x >> k) + (x >> 70) + (x >> 3)  # Python: a count past 63 gives 0 or -1
+        out[i] = (a[i] >> s[i]) + (a[i] << s[i])  # NumPy int64: a count outside [0, 64) gives 0 (or -1)
+    out += (a >> s) + (a << s)
+    a >>= s
+    return acc, out, a

@@ -445,3 +445,11 @@ def test_numpy_floor_division_of_the_smallest_int64_by_minus_one_wraps_as_numpy_
     b = np.array([-1, 3, 4, -5, -1], dtype=dtype)
     f = run_both(L.numpy_floordiv, a, b, *(np.zeros(5, dtype=dtype) for _ in range(3)))
     assert "-> native (whole function" in f.explain()
+
+
+def test_shifts_by_counts_past_the_width_give_python_and_numpys_results(forced):
+    a = np.array([1 << 40, -8, 5, -(1 << 50), 7], dtype=np.int64)
+    s = np.array([64, 65, 3, 70, 63], dtype=np.int64)
+    f = run_both(L.shifts, a, s, np.zeros(5, dtype=np.int64))
+    assert "-> native" in f.explain()
+    run_both(L.shifts, a, np.array([1, 2, 3, 4, 5], dtype=np.int64), np.zeros(5, dtype=np.int64))

@@ -101,6 +101,46 @@ def _ck_lshift(a, b):
 
 
 @numba.njit(cache=True, nogil=True)
+def _ck_rshift(a, b):  # Python: a >> 64 and past is 0 or -1; Numba's shifts by b mod 64
+    if b < 0:
+        raise ValueError("negative shift count")
+    return a >> b if b < 64 else a >> 63
+
+
+# NumPy int64 shifts by a count outside [0, 64): << gives 0, >> gives 0 or -1; Numba's shifts by the count mod 64
+@numba.njit(cache=True, nogil=True)
+def _np_lshift_s(a, s):
+    return a << s if 0 <= s < 64 else a - a
+
+
+@numba.njit(cache=True, nogil=True)
+def _np_rshift_s(a, s):
+    return a >> s if 0 <= s < 64 else a >> 63
+
+
+@numba.njit(cache=True, nogil=True)
+def _np_lshift_a(a, s):
+    return np.where((s >= 0) & (s < 64), a << (s & 63), a - a)
+
+
+@numba.njit(cache=True, nogil=True)
+def _np_rshift_a(a, s):
+    return np.where((s >= 0) & (s < 64), a >> (s & 63), a >> 63)
+
+
+@numba.njit(cache=True, nogil=True)
+def _px_ilshift(a, s):
+    a[...] = _np_lshift_a(a, s)
+    return a
+
+
+@numba.njit(cache=True, nogil=True)
+def _px_irshift(a, s):
+    a[...] = _np_rshift_a(a, s)
+    return a
+
+
+@numba.njit(cache=True, nogil=True)
 def _ck_pow(a, b):
     r = a ** 0
     for _ in range(b):

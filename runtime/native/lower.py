@@ -38,6 +38,8 @@ _ARRAY_INPLACE = {"iadd": "add", "isub": "subtract", "imul": "multiply", "itrued
 _ALLOC = {"zeros", "ones", "empty", "ndarray"}
 # NumPy's -2**63 // -1 on int64 wraps to -2**63; Numba's gives 0: these go through helpers that keep NumPy's
 _FLOORDIV = {"operator.floordiv", "operator.ifloordiv", "floor_divide"}
+# shifts by a count outside [0, width): Python and NumPy define them, Numba shifts by the count mod the width
+_SHIFTS = {"operator.lshift", "operator.rshift", "operator.ilshift", "operator.irshift"}
 
 
 class NeedBoundscheck(Exception):
@@ -481,6 +483,10 @@ class Lowerer(CallRules, BlockWriter):
                 return f"_px_imod({atoms[0]}, {atoms[1]})", ks[0], tainted
             if name == "operator.ifloordiv" and ks[0].dtype.kind == "i":
                 return f"_px_ifloordiv({atoms[0]}, {atoms[1]})", ks[0], tainted
+            if name in _SHIFTS and not self.small_shift(n, ks[0]):
+                if ks[0].dtype != np.int64:
+                    self.fail(f"a shift of {ks[0].dtype} by a count that may reach its width", n)
+                return f"_px_{name[9:]}({atoms[0]}, {atoms[1]})", ks[0], tainted
             return f"np.{_ARRAY_INPLACE[name[9:]]}({atoms[0]}, {atoms[1]}, {atoms[0]})", ks[0], tainted
         for k in ks:
             if not (K.is_scalar(k) or type(k) is np.ndarray):
@@ -544,9 +550,32 @@ class Lowerer(CallRules, BlockWriter):
         if ints and not (isinstance(e, ir.Const) and type(e.value) is int and e.value >= 0):
             self.fail("an integer power with an exponent that may be negative (NumPy raises, Numba gives 0)", n)
 
+    def small_shift(self, n, k) -> bool:
+        """The shift count is a constant in [0, width of the result): every engine shifts alike."""
+        if type(k) is int:
+            width = 64
+        elif type(k) is np.ndarray or isinstance(k, np.integer):
+            width = k.dtype.itemsize * 8
+        else:
+            return False
+        c = n.args[1] if len(n.args) > 1 else None
+        return isinstance(c, ir.Const) and type(c.value) is int and 0 <= c.value < width
+
+    def shift(self, n, atoms, k):
+        """The source of a shift by a count that may be outside [0, width), as Python or NumPy shift."""
+        if type(k) is int:  # Python: << is checked for overflow (_ck_lshift, the pyint path)
+            self.checked = True
+            return f"_ck_rshift({atoms[0]}, {atoms[1]})"
+        if not (isinstance(k, np.int64) or (type(k) is np.ndarray and k.dtype == np.int64)):
+            self.fail(f"a shift of {K.describe(k)} by a count that may reach its width", n)
+        op = "lshift" if n.prim.endswith("lshift") else "rshift"
+        return f"_np_{op}_{'a' if type(k) is np.ndarray else 's'}({atoms[0]}, {atoms[1]})"
+
     def arith(self, n, low, atoms, ks, k):
         """The operation's source with the casts and checks that keep NumPy's/Python's semantics."""
         self.int_power(n, k)
+        if n.prim in _SHIFTS and not (type(k) is int and n.prim.endswith("lshift")) and not self.small_shift(n, k):
+            return self.shift(n, atoms, k)
         arrays = [x for x in ks + [k] if type(x) is np.ndarray]
         if arrays:
             if any(a.dtype not in (np.float64, np.int64, np.bool_) for a in arrays) or \
