@@ -273,3 +273,9 @@ def shifts(a, s, out):
     out += (a >> s) + (a << s)
     a >>= s
     return acc, out, a
+
+
+def store_floats(x, out):
+    for i in range(x.shape[0]):
+        out[i] = x[i] * 2.0  # NumPy: NaN, inf or past int64 raise; Numba's cast would store -2**63
+    return out

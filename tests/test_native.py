@@ -453,3 +453,17 @@ def test_shifts_by_counts_past_the_width_give_python_and_numpys_results(forced):
     f = run_both(L.shifts, a, s, np.zeros(5, dtype=np.int64))
     assert "-> native" in f.explain()
     run_both(L.shifts, a, np.array([1, 2, 3, 4, 5], dtype=np.int64), np.zeros(5, dtype=np.int64))
+
+
+@pytest.mark.parametrize("bad, error", [(np.nan, ValueError), (np.inf, OverflowError), (1e30, OverflowError)])
+def test_a_float_stored_into_an_int_array_raises_where_numpy_does(forced, bad, error):
+    f = run_both(L.store_floats, np.array([1.25, -3.5, 7.0]), np.zeros(3, dtype=np.int64))
+    assert "-> native (whole function" in f.explain()
+    x, plain_out, native_out = np.array([1.25, bad, 7.0]), np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64)
+    with pytest.raises(error):
+        L.store_floats(x, plain_out)
+    with pytest.raises(px.ExecutionError) as e:
+        f(x, native_out)
+    assert isinstance(e.value.__cause__, error)
+    np.testing.assert_array_equal(native_out, plain_out)  # the first store happened in both
+    run_both(L.store_floats, np.array([1.25]), np.zeros(1, dtype=np.int32))  # int32: interpreted, same answer

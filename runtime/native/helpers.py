@@ -70,6 +70,17 @@ def _px_ifloordiv(a, b):
 
 
 @numba.njit(cache=True, nogil=True)
+def _np_int_of(v):  # a float stored into an int64 array, as NumPy converts it (through a Python int)
+    if v != v:
+        raise ValueError("cannot convert float NaN to integer")
+    if v == math.inf or v == -math.inf:
+        raise OverflowError("cannot convert float infinity to integer")
+    if v >= 9223372036854775808.0 or v < -9223372036854775808.0:
+        raise OverflowError("Python int too large to convert to C long")
+    return np.int64(v)
+
+
+@numba.njit(cache=True, nogil=True)
 def _px_imod(a, b):  # a %= b on an array: Numba's np.remainder(a, b, a) kills the process on -2**63 % -1
     a[...] = a % b
     return a

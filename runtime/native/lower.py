@@ -148,6 +148,12 @@ class Lowerer(CallRules, BlockWriter):
                 k = k.py if type(k.py) is int else k.np
             if ok.dtype.kind in "iub" and type(k) is int and ok.dtype != np.int64:
                 self.fail(f"a Python int stored into a {ok.dtype} array (NumPy raises if it does not fit)", target)
+            if ok.dtype.kind in "iu" and (type(k) is float or isinstance(k, np.floating)):
+                # NumPy converts a float stored into an int array through a Python int: NaN, inf and values past
+                # int64 raise; Numba's cast stores -2**63
+                if ok.dtype != np.int64:
+                    self.fail(f"a float stored into a {ok.dtype} array", target)
+                src = f"_np_int_of({src})"
             if type(k) is np.ndarray or (K.is_scalar(k) and np.can_cast(np.asarray(k).dtype, ok.dtype, "unsafe")):
                 pass
             else:
