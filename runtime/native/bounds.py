@@ -91,14 +91,14 @@ class Prover:
 
     def __init__(self, loop, env, bounds):
         self.env = env
-        self.assigned = {s.name for s in ir.walk(loop) if isinstance(s, (ir.StoreName, ir.SetVar))}
+        counts = collections.Counter(s.name for s in ir.walk(loop) if isinstance(s, (ir.StoreName, ir.SetVar)))
+        self.assigned = set(counts)
         # an array whose shape the nest may change (a.shape = ...) is no invariant
         self.reshaped = {c.args[0].name for c in ir.walk(loop) if isinstance(c, ir.Call) and
                          c.prim == "python.set_shape" and isinstance(c.args[0], ir.Var)}
         self.bounds = bounds
         # the translator's temporaries (``a[k] += v`` is ``t = a; s = k; t[s] = iadd(t[s], v)``): each is bound
         # once, then read right after in the same block, so it stands for its expression
-        counts = collections.Counter(s.name for s in ir.walk(loop) if isinstance(s, (ir.StoreName, ir.SetVar)))
         self.alias = {}
         for s in ir.walk(loop):
             target = s.target if isinstance(s, ir.Assign) else s if isinstance(s, ir.SetVar) else None

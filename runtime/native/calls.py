@@ -23,7 +23,7 @@ class CallRules:
         if isinstance(n, ir.Var):
             return self.bounds.get(n.name)
         if isinstance(n, ir.Leaf):  # in a fused expression's body: its leaf's expression
-            nodes = getattr(self, "_leaf_nodes", ())
+            nodes = self._leaf_nodes
             return self.bound(nodes[n.index]) if n.index < len(nodes) else None
         if not isinstance(n, ir.Call):
             return None

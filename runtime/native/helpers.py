@@ -65,7 +65,7 @@ def _np_floordiv_a(a, b):
 
 @numba.njit(cache=True, nogil=True)
 def _px_ifloordiv(a, b):
-    a[...] = np.where(b == -1, -a, a // b)
+    a[...] = _np_floordiv_a(a, b)
     return a
 
 

@@ -35,7 +35,7 @@ _COMPARING = {"operator.lt", "operator.le", "operator.gt", "operator.ge", "opera
 _ARRAY_INPLACE = {"iadd": "add", "isub": "subtract", "imul": "multiply", "itruediv": "true_divide",
                   "ifloordiv": "floor_divide", "imod": "remainder", "ipow": "power", "ilshift": "left_shift",
                   "irshift": "right_shift", "iand": "bitwise_and", "ior": "bitwise_or", "ixor": "bitwise_xor"}
-_ALLOC = {"zeros", "ones", "empty", "ndarray"}
+ALLOCATIONS = {"zeros", "ones", "empty", "ndarray"}
 # NumPy's -2**63 // -1 on int64 wraps to -2**63; Numba's gives 0: these go through helpers that keep NumPy's
 _FLOORDIV = {"operator.floordiv", "operator.ifloordiv", "floor_divide"}
 # shifts by a count outside [0, width): Python and NumPy define them, Numba shifts by the count mod the width
@@ -66,6 +66,7 @@ class Lowerer(CallRules, BlockWriter):
         # ``unchecked`` (runtime/native/bounds.py); else Numba checks every access
         self.manual = manual
         self.unchecked: frozenset = frozenset()
+        self._leaf_nodes = ()  # the leaves of the fused expression being lowered (ir.Leaf refers to them)
         self.bounds = dict(bounds or {})  # name -> |value| bound (Python ints needing no overflow check)
         self.widened = widened or {}
         self.flags_start = [f"__pxw_{n} = {int(_is_np(inputs.get(n)))}" for n in self.widened]
@@ -266,50 +267,41 @@ class Lowerer(CallRules, BlockWriter):
         prover = Prover(n, self.env, self.bounds)
         if not prover.proven:
             return lower_loop(n)
-        conds = list(prover.conditions)
-        if not conds:  # in bounds whatever the values: one version
-            self.unchecked = frozenset(prover.proven)
-            lower_loop(n)
-            self.unchecked = frozenset()
-            return
-        before = self._state()
-        self.emit(f"if {' and '.join(conds)}:")
-        self.indent += 1
-        self.unchecked = frozenset(prover.proven)
-        lower_loop(n)
-        self.unchecked = frozenset()
-        self.indent -= 1
-        after, after_key = self._state(), self._state_key()
-        self._restore(before)
-        self.emit("else:")
-        self.indent += 1
-        lower_loop(n)
-        self.indent -= 1
-        if self._state_key() != after_key:  # both versions are one loop: they must leave the same kinds
-            self.fail("a loop whose two versions (checked, unchecked) disagree on kinds", n)
-        self._restore(after)
+        self.two_versions(n, lower_loop, prover.conditions, "unchecked", frozenset(prover.proven))
 
     def sign_versioned(self, n, lower_loop):
         """The loop lowered knowing which Python ints stay non-negative through it (signs.py), under a test of
-        their values at its start, and as it is; once when that knowledge changes nothing."""
+        their values at its start, and as it is."""
         names = inductive(n, self.env) - self.nonneg
         if not names:
             return lower_loop(n)
-        before, lines, indent, known = self._state(), self.lines, self.indent, self.nonneg
-        self.lines, self.indent, self.nonneg = [], indent + 1, known | names
+        self.two_versions(n, lower_loop, [f"{name} >= 0" for name in sorted(names)], "nonneg", self.nonneg | names)
+
+    def two_versions(self, n, lower_loop, conds, attr, assumed):
+        """The loop lowered with ``self.<attr>`` set to ``assumed`` (what holds when ``conds``, tests of values at
+        its start, hold) and as it is, the first run when they hold; once when no test is needed (it is lowered
+        with the assumption) or when the assumption changes nothing."""
+        before, lines, indent, known = self._state(), self.lines, self.indent, getattr(self, attr)
+        self.lines, self.indent = [], indent + 1
+        setattr(self, attr, assumed)
         lower_loop(n)
+        setattr(self, attr, known)
         fast, after, after_key = self.lines, self._state(), self._state_key()
+        self.lines, self.indent = lines, indent
+        if not conds:
+            self.lines += [line[4:] for line in fast]
+            return
         self._restore(before)
-        self.lines, self.nonneg = [], known
+        self.lines, self.indent = [], indent + 1
         lower_loop(n)
         plain = self.lines
         self.lines, self.indent = lines, indent
-        if self._state_key() != after_key:
-            self.fail("a loop whose two versions (signs known, not known) disagree on kinds", n)
+        if self._state_key() != after_key:  # both versions are one loop: they must leave the same kinds
+            self.fail(f"a loop whose two versions ({attr} or not) disagree on kinds", n)
         if fast == plain:
             self.lines += [line[4:] for line in plain]
             return
-        self.emit(f"if {' and '.join(f'{name} >= 0' for name in sorted(names))}:")
+        self.emit(f"if {' and '.join(conds)}:")
         self.lines += fast
         self.emit("else:")
         self.lines += plain
@@ -457,7 +449,7 @@ class Lowerer(CallRules, BlockWriter):
         if n.reduce:
             self.fail("a fused reduction", n)
         self._leaves = [self.expr(leaf) for leaf in n.leaves]
-        self._leaf_nodes = n.leaves  # for bound(): a leaf's expression
+        self._leaf_nodes = n.leaves
         return self.expr(n.body)
 
     def e_Leaf(self, n):
@@ -474,7 +466,7 @@ class Lowerer(CallRules, BlockWriter):
         tainted = any(t for _, _, t in args)
         if tainted and name in _COMPARING:
             self.fail(f"{prim.label} of an inexact result (exp, log, ...): Numba's last bit may differ", n)
-        if kwargs and not (name in _ALLOC and set(kwargs) == {"dtype"}):
+        if kwargs and not (name in ALLOCATIONS and set(kwargs) == {"dtype"}):
             self.fail(f"{prim.label} with keyword arguments", n)
         atoms = [a for a, _, _ in args]
         ks = [k for _, k, _ in args]
@@ -595,7 +587,7 @@ class Lowerer(CallRules, BlockWriter):
             b = self.bound(n)
             if b is not None and b < SAFE:
                 return low.source(atoms)  # bounded far below 2**63: no check (index arithmetic: i + 1)
-            if self.nonneg and Signs(self.nonneg, getattr(self, "_leaf_nodes", ())).safe(n):
+            if self.nonneg and Signs(self.nonneg, self._leaf_nodes).safe(n):
                 return low.source(atoms)  # x - 1 with x >= 0
         if type(k) is int and low.pyint:
             if n.prim.endswith("pow") and not (isinstance(n.args[1], ir.Const) and n.args[1].value >= 0):

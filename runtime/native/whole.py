@@ -27,7 +27,7 @@ from . import loop as L
 from .calls import SHAPE
 from .helpers import HELPERS
 from .kinds import Decline
-from .lower import Lowerer, settle
+from .lower import ALLOCATIONS, Lowerer, settle
 
 
 def whole_function(program: ir.Program):
@@ -91,7 +91,7 @@ class FunctionLowerer(Lowerer):
         # caller sees, so a later statement that raises may still rerun the call interpreted
         fresh = {s.target.name for s in self.loop.stmts if isinstance(s, ir.Assign) and
                  isinstance(s.target, ir.StoreName) and self.assigned[s.target.name] == 1 and
-                 isinstance(s.value, ir.Call) and s.value.prim in _ALLOCATIONS}
+                 isinstance(s.value, ir.Call) and s.value.prim in ALLOCATIONS}
         for s in self.loop.stmts:
             start = len(self.lines)
             self.stmt(s)
@@ -139,8 +139,6 @@ def _mutates(stmt, fresh) -> bool:
                (isinstance(s, ir.Call) and s.prim.startswith("operator.i") and not local(s.args[0]))
                for s in ir.walk(stmt))
 
-
-_ALLOCATIONS = {"zeros", "ones", "empty", "ndarray"}
 
 
 def _eithers(k):
@@ -341,7 +339,7 @@ def _converter(k):
 # ---- the per-call path ----------------------------------------------------------------------------------------
 # Once a signature runs natively, a call is checked against its arguments by one generated expression per
 # signature (types, dtypes by identity, ndim, layout flags, the small-int test) instead of building a key: the
-# decorator's call, this check and the bookkeeping cost about 0.5 us over the kernel, where the general path
+# decorator's call, this check and the bookkeeping cost about 1 us over the kernel, where the general path
 # (``call``) costs about 3 us. A call the check does not match (another signature, another runtime, a profile
 # being recorded, the mode changed) takes the general path.
 MISS = object()  # the quick path does not apply: take the general one
