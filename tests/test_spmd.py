@@ -304,3 +304,81 @@ def test_a_slice_of_a_slice_in_a_loop_compiles_and_gives_the_plain_answer(rt):
     with pytest.warns(TileFallbackWarning, match="no tile rule for getitem"):  # x[::-1] of tiles: gathered, said
         got = f(px.tiled.from_array(x, tiles=(2,)), 3)
     assert float(got) == S.reversed_tail_sum(x, 3)
+
+
+# ---- ranks started straight through the workers' ports (no scheduler on the way) -------------------------------
+def _transitions(client) -> int:
+    """Task transitions the scheduler has made so far: unchanged over a call that sent it no task."""
+    return client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.transition_counter)
+
+
+def test_ranks_over_tiles_in_place_start_without_a_task(rt, monkeypatch):
+    """When every rank's tiles are in its worker's memory, the client starts the ranks through the workers' ring
+    ports: the scheduler sees no task for the call, and the answer is NumPy's. Turned off, the ranks are tasks."""
+    from phylanx_py.runtime.spmd import driver
+
+    client = rt.executor.client
+    X, y = _data(seed=11)
+    Xt, yt = px.tiled.from_array(X, tiles=(4, 1)), px.tiled.from_array(y, tiles=(4,))
+    f = px.compile(P.lra)
+    Xt.persist(wait=True), yt.persist(wait=True)  # the tiles in the workers' memory
+    for _ in range(2):  # the first call asks the scheduler where the tiles are; the second knows
+        before = _transitions(client)
+        np.testing.assert_allclose(f(Xt, yt, 0.5, 5), P.lra(X, y, 0.5, 5), rtol=RTOL)
+        assert _transitions(client) == before
+        assert "SPMD over 2 workers: 5 iterations, 1 allreduce per iteration (5 values), 0 tasks" in f.explain()
+    monkeypatch.setattr(driver, "DIRECT", False)
+    before = _transitions(client)
+    np.testing.assert_allclose(f(Xt, yt, 0.5, 5), P.lra(X, y, 0.5, 5), rtol=RTOL)
+    assert _transitions(client) > before
+    assert "1 allreduce per iteration (5 values), 2 tasks for the whole loop" in f.explain()
+
+
+def test_a_stale_placement_falls_back_to_tasks(rt):
+    """A placement remembered from the last call whose tiles are no longer where it says (here: the ranks' workers
+    swapped by hand): the rank without its tiles says so, the segment runs as tasks (Dask moves the tiles), the
+    answer is the same, and the stale placement is forgotten."""
+    from phylanx_py.runtime.spmd import driver
+
+    client = rt.executor.client
+    X, y = _data(seed=12)
+    Xt, yt = px.tiled.from_array(X, tiles=(4, 1)), px.tiled.from_array(y, tiles=(4,))
+    Xt.persist(wait=True), yt.persist(wait=True)
+    f = px.compile(P.lra)
+    np.testing.assert_allclose(f(Xt, yt, 0.5, 3), P.lra(X, y, 0.5, 3), rtol=RTOL)
+    tiles = tuple(fut.key for a in (Xt, yt) for fut in a.futures.reshape(-1))
+    placed = driver._PLACED[client]
+    (w0, a0, b0), (w1, a1, b1) = placed[tiles]
+    held = client.who_has([Xt.futures.reshape(-1)[a0]])
+    assert list(held.values()) == [(w0,)], held  # the first rank's tiles are on its worker alone
+    placed[tiles] = [(w1, a0, b0), (w0, a1, b1)]
+    before = _transitions(client)
+    np.testing.assert_allclose(f(Xt, yt, 0.5, 3), P.lra(X, y, 0.5, 3), rtol=RTOL)
+    assert _transitions(client) > before  # the rank tasks
+    assert tiles not in placed
+    _spmd(f)
+
+
+def test_a_tls_cluster_starts_ranks_over_tls():
+    """The client's requests to the workers' ports take the cluster's Security: on a TLS cluster the ranks start
+    directly over TLS (no task) and give NumPy's answer."""
+    from distributed import LocalCluster
+    from distributed.security import Security
+    from phylanx_py.runtime.spmd import driver
+
+    sec = Security.temporary()  # a throw-away CA and certificate (needs the cryptography package)
+    X, y = _data(seed=13)
+    f = px.compile(P.lra)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, security=sec, host="127.0.0.1",
+                      dashboard_address=":0") as cl, Client(cl, security=sec) as client, \
+            px.runtime.dask(client=client) as runtime, px.using(runtime):
+        Xt, yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(y, tiles=(2,))
+        Xt.persist(wait=True), yt.persist(wait=True)
+        f(Xt, yt, 0.5, 2)
+        before = _transitions(client)
+        np.testing.assert_allclose(f(Xt, yt, 0.5, 4), P.lra(X, y, 0.5, 4), rtol=RTOL)
+        assert _transitions(client) == before
+        ranks = next(iter(driver._PLACED[client].values()))
+        ports = driver.port_addresses(client, [w for w, _, _ in ranks])
+        assert all(p.startswith("tls://127.0.0.1:") for p in ports), ports
+    _spmd(f)

@@ -4,19 +4,29 @@ long-running task each, watched until all report; a segment whose worker died is
 (training/driver.py)."""
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import itertools
+import os
 import time
 import uuid
+import weakref
 
 from phylanx_py.errors import ClusterError
 
 from ..training import segment as seg
+from ..training import service
 from ..training.driver import RETRIES, STALL_SECONDS, place
 from ..training.ring import RankLost, port_addresses
 from . import rank as rank_task
 
 POLL_SECONDS = 0.05
+GRACE_SECONDS = 1.0  # after a lost rank, how long the client may take to notice a dead scheduler
+DIRECT_POLL_SECONDS = 1.0  # the watchdog's first look at a directly started segment (its questions cost the ranks)
 INLINE_JOB_BYTES = 1 << 20
+# Start segments straight through the workers' ring ports when their tiles are in place (PHYLANX_SPMD_DIRECT=0:
+# always through the scheduler, as tasks)
+DIRECT = os.environ.get("PHYLANX_SPMD_DIRECT", "1") != "0"
 
 
 def _size(job) -> int:
@@ -56,15 +66,18 @@ def blocks(tile_rows, n: int):
     return [(cuts[i], cuts[i + 1]) for i in range(n)]
 
 
-def assign(client, tile_futures, tile_rows, tile_bytes):
+def assign(client, tile_futures, tile_rows, tile_bytes, where=None):
     """Ranks: [(worker, first tile, end tile)], one per live worker (at most one per tile), each run of tiles on
-    the worker already holding most of its bytes."""
+    the worker already holding most of its bytes. ``where``, a dict, receives who holds each tile (Dask's
+    ``who_has``: key -> workers)."""
     alive = sorted(client.scheduler_info()["workers"])
     if not alive:
         raise RankLost("no Dask workers are left")
     n = min(len(alive), len(tile_rows))
     runs = blocks(tile_rows, n)
     who = client.who_has([f for col in tile_futures for f in col])
+    if where is not None:
+        where.update(who)
     local = {}
     for col in tile_futures:
         for t, f in enumerate(col):
@@ -87,18 +100,132 @@ def assign(client, tile_futures, tile_rows, tile_bytes):
 
 def run(client, make_job, tile_futures, tile_rows, tile_bytes, stall=None):
     """Run the segment: ``make_job(ranks, ports)`` gives the Job for a placement (and the ranks' ring ports).
-    Returns (ranks, the segment's name, results): per rank its future and result.
+    Returns (ranks, the segment's name, results): per rank its future (None when started directly) and result.
     Raises Declined, or ClusterError when ranks keep being lost."""
     stall = STALL_SECONDS if stall is None else stall
     for attempt in range(RETRIES + 1):
         try:
+            if attempt == 0 and DIRECT:
+                out = _try_direct(client, make_job, tile_futures, tile_rows, tile_bytes, stall)
+                if out is not None:
+                    return out
             ranks = assign(client, tile_futures, tile_rows, tile_bytes)
             job = make_job(ranks, tuple(port_addresses(client, [w for w, _, _ in ranks])))
             return (ranks, *_attempt(client, job, ranks, tile_futures, stall))
         except RankLost as e:
+            _scheduler_still_there(client, e)
             if attempt == RETRIES:
                 raise ClusterError(f"an SPMD segment lost ranks in {RETRIES + 1} attempts; the last: {e}") from e
     raise AssertionError("unreachable")
+
+
+def _scheduler_still_there(client, lost):
+    """Raise ConnectionError when the client has lost its scheduler: workers close when their scheduler dies, so a
+    lost rank may be that, and asking the scheduler for a new placement would wait out the client's reconnect
+    (10 s). The client hears of the closed connection about when the ranks do: give it a moment."""
+    deadline = time.monotonic() + GRACE_SECONDS
+    while client.status == "running" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if client.status != "running":
+        raise ConnectionError(f"the Dask client is {client.status} while an SPMD segment runs") from lost
+
+
+# The placement of the last few sets of tiles that ran directly, per client: the next call over the same tiles (the
+# next call of the loop) asks the scheduler nothing. A stale entry costs nothing wrong: a tile no longer there is
+# a ``missing`` reply, a worker gone a closed connection, and either drops the entry.
+_PLACED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+PLACED_KEEP = 16
+
+
+def _try_direct(client, make_job, tile_futures, tile_rows, tile_bytes, stall):
+    """``run``'s result with the ranks started straight through the workers' ports, or None when that cannot be
+    done (a tile not in the memory of the worker its rank runs on, or a job too large to send with the request)."""
+    placed = _PLACED.setdefault(client, collections.OrderedDict())
+    tiles = tuple(f.key for col in tile_futures for f in col)
+    ranks = placed.get(tiles)
+    if ranks is None:
+        where = {}
+        ranks = assign(client, tile_futures, tile_rows, tile_bytes, where)
+        if not all(w in where.get(col[t].key, ()) for w, a, b in ranks for col in tile_futures for t in range(a, b)):
+            return None
+    job = make_job(ranks, tuple(port_addresses(client, [w for w, _, _ in ranks])))
+    if _size(job) >= INLINE_JOB_BYTES:
+        return None
+    try:
+        out = _attempt_direct(client, job, ranks, tile_futures, stall)
+    except (_Missing, RankLost) as e:
+        placed.pop(tiles, None)
+        if isinstance(e, _Missing):  # a tile was not where Dask said: the path through the scheduler moves it
+            return None
+        raise
+    placed[tiles] = ranks
+    placed.move_to_end(tiles)
+    while len(placed) > PLACED_KEEP:
+        placed.popitem(last=False)
+    return (ranks, *out)
+
+
+class _Missing(Exception):
+    """A rank started directly found a tile not in its worker's memory."""
+
+
+def _attempt_direct(client, job, ranks, tile_futures, stall):
+    """The segment started straight through the workers' ring ports (training/service.py): the ranks' tiles are
+    already in their workers' memory, so no task is needed; the client's request and the rank's reply are the
+    only messages (about 20 ms of scheduler hops saved per call). Returns as ``_attempt`` does, with no futures."""
+    n = len(ranks)
+    name = f"phylanx-spmd-{uuid.uuid4().hex[:12]}"
+    calls = []
+    for r, (_, a, b) in enumerate(ranks):
+        keys = tuple(col[t].key for col in tile_futures for t in range(a, b))
+        calls.append(service.submit(client, job.ports[r], "spmd rank", (job, r, n, name, keys)))
+
+    def wait(timeout):
+        done, _ = concurrent.futures.wait(calls, timeout=timeout, return_when="FIRST_EXCEPTION")
+        for c in done:
+            exc = c.exception()
+            if isinstance(exc, service.Unreachable):
+                raise RankLost(f"a rank of {name} was lost: {exc}") from exc
+            if exc is not None:
+                raise Declined(f"a rank could not run: {exc}")
+        return len(done) == n
+
+    try:
+        # a dead worker closes its connection, so ``wait`` hears of it at once: the watchdog only looks for stalls
+        _watch(client, name, wait, [w for w, _, _ in ranks], stall, DIRECT_POLL_SECONDS,
+               lambda: _direct_progress(client, name, job.ports))
+        results = [c.result() for c in calls]
+    except BaseException:
+        _abandon(client, name, ranks, calls)
+        raise
+    missing = [r for r in results if "missing" in r]
+    if missing:
+        _abandon(client, name, ranks, calls)
+        raise _Missing(missing[0]["missing"])
+    return name, _checked(results, [None] * n, client)
+
+
+def _abandon(client, name, ranks, futures):
+    """Tell the ranks of a segment given up on to stop (at their next collective or wait), and drop its futures."""
+    if client.status == "running":  # else the scheduler is gone: nothing to tell, and asking would wait
+        alive = set(client.scheduler_info()["workers"])
+        client.run(seg.abort, name, workers=[w for w, _, _ in ranks if w in alive], on_error="ignore")
+        for f in futures:
+            f.cancel()
+
+
+def _checked(results, futs, client):
+    """[(future, result)] of a segment whose ranks all reported; Declined or RankLost as the ranks said."""
+    live = [f for f in futs if f is not None]
+    failed = [r for r in results if "failed" in r]
+    if failed:
+        client.cancel(live)
+        raise Declined(failed[0]["failed"], lasting=failed[0]["declined"])
+    lost = [r for r in results if "lost" in r]
+    if lost:
+        client.cancel(live)
+        raise RankLost(lost[0]["lost"])
+    return list(zip(futs, results))
 
 
 def _attempt(client, job, ranks, tile_futures, stall):
@@ -114,23 +241,13 @@ def _attempt(client, job, ranks, tile_futures, stall):
         specs.append((f"spmd-{name}-rank{r}", w, (jf, r, n, name, keys, *data)))
     futs = submit_together(client, rank_task.run_rank, specs)
     try:
-        _watch(client, name, futs, [w for w, _, _ in ranks], stall)
+        _watch(client, name, lambda timeout: _tasks_done(client, name, futs, timeout), [w for w, _, _ in ranks],
+               stall)
         results = client.gather(futs)
     except BaseException:
-        if client.status == "running":  # else the scheduler is gone: nothing to tell, and asking would wait
-            alive = set(client.scheduler_info()["workers"])
-            client.run(seg.abort, name, workers=[w for w, _, _ in ranks if w in alive], on_error="ignore")
-            client.cancel(futs)
+        _abandon(client, name, ranks, futs)
         raise
-    failed = [r for r in results if "failed" in r]
-    if failed:
-        client.cancel(futs)
-        raise Declined(failed[0]["failed"], lasting=failed[0]["declined"])
-    lost = [r for r in results if "lost" in r]
-    if lost:
-        client.cancel(futs)
-        raise RankLost(lost[0]["lost"])
-    return name, list(zip(futs, results))
+    return name, _checked(results, futs, client)
 
 
 def submit_together(client, func, specs):
@@ -152,38 +269,61 @@ def submit_together(client, func, specs):
     return list(futures)
 
 
-def _watch(client, name, futs, workers, stall):
-    """Until every rank has reported (ranks report, they do not raise): RankLost when a rank's worker died or
-    its task was lost, ClusterError when no collective finished anywhere for ``stall`` seconds."""
+def _tasks_done(client, name, futs, timeout) -> bool:
+    """Wait up to ``timeout`` s for the ranks' tasks; whether all finished. RankLost or Declined when one failed."""
     from distributed.client import FuturesCancelledError, _wait
 
-    seen, since, poll = -1, time.monotonic(), POLL_SECONDS
+    try:
+        client.sync(_wait, futs, timeout=timeout, return_when="ALL_COMPLETED")
+    except TimeoutError:
+        pass
+    except FuturesCancelledError as e:
+        raise RankLost(f"a rank of {name} was cancelled: {e}") from e
+    bad = [f for f in futs if f.status in ("error", "cancelled")]
+    if bad:  # the task itself failed: its worker went away while running it, or it could not start there
+        exc = bad[0].exception() if bad[0].status == "error" else None
+        if exc is None or isinstance(exc, OSError) or type(exc).__name__ == "KilledWorker":
+            raise RankLost(f"a rank of {name} was lost: {exc!r}")
+        raise Declined(f"a rank could not run: {type(exc).__name__}: {exc}")
+    return all(f.status == "finished" for f in futs)
+
+
+def _watch(client, name, wait, workers, stall, poll=POLL_SECONDS, progress=None):
+    """Until every rank has reported (ranks report, they do not raise; ``wait(timeout)`` waits for them and says
+    whether all have): RankLost when a rank's worker died or its task was lost, ClusterError when no collective
+    finished anywhere for ``stall`` seconds. ``progress()``: collectives finished on the ranks (default: asked
+    through the scheduler, which also tells of dead workers)."""
+    seen, since = -1, time.monotonic()
     while True:
-        try:
-            client.sync(_wait, futs, timeout=poll, return_when="ALL_COMPLETED")
-        except TimeoutError:
-            pass
-        except FuturesCancelledError as e:
-            raise RankLost(f"a rank of {name} was cancelled: {e}") from e
-        bad = [f for f in futs if f.status in ("error", "cancelled")]
-        if bad:  # the task itself failed: its worker went away while running it, or it could not start there
-            exc = bad[0].exception() if bad[0].status == "error" else None
-            if exc is None or isinstance(exc, OSError) or type(exc).__name__ == "KilledWorker":
-                raise RankLost(f"a rank of {name} was lost: {exc!r}")
-            raise Declined(f"a rank could not run: {type(exc).__name__}: {exc}")
-        if all(f.status == "finished" for f in futs):
+        if wait(poll):
             return
-        poll = min(0.5, poll * 2)
+        poll = min(max(0.5, poll), poll * 2)
         if client.status != "running":  # the scheduler connection dropped: fail now, not after the reconnect
             raise ConnectionError(f"the Dask client is {client.status} while SPMD segment {name} runs")
-        alive = set(client.scheduler_info()["workers"])
-        gone = [w for w in workers if w not in alive]
-        if gone:
-            raise RankLost(f"worker {gone[0]} of {name} died")
-        now = client.run(seg.progress, name, workers=workers, on_error="return")
-        done = sum(v for v in now.values() if isinstance(v, int))
+        done = (progress or (lambda: _progress(client, name, workers)))()
         if done != seen:
             seen, since = done, time.monotonic()
         elif time.monotonic() - since > stall:
             raise ClusterError(f"an SPMD segment stalled: no collective finished for {stall:.0f} s; the cluster is "
                                "not making progress (PHYLANX_STALL_SECONDS sets the limit)")
+
+
+def _progress(client, name, workers) -> int:
+    alive = set(client.scheduler_info()["workers"])
+    gone = [w for w in workers if w not in alive]
+    if gone:
+        raise RankLost(f"worker {gone[0]} of {name} died")
+    now = client.run(seg.progress, name, workers=workers, on_error="return")
+    return sum(v for v in now.values() if isinstance(v, int))
+
+
+def _direct_progress(client, name, ports) -> int:
+    """Collectives finished on the ranks of a directly started segment, asked of their ports (not the scheduler:
+    a segment started directly runs without it)."""
+    total = 0
+    for f in [service.submit(client, p, "spmd progress", name) for p in ports]:
+        try:
+            total += f.result(30.0) or 0
+        except (service.Unreachable, concurrent.futures.TimeoutError) as e:
+            raise RankLost(f"a rank of {name} did not answer: {e}") from e
+    return total

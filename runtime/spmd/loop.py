@@ -269,8 +269,9 @@ class SpmdLoop:
         self.report = {"workers": len(ranks), "iterations": stats[0]["iterations"],
                        "allreduce": stats[0]["allreduce"], "allgather": stats[0]["allgather"],
                        "halo": stats[0]["halo"], "values": stats[0]["values"],
-                       "sent": sum(s["sent"] for s in stats), "tasks": len(ranks) + sum(
-                           len(tile_rows) for _ in made)}
+                       "sent": sum(s["sent"] for s in stats),
+                       # rank tasks (none when the ranks were started directly) and the result's tile pieces
+                       "tasks": sum(fut is not None for fut, _ in results) + sum(len(tile_rows) for _ in made)}
         self.reason = None
         if any(v is UNBOUND for v in values):
             return None  # the loop never ran: the interpreted loop leaves the names unbound as Python does

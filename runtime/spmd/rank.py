@@ -19,6 +19,7 @@ from ..base import Runtime
 from ..code import ProgramCode
 from ..executors import SynchronousExecutor
 from ..training import segment as seg
+from ..training import service
 from ..training.ring import Group, RankLost
 from .local import refresh_halo
 from .protocol import shard_in
@@ -73,9 +74,9 @@ def _root(exc):
     return None
 
 
-def _joined(keys, tiles):
+def _joined(keys, tiles, worker):
     with _LOCK:
-        _forget_released()
+        _forget_released(worker)
         hit = _JOINED.get(keys)
         if hit is not None:
             _JOINED.move_to_end(keys)
@@ -89,20 +90,17 @@ def _joined(keys, tiles):
     return out
 
 
-def _forget_released():
+def _forget_released(worker):
     """Drop joined copies of tiles this worker no longer holds (the user's arrays are gone): the cache never keeps
     data alive past its tiles, beyond the next segment."""
-    from distributed import get_worker
-
-    try:
-        held = get_worker().data
-    except ValueError:  # not on a worker (tests calling ranks directly)
+    if worker is None:  # not on a worker (tests calling ranks directly)
         return
+    held = worker.data
     for keys in [k for k in _JOINED if not all(key[5:] in held for key in k)]:
         del _JOINED[keys]
 
 
-def _shards(job, rank: Rank, keys, tile_data):
+def _shards(job, rank: Rank, keys, tile_data, worker):
     """The loop's arguments on this rank: a shard per tiled input (its tiles joined, halo rows fetched), the
     replicated values as they came."""
     args, i = [], 0
@@ -114,7 +112,7 @@ def _shards(job, rank: Rank, keys, tile_data):
         _, halo, copy = p
         tiles = tile_data[i:i + per]
         if len(tiles) > 1:
-            own = _joined(tuple(keys[i:i + per]), tiles)
+            own = _joined(tuple(keys[i:i + per]), tiles, worker)
         else:  # the worker's stored tile itself: read-only here, so an assignment the tree did not show fails
             own = tiles[0].view()
             own.flags.writeable = False
@@ -147,20 +145,41 @@ def _pieces(x: Shard, rank: Rank, tile_rows):
     return out
 
 
-def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data):
-    """Rank ``rank`` of ``size``. Returns a dict: ``ok`` with ``rep`` (rank 0: replicated outputs and write-backs),
-    ``meta`` (name -> trailing shape and dtype of a tiled output, or of a tiled input changed in place: this rank's
-    tiles of it wait in ``_TILES`` for ``piece``) and ``stats``; or ``failed`` (a reason, ``declined``: no SPMD
-    rule) or ``lost`` (a peer is gone)."""
-    from distributed import secede
+def run_direct(worker, request):
+    """A rank started by the client straight through the worker's ring port (training/service.py), not as a Dask
+    task: ``request`` is (job, rank, size, name, tile keys). Its tiles are read from the worker's memory, where
+    Dask keeps them for the client's futures; if one is not there (not computed yet, moved, spilled away), the
+    reply is ``missing`` and the client runs the segment through the scheduler instead."""
+    job, rank, size, name, keys = request
 
-    secede()  # a long-running task: its thread leaves the worker's pool (Dask's convention)
+    def take():
+        data = worker.data
+        return [data[k] if k in data else None for k in keys]
+
+    tiles = service.on_worker_loop(worker, take)
+    if any(t is None for t in tiles):
+        seg.ABORTED.add(name)  # (its peers may have started: they stop at their next wait)
+        return {"missing": f"tile {keys[[t is None for t in tiles].index(True)]!r} is not in this worker's memory"}
+    return run_rank(job, rank, size, name, tuple(f"tile {k}" for k in keys), *tiles, worker=worker)
+
+
+def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data, worker=None):
+    """Rank ``rank`` of ``size`` (a long-running Dask task; or a direct request's thread on ``worker``, see
+    ``run_direct``). Returns a dict: ``ok`` with ``rep`` (rank 0: replicated outputs and write-backs), ``meta``
+    (name -> trailing shape and dtype of a tiled output, or of a tiled input changed in place: this rank's tiles of
+    it wait in ``_TILES`` for ``piece``) and ``stats``; or ``failed`` (a reason, ``declined``: no SPMD rule) or
+    ``lost`` (a peer is gone)."""
+    if worker is None:
+        from distributed import get_worker, secede
+
+        secede()  # a long-running task: its thread leaves the worker's pool (Dask's convention)
+        worker = get_worker()
     seg.PROGRESS[name] = 0
     group = Group(name, rank, size, job.timeout)
     ctx = Rank(group, rank, size, job.starts, job.counts, seg.PROGRESS, name)
     try:
-        group.join(job.ports, lambda: name in seg.ABORTED)
-        args = _shards(job, ctx, keys, tile_data)
+        group.join(job.ports, lambda: name in seg.ABORTED, worker)
+        args = _shards(job, ctx, keys, tile_data, worker)
         code = _program(job)
         _CURRENT.rank = ctx
         with warnings.catch_warnings(record=True) as caught:  # NumPy's warnings go to the client (loop.py)
@@ -233,3 +252,7 @@ def piece(_result: dict, segment: str, rank: int, name: str, i: int):
         if all(t is None for ts in _TILES[(segment, rank)].values() for t in ts):
             del _TILES[(segment, rank)]
     return out
+
+
+service.SERVICES["spmd rank"] = run_direct
+service.SERVICES["spmd progress"] = lambda worker, name: seg.PROGRESS.get(name)

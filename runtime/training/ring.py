@@ -33,6 +33,8 @@ import weakref
 
 import numpy as np
 
+from .service import serve
+
 HEADER = struct.Struct("<qq")  # tag (the collective's sequence number), payload bytes
 STALE_SECONDS = 600.0  # a connection no rank of this process claimed for this long is dropped
 
@@ -44,9 +46,10 @@ class RankLost(ConnectionError):
 class _Port:
     """This process's ring listener for one (scheme, host), on an IO thread of its own."""
 
-    def __init__(self, scheme: str, host: str, security):
+    def __init__(self, scheme: str, host: str, worker):
         self.loop = asyncio.new_event_loop()
-        self.security = security
+        self.security = worker.security
+        self.worker = weakref.ref(worker)  # what a service request runs against (its data, its event loop)
         self._arrived: dict = {}  # (group, rank) -> (comm, arrival time): connections no rank has asked for yet
         self._wanted: dict = {}  # (group, rank) -> asyncio future a rank waits on
         threading.Thread(target=self.loop.run_forever, name="phylanx-ring-io", daemon=True).start()
@@ -72,6 +75,8 @@ class _Port:
     async def _on_comm(self, comm):
         try:
             hello = await asyncio.wait_for(comm.read(), 60.0)
+            if hello.get("op") == "serve":  # a client's request connection (service.py), not a ring peer
+                return await serve(self.worker(), comm)
             key = (hello["group"], hello["rank"])
         except Exception:  # noqa: BLE001 - not one of ours (or it went away): drop it
             comm.abort()
@@ -137,7 +142,7 @@ def _port(worker) -> _Port:
     with _PORTS_LOCK:
         port = _PORTS.get(key)
         if port is None:
-            port = _PORTS[key] = _Port(*key, worker.security)
+            port = _PORTS[key] = _Port(*key, worker)
         return port
 
 
@@ -177,16 +182,16 @@ class Group:
         self._tmp = None
 
     # ---- forming and closing the group ------------------------------------------------------------------
-    def join(self, ports, aborted=lambda: False):
-        """Form the group from inside a task on a worker: ``ports`` are the ranks' ring port addresses in rank
-        order (``port_addresses``). Connects to the right neighbour and takes the left one's connection. Returns
-        self."""
+    def join(self, ports, aborted=lambda: False, worker=None):
+        """Form the group on a worker (inside a task, or in a service request's thread: then ``worker`` is given):
+        ``ports`` are the ranks' ring port addresses in rank order (``port_addresses``). Connects to the right
+        neighbour and takes the left one's connection. Returns self."""
         from distributed import get_worker
 
         _freeze_old_objects()
         if self.size == 1:
             return self
-        self.port = _port(get_worker())
+        self.port = _port(worker if worker is not None else get_worker())
         try:
             self.port.run(self._connect(ports[(self.rank + 1) % self.size], aborted), self.timeout)
         except asyncio.TimeoutError:

@@ -1,0 +1,108 @@
+"""Requests from the client straight to a worker process's ring port, without the scheduler: the way an SPMD
+segment starts and reports when its ranks' data is already where they run.
+
+Through the scheduler a segment's start and its results cost about 20 ms of hops (client -> scheduler -> worker,
+then worker -> scheduler -> client and a fetch), more than a whole iteration of most loops. Here the client keeps
+one connection per worker port (``distributed.comm`` with the cluster's ``Security``, so a TLS cluster gets TLS),
+writes a request, and the worker answers on the same connection when the request's function returns: two
+messages. Dask still owns placement and lineage: a request only reads results already in the worker's memory and
+runs nothing that Dask tracks; whatever it cannot do (a key not there) it says, and the caller takes the path
+through the scheduler. A worker that dies closes the connection, so its caller hears at once (``Unreachable``).
+
+A request's function runs in a thread of its own (it may block for a whole segment, waiting on its ring peers),
+never on the port's IO loop. Payloads travel pickled (cloudpickle where pickle cannot), as Dask's task
+specifications do: the port accepts only what the worker's own listener would (the cluster's security settings).
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import weakref
+
+SERVICES: dict = {}  # name -> fn(worker, payload) -> reply, registered by the modules that serve them
+
+
+class Unreachable(ConnectionError):
+    """The worker's port could not be reached, or closed the connection before answering."""
+
+
+# ---- the worker's side ------------------------------------------------------------------------------------
+async def serve(worker, comm):
+    """Answer requests on ``comm`` one after the other until the client closes it."""
+    from distributed.protocol import pickle
+
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            msg = await comm.read()
+        except Exception:  # noqa: BLE001 - the client went away: nothing to answer
+            comm.abort()
+            return
+        fn = SERVICES.get(msg.get("service"))
+        done = loop.create_future()
+
+        def work(fn=fn, name=msg.get("service"), payload=msg.get("payload"), done=done):
+            try:
+                if fn is None:
+                    raise LookupError(f"this worker serves no {name!r} requests")
+                reply = {"ok": pickle.dumps(fn(worker, pickle.loads(payload)))}
+            except BaseException as e:  # noqa: BLE001 - the caller decides; the connection stays usable
+                reply = {"error": f"{type(e).__name__}: {e}"}
+            loop.call_soon_threadsafe(done.set_result, reply)
+
+        threading.Thread(target=work, name="phylanx-service", daemon=True).start()
+        try:
+            await comm.write(await done)
+        except Exception:  # noqa: BLE001 - the client went away
+            comm.abort()
+            return
+
+
+def on_worker_loop(worker, fn, timeout: float = 60.0):
+    """``fn()`` run on ``worker``'s event loop (where its data store is changed), from a request's thread."""
+    async def call():
+        return fn()
+    return asyncio.run_coroutine_threadsafe(call(), worker.loop.asyncio_loop).result(timeout)
+
+
+# ---- the client's side ------------------------------------------------------------------------------------
+_IDLE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # client -> {port address: [open comms]}
+_IDLE_LOCK = threading.Lock()
+
+
+async def _request(client, address: str, service: str, payload: bytes):
+    from distributed.comm import connect
+    from distributed.protocol import pickle
+
+    with _IDLE_LOCK:
+        idle = _IDLE.setdefault(client, {}).setdefault(address, [])
+        comm = idle.pop() if idle else None
+    try:
+        if comm is None or comm.closed():
+            comm = await connect(address, timeout=30.0, **client.security.get_connection_args("client"))
+            await comm.write({"op": "serve"})
+        await comm.write({"service": service, "payload": payload})
+        reply = await comm.read()
+    except (OSError, asyncio.TimeoutError) as e:  # CommClosedError is an OSError
+        if comm is not None:
+            comm.abort()
+        raise Unreachable(f"the worker port {address} went away: {type(e).__name__}: {e}") from e
+    except BaseException:  # cancelled mid-request: the answer would come on this connection, so drop it
+        if comm is not None:
+            comm.abort()
+        raise
+    with _IDLE_LOCK:
+        _IDLE.setdefault(client, {}).setdefault(address, []).append(comm)
+    if "error" in reply:
+        raise RuntimeError(f"the request to {address} failed: {reply['error']}")
+    return pickle.loads(reply["ok"])
+
+
+def submit(client, address: str, service: str, payload) -> concurrent.futures.Future:
+    """Send ``payload`` to ``service`` at the worker port ``address``; a future of the reply (``Unreachable``
+    when the worker is gone, ``RuntimeError`` when the service raised)."""
+    from distributed.protocol import pickle
+
+    data = pickle.dumps(payload)
+    return asyncio.run_coroutine_threadsafe(_request(client, address, service, data), client.loop.asyncio_loop)
