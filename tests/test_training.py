@@ -62,7 +62,8 @@ def cluster():
 
 
 # ---- the ring ----------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("n, size", [(2, 1001), (3, 10), (3, 2)])
+# sizes under ring.SMALL_BYTES are gathered whole and summed in rank order; larger ones go round the ring in chunks
+@pytest.mark.parametrize("n, size", [(2, 1001), (3, 10), (3, 2), (2, 9001), (3, 10_001)])
 def test_ring_allreduce_sums_known_vectors_on_worker_processes(cluster, n, size):
     procs, rt = cluster
     client = rt.executor.client
@@ -77,6 +78,24 @@ def test_ring_allreduce_sums_known_vectors_on_worker_processes(cluster, n, size)
     for out, times in results:
         np.testing.assert_array_equal(out, want)
         assert len(times) == 3
+
+
+@pytest.mark.parametrize("size", [100, 10_001])
+def test_every_rank_ends_with_the_same_bits(cluster, size):
+    """Random values, whose sum depends on the order of the additions: every rank must hold the same bits (the
+    ranks of an SPMD loop or a training step then take the same decisions), close to NumPy's sum."""
+    procs, rt = cluster
+    client = rt.executor.client
+    workers = sorted(client.scheduler_info()["workers"])[:3]
+    name = f"test-bits-{uuid.uuid4().hex[:8]}"
+    vecs = [np.random.default_rng(r).standard_normal(size) * 10.0 ** r for r in range(3)]
+    ports = ring.port_addresses(client, workers)
+    futs = [client.submit(ring.allreduce_task, name, r, 3, ports, vecs[r], 1, workers=[w], allow_other_workers=False,
+                          pure=False) for r, w in enumerate(workers)]
+    outs = [out for out, _ in client.gather(futs)]
+    for out in outs[1:]:
+        np.testing.assert_array_equal(out, outs[0])
+    np.testing.assert_allclose(outs[0], np.sum(vecs, axis=0), rtol=1e-13)
 
 
 def test_groups_formed_at_once_on_the_same_workers_keep_to_their_own_peers(cluster):

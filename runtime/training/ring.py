@@ -36,6 +36,10 @@ import numpy as np
 from .service import serve
 
 HEADER = struct.Struct("<qq")  # tag (the collective's sequence number), payload bytes
+# An allreduce of at most this many bytes gathers every rank's buffer and sums locally: one latency step per peer
+# instead of two (a ring's reduce-scatter then all-gather), at n-1 times the bytes, which at this size cost less
+# than a step (loopback: ~0.1 ms a step, 64 KB in ~0.02 ms)
+SMALL_BYTES = 64 << 10
 STALE_SECONDS = 600.0  # a connection no rank of this process claimed for this long is dropped
 
 
@@ -283,10 +287,16 @@ class Group:
     # ---- collectives -----------------------------------------------------------------------------------
     def allreduce(self, buf: np.ndarray) -> np.ndarray:
         """Sum ``buf`` (1-D, contiguous) over the ranks, in place: ring reduce-scatter then all-gather, each rank
-        sending and receiving 2(n-1)/n of the buffer. Every rank ends with the same values (the same additions in
-        the same order for each chunk)."""
+        sending and receiving 2(n-1)/n of the buffer (a small buffer: gathered whole, see SMALL_BYTES). Every rank
+        ends with the same values (the same additions in the same order for each element)."""
         n = self.size
         if n == 1:
+            return buf
+        if buf.nbytes <= SMALL_BYTES:  # latency-bound: every rank's buffer to every rank (n-1 steps, not 2(n-1)),
+            parts = self.allgather(buf)  # then the same additions in rank order on every rank
+            buf[...] = parts[0]
+            for part in parts[1:]:
+                buf += part
             return buf
         bounds = np.linspace(0, buf.size, n + 1).astype(np.int64)
         chunk = [buf[bounds[i]:bounds[i + 1]] for i in range(n)]
