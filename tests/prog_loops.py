@@ -279,3 +279,10 @@ def store_floats(x, out):
     for i in range(x.shape[0]):
         out[i] = x[i] * 2.0  # NumPy: NaN, inf or past int64 raise; Numba's cast would store -2**63
     return out
+
+
+def scaled_sum(a, s):
+    total = 0.0
+    for i in range(a.shape[0]):
+        total += a[i] * s
+    return total

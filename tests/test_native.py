@@ -314,6 +314,24 @@ def test_whole_function_quick_path_leaves_other_kinds_profiles_and_the_off_switc
     assert _quick_runs(f)[0] == runs + 1
 
 
+
+def test_the_quick_path_runs_compiled_code_only_for_the_types_it_was_compiled_for(forced):
+    """The quick path calls a signature's compiled entry itself (Numba's dispatcher would match the types again):
+    arguments its guard does not match exactly -- arrays read-only, byte-swapped, strided or of another dtype,
+    scalars of another type -- must not reach it. Each gives the plain function's answer."""
+    f = px.compile(L.scaled_sum)
+    a = np.linspace(0.5, 2.0, 9)
+    for _ in range(2):
+        assert_same(f(a, 2.5), L.scaled_sum(a, 2.5))
+    runs, built = _quick_runs(f)
+    assert built and runs == 2
+    frozen = a.copy()
+    frozen.flags.writeable = False
+    for x, s in [(frozen, 2.5), (a.astype(">f8"), 2.5), (a.astype(np.float32), 2.5), (a[::2], 2.5),
+                 (a, np.float32(2.5)), (a, 3), (a, True), (a.astype(np.int64), 2.5)]:
+        assert_same(f(x, s), L.scaled_sum(x, s))
+    assert_same(f(a, 2.5), L.scaled_sum(a, 2.5))
+
 # ---- bounds proofs (runtime/native/bounds.py): unchecked where proven, checked elsewhere, same answer ------------
 def _kernel_source(f):
     (entry,) = [e for e in f._compile().whole.entries.values() if e.kernel is not None]

@@ -22,7 +22,7 @@ from .lower import SMALL, lower
 
 HOT_SECONDS = 0.05  # interpreted time after which a loop is compiled (Numba takes 0.2-10 s per kernel)
 # counts of what the tier did in this process: "native" runs, "declined" signatures with their reasons
-STATS: dict = {"native": 0, "compiled": 0, "declined": {}}
+STATS: dict = {"compiled": 0, "declined": {}}
 
 
 def mode() -> str:
@@ -188,7 +188,6 @@ class NativeLoop:
             self.reason = entry.declined
             return None
         entry.native_runs += 1
-        STATS["native"] += 1
         convert = entry.convert
         if convert is None:
             convert = entry.convert = self._converter(entry)

@@ -155,7 +155,7 @@ def _returnable(low, k):
 
 
 class Entry(L.Entry):
-    __slots__ = ("stages", "guard", "values")
+    __slots__ = ("stages", "guard", "values", "exact", "entry_point")
 
 
 class WholeFunction:
@@ -218,13 +218,14 @@ class WholeFunction:
         entry = self.entries.get(key)
         if entry is None:
             entry = self.entries[key] = self._lower(ks, small)
-            entry.guard, entry.values = _guard(args, small)
+            entry.guard, entry.values, entry.exact = _guard(args, small)
         return entry
 
     def _lower(self, ks, small) -> Entry:
         entry = Entry(ks)
         entry.stages = ()
-        entry.guard = entry.values = None
+        entry.guard = entry.values = entry.entry_point = None
+        entry.exact = False
         try:
             names = frozenset(n for n, is_small in zip(self.params, small) if is_small)
             entry.source, low = settle(FunctionLowerer, self.body, self.params, dict(zip(self.params, ks)), [],
@@ -244,7 +245,9 @@ class WholeFunction:
             module = L.load_kernel(HELPERS + "\n\n" + entry.source)
             sig = ((numba.typeof(np.zeros(1, np.int64)),) if len(entry.stages) > 1 else ()) + \
                 tuple(numba.typeof(a) for a in args)
-            module.kernel.compile(sig)
+            # the compiled code's own entry: the quick path calls it, skipping the dispatcher's type matching
+            # (its guard has matched the exact types already)
+            entry.entry_point = module.kernel.compile(sig)
             entry.overflow = module._Overflow
             entry.kernel = module.kernel
             L.STATS["compiled"] += 1
@@ -264,7 +267,6 @@ class WholeFunction:
             if self.failed(entry, e, stage, saved) is FALLBACK:
                 return fallback()
         entry.native_runs += 1
-        L.STATS["native"] += 1
         with rt._lock:
             rt.counts["calls"] += 1
         return out if entry.convert is None else entry.convert(out)
@@ -348,9 +350,10 @@ _LAYOUT_FLAGS = 0x0001 | 0x0002 | 0x0100 | 0x0400  # C_CONTIGUOUS, F_CONTIGUOUS,
 
 
 def _guard(args, small):
-    """(source of a test that ``a0, a1, ...`` have the kinds of ``args``, the names it uses), or (None, None)
-    for arguments the test does not cover (tuples): the key of ``_entry`` is what decides then."""
-    tests, values = [], {}
+    """(source of a test that ``a0, a1, ...`` have the kinds of ``args``, the names it uses, whether passing it
+    fixes the Numba types of the arguments), or (None, None, False) for arguments the test does not cover
+    (tuples): the key of ``_entry`` is what decides then."""
+    tests, values, exact = [], {}, True
     for i, (a, is_small) in enumerate(zip(args, small)):
         t, v = type(a), f"a{i}"
         if t is np.ndarray:
@@ -364,9 +367,10 @@ def _guard(args, small):
         elif t in (float, bool) or isinstance(a, np.generic):
             values[f"_t{i}"] = t
             tests.append(f"type({v}) is _t{i}")
+            exact = exact and (t in (float, bool) or issubclass(t, (np.number, np.bool_)))  # not datetime64's unit
         else:
-            return None, None
-    return " and ".join(f"({x})" for x in tests) or "True", values
+            return None, None, False
+    return " and ".join(f"({x})" for x in tests) or "True", values, exact
 
 
 def make_quick(whole: WholeFunction, entries):
@@ -378,7 +382,7 @@ def make_quick(whole: WholeFunction, entries):
     names = ", ".join(f"a{i}" for i in range(n)) + ("," if n == 1 else "")
     env_get = L._ENV_DATA.get if L._ENV_KEY is not None else None
     ns = dict(_MISS=MISS, _FALLBACK=FALLBACK, _ndarray=np.ndarray, _Runtime=Runtime,
-              _active=profiling._active.get, _stats=L.STATS, _failed=whole.failed,
+              _active=profiling._active.get, _failed=whole.failed,
               _env_get=env_get or (lambda _key: L._raw_mode()), _KEY=L._ENV_KEY, _RAW=L._raw_mode(),
               _stages={}, _ident=threading.get_ident, _zeros=np.zeros, _i64=np.int64)
     lines = ["def quick(rt, args):",
@@ -390,7 +394,8 @@ def make_quick(whole: WholeFunction, entries):
     for j, e in enumerate(entries):
         for name, value in e.values.items():
             ns[f"{name}_{j}"] = value
-        ns[f"_e{j}"], ns[f"_k{j}"], ns[f"_c{j}"] = e, e.kernel, e.convert
+        ns[f"_e{j}"], ns[f"_c{j}"] = e, e.convert
+        ns[f"_k{j}"] = e.entry_point if e.exact else e.kernel
         guard = re.sub(r"\b(_[dt]\d+)\b", rf"\1_{j}", e.guard)
         lines.append(f"    if {guard}:")
         saved = "[" + ", ".join(f"(a{i}, a{i}.copy())" for i in e.writes) + "]" if e.checked else "()"
@@ -406,7 +411,6 @@ def make_quick(whole: WholeFunction, entries):
                   f"            if _failed(_e{j}, exc, {'st' if len(e.stages) > 1 else 'None'}, saved) is _FALLBACK:",
                   "                return _FALLBACK",
                   f"        _e{j}.native_runs += 1",
-                  '        _stats["native"] += 1',
                   # display counters: no lock (CPython does not switch threads inside these bytecodes; a lost
                   # count under free threading would only make the CLI's summary low)
                   '        rt.counts["calls"] += 1',
