@@ -334,10 +334,12 @@ def test_ranks_over_tiles_in_place_start_without_a_task(rt, monkeypatch):
     assert "1 allreduce per iteration (5 values), 2 tasks for the whole loop" in f.explain()
 
 
-def test_a_stale_placement_falls_back_to_tasks(rt):
+@pytest.mark.parametrize("stale", ["swapped", "one moved"])
+def test_a_stale_placement_falls_back_to_tasks(rt, stale):
     """A placement remembered from the last call whose tiles are no longer where it says (here: the ranks' workers
-    swapped by hand): the rank without its tiles says so, the segment runs as tasks (Dask moves the tiles), the
-    answer is the same, and the stale placement is forgotten."""
+    swapped by hand, or one rank put on the other's worker, so its peer has its tiles and waits for it): a rank
+    without its tiles says so at once, the segment runs as tasks (Dask moves the tiles), the answer is the same,
+    and the stale placement is forgotten."""
     from phylanx_py.runtime.spmd import driver
 
     client = rt.executor.client
@@ -351,10 +353,11 @@ def test_a_stale_placement_falls_back_to_tasks(rt):
     (w0, a0, b0), (w1, a1, b1) = placed[tiles]
     held = client.who_has([Xt.futures.reshape(-1)[a0]])
     assert list(held.values()) == [(w0,)], held  # the first rank's tiles are on its worker alone
-    placed[tiles] = [(w1, a0, b0), (w0, a1, b1)]
-    before = _transitions(client)
+    placed[tiles] = [(w1, a0, b0), (w0, a1, b1)] if stale == "swapped" else [(w1, a0, b0), (w1, a1, b1)]
+    before, t0 = _transitions(client), time.monotonic()
     np.testing.assert_allclose(f(Xt, yt, 0.5, 3), P.lra(X, y, 0.5, 3), rtol=RTOL)
     assert _transitions(client) > before  # the rank tasks
+    assert time.monotonic() - t0 < 30  # the waiting peer was aborted, not left to time out
     assert tiles not in placed
     _spmd(f)
 

@@ -8,6 +8,7 @@ import collections
 import concurrent.futures
 import itertools
 import os
+import threading
 import time
 import uuid
 import weakref
@@ -135,14 +136,16 @@ def _scheduler_still_there(client, lost):
 # a ``missing`` reply, a worker gone a closed connection, and either drops the entry.
 _PLACED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 PLACED_KEEP = 16
+_PLACED_LOCK = threading.Lock()
 
 
 def _try_direct(client, make_job, tile_futures, tile_rows, tile_bytes, stall):
     """``run``'s result with the ranks started straight through the workers' ports, or None when that cannot be
     done (a tile not in the memory of the worker its rank runs on, or a job too large to send with the request)."""
-    placed = _PLACED.setdefault(client, collections.OrderedDict())
-    tiles = tuple(f.key for col in tile_futures for f in col)
-    ranks = placed.get(tiles)
+    with _PLACED_LOCK:
+        placed = _PLACED.setdefault(client, collections.OrderedDict())
+        tiles = tuple(f.key for col in tile_futures for f in col)
+        ranks = placed.get(tiles)
     if ranks is None:
         where = {}
         ranks = assign(client, tile_futures, tile_rows, tile_bytes, where)
@@ -153,20 +156,23 @@ def _try_direct(client, make_job, tile_futures, tile_rows, tile_bytes, stall):
         return None
     try:
         out = _attempt_direct(client, job, ranks, tile_futures, stall)
-    except (_Missing, RankLost) as e:
-        placed.pop(tiles, None)
-        if isinstance(e, _Missing):  # a tile was not where Dask said: the path through the scheduler moves it
+    except (_NotDirect, RankLost) as e:
+        with _PLACED_LOCK:
+            placed.pop(tiles, None)
+        if isinstance(e, _NotDirect):  # e.g. a tile not where Dask said: the path through the scheduler moves it
             return None
         raise
-    placed[tiles] = ranks
-    placed.move_to_end(tiles)
-    while len(placed) > PLACED_KEEP:
-        placed.popitem(last=False)
+    with _PLACED_LOCK:
+        placed[tiles] = ranks
+        placed.move_to_end(tiles)
+        while len(placed) > PLACED_KEEP:
+            placed.popitem(last=False)
     return (ranks, *out)
 
 
-class _Missing(Exception):
-    """A rank started directly found a tile not in its worker's memory."""
+class _NotDirect(Exception):
+    """A rank could not be started directly (a tile not in its worker's memory, or the request failed there): the
+    path through the scheduler runs the segment instead."""
 
 
 def _attempt_direct(client, job, ranks, tile_futures, stall):
@@ -181,14 +187,24 @@ def _attempt_direct(client, job, ranks, tile_futures, stall):
         calls.append(service.submit(client, job.ports[r], "spmd rank", (job, r, n, name, keys)))
 
     def wait(timeout):
-        done, _ = concurrent.futures.wait(calls, timeout=timeout, return_when="FIRST_EXCEPTION")
-        for c in done:
-            exc = c.exception()
-            if isinstance(exc, service.Unreachable):
-                raise RankLost(f"a rank of {name} was lost: {exc}") from exc
-            if exc is not None:
-                raise Declined(f"a rank could not run: {exc}")
-        return len(done) == n
+        """Whether every rank has replied, within ``timeout`` s; at once _NotDirect or RankLost when one cannot
+        run (its peers wait for it in ``join`` until they are aborted)."""
+        deadline = time.monotonic() + timeout
+        pending = calls
+        while pending:
+            done, pending = concurrent.futures.wait(pending, max(0.0, deadline - time.monotonic()),
+                                                    return_when="FIRST_COMPLETED")
+            if not done:
+                return False
+            for c in done:
+                exc = c.exception()
+                if isinstance(exc, service.Unreachable):
+                    raise RankLost(f"a rank of {name} was lost: {exc}") from exc
+                if exc is not None:  # the request failed on the worker: as tasks, Dask reports what goes wrong
+                    raise _NotDirect(f"a rank could not start directly: {exc}")
+                if "missing" in c.result():
+                    raise _NotDirect(c.result()["missing"])
+        return True
 
     try:
         # a dead worker closes its connection, so ``wait`` hears of it at once: the watchdog only looks for stalls
@@ -198,10 +214,6 @@ def _attempt_direct(client, job, ranks, tile_futures, stall):
     except BaseException:
         _abandon(client, name, ranks, calls)
         raise
-    missing = [r for r in results if "missing" in r]
-    if missing:
-        _abandon(client, name, ranks, calls)
-        raise _Missing(missing[0]["missing"])
     return name, _checked(results, [None] * n, client)
 
 
