@@ -8,6 +8,7 @@ every loop that qualifies is compiled at its first run and runs natively (the di
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 
@@ -55,6 +56,36 @@ def load_kernel(source: str):
     source generated here, never a file's content or unpickled code from elsewhere."""
     return kernel_cache.load_or_build("native", source)
 
+
+# A background compile is Python calling LLVM through ctypes, which gives up the GIL at every call and then waits
+# a whole switch interval (5 ms) to get it back from an interpreter thread that keeps it: a kernel that compiles in
+# 0.5 s alone was still compiling after four interpreted calls of 1 s (heat_1d, 1000 steps, fresh cache), so the
+# loop never went native. While a compile runs, the interval is COMPILE_SWITCH_INTERVAL.
+COMPILE_SWITCH_INTERVAL = 2e-4
+_compiling = {"threads": 0, "interval": None}
+_compiling_lock = threading.Lock()
+
+
+def in_background(compile_fn, *args) -> threading.Thread:
+    """Run ``compile_fn(*args)`` in a thread of its own (returned), the switch interval short while any such
+    thread runs."""
+    def run():
+        with _compiling_lock:
+            if _compiling["threads"] == 0:
+                _compiling["interval"] = sys.getswitchinterval()
+                sys.setswitchinterval(min(_compiling["interval"], COMPILE_SWITCH_INTERVAL))
+            _compiling["threads"] += 1
+        try:
+            compile_fn(*args)
+        finally:
+            with _compiling_lock:
+                _compiling["threads"] -= 1
+                if _compiling["threads"] == 0:
+                    sys.setswitchinterval(_compiling["interval"])
+
+    thread = threading.Thread(target=run, daemon=True, name="phylanx-native-compile")
+    thread.start()
+    return thread
 
 class Entry:
     """One signature of a loop: its source, kernel, state and the reason it was declined."""
@@ -126,8 +157,7 @@ class NativeLoop:
                 self._compile(entry, args)
             elif entry.interpreted >= HOT_SECONDS and not entry.compiling:
                 entry.compiling = True
-                threading.Thread(target=self._compile, args=(entry, args), daemon=True,
-                                 name="phylanx-native-compile").start()
+                in_background(self._compile, entry, args)
             if entry.kernel is None:
                 return None
         return self._run(ev, entry, args)

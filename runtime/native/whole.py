@@ -197,8 +197,7 @@ class WholeFunction:
                 self._compile(entry, args)
             elif entry.interpreted >= L.HOT_SECONDS and not entry.compiling:
                 entry.compiling = True
-                threading.Thread(target=self._compile, args=(entry, args), daemon=True,
-                                 name="phylanx-native-compile").start()
+                L.in_background(self._compile, entry, args)
             if entry.kernel is None:
                 t0 = time.perf_counter()
                 try:
