@@ -69,11 +69,15 @@ class StatementEmitter(BlockWriter):
         then the native tier); the interpreted loop (emitted inside this context) runs when none takes it.
         Loops inside a loop that a tier may take are part of that loop."""
         plan = None
-        if self.native_depth == 0 and self.fn_stack:
+        if self.native_depth <= 1 and self.fn_stack:
             where = f"{n.loc.filename.rsplit('/', 1)[-1]}:{n.loc.lineno}"
             fn = self.fn_stack[-1]
-            tiers = [t for t in (f(fn, n, where, self.program, self.raw_namespaces) for f in loop_tiers.FACTORIES)
-                     if t is not None]
+            # a loop directly inside a loop that a tier may take is offered to the native tier each time it
+            # starts: while the outer loop runs interpreted (its kernel is used from its next start, the next
+            # call), this one goes native as soon as its kernel is ready, at the outer loop's next iteration
+            tiers = [] if self.native_depth else \
+                [t for t in (f(fn, n, where, self.program, self.raw_namespaces) for f in loop_tiers.FACTORIES)
+                 if t is not None]
             if self.native:
                 native = NativeLoop(fn, n, where)
                 self.native_loops.append(native)

@@ -332,6 +332,47 @@ def test_the_quick_path_runs_compiled_code_only_for_the_types_it_was_compiled_fo
         assert_same(f(x, s), L.scaled_sum(x, s))
     assert_same(f(a, 2.5), L.scaled_sum(a, 2.5))
 
+
+def test_a_loop_inside_an_interpreted_loop_goes_native_at_the_outer_loops_next_iteration(forced):
+    """A loop directly inside an outer loop that runs interpreted (here the outer one walks a list) is offered to
+    the native tier every time it starts, so a single long call switches to native code part way through instead
+    of waiting for the next call."""
+    f = px.compile(L.damp_by_items)
+    items, a = [0.25, -1.0, 3.0], np.linspace(0.0, 1.0, 7)
+    assert_same(f(items, a.copy()), L.damp_by_items(items, a.copy()))
+    first = L.damp_by_items.__code__.co_firstlineno
+    outer, inner = f.explain().splitlines()
+    assert outer == f"loop at prog_loops.py:{first + 1} -> interpreted: items is a list"
+    assert inner.startswith(f"loop at prog_loops.py:{first + 2} -> native (2 args: float64[:], float; compiled in ")
+    assert inner.endswith(f"; {len(items)} native runs)")
+
+
+def test_background_compiles_run_with_a_short_switch_interval_and_put_it_back():
+    """A compile in the background calls LLVM through ctypes, giving up the GIL at every call: with the default
+    5 ms switch interval an interpreter thread that keeps the GIL starved it (a 0.5 s compile unfinished after four
+    1 s calls). While compiles run the interval is short; after the last one it is what it was."""
+    import sys
+    import threading
+
+    before = sys.getswitchinterval()
+    seen, release = [], threading.Event()
+
+    def compile_fn(tag):
+        seen.append((tag, sys.getswitchinterval()))
+        release.wait(10)
+
+    first = native_loop.in_background(compile_fn, "a")
+    second = native_loop.in_background(compile_fn, "b")
+    deadline = time.monotonic() + 10
+    while len(seen) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    short = min(before, native_loop.COMPILE_SWITCH_INTERVAL)
+    assert [tag for tag, _ in sorted(seen)] == ["a", "b"]
+    assert [interval for _, interval in seen] == [pytest.approx(short, rel=1e-6)] * 2  # (held in microseconds)
+    release.set()
+    first.join(10), second.join(10)
+    assert sys.getswitchinterval() == before
+
 # ---- bounds proofs (runtime/native/bounds.py): unchecked where proven, checked elsewhere, same answer ------------
 def _kernel_source(f):
     (entry,) = [e for e in f._compile().whole.entries.values() if e.kernel is not None]
