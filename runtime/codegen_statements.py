@@ -79,7 +79,7 @@ class StatementEmitter(BlockWriter):
                 [t for t in (f(fn, n, where, self.program, self.raw_namespaces) for f in loop_tiers.FACTORIES)
                  if t is not None]
             if self.native:
-                native = NativeLoop(fn, n, where)
+                native = NativeLoop(fn, n, where, inner=bool(self.native_depth))
                 self.native_loops.append(native)
                 tiers.append(native)
             if tiers:
@@ -90,6 +90,9 @@ class StatementEmitter(BlockWriter):
             return
         k, out, t0 = self.const(plan, "nat"), self.temp(), self.temp()
         names = []
+        self.emit(f"{out} = None")
+        self.emit(f"if {k}.live:")
+        self.indent += 1
         for p in plan.params:
             if p in plan.outputs:  # assigned by the loop: it may not be bound yet
                 v = self.temp()
@@ -104,7 +107,8 @@ class StatementEmitter(BlockWriter):
         self.emit("try:")
         self.emit(f"    {out} = {k}(__pxr_ev, ({params}))", n.loc, "loop tier")
         self.emit("except __pxr_NameError:")  # a free variable not bound yet: the interpreted loop says so
-        self.emit(f"    {out} = None")
+        self.emit("    pass")
+        self.indent -= 1
         self.emit(f"if {out} is None:")
         self.indent += 1
         self.emit(f"{t0} = __pxr_clock()")

@@ -45,6 +45,9 @@ class HandOver:
         self.outputs = [p for p in self.params if any(p in t.outputs for t in tiers)]
         self._picks = [tuple(self.params.index(p) for p in t.params) for t in tiers]
         self.reason = None if any(t.static_reason is None for t in tiers) else tiers[-1].static_reason
+        # False once every tier has given up on this loop for good (``dead``): generated code then skips the
+        # hand-over (a loop started on every iteration of an outer one would pay it each time)
+        self.live = True
 
     def __call__(self, ev, args):
         for tier, picks in zip(self.tiers, self._picks):
@@ -57,6 +60,8 @@ class HandOver:
                     got = dict(zip(tier.outputs, out))
                     out = tuple(got[o] if o in got else args[self.params.index(o)] for o in self.outputs)
                 return out
+        if all(getattr(t, "dead", False) for t in self.tiers):
+            self.live = False
         return None
 
     def ran(self, t0):

@@ -293,3 +293,18 @@ def damp_by_items(items, a):
         for i in range(a.shape[0]):
             a[i] = a[i] * 0.5 + x
     return a
+
+
+def scale_rows(A, s):
+    total = 0.0
+    for i in range(A.shape[0]):
+        total += A[i] * s
+    return total
+
+
+def sums_by_pairs(n, pairs):
+    total = 0
+    for i in range(n):
+        for p in pairs:  # over a list: the native tier declines it each time it starts
+            total += p * i
+    return total

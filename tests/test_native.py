@@ -373,6 +373,38 @@ def test_background_compiles_run_with_a_short_switch_interval_and_put_it_back():
     first.join(10), second.join(10)
     assert sys.getswitchinterval() == before
 
+
+def test_the_entry_point_is_compiled_for_the_types_its_guard_tests(forced, monkeypatch):
+    """The quick path calls compiled code without another type check, so that code must be compiled for the
+    argument types its guard was made from, even when an argument array is changed in place (here its dtype)
+    between the call that made the entry and the compile."""
+    from phylanx_py.runtime.native import whole
+
+    load = whole.L.load_kernel
+    a = np.linspace(0.5, 2.0, 8)
+
+    def changing(source):
+        a.dtype = np.int64  # in place, while the kernel is being made
+        return load(source)
+
+    monkeypatch.setattr(whole.L, "load_kernel", changing)
+    f = px.compile(L.scale_rows)
+    f(a, 2.0)
+    monkeypatch.setattr(whole.L, "load_kernel", load)
+    b = np.linspace(0.5, 2.0, 8)
+    assert f._compile().whole.quick is not None
+    assert_same(f(b, 2.0), L.scale_rows(b, 2.0))
+
+
+def test_an_inner_loop_the_tier_keeps_declining_is_no_longer_offered(forced):
+    """A loop started on every iteration of an outer one, whose arguments the native tier declines by their
+    kind (a list), stops being handed over after a few declines (the hand-over cost 4 us each time)."""
+    f = px.compile(L.sums_by_pairs)
+    assert f(200, [1, 2, 3]) == L.sums_by_pairs(200, [1, 2, 3])
+    (inner,) = [h for h in f._compile().loop_hooks if not h.live]
+    assert inner.tiers[-1].dead and "pairs is a list" in inner.tiers[-1].reason
+    assert f(50, [4, 5]) == L.sums_by_pairs(50, [4, 5])
+
 # ---- bounds proofs (runtime/native/bounds.py): unchecked where proven, checked elsewhere, same answer ------------
 def _kernel_source(f):
     (entry,) = [e for e in f._compile().whole.entries.values() if e.kernel is not None]

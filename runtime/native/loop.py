@@ -87,6 +87,7 @@ def in_background(compile_fn, *args) -> threading.Thread:
     thread.start()
     return thread
 
+
 class Entry:
     """One signature of a loop: its source, kernel, state and the reason it was declined."""
 
@@ -108,11 +109,16 @@ class NativeLoop:
     """Called by generated code before a loop: the loop's new values of its outputs when it ran natively,
     else None (the interpreted loop runs; ``ran`` then adds its time)."""
 
-    def __init__(self, fn, loop, where: str):
+    def __init__(self, fn, loop, where: str, inner: bool = False):
         self.plan = LoopPlan(fn, loop)
         self.where = where
+        # a loop inside an outermost one is offered each time it starts: after GIVE_UP declines of its argument
+        # kinds in a row, with no signature ever taken, it is left interpreted for good (``dead``)
+        self.inner, self.dead, self._misses = inner, False, 0
         self.entries: dict = {}
         self.fast: dict = {}  # _fast_key -> entry: the per-call path
+        self._declined: set = set()  # fast keys whose kinds the tier declines (see __call__)
+        self._declined_types: set = set()  # (position, type) of arguments that decline whatever their value
         self.last = None
         self.reason = self.plan.reason  # the latest decline, for explain()
 
@@ -136,11 +142,25 @@ class NativeLoop:
         fast = _fast_key(args)
         entry = self.fast.get(fast) if fast is not None else None
         if entry is None:
-            try:
-                ks = tuple(K.of_value(a, n) for a, n in zip(args, self.plan.params))
-            except Decline as e:
-                self.reason = str(e)
+            # argument kinds already declined: a loop started on every iteration of an outer one (a list among
+            # its free variables) would pay a raised and formatted Decline each time, about 4 us
+            if fast in self._declined or (self._declined_types and any(
+                    (i, type(a)) in self._declined_types for i, a in enumerate(args))):
+                self._missed()
                 return None
+            ks = []
+            for i, (a, n) in enumerate(zip(args, self.plan.params)):
+                try:
+                    ks.append(K.of_value(a, n))
+                except Decline as e:
+                    self.reason = str(e)
+                    if fast is not None:  # the fast key decides the kinds
+                        _remember(self._declined, fast)
+                    elif type(a) not in _VALUE_DECIDES:  # a list, a dict, None ...: its type decides
+                        _remember(self._declined_types, (i, type(a)))
+                    self._missed()
+                    return None
+            ks = tuple(ks)
             # one entry per layout too: Numba compiles C, F and strided arrays (and read-only ones) apart
             small = _small(args)
             key = tuple(K.key(k) for k in ks) + tuple(_layout(a) for a in args if type(a) is np.ndarray) + small
@@ -161,6 +181,11 @@ class NativeLoop:
             if entry.kernel is None:
                 return None
         return self._run(ev, entry, args)
+
+    def _missed(self):
+        self._misses += 1
+        if self.inner and self._misses >= GIVE_UP and not self.entries:
+            self.dead = True
 
     def ran(self, t0):
         """The interpreted loop took from ``t0`` until now (the tiering clock)."""
@@ -273,6 +298,16 @@ def _as_is(kind) -> bool:
 def _layout(a):
     f = a.flags
     return (f.c_contiguous, f.f_contiguous, f.writeable, f.aligned)
+
+
+DECLINED_KEEP = 64
+GIVE_UP = 16
+_VALUE_DECIDES = (int, tuple, np.ndarray)  # kinds.of_value looks at these values (range, items, dtype), not types
+
+
+def _remember(declined: set, key):
+    if len(declined) < DECLINED_KEEP:
+        declined.add(key)
 
 
 def _fast_key(args):

@@ -155,7 +155,7 @@ def _returnable(low, k):
 
 
 class Entry(L.Entry):
-    __slots__ = ("stages", "guard", "values", "exact", "entry_point")
+    __slots__ = ("stages", "guard", "values", "exact", "entry_point", "sig")
 
 
 class WholeFunction:
@@ -218,12 +218,17 @@ class WholeFunction:
         if entry is None:
             entry = self.entries[key] = self._lower(ks, small)
             entry.guard, entry.values, entry.exact = _guard(args, small)
+            if not entry.declined:
+                # the Numba types of the very arguments the guard was made from: the quick path calls the code
+                # compiled for them without another type check, so they must be what the guard tests (the
+                # compile runs later, in the background, when these arrays may have been changed in place)
+                entry.sig = _signature(args, len(entry.stages) > 1)
         return entry
 
     def _lower(self, ks, small) -> Entry:
         entry = Entry(ks)
         entry.stages = ()
-        entry.guard = entry.values = entry.entry_point = None
+        entry.guard = entry.values = entry.entry_point = entry.sig = None
         entry.exact = False
         try:
             names = frozenset(n for n, is_small in zip(self.params, small) if is_small)
@@ -237,13 +242,10 @@ class WholeFunction:
         return entry
 
     def _compile(self, entry, args):
-        import numba
-
         t0 = time.perf_counter()
         try:
             module = L.load_kernel(HELPERS + "\n\n" + entry.source)
-            sig = ((numba.typeof(np.zeros(1, np.int64)),) if len(entry.stages) > 1 else ()) + \
-                tuple(numba.typeof(a) for a in args)
+            sig = entry.sig if entry.sig is not None else _signature(args, len(entry.stages) > 1)
             # the compiled code's own entry: the quick path calls it, skipping the dispatcher's type matching
             # (its guard has matched the exact types already)
             entry.entry_point = module.kernel.compile(sig)
@@ -346,6 +348,13 @@ def _converter(k):
 MISS = object()  # the quick path does not apply: take the general one
 FALLBACK = object()  # run the call interpreted (the kernel declined it and left the arrays as they were)
 _LAYOUT_FLAGS = 0x0001 | 0x0002 | 0x0100 | 0x0400  # C_CONTIGUOUS, F_CONTIGUOUS, ALIGNED, WRITEABLE: _layout's
+
+
+def _signature(args, staged: bool) -> tuple:
+    """The Numba argument types of a kernel call with ``args`` (after the stage array when ``staged``)."""
+    import numba
+
+    return ((numba.typeof(np.zeros(1, np.int64)),) if staged else ()) + tuple(numba.typeof(a) for a in args)
 
 
 def _guard(args, small):
