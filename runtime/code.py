@@ -46,16 +46,17 @@ def _rename_functions(code, names: dict):
 class ProgramCode:
     """A program compiled to one factory; ``instantiate(ev)`` makes its functions for one evaluation."""
 
-    def __init__(self, program: ir.Program, namespaces: dict):
+    def __init__(self, program: ir.Program, namespaces: dict, native: bool = True):
         self.program = program
         self.namespaces = namespaces
+        self.native = native  # False: no loop is offered to the native tier (an SPMD rank's program)
         self.entry = program.entry
         self._factory, self.source, self.linemap = self._build(fast=True)
         self._profiled = None  # the same program without inline fast paths, built when first profiled
         self.whole = whole_function(program) if self.native_loops else None  # the native tier's whole function
 
     def _build(self, fast: bool):
-        gen = Generator(self.program, self.namespaces, fast=fast)
+        gen = Generator(self.program, self.namespaces, fast=fast, native=self.native)
         source = gen.generate()
         env = dict(gen.consts)
         env["__pxr_fail"] = lambda exc: self._fail(exc, gen.linemap)

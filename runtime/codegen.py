@@ -42,7 +42,7 @@ KEYS = frozenset({int, slice, str, np.int64, np.int32, type(None), type(Ellipsis
 class Generator(StatementEmitter):
     """Emits the Python source of a program; see the module docstring."""
 
-    def __init__(self, program: ir.Program, namespaces: dict, fast: bool = True):
+    def __init__(self, program: ir.Program, namespaces: dict, fast: bool = True, native: bool = True):
         self.program = program
         self.fast = fast
         self.lines: list[str] = []
@@ -70,7 +70,7 @@ class Generator(StatementEmitter):
         # canonicaliser stores them in): ``A[i, j]`` tests the items' types instead of taking the slow path.
         self.tuple_len: dict[str, int] = {}
         # the native tier (runtime/native): one NativeLoop per outermost loop that may qualify
-        self.native = fast and native_mode() != "off"
+        self.native = native and fast and native_mode() != "off"
         self.native_loops: list = []
         self.loop_hooks: list = []  # every loop's HandOver (loop_tiers.py), for explain()
         self.raw_namespaces = namespaces

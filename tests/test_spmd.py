@@ -385,3 +385,21 @@ def test_a_tls_cluster_starts_ranks_over_tls():
         ports = driver.port_addresses(client, [w for w, _, _ in ranks])
         assert all(p.startswith("tls://127.0.0.1:") for p in ports), ports
     _spmd(f)
+
+
+def test_ranks_run_their_loops_interpreted_so_their_values_stay_the_same_bits(rt):
+    """k-means' loop over clusters inside the segment's loop: on the ranks no loop goes to the native tier (each
+    rank would switch at its own moment, and native and interpreted results may differ in the last bit)."""
+    X, _ = _data(d=2, seed=14)
+    f = px.compile(P.kmeans)
+    C, labels = f(px.tiled.from_array(X, tiles=(2, 1)), X[:4].copy(), 5)
+    Cr, _ = P.kmeans(X, X[:4].copy(), 5)
+    np.testing.assert_allclose(C, Cr, rtol=RTOL)
+    _spmd(f)
+    def native_loops(dask_worker=None):  # (nested: sent by value, the workers cannot import this module)
+        from phylanx_py.runtime.spmd import rank
+
+        return [len(code.native_loops) for code in rank._PROGRAMS.values()]
+
+    counts = rt.executor.client.run(native_loops)
+    assert counts and all(c and not any(c) for c in counts.values()), counts

@@ -59,7 +59,10 @@ def _program(job: Job) -> ProgramCode:
     with _LOCK:
         code = _PROGRAMS.get(job.key)
         if code is None:
-            code = _PROGRAMS[job.key] = ProgramCode(job.program, job.namespaces)
+            # no native tier on a rank: each rank would switch its inner loops to native code after its own hot
+            # time, at different iterations, and native and interpreted results may differ in the last bit
+            # (log, tanh): the ranks' replicated values must stay the same bits
+            code = _PROGRAMS[job.key] = ProgramCode(job.program, job.namespaces, native=False)
         return code
 
 
