@@ -69,6 +69,11 @@ def apply_site(site, args, kwargs):
     return site(*[_aligned(a) for a in args], **kwargs)
 
 
+# Called with the client when a Dask executor closes, before what it owns: modules that keep connections of their
+# own per client (training/service.py) register here when imported, as loop tiers do in loop_tiers.py
+ON_CLOSE: list = []
+
+
 class DaskExecutor(DaskCluster):
     """Submits call sites to a ``distributed.Client``; waits with a watchdog so nothing hangs. Its cluster
     operations (for tiled arrays) are in dask_cluster.py."""
@@ -306,6 +311,11 @@ class DaskExecutor(DaskCluster):
 
     def close(self):
         self._closing = True
+        for hook in ON_CLOSE:
+            try:
+                hook(self.client)
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
         for thing in reversed(self._owned):
             try:
                 thing.close()

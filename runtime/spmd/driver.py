@@ -18,7 +18,7 @@ from phylanx_py.errors import ClusterError
 from ..training import segment as seg
 from ..training import service
 from ..training.driver import RETRIES, STALL_SECONDS, place
-from ..training.ring import RankLost, port_addresses
+from ..training.ring import RankLost, forget_ports, port_addresses
 from . import rank as rank_task
 
 POLL_SECONDS = 0.05
@@ -115,6 +115,7 @@ def run(client, make_job, tile_futures, tile_rows, tile_bytes, stall=None):
             return (ranks, *_attempt(client, job, ranks, tile_futures, stall))
         except RankLost as e:
             _scheduler_still_there(client, e)
+            forget_ports(client)  # a worker restarted at the same address has a new ring port
             if attempt == RETRIES:
                 raise ClusterError(f"an SPMD segment lost ranks in {RETRIES + 1} attempts; the last: {e}") from e
     raise AssertionError("unreachable")
@@ -313,7 +314,7 @@ def _watch(client, name, wait, workers, stall, poll=POLL_SECONDS, progress=None)
         if client.status != "running":  # the scheduler connection dropped: fail now, not after the reconnect
             raise ConnectionError(f"the Dask client is {client.status} while SPMD segment {name} runs")
         done = (progress or (lambda: _progress(client, name, workers)))()
-        if done != seen:
+        if done is not None and done != seen:  # (None: not known this time)
             seen, since = done, time.monotonic()
         elif time.monotonic() - since > stall:
             raise ClusterError(f"an SPMD segment stalled: no collective finished for {stall:.0f} s; the cluster is "
@@ -329,13 +330,16 @@ def _progress(client, name, workers) -> int:
     return sum(v for v in now.values() if isinstance(v, int))
 
 
-def _direct_progress(client, name, ports) -> int:
+def _direct_progress(client, name, ports) -> int | None:
     """Collectives finished on the ranks of a directly started segment, asked of their ports (not the scheduler:
     a segment started directly runs without it)."""
     total = 0
     for f in [service.submit(client, p, "spmd progress", name) for p in ports]:
         try:
             total += f.result(30.0) or 0
-        except (service.Unreachable, concurrent.futures.TimeoutError) as e:
-            raise RankLost(f"a rank of {name} did not answer: {e}") from e
+        except service.Unreachable as e:
+            raise RankLost(f"a rank of {name} was lost: {e}") from e
+        except concurrent.futures.TimeoutError:  # a port busy (a kernel holding its GIL): no progress seen, and
+            f.cancel()  # the stall limit decides, as on the task path
+            return None
     return total

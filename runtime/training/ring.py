@@ -158,6 +158,11 @@ def port_address(dask_worker=None) -> str:
 _KNOWN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # client -> {worker: port address}
 
 
+def forget_ports(client):
+    """Ask the workers for their ring ports again next time (after a lost rank: its worker may be a new process)."""
+    _KNOWN.pop(client, None)
+
+
 def port_addresses(client, workers) -> list:
     """The ring ports of ``workers`` (Dask worker addresses), in that order. Asked once per worker and client: a
     port lives as long as its worker process, and a restarted worker has a new address."""

@@ -20,6 +20,8 @@ import concurrent.futures
 import threading
 import weakref
 
+from ..dask_runtime import ON_CLOSE
+
 SERVICES: dict = {}  # name -> fn(worker, payload) -> reply, registered by the modules that serve them
 
 
@@ -106,3 +108,15 @@ def submit(client, address: str, service: str, payload) -> concurrent.futures.Fu
 
     data = pickle.dumps(payload)
     return asyncio.run_coroutine_threadsafe(_request(client, address, service, data), client.loop.asyncio_loop)
+
+
+def close_idle(client):
+    """Close the connections kept for ``client`` (its runtime is closing)."""
+    with _IDLE_LOCK:
+        pools = _IDLE.pop(client, None) or {}
+    comms = [c for pool in pools.values() for c in pool]
+    if comms:  # on the client's loop, where they live
+        client.loop.add_callback(lambda: [c.abort() for c in comms])
+
+
+ON_CLOSE.append(close_idle)
