@@ -295,13 +295,6 @@ def damp_by_items(items, a):
     return a
 
 
-def scale_rows(A, s):
-    total = 0.0
-    for i in range(A.shape[0]):
-        total += A[i] * s
-    return total
-
-
 def sums_by_pairs(n, pairs):
     total = 0
     for i in range(n):

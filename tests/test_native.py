@@ -388,12 +388,12 @@ def test_the_entry_point_is_compiled_for_the_types_its_guard_tests(forced, monke
         return load(source)
 
     monkeypatch.setattr(whole.L, "load_kernel", changing)
-    f = px.compile(L.scale_rows)
+    f = px.compile(L.scaled_sum)
     f(a, 2.0)
     monkeypatch.setattr(whole.L, "load_kernel", load)
     b = np.linspace(0.5, 2.0, 8)
     assert f._compile().whole.quick is not None
-    assert_same(f(b, 2.0), L.scale_rows(b, 2.0))
+    assert_same(f(b, 2.0), L.scaled_sum(b, 2.0))
 
 
 def test_an_inner_loop_the_tier_keeps_declining_is_no_longer_offered(forced):
