@@ -194,10 +194,10 @@ class WholeFunction:
             return fallback()
         if entry.kernel is None:
             if m == "force":
-                self._compile(entry, args)
+                self._compile(entry)
             elif entry.interpreted >= L.HOT_SECONDS and not entry.compiling:
                 entry.compiling = True
-                L.in_background(self._compile, entry, args)
+                L.in_background(self._compile, entry)
             if entry.kernel is None:
                 t0 = time.perf_counter()
                 try:
@@ -241,14 +241,13 @@ class WholeFunction:
         entry.writes = tuple(i for i, k in enumerate(ks) if type(k) is np.ndarray)
         return entry
 
-    def _compile(self, entry, args):
+    def _compile(self, entry):
         t0 = time.perf_counter()
         try:
             module = L.load_kernel(HELPERS + "\n\n" + entry.source)
-            sig = entry.sig if entry.sig is not None else _signature(args, len(entry.stages) > 1)
-            # the compiled code's own entry: the quick path calls it, skipping the dispatcher's type matching
-            # (its guard has matched the exact types already)
-            entry.entry_point = module.kernel.compile(sig)
+            # the compiled code's own entry, for the types taken with the guard (``_entry``): the quick path calls
+            # it, skipping the dispatcher's type matching (its guard has matched them already)
+            entry.entry_point = module.kernel.compile(entry.sig)
             entry.overflow = module._Overflow
             entry.kernel = module.kernel
             L.STATS["compiled"] += 1

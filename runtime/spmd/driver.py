@@ -99,6 +99,11 @@ def assign(client, tile_futures, tile_rows, tile_bytes, where=None):
     return [(w, a, b) for w, (a, b) in zip(best, runs)]
 
 
+def _rank_tiles(tile_futures, a, b) -> list:
+    """The futures of a rank's tiles ``a..b``, input by input: the order its shards are made in (rank.py)."""
+    return [col[t] for col in tile_futures for t in range(a, b)]
+
+
 def run(client, make_job, tile_futures, tile_rows, tile_bytes, stall=None):
     """Run the segment: ``make_job(ranks, ports)`` gives the Job for a placement (and the ranks' ring ports).
     Returns (ranks, the segment's name, results): per rank its future (None when started directly) and result.
@@ -150,7 +155,7 @@ def _try_direct(client, make_job, tile_futures, tile_rows, tile_bytes, stall):
     if ranks is None:
         where = {}
         ranks = assign(client, tile_futures, tile_rows, tile_bytes, where)
-        if not all(w in where.get(col[t].key, ()) for w, a, b in ranks for col in tile_futures for t in range(a, b)):
+        if not all(w in where.get(f.key, ()) for w, a, b in ranks for f in _rank_tiles(tile_futures, a, b)):
             return None
     job = make_job(ranks, tuple(port_addresses(client, [w for w, _, _ in ranks])))
     if _size(job) >= INLINE_JOB_BYTES:
@@ -184,7 +189,7 @@ def _attempt_direct(client, job, ranks, tile_futures, stall):
     name = f"phylanx-spmd-{uuid.uuid4().hex[:12]}"
     calls = []
     for r, (_, a, b) in enumerate(ranks):
-        keys = tuple(col[t].key for col in tile_futures for t in range(a, b))
+        keys = tuple(f.key for f in _rank_tiles(tile_futures, a, b))
         calls.append(service.submit(client, job.ports[r], "spmd rank", (job, r, n, name, keys)))
 
     def wait(timeout):
@@ -249,7 +254,7 @@ def _attempt(client, job, ranks, tile_futures, stall):
     jf = job if _size(job) < INLINE_JOB_BYTES else place(client, job, "the segment's job")
     specs = []
     for r, (w, a, b) in enumerate(ranks):
-        data = [col[t] for col in tile_futures for t in range(a, b)]
+        data = _rank_tiles(tile_futures, a, b)
         keys = tuple(f"tile {f.key}" for f in data)  # names for the rank's cache, never taken for task keys
         specs.append((f"spmd-{name}-rank{r}", w, (jf, r, n, name, keys, *data)))
     futs = submit_together(client, rank_task.run_rank, specs)

@@ -160,8 +160,9 @@ def run_direct(worker, request):
         return [data[k] if k in data else None for k in keys]
 
     tiles = service.on_worker_loop(worker, take)
-    if any(t is None for t in tiles):  # (peers that have started wait in ``join`` until the client aborts them)
-        return {"missing": f"tile {keys[[t is None for t in tiles].index(True)]!r} is not in this worker's memory"}
+    gone = [k for k, t in zip(keys, tiles) if t is None]
+    if gone:  # (peers that have started wait in ``join`` until the client aborts them)
+        return {"missing": f"tile {gone[0]!r} is not in this worker's memory"}
     return run_rank(job, rank, size, name, tuple(f"tile {k}" for k in keys), *tiles, worker=worker)
 
 
