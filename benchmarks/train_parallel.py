@@ -36,6 +36,7 @@ import uuid  # noqa: E402
 
 import numpy as np  # noqa: E402
 from _common import close_runtime, dask_runtime, print_table  # noqa: E402
+from phylanx_py.runtime.dask_connect import live_workers  # noqa: E402
 from phylanx_py.runtime.training import SegmentTrainer, ring  # noqa: E402
 
 import phylanx_py as px  # noqa: E402
@@ -114,7 +115,7 @@ def _raw_ring(name, rank, buf, repeats):
 
 
 def ring_latency(client, n_params, repeats):
-    workers = sorted(client.scheduler_info()["workers"])[:2]
+    workers = sorted(live_workers(client))[:2]
     buf = np.ones(n_params, np.float32)
     out = {}
     name = f"bench-ring-{uuid.uuid4().hex[:8]}"

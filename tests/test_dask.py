@@ -109,6 +109,20 @@ def test_kernel_error_on_a_worker_names_the_line_and_the_cluster_stays_usable(rt
         np.testing.assert_allclose(f(X, np.ones(300)), prog_dask.shape_mismatch(X, np.ones(300)))
 
 
+def test_live_workers_are_all_the_workers_however_often_the_client_refreshes_its_cache(cluster):
+    """``Client.scheduler_info()["workers"]`` races the client's periodic refresh, which caches an identity without
+    workers: with the refresh every 5 ms some calls see none (a training segment took live workers for dead).
+    ``live_workers`` asks the scheduler: both workers, every time; and none from a closed client."""
+    import dask
+    from phylanx_py.runtime.dask_connect import live_workers
+
+    with dask.config.set({"distributed.client.scheduler-info-interval": "5ms"}):
+        with Client(cluster.address) as client:
+            seen = [len(live_workers(client)) for _ in range(300)]
+            assert seen == [2] * 300
+    assert live_workers(client) == {}
+
+
 def test_refused_connection_is_a_clear_error_at_once():
     address = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there: the connection is refused
     t0 = time.monotonic()

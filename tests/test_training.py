@@ -11,6 +11,7 @@ import uuid
 import numpy as np
 import pytest
 from cluster import DaskProcesses
+from phylanx_py.runtime.dask_connect import live_workers
 from phylanx_py.runtime.training import driver, ring
 from phylanx_py.runtime.training import segment as seg
 
@@ -67,7 +68,7 @@ def cluster():
 def test_ring_allreduce_sums_known_vectors_on_worker_processes(cluster, n, size):
     procs, rt = cluster
     client = rt.executor.client
-    workers = sorted(client.scheduler_info()["workers"])[:n]
+    workers = sorted(live_workers(client))[:n]
     name = f"test-ring-{uuid.uuid4().hex[:8]}"
     vecs = [np.arange(size, dtype=np.float64) * (r + 1) + r for r in range(n)]  # uneven chunks: size % n != 0
     ports = ring.port_addresses(client, workers)
@@ -86,7 +87,7 @@ def test_every_rank_ends_with_the_same_bits(cluster, size):
     ranks of an SPMD loop or a training step then take the same decisions), close to NumPy's sum."""
     procs, rt = cluster
     client = rt.executor.client
-    workers = sorted(client.scheduler_info()["workers"])[:3]
+    workers = sorted(live_workers(client))[:3]
     name = f"test-bits-{uuid.uuid4().hex[:8]}"
     vecs = [np.random.default_rng(r).standard_normal(size) * 10.0 ** r for r in range(3)]
     ports = ring.port_addresses(client, workers)
@@ -103,7 +104,7 @@ def test_groups_formed_at_once_on_the_same_workers_keep_to_their_own_peers(clust
     forming at the same moment on the same workers never take each other's connections."""
     procs, rt = cluster
     client = rt.executor.client
-    workers = sorted(client.scheduler_info()["workers"])[:2]
+    workers = sorted(live_workers(client))[:2]
     ports = ring.port_addresses(client, workers)
     assert ring.port_addresses(client, workers) == ports  # asked once, kept
     futs = {}
@@ -144,7 +145,7 @@ def test_a_tls_cluster_gets_tls_between_ranks():
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, security=sec, host="127.0.0.1",
                           dashboard_address=":0") as cl, Client(cl, security=sec) as c:
             assert cl.scheduler_address.startswith("tls://")
-            workers = sorted(c.scheduler_info()["workers"])
+            workers = sorted(live_workers(c))
             name = f"test-tls-{uuid.uuid4().hex[:8]}"
             ports = ring.port_addresses(c, workers)
             assert all(p.startswith("tls://127.0.0.1:") for p in ports), ports
@@ -161,7 +162,7 @@ def test_a_tls_cluster_gets_tls_between_ranks():
 def test_a_rank_whose_peer_closed_fails_at_once(cluster):
     procs, rt = cluster
     client = rt.executor.client
-    workers = sorted(client.scheduler_info()["workers"])[:2]
+    workers = sorted(live_workers(client))[:2]
     name = f"test-ring-{uuid.uuid4().hex[:8]}"
     # rank 1 forms the group and leaves at once (its connections close): rank 0's allreduce must fail, not wait
     # for the 120 s timeout
@@ -284,7 +285,7 @@ def test_a_segment_starts_from_the_checkpoint_left_on_the_workers_or_from_the_cl
 
             tr._scatter = counted
             tr.horizon = 3 if ahead else None
-            carry, restarts, losses, sent = tr.start(pack(model.params), model.state), [], [], []
+            carry, restarts, losses, sent, why = tr.start(pack(model.params), model.state), [], [], [], []
             for e in range(3):
                 if lose and e:
                     client.cancel(tr._held[2])
@@ -295,10 +296,10 @@ def test_a_segment_starts_from_the_checkpoint_left_on_the_workers_or_from_the_cl
                 sent.append(len(placed))  # the job, and the checkpoint when the client sends it
             tr.close()
         pvec = carry[0][0] if mode == "neighbours" else carry[0]
-        runs.append((pvec, losses, restarts, sent, tr.started_ahead))
+        runs.append((pvec, losses, restarts, sent, tr.started_ahead, why))
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     assert runs[0][1] == runs[1][1]
-    assert runs[0][2] == [0, 0, 0] and runs[1][2] == [0, 1, 1]
+    assert runs[0][2] == [0, 0, 0] and runs[1][2] == [0, 1, 1], (runs[0][5], runs[1][5])
     if not ahead:
         assert runs[0][3] == [2, 1, 1]  # the job and the first checkpoint; later epochs: the job only
     else:  # epoch 0 also sends the job of epoch 1, which then starts as submitted; and so on

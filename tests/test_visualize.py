@@ -18,6 +18,7 @@ import pytest
 from cluster import DaskProcesses
 from helpers import assert_same, source_position
 from phylanx_py.primitives import lookup
+from phylanx_py.runtime.dask_connect import live_workers
 
 import phylanx_py as px
 from phylanx_py import ir
@@ -186,7 +187,7 @@ def test_profile_on_dask(cluster):
     f = compiled(prog_viz.lra)
     # the local runtimes' inline limit (Dask's default is larger): BIG_ROWS-sized array calls become remote tasks
     with px.runtime.dask(cluster.address, inline_elements=1 << 16) as rt, px.using(rt):
-        workers = set(rt.executor.client.scheduler_info()["workers"])
+        workers = set(live_workers(rt.executor.client))
         with px.profile() as prof:
             got = f(X, y, 0.5, ITERATIONS)
     assert len(workers) == 2

@@ -15,6 +15,7 @@ import weakref
 
 from phylanx_py.errors import ClusterError
 
+from ..dask_connect import live_workers
 from ..training import segment as seg
 from ..training import service
 from ..training.driver import RETRIES, STALL_SECONDS, place
@@ -71,7 +72,7 @@ def assign(client, tile_futures, tile_rows, tile_bytes, where=None):
     """Ranks: [(worker, first tile, end tile)], one per live worker (at most one per tile), each run of tiles on
     the worker already holding most of its bytes. ``where``, a dict, receives who holds each tile (Dask's
     ``who_has``: key -> workers)."""
-    alive = sorted(client.scheduler_info()["workers"])
+    alive = sorted(live_workers(client))
     if not alive:
         raise RankLost("no Dask workers are left")
     n = min(len(alive), len(tile_rows))
@@ -226,7 +227,7 @@ def _attempt_direct(client, job, ranks, tile_futures, stall):
 def _abandon(client, name, ranks, futures):
     """Tell the ranks of a segment given up on to stop (at their next collective or wait), and drop its futures."""
     if client.status == "running":  # else the scheduler is gone: nothing to tell, and asking would wait
-        alive = set(client.scheduler_info()["workers"])
+        alive = set(live_workers(client))
         client.run(seg.abort, name, workers=[w for w, _, _ in ranks if w in alive], on_error="ignore")
         for f in futures:
             f.cancel()
@@ -327,7 +328,7 @@ def _watch(client, name, wait, workers, stall, poll=POLL_SECONDS, progress=None)
 
 
 def _progress(client, name, workers) -> int:
-    alive = set(client.scheduler_info()["workers"])
+    alive = set(live_workers(client))
     gone = [w for w in workers if w not in alive]
     if gone:
         raise RankLost(f"worker {gone[0]} of {name} died")

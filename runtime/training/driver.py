@@ -22,6 +22,7 @@ import numpy as np
 
 from phylanx_py.errors import ClusterError
 
+from ..dask_connect import live_workers
 from . import segment as seg
 from .ring import RankLost, port_addresses
 
@@ -49,6 +50,7 @@ class SegmentTrainer:
         self.segment_steps = segment_steps or self.steps
         self.stall = STALL_SECONDS if stall is None else stall
         self.restarts = 0  # of the last epoch
+        self.lost: list = []  # why each of those restarts happened (the RankLost messages), for the caller's logs
         self.ranks: list = []  # (worker, tiles) of the last segment
         # The last segment's checkpoint as the client got it, its name and the futures holding it on the workers:
         # the next segment starts from those (no scatter of the parameters and optimizer state back to the
@@ -66,7 +68,7 @@ class SegmentTrainer:
         a tile stays on a worker holding it while that worker has room, otherwise (its worker died, or the survivor
         already recomputed it next to its own) it goes to the live worker with the fewest tiles, where Dask moves
         or recomputes it from lineage."""
-        alive = sorted(self.client.scheduler_info()["workers"])
+        alive = sorted(live_workers(self.client))
         if not alive:
             raise RankLost("no Dask workers are left to train on")
         n_tiles = len(self.x_tiles)
@@ -99,7 +101,7 @@ class SegmentTrainer:
         """Run epoch ``epoch`` from ``carry`` (a checkpoint, or a list of them, one per replica, for neighbours).
         Returns the new carry and the epoch's totals."""
         totals = {"loss": 0.0, "metric": 0.0, "rows": 0, "sent": 0, "comm_s": 0.0, "compute_s": 0.0}
-        self.restarts = 0
+        self.restarts, self.lost = 0, []
         for first in range(0, self.steps, self.segment_steps):
             last = min(self.steps, first + self.segment_steps)
             for attempt in range(RETRIES + 1):
@@ -111,6 +113,7 @@ class SegmentTrainer:
                         raise ClusterError(f"training lost ranks in {RETRIES + 1} attempts at epoch {epoch + 1}; "
                                            f"the last: {e}") from e
                     self.restarts += 1
+                    self.lost.append(str(e))
             for k in totals:
                 totals[k] += stats[k]
         totals["steps"] = self.steps
@@ -240,7 +243,7 @@ class SegmentTrainer:
                     return client.gather(futs)
                 if any(f.status != "finished" for f in deps):
                     raise RankLost(f"the checkpoint {name} starts from was lost with its worker")
-                alive = set(client.scheduler_info()["workers"])
+                alive = set(live_workers(client))
                 lost = [w for w in workers if w not in alive]
                 if lost:
                     raise RankLost(f"worker {lost[0]} of {name} died")
@@ -254,7 +257,7 @@ class SegmentTrainer:
                         f"{self.steps} of the epoch never completed); the cluster is not making progress "
                         "(PHYLANX_STALL_SECONDS sets the limit)")
         except BaseException:
-            client.run(seg.abort, name, workers=[w for w in workers if w in client.scheduler_info()["workers"]],
+            client.run(seg.abort, name, workers=[w for w in workers if w in live_workers(client)],
                        on_error="ignore")
             client.cancel(futs)
             raise
