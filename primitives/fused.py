@@ -140,7 +140,10 @@ def _map_blocks(fn, blocks):
         from concurrent.futures import ThreadPoolExecutor
 
         _pool = ThreadPoolExecutor(_threads(), thread_name_prefix="phylanx-fused")
-    return [f.result() for f in [_pool.submit(fn, lo, hi) for lo, hi in blocks]]
+    # the calling thread runs the last block itself: one hand-off fewer, and it would only wait otherwise
+    futs = [_pool.submit(fn, lo, hi) for lo, hi in blocks[:-1]]
+    last = fn(*blocks[-1])
+    return [f.result() for f in futs] + [last]
 
 
 def _numeric(a) -> bool:
@@ -346,4 +349,4 @@ def _tile_elementwise(ops, spec, locs, *leaves):
     return ops.elementwise(functools.partial(fused_elementwise, spec, locs), leaves)
 
 
-register("fused.elementwise", fused_elementwise, display="fused", tile=_tile_elementwise)
+register("fused.elementwise", fused_elementwise, display="fused", tile=_tile_elementwise, parallel=True)

@@ -227,5 +227,6 @@ def _tile_sum_argmin(ops, spec, locs, axis, arg_axis, *leaves):
     return np.argmin(_tile_sum(ops, spec, locs[:-1], axis, *leaves), axis=arg_axis)
 
 
-register("fused.sum", fused_sum, display="fused_sum", tile=_tile_sum)
-register("fused.sum_argmin", fused_sum_argmin, display="fused_sum_argmin", tile=_tile_sum_argmin)
+register("fused.sum", fused_sum, display="fused_sum", tile=_tile_sum, parallel=True)
+register("fused.sum_argmin", fused_sum_argmin, display="fused_sum_argmin", tile=_tile_sum_argmin,
+         parallel=True)

@@ -72,6 +72,9 @@ class Primitive:
     resolve: str = "deep"
     local: bool = False  # True: always runs in the evaluating process (object identity: ``is``)
     cheap: bool = False  # True: O(1) whatever the input size (``x.shape``, ``len``): never worth a task
+    # True: the kernel itself spreads a large input over every core (fused kernels): on a local pool a task would
+    # add only a hand-off between threads, so it runs in the evaluating thread when its inputs are values
+    parallel: bool = False
     display: str = ""  # name in the printed tree, when it differs from ``name`` (``__add`` for ``+``)
     # Gradient (primitives/vjp.py's conventions): the rule, or ``nondiff`` for one that passes no gradient.
     grad: Callable | None = None

@@ -150,4 +150,4 @@ def row_products(spec, locs, X, v, *leaves):
     return out
 
 
-register("fused.rowdot", row_products, display="fused_rowdot")
+register("fused.rowdot", row_products, display="fused_rowdot", parallel=True)

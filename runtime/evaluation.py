@@ -155,7 +155,7 @@ class Evaluation:
         if self.memo:
             args = tuple(self.memo.get(a, a) if type(a) in FUTURES else a for a in args)
         limit = self.inline_elements
-        cheap = prim.cheap or site.cheap
+        cheap = prim.cheap or site.cheap or (prim.parallel and self.shares)
         waited = False
         for a in args:
             t = type(a)

@@ -5,6 +5,7 @@ Tolerances: sums over the tiled axis add the ranks' partial sums (NumPy sums pai
 results agree to ~1e-12 relative here (rtol 1e-9 leaves room); min/max/argmin/argmax and k-means labels are exact."""
 from __future__ import annotations
 
+import gc
 import os
 import time
 import warnings
@@ -308,8 +309,17 @@ def test_a_slice_of_a_slice_in_a_loop_compiles_and_gives_the_plain_answer(rt):
 
 # ---- ranks started straight through the workers' ports (no scheduler on the way) -------------------------------
 def _transitions(client) -> int:
-    """Task transitions the scheduler has made so far: unchanged over a call that sent it no task."""
-    return client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.transition_counter)
+    """Task transitions the scheduler has made so far: unchanged over a call that sent it no task. Settled first:
+    futures of earlier tests that the garbage collector frees release their keys (transitions too) whenever it
+    runs, and the client sends those releases in batches, so the count is read once it stays the same for 0.2 s."""
+    gc.collect()
+    now = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.transition_counter)
+    for _ in range(25):
+        time.sleep(0.2)
+        last, now = now, client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.transition_counter)
+        if now == last:
+            break
+    return now
 
 
 def test_ranks_over_tiles_in_place_start_without_a_task(rt, monkeypatch):

@@ -144,6 +144,24 @@ def test_profile_big_inputs_run_as_tasks(runtime):
     assert nodes[(t_line, t_col, "T")]["mode"] == "inline"
 
 
+def test_fused_kernels_on_big_inputs_run_in_the_calling_thread_of_the_local_pool():
+    """A fused kernel spreads a big input over every core itself, so on the local pool a task would only add a
+    hand-off between threads (LRA's loop: about 0.2 ms an iteration on 100,000 x 20): with value inputs it runs in
+    the calling thread, where the unfused NumPy calls on the same inputs are tasks (the test above). Same answer."""
+    X, y = _data(2 * BIG_ROWS)
+    assert X.size >= 1 << 17  # the row product's own threshold (primitives/rowdot.py)
+    f = px.compile(prog_viz.lra)
+    with px.using(px.runtime.local(2)):
+        with px.profile() as prof:
+            got = f(X, y, 0.5, ITERATIONS)
+    assert_same(got, prog_viz.lra(X, y, 0.5, ITERATIONS))
+    fused = {d["primitive"]: d for d in prof.to_dict()["nodes"] if d["primitive"].startswith("fused")}
+    assert sorted(fused) == ["fused", "fused_rowdot"]
+    here = threading.current_thread().name
+    for d in fused.values():
+        assert (d["mode"], d["calls"], d["workers"]) == ("inline", ITERATIONS, [here]), d
+
+
 def test_profile_lazy_call_is_recorded(runtime):
     X, y = _data(50)
     f = compiled(prog_viz.lra)
