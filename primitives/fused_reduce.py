@@ -123,7 +123,8 @@ def _reduce_source(spec, dtypes, n_args, nd, full, acc_dt) -> str:
         body.append(f"{pad}acc += {result}")
         body.append(f"{pad[:-4]}out[{', '.join(idx[:nd - 1])}] = acc")
         tail = []
-    return ("import numpy as np\nimport numba\n\n\n@numba.njit(cache=True)\n"
+    # nogil: the row blocks run on parallel threads (_run_reduce); holding the GIL, they ran one after another
+    return ("import numpy as np\nimport numba\n\n\n@numba.njit(cache=True, nogil=True)\n"
             + "\n".join(head + body + tail) + "\n")
 
 
