@@ -82,13 +82,36 @@ def fused_elementwise(spec, locs, *args):
     return reference(spec, args, locs)
 
 
+_thread_setting = threading.local()
+
+
+class kernel_threads:  # noqa: N801 - used as a ``with`` statement, like a function
+    """``with kernel_threads(n):`` the kernels this thread runs use ``n`` threads. For threads of a Dask worker
+    process that are not its task threads (an SPMD rank started through the worker's port, training/service.py):
+    ``get_worker()`` does not know them, and each such rank split its kernels over every core, so two ranks ran
+    four threads on two cores."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __enter__(self):
+        self.saved = getattr(_thread_setting, "n", None)
+        _thread_setting.n = self.n
+
+    def __exit__(self, *exc):
+        _thread_setting.n = self.saved
+
+
 def _threads() -> int:
-    """Threads for one kernel: ``PHYLANX_NUM_THREADS`` when set; one inside a Dask worker (its own threads
-    share the cores); else every core. (Not OMP_NUM_THREADS: a LocalCluster's nanny sets it to 1 in the
-    client's own process.)"""
+    """Threads for one kernel: ``PHYLANX_NUM_THREADS`` when set; the thread's ``kernel_threads``; one inside a
+    Dask worker's task (its own threads share the cores); else every core. (Not OMP_NUM_THREADS: a LocalCluster's
+    nanny sets it to 1 in the client's own process.)"""
     setting = os.environ.get("PHYLANX_NUM_THREADS", "")
     if setting.isdigit() and int(setting) > 0:
         return int(setting)
+    n = getattr(_thread_setting, "n", None)
+    if n is not None:
+        return n
     if "distributed" in sys.modules:
         try:
             sys.modules["distributed"].get_worker()

@@ -322,6 +322,45 @@ def _transitions(client) -> int:
     return now
 
 
+def _serve_kernel_threads(dask_worker=None):
+    """On a worker: a request service answering the threads a kernel run there would use (fused._threads)."""
+    from phylanx_py.primitives import fused
+    from phylanx_py.runtime.training import service
+
+    service.SERVICES["test kernel threads"] = lambda worker, payload: fused._threads()
+
+
+def _kernel_threads_here():
+    import threading
+
+    from phylanx_py.primitives import fused
+
+    out = [fused._threads()]  # a task thread of the worker
+    t = threading.Thread(target=lambda: out.append(fused._threads()))  # a thread of its own, in that process
+    t.start()
+    t.join()
+    return out
+
+
+# Dask pickles what lives in __main__ by value: the workers cannot import this test module
+_serve_kernel_threads.__module__ = _kernel_threads_here.__module__ = "__main__"
+
+
+def test_a_rank_started_through_the_port_splits_its_kernels_as_a_task_would(rt):
+    """A request served by a worker's port runs in a thread of its own, which ``get_worker()`` does not know: its
+    kernels took every core, so two direct ranks ran four threads on two cores. Such requests now use one thread,
+    as the worker's task threads do (a thread of its own in the worker process still uses every core)."""
+    from phylanx_py.runtime.dask_connect import live_workers
+    from phylanx_py.runtime.training import service
+    from phylanx_py.runtime.training.ring import port_addresses
+
+    client = rt.executor.client
+    client.run(_serve_kernel_threads)
+    ports = port_addresses(client, sorted(live_workers(client)))
+    assert [service.submit(client, p, "test kernel threads", None).result(30) for p in ports] == [1, 1]
+    assert client.submit(_kernel_threads_here, pure=False).result() == [1, os.cpu_count()]
+
+
 def test_ranks_over_tiles_in_place_start_without_a_task(rt, monkeypatch):
     """When every rank's tiles are in its worker's memory, the client starts the ranks through the workers' ring
     ports: the scheduler sees no task for the call, and the answer is NumPy's. Turned off, the ranks are tasks."""

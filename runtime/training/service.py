@@ -20,6 +20,8 @@ import concurrent.futures
 import threading
 import weakref
 
+from phylanx_py.primitives.fused import kernel_threads
+
 from ..dask_runtime import ON_CLOSE
 
 SERVICES: dict = {}  # name -> fn(worker, payload) -> reply, registered by the modules that serve them
@@ -48,7 +50,8 @@ async def serve(worker, comm):
             try:
                 if fn is None:
                     raise LookupError(f"this worker serves no {name!r} requests")
-                reply = {"ok": pickle.dumps(fn(worker, pickle.loads(payload)))}
+                with kernel_threads(1):  # as in the worker's own task threads: its processes share the cores
+                    reply = {"ok": pickle.dumps(fn(worker, pickle.loads(payload)))}
             except BaseException as e:  # noqa: BLE001 - the caller decides; the connection stays usable
                 reply = {"error": f"{type(e).__name__}: {e}"}
             loop.call_soon_threadsafe(done.set_result, reply)
