@@ -5,7 +5,9 @@ inputs are already values and no array input has more than ``inline_elements`` e
 that a NumPy call costs less than handing it to a pool, ~20-50 µs). Otherwise it becomes a task on the executor,
 started when its input futures complete. Each call site measures its kernel's time (Phylanx's adaptive rule):
 once a site has run ``ADAPT_AFTER`` times at a mean under ``CHEAP_SECONDS`` (200 µs), it runs inline even on
-large inputs, and on futures that are already done, since a task would cost more than the work. Effectful
+large inputs, and on futures that are already done, since a task would cost more than the work. So do primitives
+whose kernel spreads a large input over every core itself (``Primitive.parallel``: the fused kernels) on a local
+pool, where a task would only add hand-offs between threads. Effectful
 primitives (``a[i] = v``, ``x += y``, ``list.append``, random
 draws, ``print``) run inline in program order, after the pending tasks that might still read what they change.
 """
