@@ -372,6 +372,19 @@ def test_background_compiles_run_with_a_short_switch_interval_and_put_it_back():
     release.set()
     first.join(10), second.join(10)
     assert sys.getswitchinterval() == before
+    # an interval the program sets while a compile runs is its own: the compile's end leaves it
+    seen.clear()
+    release.clear()
+    third = native_loop.in_background(compile_fn, "c")
+    while not seen and time.monotonic() < deadline + 10:
+        time.sleep(0.01)
+    try:
+        sys.setswitchinterval(0.002)
+        release.set()
+        third.join(10)
+        assert sys.getswitchinterval() == pytest.approx(0.002, rel=1e-6)
+    finally:
+        sys.setswitchinterval(before)
 
 
 def test_the_entry_point_is_compiled_for_the_types_its_guard_tests(forced, monkeypatch):

@@ -62,7 +62,7 @@ def load_kernel(source: str):
 # 0.5 s alone was still compiling after four interpreted calls of 1 s (heat_1d, 1000 steps, fresh cache), so the
 # loop never went native. While a compile runs, the interval is COMPILE_SWITCH_INTERVAL.
 COMPILE_SWITCH_INTERVAL = 2e-4
-_compiling = {"threads": 0, "interval": None}
+_compiling = {"threads": 0, "interval": None, "set": None}
 _compiling_lock = threading.Lock()
 
 
@@ -74,13 +74,15 @@ def in_background(compile_fn, *args) -> threading.Thread:
             if _compiling["threads"] == 0:
                 _compiling["interval"] = sys.getswitchinterval()
                 sys.setswitchinterval(min(_compiling["interval"], COMPILE_SWITCH_INTERVAL))
+                _compiling["set"] = sys.getswitchinterval()  # (held in microseconds: read back, not computed)
             _compiling["threads"] += 1
         try:
             compile_fn(*args)
         finally:
             with _compiling_lock:
                 _compiling["threads"] -= 1
-                if _compiling["threads"] == 0:
+                # put it back unless the program set an interval of its own meanwhile: that one stays
+                if _compiling["threads"] == 0 and sys.getswitchinterval() == _compiling["set"]:
                     sys.setswitchinterval(_compiling["interval"])
 
     thread = threading.Thread(target=run, daemon=True, name="phylanx-native-compile")
