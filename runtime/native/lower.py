@@ -22,7 +22,7 @@ from . import kinds as K
 from .bounds import Prover
 from .calls import DTYPE_CONSTS, SAFE, CallRules
 from .kinds import Decline
-from .signs import COUNTER, Signs, counters, inductive
+from .signs import COUNTER, Signs, counters, inductive, untested_counters
 
 # results that flip on a last-bit difference of their operands
 _COMPARING = {"operator.lt", "operator.le", "operator.gt", "operator.ge", "operator.eq", "operator.ne",
@@ -273,6 +273,7 @@ class Lowerer(CallRules, BlockWriter):
         """The loop lowered knowing which Python ints stay non-negative through it (signs.py), under a test of
         their values at its start, and as it is."""
         names = inductive(n, self.env) - self.nonneg
+        names -= untested_counters(n, names, self.counters)
         if not names:
             return lower_loop(n)
         self.two_versions(n, lower_loop, [f"{name} >= 0" for name in sorted(names)], "nonneg", self.nonneg | names)

