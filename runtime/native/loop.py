@@ -16,7 +16,7 @@ import numpy as np
 from phylanx_py.primitives import kernel_cache
 
 from . import kinds as K
-from .analysis import LoopPlan
+from .analysis import LoopPlan, arrays_written
 from .helpers import HELPERS
 from .kinds import Decline
 from .lower import SMALL, lower
@@ -205,7 +205,9 @@ class NativeLoop:
             entry.declined = str(e)
             self.reason = entry.declined
             STATS["declined"][f"{self.where}: {entry.declined}"] = True
-        entry.writes = tuple(i for i, k in enumerate(ks) if type(k) is np.ndarray)
+        # the arrays copied before a kernel that may stop on an overflow runs (to rerun on the values it started
+        # with): those it may change
+        entry.writes = arrays_written(entry.source, ks) if entry.checked else ()
         return entry
 
     def _compile(self, entry, args):

@@ -24,6 +24,7 @@ from .. import profiling
 from ..base import Runtime
 from . import kinds as K
 from . import loop as L
+from .analysis import arrays_written
 from .calls import SHAPE
 from .helpers import HELPERS
 from .kinds import Decline
@@ -238,7 +239,9 @@ class WholeFunction:
             entry.convert = _converter(low.ret_kind)
         except Decline as e:
             entry.declined = self.reason = str(e)
-        entry.writes = tuple(i for i, k in enumerate(ks) if type(k) is np.ndarray)
+        # the arrays copied before a kernel that may stop on an overflow runs (to rerun on the values it started
+        # with): those it may change
+        entry.writes = arrays_written(entry.source, ks) if entry.checked else ()
         return entry
 
     def _compile(self, entry):
