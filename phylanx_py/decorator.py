@@ -88,6 +88,7 @@ class CompiledFunction:
             raise ValueError(f"device must be 'cpu' or 'gpu', not {device!r}")
         # "gpu": NumPy inputs go to the GPU (CuPy) and results stay there until asked for (cupy.asnumpy)
         self.device = device
+        self._native_cpu = not disable and device == "cpu"  # the native tier's quick path may take a call
         self._signature = inspect.signature(fn)
         self._lock = threading.Lock()
         self._code: ProgramCode | None = None
@@ -157,19 +158,23 @@ class CompiledFunction:
         return to_device(tuple(args)), to_device(dict(kwargs))
 
     def __call__(self, *args, **kwargs):
+        code = self._code
+        if code is not None and self._native_cpu and not kwargs:
+            # the native tier's quick path first (its guards choose; a call it does not take goes on below): on a
+            # small kernel this call's own cost is what the caller sees over the kernel's
+            whole = code.whole
+            quick = whole.quick if whole is not None else None
+            if quick is not None:
+                out = quick(args)
+                if out is not MISS:
+                    return current().evaluate(code, args, kwargs, HOOKS) if out is FALLBACK else out
         if self.disable:
             return self.__wrapped__(*args, **kwargs)
-        code = self._code or self._compiled()
+        if code is None:
+            code = self._compiled()
         whole = code.whole
         if whole is not None and not kwargs and self.device == "cpu":  # the native tier's whole function
             rt = current()
-            quick = whole.quick
-            if quick is not None:
-                out = quick(rt, args)
-                if out is FALLBACK:
-                    return rt.evaluate(code, args, kwargs, HOOKS)
-                if out is not MISS:
-                    return out
             return whole.call(rt, args, lambda: rt.evaluate(code, args, kwargs, HOOKS))
         args, kwargs = self._inputs(args, kwargs)
         return current().evaluate(code, args, kwargs, HOOKS)

@@ -20,7 +20,7 @@ import numpy as np
 from phylanx_py import ir
 from phylanx_py.errors import ExecutionError
 
-from .. import profiling
+from .. import profiling, select
 from ..base import Runtime
 from . import kinds as K
 from . import loop as L
@@ -386,8 +386,8 @@ def _guard(args, small):
 
 
 def make_quick(whole: WholeFunction, entries):
-    """The quick path of ``whole`` over ``entries`` (signatures with a kernel): a function of the runtime and
-    the call's argument tuple to its result, MISS or FALLBACK; None when there is nothing to run natively."""
+    """The quick path of ``whole`` over ``entries`` (signatures with a kernel): a function of the call's argument
+    tuple to its result, MISS or FALLBACK (on the current runtime); None when there is nothing to run natively."""
     if not entries:
         return None
     n = len(whole.params)
@@ -396,10 +396,15 @@ def make_quick(whole: WholeFunction, entries):
     ns = dict(_MISS=MISS, _FALLBACK=FALLBACK, _ndarray=np.ndarray, _Runtime=Runtime,
               _active=profiling._active.get, _failed=whole.failed,
               _env_get=env_get or (lambda _key: L._raw_mode()), _KEY=L._ENV_KEY, _RAW=L._raw_mode(),
-              _stages={}, _ident=threading.get_ident, _zeros=np.zeros, _i64=np.int64)
-    lines = ["def quick(rt, args):",
+              _stages=threading.local(), _zeros=np.zeros, _i64=np.int64,
+              _using=select._current.get, _current=select.current)
+    # the runtime as ``select.current()`` finds it: a ``using`` block's first (one context-variable read)
+    lines = ["def quick(args):",
              f"    if len(args) != {n} or _env_get(_KEY) != _RAW:",
              "        return _MISS",
+             "    rt = _using()",
+             "    if rt is None:",
+             "        rt = _current()",
              "    if type(rt) is not _Runtime or rt.closed or _active() is not None:",
              "        return _MISS",
              f"    {names} = args" if n else "    pass"]
@@ -413,9 +418,10 @@ def make_quick(whole: WholeFunction, entries):
         saved = "[" + ", ".join(f"(a{i}, a{i}.copy())" for i in e.writes) + "]" if e.checked else "()"
         call = ", ".join((["st"] if len(e.stages) > 1 else []) + [f"a{i}" for i in range(n)])
         if len(e.stages) > 1:  # one stage array per thread: kernels run without the GIL
-            lines += ["        st = _stages.get(_ident())",
-                      "        if st is None:",
-                      "            st = _stages[_ident()] = _zeros(1, _i64)"]
+            lines += ["        try:",
+                      "            st = _stages.st",
+                      "        except AttributeError:",
+                      "            st = _stages.st = _zeros(1, _i64)"]
         lines += [f"        saved = {saved}",
                   "        try:",
                   f"            out = _k{j}({call})",
