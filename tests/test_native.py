@@ -196,6 +196,8 @@ def test_only_arrays_a_checked_kernel_may_change_are_copied_before_it_runs(force
     assert written(["p0[0] += 1.0"]) == (0,)
     assert written(["q = p0", "q[0] = 1.0"]) == (0,)  # another name for it
     assert written(["v = p0[1:]"]) == (0,)  # a view
+    assert written(["v = p0[None]"]) == written(["v = p0[...]"]) == (0,)  # views too
+    assert written(["s = slice(1, 2)", "v = p0[s]"]) == (0,)  # a name holding a slice: a view
     assert written(["r = p0[0]"], (a2,)) == (0,)  # a row of a 2-d array is a view
     assert written(["for r in p0:", "    r[0] = 1.0"], (a2,)) == (0,)  # rows of a 2-d array, views
     assert written(["f(p0)"]) == (0,)  # a call may change it

@@ -67,6 +67,9 @@ def arrays_written(source: str, kinds) -> tuple:
     bound to it) counts as a write."""
     import ast
 
+    everything = tuple(i for i, k in enumerate(kinds) if type(k) is np.ndarray)
+    if "slice(" in source:  # a name may hold a slice, and ``p[s]`` is then a view that looks like an element read
+        return everything
     tree = ast.parse(source)
     fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "kernel")
     names = [a.arg for a in fn.args.args][-len(kinds):] if kinds else []
@@ -81,8 +84,9 @@ def arrays_written(source: str, kinds) -> tuple:
             up = parents.get(id(node))
             if isinstance(up, ast.Subscript) and up.value is node and isinstance(up.ctx, ast.Load):
                 index = up.slice.elts if isinstance(up.slice, ast.Tuple) else [up.slice]
-                if len(index) != ndim or any(isinstance(i, ast.Slice) for i in index):
-                    return False
+                if len(index) != ndim or any(isinstance(i, ast.Slice) or (isinstance(i, ast.Constant) and (
+                        i.value is None or i.value is Ellipsis)) for i in index):
+                    return False  # a view: ``p[1:]``, ``p[None]``, ``p[...]``, a row
             elif isinstance(up, ast.Attribute) and up.value is node and up.attr in _READ_ATTRS:
                 continue
             elif isinstance(up, ast.Call) and isinstance(up.func, ast.Name) and up.func.id == "len" and \
