@@ -301,3 +301,44 @@ def sums_by_pairs(n, pairs):
         for p in pairs:  # over a list: the native tier declines it each time it starts
             total += p * i
     return total
+
+
+# Views written in a checked kernel (a Python int that may pass 2**63), by indices the kernel's source cannot tell
+# from an element read: its caller must copy the array, so the rerun after an overflow starts from its values.
+def bump_none_view(p, n):
+    h = 1
+    for i in range(n):
+        k = None
+        v = p[k]  # a (1, len(p)) view
+        v[0, 0] = v[0, 0] + 1
+        h = h * 1000003 + i
+    return h
+
+
+def bump_tuple_none_view(p, n):
+    h = 1
+    for i in range(n):
+        k = (None,)
+        v = p[k]
+        v[0, 0] = v[0, 0] + 1
+        h = h * 1000003 + i
+    return h
+
+
+def bump_row_none_view(p, n):
+    h = 1
+    for i in range(n):
+        k = None
+        v = p[0, k]  # a (1, columns) view of row 0
+        v[0, 0] = v[0, 0] + 1
+        h = h * 1000003 + i
+    return h
+
+
+def bump_empty_key_view(p, idx, n):
+    h = 1
+    for i in range(n):
+        v = p[idx]  # idx = (): the whole array, a view
+        v[0] = v[0] + 1
+        h = h * 1000003 + i
+    return h

@@ -198,6 +198,9 @@ def test_only_arrays_a_checked_kernel_may_change_are_copied_before_it_runs(force
     assert written(["v = p0[1:]"]) == (0,)  # a view
     assert written(["v = p0[None]"]) == written(["v = p0[...]"]) == (0,)  # views too
     assert written(["s = slice(1, 2)", "v = p0[s]"]) == (0,)  # a name holding a slice: a view
+    assert arrays_written("def kernel(p0):\n    v = p0[k]\n", (a1,), {"p0"}) == (0,)  # a view, says the lowerer
+    assert arrays_written("def kernel(p0, p1):\n    v = p0[k]\n", (a1, a1), {"*"}) == (0, 1)
+    assert arrays_written("def kernel(p0):\n    v = p0[]\n", (a1,)) == (0,)  # no Python: nothing known
     assert written(["r = p0[0]"], (a2,)) == (0,)  # a row of a 2-d array is a view
     assert written(["for r in p0:", "    r[0] = 1.0"], (a2,)) == (0,)  # rows of a 2-d array, views
     assert written(["f(p0)"]) == (0,)  # a call may change it
@@ -211,6 +214,27 @@ def test_only_arrays_a_checked_kernel_may_change_are_copied_before_it_runs(force
     assert entries and all(e.checked and e.writes == () for e in entries)
     assert f(data) == L.fnv_hash(data)  # past 2**63: rerun interpreted, data as it was
     assert np.array_equal(data, np.arange(20, dtype=np.uint8))
+
+
+@pytest.mark.parametrize("fn, make, extra", [
+    (L.bump_none_view, lambda: np.zeros(3, np.int64), ()),
+    (L.bump_tuple_none_view, lambda: np.zeros(3, np.int64), ()),
+    (L.bump_row_none_view, lambda: np.zeros((2, 3), np.int64), ()),
+    (L.bump_empty_key_view, lambda: np.zeros(3, np.int64), ((),)),
+])
+@pytest.mark.parametrize("keyword", [False, True])  # a keyword call runs the loop tier, a positional one the whole
+def test_a_view_written_before_an_overflow_is_undone_for_the_rerun(forced, fn, make, extra, keyword):
+    """Indices held by names (None, (None,), ()) make views the kernel's source cannot tell from element reads: the
+    lowerer names the arrays it indexed into views, and they are copied before a checked kernel runs. Here each call
+    writes through the view, then a Python int passes 2**63: the rerun starts from the values the call began with,
+    as the plain function does (a review found [18, 0, 0] against [10, 0, 0])."""
+    f = px.compile(fn)
+    call = (lambda g, a, n: g(a, *extra, n=n)) if keyword else (lambda g, a, n: g(a, *extra, n))
+    call(f, make(), 2)  # compiled, no overflow
+    got_a, want_a = make(), make()
+    assert call(f, got_a, 10) == call(fn, want_a, 10)
+    np.testing.assert_array_equal(got_a, want_a)
+    assert "past 2**63" in f.explain()
 
 
 def test_arrays_after_an_error_in_native_code_are_as_the_plain_loop_left_them(forced):
@@ -283,6 +307,19 @@ def _quick_runs(f):
     """Native runs of the whole function's signatures, and whether its quick per-call path is built."""
     whole = f._compile().whole
     return sum(e.native_runs for e in whole.entries.values()), whole.quick is not None
+
+
+def test_disable_set_after_native_calls_runs_the_plain_function(forced):
+    """``f.disable = True`` after the quick path is built: later calls are the plain function's (a review found the
+    quick path ignoring it)."""
+    f = px.compile(L.scaled_sum)
+    a = np.arange(5.0)
+    assert f(a, 2.0) == L.scaled_sum(a, 2.0) and f(a, 2.0) == L.scaled_sum(a, 2.0)
+    runs, built = _quick_runs(f)
+    assert built and runs >= 1
+    f.disable = True
+    assert f(a, 3.0) == L.scaled_sum(a, 3.0)
+    assert _quick_runs(f) == (runs, True)  # no native run: the plain function ran
 
 
 def test_whole_function_quick_path_runs_later_calls_and_keeps_their_errors(forced, monkeypatch):

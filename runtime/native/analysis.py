@@ -57,20 +57,25 @@ class LoopPlan:
 _READ_ATTRS = frozenset({"shape", "size", "ndim", "dtype"})
 
 
-def arrays_written(source: str, kinds) -> tuple:
+def arrays_written(source: str, kinds, viewed=frozenset()) -> tuple:
     """Indices of the array arguments (``kinds``: the kernel's last ``len(kinds)`` parameters) that the generated
     kernel ``source`` may change. Before a kernel that may stop on an overflow runs, these are copied so the call
     can rerun interpreted on the values it started with; a hash loop over a large array it only reads paid a copy
     of it per call (popcount over 20,000 ints: 2.2 us of 7.4). An argument counts as only read when every use of
     its name is an element read (as many integer indices as dimensions, no slice), ``.shape``/``.size``/``.ndim``/
     ``.dtype``, ``len()`` of it, or ``for v in`` a 1-d one; any other use (a store, a view, a call, another name
-    bound to it) counts as a write."""
+    bound to it) counts as a write. Whether an index makes a view the source cannot tell (a name may hold None, a
+    slice, a tuple): ``viewed`` names the arrays the lowerer indexed into views, by their kinds ("*": some
+    expression's), and those count as written too."""
     import ast
 
     everything = tuple(i for i, k in enumerate(kinds) if type(k) is np.ndarray)
-    if "slice(" in source:  # a name may hold a slice, and ``p[s]`` is then a view that looks like an element read
+    if "slice(" in source or "*" in viewed:  # a name may hold a slice; a view of an expression: any array's
         return everything
-    tree = ast.parse(source)
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # (a lowering bug: Numba would refuse it too) nothing is known: all
+        return everything
     fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "kernel")
     names = [a.arg for a in fn.args.args][-len(kinds):] if kinds else []
     parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
@@ -99,4 +104,4 @@ def arrays_written(source: str, kinds) -> tuple:
         return True
 
     return tuple(i for i, (k, name) in enumerate(zip(kinds, names))
-                 if type(k) is np.ndarray and not only_read(name, k.ndim))
+                 if type(k) is np.ndarray and (name in viewed or not only_read(name, k.ndim)))

@@ -80,6 +80,9 @@ class CallRules:
         obj, key = ks
         if type(obj) is np.ndarray:
             kind = self.index_kind(obj, key, n)
+            if type(kind) is np.ndarray:  # a view of the array: what is written through it changes the array
+                base = n.args[0]
+                self.viewed.add(base.name if isinstance(base, ir.Var) and base.depth == 0 else "*")
             return self.access(n, n.args[0], atoms[0], n.args[1], atoms[1], key), kind
         if type(obj) is tuple and isinstance(n.args[1], ir.Const) and type(n.args[1].value) is int:
             return f"{atoms[0]}[{atoms[1]}]", obj[n.args[1].value]

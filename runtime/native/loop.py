@@ -196,18 +196,19 @@ class NativeLoop:
 
     def _lower(self, ks, small) -> Entry:
         entry = Entry(ks)
+        viewed = frozenset()
         try:
             kinds = dict(zip(self.plan.params, ks))
             names = frozenset(n for n, is_small in zip(self.plan.params, small) if is_small)
-            entry.source, entry.checked, entry.flags = lower(self.plan.loop, self.plan.params, kinds,
-                                                             self.plan.outputs, names)
+            entry.source, entry.checked, entry.flags, viewed = lower(self.plan.loop, self.plan.params, kinds,
+                                                                     self.plan.outputs, names)
         except Decline as e:
             entry.declined = str(e)
             self.reason = entry.declined
             STATS["declined"][f"{self.where}: {entry.declined}"] = True
         # the arrays copied before a kernel that may stop on an overflow runs (to rerun on the values it started
         # with): those it may change
-        entry.writes = arrays_written(entry.source, ks) if entry.checked else ()
+        entry.writes = arrays_written(entry.source, ks, viewed) if entry.checked else ()
         return entry
 
     def _compile(self, entry, args):

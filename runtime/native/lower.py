@@ -81,6 +81,9 @@ class Lowerer(CallRules, BlockWriter):
         self.indent = 1
         self.tmp = itertools.count()
         self.checked = False  # uses Python-int helpers that may raise _Overflow (the caller snapshots arrays)
+        # names of arrays indexed into a view (``p[k]`` with k None, a slice, a row...; "*": an expression's):
+        # a checked kernel's caller copies those too (analysis.arrays_written)
+        self.viewed: set = set()
         self.loc = loop.loc
         self.loop_entries: list[dict] = []
 
@@ -340,6 +343,8 @@ class Lowerer(CallRules, BlockWriter):
                 continue
             parts.append(f"_ix({src}, {obj}.shape[{d}])" if K.is_int(k) and type(k) is not bool else src)
             d += 1
+        if not parts:  # an empty key: ``p[()]`` (``p[]`` is no Python)
+            return f"{obj}[()]"
         return f"{obj}[{', '.join(parts)}{',' if len(parts) == 1 and type(key_kind) is tuple else ''}]"
 
     def for_loop(self, n):
@@ -633,12 +638,13 @@ SMALL = 1 << 40  # a Python int argument below this (checked per call) is "small
 _CMP = {"operator.lt", "operator.le", "operator.gt", "operator.ge", "operator.eq", "operator.ne"}
 
 
-def lower(loop, params, kinds: dict, outputs, small=frozenset()) -> tuple[str, bool, dict]:
+def lower(loop, params, kinds: dict, outputs, small=frozenset()) -> tuple[str, bool, dict, frozenset]:
     """(kernel source, whether it uses helpers that fall back to the interpreter, the Either kinds of outputs
-    whose flags follow them) for ``loop`` over ``params`` of ``kinds``, the Python ints named in ``small``
+    whose flags follow them, the arrays indexed into views) for ``loop`` over ``params`` of ``kinds``, the Python
+    ints named in ``small``
     being below SMALL in magnitude (the caller checks it per call); Decline."""
     src, low = settle(Lowerer, loop, params, kinds, outputs, small)
-    return src, low.checked, {o: low.widened[o] for o in low.flag_outputs}
+    return src, low.checked, {o: low.widened[o] for o in low.flag_outputs}, frozenset(low.viewed)
 
 
 def settle(cls, node, params, kinds: dict, outputs, small=frozenset(), **extra):

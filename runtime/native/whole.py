@@ -235,13 +235,13 @@ class WholeFunction:
             names = frozenset(n for n, is_small in zip(self.params, small) if is_small)
             entry.source, low = settle(FunctionLowerer, self.body, self.params, dict(zip(self.params, ks)), [],
                                        names, ret=self.ret)
-            entry.checked, entry.stages = low.checked, low.stages
+            entry.checked, entry.stages, viewed = low.checked, low.stages, low.viewed
             entry.convert = _converter(low.ret_kind)
         except Decline as e:
             entry.declined = self.reason = str(e)
         # the arrays copied before a kernel that may stop on an overflow runs (to rerun on the values it started
         # with): those it may change
-        entry.writes = arrays_written(entry.source, ks) if entry.checked else ()
+        entry.writes = arrays_written(entry.source, ks, viewed) if entry.checked else ()
         return entry
 
     def _compile(self, entry):
