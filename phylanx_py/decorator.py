@@ -88,7 +88,6 @@ class CompiledFunction:
             raise ValueError(f"device must be 'cpu' or 'gpu', not {device!r}")
         # "gpu": NumPy inputs go to the GPU (CuPy) and results stay there until asked for (cupy.asnumpy)
         self.device = device
-        self._native_cpu = not disable and device == "cpu"  # the native tier's quick path may take a call
         self._signature = inspect.signature(fn)
         self._lock = threading.Lock()
         self._code: ProgramCode | None = None
@@ -159,7 +158,7 @@ class CompiledFunction:
 
     def __call__(self, *args, **kwargs):
         code = self._code
-        if code is not None and self._native_cpu and not kwargs:
+        if code is not None and not kwargs and not self.disable and self.device == "cpu":
             # the native tier's quick path first (its guards choose; a call it does not take goes on below): on a
             # small kernel this call's own cost is what the caller sees over the kernel's
             whole = code.whole

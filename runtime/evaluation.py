@@ -157,7 +157,9 @@ class Evaluation:
         if self.memo:
             args = tuple(self.memo.get(a, a) if type(a) in FUTURES else a for a in args)
         limit = self.inline_elements
-        cheap = prim.cheap or site.cheap or (prim.parallel and self.shares)
+        # a parallel kernel runs here only when no task is in flight: one that is might fail first (its error is
+        # the one Python raises) or be independent work the pool would overlap with this kernel
+        cheap = prim.cheap or site.cheap or (prim.parallel and self.shares and not self.pending)
         waited = False
         for a in args:
             t = type(a)

@@ -526,3 +526,25 @@ def test_async_function_is_a_compile_error():
     assert str(err.value).splitlines()[0] == (
         f"{FILE}:{line}:{col}: unsupported construct: async function (a compiled function runs to its result; call "
         "it from async code instead, e.g. in loop.run_in_executor)")
+
+
+def _singular_then_mismatch(A, x, y):
+    B = np.linalg.inv(A)  # a task (A is large): singular, Python stops here
+    z = x * 2.0 + y  # a fused chain whose shapes do not broadcast
+    return B, z
+
+
+def test_the_first_failing_line_is_reported_when_a_fused_kernel_follows_a_failing_task():
+    """Fused kernels run in the calling thread when their inputs are values, but not while a task is in flight: one
+    that fails first must be the error, as in Python (a review found the fused chain's ValueError reported)."""
+    A, x, y = np.zeros((300, 300)), np.ones(70_000), np.ones(70_001)
+    with pytest.raises(np.linalg.LinAlgError):
+        _singular_then_mismatch(A, x, y)
+    f = px.compile(_singular_then_mismatch)
+    assert "fused" in str(f.tree)
+    line, _ = source_position(_singular_then_mismatch, "np.linalg.inv")
+    with px.using(px.runtime.local(2)):
+        for _ in range(3):
+            with pytest.raises(px.ExecutionError) as e:
+                f(A, x, y)
+            assert isinstance(e.value.__cause__, np.linalg.LinAlgError) and e.value.lineno == line
