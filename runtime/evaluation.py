@@ -7,7 +7,7 @@ started when its input futures complete. Each call site measures its kernel's ti
 once a site has run ``ADAPT_AFTER`` times at a mean under ``CHEAP_SECONDS`` (200 µs), it runs inline even on
 large inputs, and on futures that are already done, since a task would cost more than the work. So do primitives
 whose kernel spreads a large input over every core itself (``Primitive.parallel``: the fused kernels) on a local
-pool, where a task would only add hand-offs between threads. Effectful
+pool while no task is in flight, where a task would only add hand-offs between threads. Effectful
 primitives (``a[i] = v``, ``x += y``, ``list.append``, random
 draws, ``print``) run inline in program order, after the pending tasks that might still read what they change.
 """
