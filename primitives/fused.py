@@ -11,6 +11,7 @@ semantics Numba does not share with NumPy go to the reference kernel.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -85,21 +86,18 @@ def fused_elementwise(spec, locs, *args):
 _thread_setting = threading.local()
 
 
-class kernel_threads:  # noqa: N801 - used as a ``with`` statement, like a function
+@contextlib.contextmanager
+def kernel_threads(n: int):
     """``with kernel_threads(n):`` the kernels this thread runs use ``n`` threads. For threads of a Dask worker
     process that are not its task threads (an SPMD rank started through the worker's port, training/service.py):
     ``get_worker()`` does not know them, and each such rank split its kernels over every core, so two ranks ran
     four threads on two cores."""
-
-    def __init__(self, n: int):
-        self.n = n
-
-    def __enter__(self):
-        self.saved = getattr(_thread_setting, "n", None)
-        _thread_setting.n = self.n
-
-    def __exit__(self, *exc):
-        _thread_setting.n = self.saved
+    saved = getattr(_thread_setting, "n", None)
+    _thread_setting.n = n
+    try:
+        yield
+    finally:
+        _thread_setting.n = saved
 
 
 def _threads() -> int:

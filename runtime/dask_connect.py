@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import os
 import socket
@@ -199,12 +200,18 @@ def live_workers(client) -> dict:
     cache back, while the client's own periodic refresh (every ``scheduler-info-interval``, 2 s) writes a worker-less
     identity into the same cache. A read that falls between the two sees no workers at all (here 375 of 54,000 calls
     with the refresh every 5 ms), and a training segment once took its live workers for dead and ran again."""
-    from distributed.scheduler import Scheduler
-
     if client.status != "running":  # closed, or reconnecting after the scheduler went: none known to be alive
         return {}
-    every = {"n_workers": -1} if "n_workers" in inspect.signature(Scheduler.identity).parameters else {}
     try:
-        return client.sync(client.scheduler.identity, **every)["workers"]
+        return client.sync(client.scheduler.identity, **_every_worker())["workers"]
     except OSError:  # the scheduler went away while asked (CommClosedError is an OSError): none known alive
         return {}
+
+
+@functools.cache
+def _every_worker() -> dict:
+    """``identity``'s argument for all workers (distributed since 2025: ``n_workers=-1``; before: none needed),
+    looked up once: the watchdogs ask for the live workers twice a second."""
+    from distributed.scheduler import Scheduler
+
+    return {"n_workers": -1} if "n_workers" in inspect.signature(Scheduler.identity).parameters else {}

@@ -18,7 +18,7 @@ from phylanx_py.errors import ClusterError
 from ..dask_connect import live_workers
 from ..training import segment as seg
 from ..training import service
-from ..training.driver import RETRIES, STALL_SECONDS, place
+from ..training.driver import RETRIES, STALL_SECONDS, abort_ranks, place, require_alive
 from ..training.ring import RankLost, forget_ports, port_addresses
 from . import rank as rank_task
 
@@ -227,8 +227,7 @@ def _attempt_direct(client, job, ranks, tile_futures, stall):
 def _abandon(client, name, ranks, futures):
     """Tell the ranks of a segment given up on to stop (at their next collective or wait), and drop its futures."""
     if client.status == "running":  # else the scheduler is gone: nothing to tell, and asking would wait
-        alive = set(live_workers(client))
-        client.run(seg.abort, name, workers=[w for w, _, _ in ranks if w in alive], on_error="ignore")
+        abort_ranks(client, name, [w for w, _, _ in ranks])
         for f in futures:
             f.cancel()
 
@@ -328,10 +327,7 @@ def _watch(client, name, wait, workers, stall, poll=POLL_SECONDS, progress=None)
 
 
 def _progress(client, name, workers) -> int:
-    alive = set(live_workers(client))
-    gone = [w for w in workers if w not in alive]
-    if gone:
-        raise RankLost(f"worker {gone[0]} of {name} died")
+    require_alive(client, name, workers)
     now = client.run(seg.progress, name, workers=workers, on_error="return")
     return sum(v for v in now.values() if isinstance(v, int))
 

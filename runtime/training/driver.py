@@ -243,10 +243,7 @@ class SegmentTrainer:
                     return client.gather(futs)
                 if any(f.status != "finished" for f in deps):
                     raise RankLost(f"the checkpoint {name} starts from was lost with its worker")
-                alive = set(live_workers(client))
-                lost = [w for w in workers if w not in alive]
-                if lost:
-                    raise RankLost(f"worker {lost[0]} of {name} died")
+                require_alive(client, name, workers)
                 now = client.run(seg.progress, name, workers=workers, on_error="return")
                 n = min((v for v in now.values() if isinstance(v, int)), default=0)
                 if n != done:
@@ -257,10 +254,24 @@ class SegmentTrainer:
                         f"{self.steps} of the epoch never completed); the cluster is not making progress "
                         "(PHYLANX_STALL_SECONDS sets the limit)")
         except BaseException:
-            client.run(seg.abort, name, workers=[w for w in workers if w in live_workers(client)],
-                       on_error="ignore")
+            abort_ranks(client, name, workers)
             client.cancel(futs)
             raise
+
+
+def require_alive(client, name: str, workers):
+    """RankLost when one of ``workers`` (those of segment ``name``) is no longer among the scheduler's."""
+    alive = live_workers(client)
+    gone = [w for w in workers if w not in alive]
+    if gone:
+        raise RankLost(f"worker {gone[0]} of {name} died")
+
+
+def abort_ranks(client, name: str, workers):
+    """Tell the ranks of segment ``name`` on those of ``workers`` still alive to stop (at their next collective or
+    wait). The live workers are asked once, not once a worker."""
+    alive = live_workers(client)
+    client.run(seg.abort, name, workers=[w for w in workers if w in alive], on_error="ignore")
 
 
 def place(client, value, what: str):
