@@ -388,14 +388,7 @@ def test_an_error_in_the_model_is_raised_not_retried(cluster):
 
 # ---- a worker killed mid-segment ---------------------------------------------------------------------------
 def small_model():
-    class Pause(nn.Layer):  # defined in a function, so it travels to the workers by value
-        """The identity, 20 ms a step: a segment lasts long enough to be caught running."""
-
-        def apply(self, params, state, x, noise, training):
-            time.sleep(0.02)
-            return x, state
-
-    return nn.Sequential([Pause(), nn.Dense(6, 32), nn.ReLU(), nn.Dense(32, 3)])
+    return nn.Sequential([nn.Dense(6, 32), nn.ReLU(), nn.Dense(32, 3)])
 
 
 def kill_a_rank_mid_segment(procs, client, stop, epoch=1, after_steps=1):
@@ -450,7 +443,10 @@ def fit_with_a_kill(mode, X, Y, spare: bool, **opt):
 @pytest.mark.parametrize("mode", ["allreduce", "neighbours"])
 def test_a_worker_killed_mid_segment_does_not_change_the_run(mode, cluster):
     procs, rt = cluster
-    X, Y = blobs(n=400)
+    # 4,000 rows: 250 steps an epoch, a few hundred ms, long enough for the killer (it polls every 20 ms) to catch
+    # a segment running. (A layer that slept 20 ms in ``apply`` did not help: the gradient tree is traced once, so
+    # it slept once, and with 400 rows an epoch took 25-55 ms: the kill missed it in one CI run.)
+    X, Y = blobs(n=4000)
     opt = dict(optimizer=nn.SGD(0.05, momentum=0.9), epochs=3, batch_size=16, seed=0, every=2)
     # the undisturbed run, on two workers
     ref = small_model()
