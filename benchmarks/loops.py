@@ -66,10 +66,14 @@ def _tier(f):
     compile_s = sum(e.compile_seconds for loop in loops for e in loop.entries.values())
     whole = list(code.whole.entries.values()) if code.whole is not None else []
     compile_s += sum(e.compile_seconds for e in whole)
+    threads = next((f", parallel on {e.parallel.threads} threads" for e in whole + native
+                    if e.parallel is not None and e.parallel.state == "parallel"), "")
+    compile_s += sum(e.parallel.compile_seconds for e in whole + native if e.parallel is not None)
     if any(e.kernel is not None for e in whole):
-        return "native (whole function)", compile_s
+        return "native (whole function" + threads + ")", compile_s
     if native:
-        return "native" + (f" (loops; whole: {whole[0].declined})" if whole and whole[0].declined else ""), compile_s
+        return "native" + (f" (loops; whole: {whole[0].declined})" if whole and whole[0].declined else "") + \
+            threads, compile_s
     reasons = [loop.reason for loop in loops if loop.reason]
     return ("interpreted: " + reasons[0]) if reasons else "interpreted", compile_s
 
@@ -104,6 +108,10 @@ def run_case(name, fn, args, repeats):
                                                                   "interpreted:" not in _tier(f)[0])):
         f(*_copy(args))
         _wait_native(f)
+    deadline = time.monotonic() + 30  # a parallel variant: compiled, then measured against the sequential one
+    while time.monotonic() < deadline and ("measuring" in f.explain() or _compiles_running()):
+        _quiet()
+        f(*_copy(args))
     got = f(*_copy(args))
     t_px = _times(f, args, max(repeats, 5))
     tier, px_compile = _tier(f)
@@ -119,12 +127,17 @@ FIRST_CALL = {  # name -> (kernel, inputs): an outer time loop of a few seconds 
 }
 
 
-def _quiet(limit=120.0):
-    """Until no native-tier compile runs in the background."""
+def _compiles_running():
     import threading
 
+    return any(t.name == "phylanx-native-compile" for t in threading.enumerate())
+
+
+def _quiet(limit=120.0):
+    """Until no native-tier compile runs in the background."""
+
     deadline = time.monotonic() + limit
-    while time.monotonic() < deadline and any(t.name == "phylanx-native-compile" for t in threading.enumerate()):
+    while time.monotonic() < deadline and _compiles_running():
         time.sleep(0.05)
 
 

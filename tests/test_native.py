@@ -9,6 +9,7 @@ import prog_loops as L
 import pytest
 from helpers import assert_same, check
 from phylanx_py.runtime.native import loop as native_loop
+from phylanx_py.runtime.native import tuning as native_tuning
 
 import phylanx_py as px
 
@@ -416,7 +417,9 @@ def test_a_loop_inside_an_interpreted_loop_goes_native_at_the_outer_loops_next_i
     outer, inner = f.explain().splitlines()
     assert outer == f"loop at prog_loops.py:{first + 1} -> interpreted: items is a list"
     assert inner.startswith(f"loop at prog_loops.py:{first + 2} -> native (2 args: float64[:], float; compiled in ")
-    assert inner.endswith(f"; {len(items)} native runs)")
+    # its iterations are independent: forced, the loop's parallel variant runs (test_native_parallel.py)
+    assert inner.endswith(f"; {len(items)} native runs; 1 loop may run on {native_tuning.threads()} threads, "
+                          "in parallel (forced))")
 
 
 def test_background_compiles_run_with_a_short_switch_interval_and_put_it_back():

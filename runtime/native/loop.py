@@ -20,6 +20,8 @@ from .analysis import LoopPlan, arrays_written
 from .helpers import HELPERS
 from .kinds import Decline
 from .lower import SMALL, lower
+from .parallel import variant
+from .tuning import prepare
 
 HOT_SECONDS = 0.05  # interpreted time after which a loop is compiled (Numba takes 0.2-10 s per kernel)
 # counts of what the tier did in this process: "native" runs, "declined" signatures with their reasons
@@ -94,7 +96,7 @@ class Entry:
     """One signature of a loop: its source, kernel, state and the reason it was declined."""
 
     __slots__ = ("kinds", "source", "checked", "kernel", "overflow", "declined", "compiling", "compile_seconds",
-                 "interpreted", "native_runs", "writes", "flags", "convert")
+                 "interpreted", "native_runs", "writes", "flags", "convert", "parallel", "serial_why")
 
     def __init__(self, kinds):
         self.kinds = kinds
@@ -102,6 +104,8 @@ class Entry:
         self.checked = self.compiling = False
         self.compile_seconds = self.interpreted = 0.0
         self.convert = None
+        self.parallel = None  # tuning.Choice: the kernel's parallel variant and whether it runs
+        self.serial_why = None  # why the kernel has no parallel variant (None: not known yet)
         self.native_runs = 0
         self.writes = ()
         self.flags = {}
@@ -226,16 +230,19 @@ class NativeLoop:
             entry.declined = f"Numba: {_first_line(e)}"
             self.reason = entry.declined
             STATS["declined"][f"{self.where}: {entry.declined}"] = True
+            return
         finally:
             entry.compile_seconds += time.perf_counter() - t0
             entry.compiling = False
+        parallel_variant(entry, sig, mode() == "force")  # the sequential kernel runs meanwhile
 
     def _run(self, ev, entry, args):
         if ev.pending:
             ev.wait_all(raise_errors=False)  # tasks still reading arrays the loop may change
         saved = [(args[i], args[i].copy()) for i in entry.writes] if entry.checked else ()
+        run = entry.kernel if entry.parallel is None else entry.parallel.runner(entry.kernel)
         try:
-            out = entry.kernel(*args)
+            out = run(*args)
         except _numba_errors() as e:  # typing for arguments not seen when compiling: nothing ran yet
             entry.declined = f"Numba: {_first_line(e)}"
             self.reason = entry.declined
@@ -276,11 +283,34 @@ class NativeLoop:
                 lines.append(f"loop at {self.where} -> interpreted: {entry.declined}")
             elif entry.kernel is not None:
                 lines.append(f"loop at {self.where} -> native ({len(entry.kinds)} args: {sig}; compiled in "
-                             f"{entry.compile_seconds:.2f} s; {entry.native_runs} native runs)")
+                             f"{entry.compile_seconds:.2f} s; {entry.native_runs} native runs{threads_note(entry)})")
             else:
                 lines.append(f"loop at {self.where} -> interpreted so far ({entry.interpreted * 1e3:.1f} ms; "
                              f"native after {HOT_SECONDS * 1e3:.0f} ms{', compiling' if entry.compiling else ''})")
         return lines
+
+
+def parallel_variant(entry, sig, force, decided=None):
+    """Give ``entry`` (its sequential kernel compiled for ``sig``) its parallel variant, when a loop of it may run
+    in parallel (parallel.py), or the reason it has none."""
+    try:
+        v, why = variant(entry.source)
+    except Exception as e:  # noqa: BLE001 - a source the analysis cannot read stays sequential, and says why
+        v, why = None, f"not analysed ({type(e).__name__}: {e})"
+    entry.parallel, entry.serial_why = prepare(v, sig, load_kernel_source, force, decided,
+                                                 lambda: _compiling["threads"] > 0)
+    entry.serial_why = entry.serial_why or why
+
+
+def load_kernel_source(source):
+    return load_kernel(HELPERS + "\n\n" + source)
+
+
+def threads_note(entry) -> str:
+    """The kernel's threads for explain(): its parallel loops and what was chosen, or why it has none."""
+    if entry.parallel is not None:
+        return f"; {entry.parallel.describe()}"
+    return f"; sequential: {entry.serial_why}" if entry.serial_why else ""
 
 
 def _restore(value, kind):

@@ -257,15 +257,21 @@ class WholeFunction:
             self._requick()
         except Exception as e:  # noqa: BLE001 - a typing failure declines this signature
             entry.declined = self.reason = f"Numba: {L._first_line(e)}"
+            return
         finally:
             entry.compile_seconds += time.perf_counter() - t0
             entry.compiling = False
+        # the sequential kernel runs meanwhile (the quick path has it): its parallel variant, measured against it
+        L.parallel_variant(entry, entry.sig, L.current_mode() == "force", self._requick)
+        if entry.parallel is not None:
+            self._requick()
 
     def _run(self, rt, entry, args, fallback):
         saved = [(args[i], args[i].copy()) for i in entry.writes] if entry.checked else ()
         stage = np.zeros(1, np.int64) if len(entry.stages) > 1 else None
+        run = entry.kernel if entry.parallel is None else entry.parallel.runner(entry.kernel)
         try:
-            out = entry.kernel(*args) if stage is None else entry.kernel(stage, *args)
+            out = run(*args) if stage is None else run(stage, *args)
         except Exception as e:
             if self.failed(entry, e, stage, saved) is FALLBACK:
                 return fallback()
@@ -307,7 +313,8 @@ class WholeFunction:
                 lines.append(f"function at {self.where} -> interpreted: {entry.declined}")
             elif entry.kernel is not None:
                 lines.append(f"function at {self.where} -> native (whole function, {len(entry.kinds)} args: {sig}; "
-                             f"compiled in {entry.compile_seconds:.2f} s; {entry.native_runs} native runs)")
+                             f"compiled in {entry.compile_seconds:.2f} s; {entry.native_runs} native runs"
+                             f"{L.threads_note(entry)})")
             else:
                 lines.append(f"function at {self.where} -> loops only so far ({entry.interpreted * 1e3:.1f} ms; "
                              f"whole function native after {L.HOT_SECONDS * 1e3:.0f} ms"
@@ -412,7 +419,8 @@ def make_quick(whole: WholeFunction, entries):
         for name, value in e.values.items():
             ns[f"{name}_{j}"] = value
         ns[f"_e{j}"], ns[f"_c{j}"] = e, e.convert
-        ns[f"_k{j}"] = e.entry_point if e.exact else e.kernel
+        seq = e.entry_point if e.exact else e.kernel
+        ns[f"_k{j}"] = seq if e.parallel is None else e.parallel.runner(seq)
         guard = re.sub(r"\b(_[dt]\d+)\b", rf"\1_{j}", e.guard)
         lines.append(f"    if {guard}:")
         saved = "[" + ", ".join(f"(a{i}, a{i}.copy())" for i in e.writes) + "]" if e.checked else "()"
