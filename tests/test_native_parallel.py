@@ -98,29 +98,55 @@ def test_arrays_that_overlap_run_the_sequential_variant(forced):
     assert choice.runs == runs + 1
 
 
-def test_the_variant_is_chosen_by_measuring_both_on_the_programs_calls(forced):
-    """Unforced, the first calls alternate between the sequential and the parallel variant (the same answers),
-    then one is kept and the quick path calls it; explain() says which, with both times."""
-    fn, make = INDEPENDENT["escape_counts"]
-    args = make()
+def test_the_variant_is_compiled_after_a_long_call_then_chosen_by_measuring(forced):
+    """Unforced: the first call is timed (a long one has its parallel variant compiled, in the background), then
+    calls alternate between the sequential and the parallel variant (the same answers) until one is kept; the
+    quick path then calls it, and explain() says which, with both times."""
+    fn = P.escape_counts
+    args = (rng.uniform(-2.0, 0.5, 20000), np.zeros(20000, dtype=np.int64), 200)  # ms a call: long enough
+    want = fn(*_copies(args))
     f = px.compile(fn)
     f(*_copies(args))
     choice = _entry(f).parallel
-    choice.state, choice.forced, choice.times = "measuring", False, ([], [])
+    choice.state, choice.forced, choice.times, choice.par = "probing", False, ([], []), None
+    built = []
+    choice.background = lambda build: (built.append(build), build())  # the build, here in this thread
     f._compile().whole._requick()
+    assert_same(f(*_copies(args)), want)
+    seq_t, par_t = choice.times
+    assert len(seq_t) == 1 and seq_t[0] >= tuning.MIN_SECONDS, seq_t
+    assert len(built) == 1 and choice.par is not None and choice.state == "measuring"
     for k in range(2 * tuning.ROUNDS):
-        assert_same(f(*_copies(args)), fn(*_copies(args)))
-        seq_t, par_t = choice.times
-        assert (len(seq_t), len(par_t)) == (k // 2 + 1, (k + 1) // 2)
-        if choice.state != "measuring":  # after both were measured ROUNDS times, or a call too short for threads
-            assert k == 2 * tuning.ROUNDS - 1 or (k == 0 and seq_t[0] < tuning.MIN_SECONDS)
+        assert_same(f(*_copies(args)), want)
+        assert (len(par_t), len(seq_t)) == (k // 2 + 1, (k + 1) // 2 + 1)
+        if choice.state != "measuring":
             break
-    assert choice.state in ("parallel", "sequential")
+    assert choice.state in ("parallel", "sequential") and len(par_t) == tuning.ROUNDS
     line = f.explain().splitlines()[-1]
-    assert f"1 loop may run on {tuning.threads()} threads, {choice.state} chosen: " in line
+    chosen = "in parallel" if choice.state == "parallel" else "sequential"
+    assert f"1 loop may run on {tuning.threads()} threads, {chosen} chosen: " in line
     runs = choice.runs
-    assert_same(f(*_copies(args)), fn(*_copies(args)))
+    assert_same(f(*_copies(args)), want)
     assert choice.runs == runs + (choice.state == "parallel")
+
+
+def test_a_short_call_keeps_the_kernel_sequential_without_compiling_its_parallel_variant(forced):
+    fn, make = INDEPENDENT["smooth"]
+    args = (np.linspace(0.0, 1.0, 8), np.zeros(8))  # well under a microsecond of work
+    f = px.compile(fn)
+    f(*_copies(args))
+    choice = _entry(f).parallel
+    choice.state, choice.forced, choice.times, choice.par = "probing", False, ([], []), None
+    choice.background = lambda build: None  # not built: a preempted call measured long (tried again below)
+    f._compile().whole._requick()
+    for _ in range(50):
+        assert_same(f(*_copies(args)), fn(*_copies(args)))
+        if choice.state == "sequential":
+            break
+        choice.state, choice.times = "probing", ([], [])
+        f._compile().whole._requick()
+    assert choice.state == "sequential" and choice.par is None
+    assert f.explain().splitlines()[-1].endswith("us a call is too short for threads)")
 
 
 _FORKED = {}  # what the forked child finds in its copy of this module

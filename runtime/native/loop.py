@@ -21,7 +21,7 @@ from .helpers import HELPERS
 from .kinds import Decline
 from .lower import SMALL, lower
 from .parallel import variant
-from .tuning import prepare
+from .tuning import Choice, threads
 
 HOT_SECONDS = 0.05  # interpreted time after which a loop is compiled (Numba takes 0.2-10 s per kernel)
 # counts of what the tier did in this process: "native" runs, "declined" signatures with their reasons
@@ -291,15 +291,19 @@ class NativeLoop:
 
 
 def parallel_variant(entry, sig, force, decided=None):
-    """Give ``entry`` (its sequential kernel compiled for ``sig``) its parallel variant, when a loop of it may run
-    in parallel (parallel.py), or the reason it has none."""
+    """Give ``entry`` (its sequential kernel compiled for ``sig``) its parallel variant (tuning.Choice: compiled
+    once a call proves long enough, at once when ``force``), when a loop of it may run in parallel (parallel.py),
+    or the reason it has none."""
     try:
         v, why = variant(entry.source)
     except Exception as e:  # noqa: BLE001 - a source the analysis cannot read stays sequential, and says why
         v, why = None, f"not analysed ({type(e).__name__}: {e})"
-    entry.parallel, entry.serial_why = prepare(v, sig, load_kernel_source, force, decided,
-                                                 lambda: _compiling["threads"] > 0)
-    entry.serial_why = entry.serial_why or why
+    if v is not None and threads() < 2:
+        v, why = None, "one thread"
+    entry.serial_why = why
+    if v is not None:
+        entry.parallel = Choice(v, sig, load_kernel_source, force, decided, lambda: _compiling["threads"] > 0,
+                                in_background)
 
 
 def load_kernel_source(source):

@@ -20,6 +20,8 @@ from __future__ import annotations
 import ast
 import functools
 
+from .helpers import HELPERS
+
 # Numba parallel options: only the loops marked prange run in parallel; array expressions stay as written
 PARALLEL_OPTIONS = {"prange": True, "comprehension": False, "reduction": False, "inplace_binop": False,
                     "setitem": False, "numpy": False, "stencil": False, "fusion": False}
@@ -41,8 +43,6 @@ _CALLS = {"_ix": "an index not proven in bounds", "_ck_": "Python-int arithmetic
 @functools.cache
 def pure_helpers() -> frozenset:
     """The helpers (runtime/native/helpers.py) that cannot raise: no ``raise`` in them or in what they call."""
-    from .helpers import HELPERS
-
     fns = {n.name: n for n in ast.parse(HELPERS).body if isinstance(n, ast.FunctionDef)}
     calls = {name: {c.func.id for c in ast.walk(f) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
              for name, f in fns.items()}

@@ -2,12 +2,14 @@
 chosen by measuring both on the program's own calls, as Phylanx chose between inline and task by measuring.
 
 Both variants give the same bits (parallel.py proves the iterations independent), so the choice is only about
-time: a parallel region costs a few microseconds to start and its loops may be too short to pay for it. The first
-calls alternate between the two; the parallel one is kept when its median is under PARALLEL_GAIN of the
+time: a parallel region costs a few microseconds to start and its loops may be too short to pay for it. A
+kernel's first call after it went native is timed: under MIN_SECONDS it stays sequential and its parallel variant
+is never compiled; else that variant is compiled in the background (the sequential kernel runs meanwhile), then
+calls alternate between the two and the parallel one is kept when its median is under PARALLEL_GAIN of the
 sequential one's. A call whose arrays overlap (the same array passed twice: iterations would no longer be
 independent), a call while another parallel kernel runs in this process (no oversubscription, and Numba's
 workqueue layer must not be entered from two threads) and any call in a forked child (GNU OpenMP does not survive
-fork) run the sequential variant."""
+fork) run the sequential variant. ``PHYLANX_NATIVE=force`` compiles it at once and always runs it."""
 from __future__ import annotations
 
 import functools
@@ -18,7 +20,7 @@ import time
 
 import numpy as np
 
-MIN_SECONDS = 20e-6  # a sequential call shorter than this is not measured further: threads cannot pay
+MIN_SECONDS = 20e-6  # a sequential call shorter than this stays sequential: threads cannot pay
 ROUNDS = 5  # calls of each variant measured before choosing
 PARALLEL_GAIN = 0.85  # the parallel variant is kept when its median time is under this fraction of sequential's
 _lock = threading.Lock()  # one parallel kernel at a time in this process
@@ -39,41 +41,42 @@ def threads() -> int:
     return 1 if _forked[0] else numba.config.NUMBA_NUM_THREADS
 
 
-def prepare(variant, sig, load, force: bool, decided=None, busy=lambda: False):
-    """(Choice, None) for a kernel with a parallel ``variant`` (parallel.Variant or None) compiled for ``sig`` by
-    ``load(source)`` (the module), else (None, why not). ``decided()`` is called once the choice is made; no call
-    is measured while ``busy()`` (a compile in the background takes a core)."""
-    if variant is None:
-        return None, None
-    n = threads()
-    if n < 2:
-        return None, "one thread"
-    t0 = time.perf_counter()
-    try:
-        module = load(variant.source)
-        module.kernel.compile(sig)
-    except Exception as e:  # noqa: BLE001 - the sequential kernel stays; say why in explain()
-        return None, f"Numba: {str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__}"
-    return Choice(module.kernel, variant, n, time.perf_counter() - t0, force, decided, busy), None
-
-
 class Choice:
     """The parallel variant of one kernel signature and whether it runs: ``runner(seq)`` is the callable a call
-    through ``seq`` (the caller's sequential kernel: an entry point or the dispatcher) uses instead."""
+    through ``seq`` (the caller's sequential kernel: an entry point or the dispatcher) uses instead.
 
-    def __init__(self, par, variant, n, compile_seconds, force, decided, busy):
-        self.par, self.variant, self.threads = par, variant, n
-        self.compile_seconds = compile_seconds
-        self.state = "parallel" if force else "measuring"
+    ``variant`` (parallel.Variant) is compiled for ``sig`` by ``load(source)`` (its module), at once when
+    ``force``, else by ``background(fn)`` once a call proved long enough. ``decided()`` is called whenever the
+    callable to use changes; no call is measured while ``busy()`` (a compile in the background takes a core)."""
+
+    def __init__(self, variant, sig, load, force, decided=None, busy=lambda: False, background=None):
+        self.variant, self.sig, self.load = variant, sig, load
+        self.threads = threads()
         self.forced = force
+        self.decided, self.busy, self.background = decided, busy, background
+        self.par, self.error, self.compile_seconds = None, None, 0.0
+        self.state = "probing"  # probing -> compiling -> measuring -> parallel | sequential (or failed)
         self.times: tuple = ([], [])  # sequential, parallel
-        self.decided, self.busy = decided, busy
         self.runs = 0  # calls that ran the parallel variant
+        if force:
+            self.build()
+
+    def build(self):
+        t0 = time.perf_counter()
+        try:
+            module = self.load(self.variant.source)
+            module.kernel.compile(self.sig)
+            self.par = module.kernel
+            state = "parallel" if self.forced else "measuring"
+        except Exception as e:  # noqa: BLE001 - the sequential kernel stays; explain() says why
+            first = str(e).strip().splitlines()
+            self.error, state = f"Numba: {first[0][:160] if first else type(e).__name__}", "failed"
+        self.compile_seconds += time.perf_counter() - t0
+        self._switch(state)
 
     def runner(self, seq):
-        if self.state == "sequential":
-            return seq
-        return functools.partial(self.run if self.state == "parallel" else self.measure, seq)
+        handler = {"probing": self.probe, "measuring": self.measure, "parallel": self.run}.get(self.state)
+        return seq if handler is None else functools.partial(handler, seq)
 
     def usable(self, args) -> bool:
         """Whether this call's arrays let the parallel loops run: no array they store into overlaps another."""
@@ -85,6 +88,19 @@ class Choice:
             if sum(b is w for b in arrays) > 1 or any(b is not w and np.may_share_memory(w, b) for b in arrays):
                 return False
         return True
+
+    def probe(self, seq, *args):
+        t0 = time.perf_counter()
+        out = seq(*args)
+        dt = time.perf_counter() - t0
+        if self.state == "probing" and not self.busy():
+            self.times[0].append(dt)
+            if dt < MIN_SECONDS:
+                self._switch("sequential")
+            elif self.background is not None:
+                self._switch("compiling")
+                self.background(self.build)
+        return out
 
     def run(self, seq, *args):
         if not _lock.acquire(blocking=False):
@@ -113,14 +129,12 @@ class Choice:
             t0 = time.perf_counter()
             out = seq(*args)
             seq_t.append(time.perf_counter() - t0)
-        if len(seq_t) == 1 and seq_t[0] < MIN_SECONDS:
-            self._choose("sequential")
-        elif len(par_t) >= ROUNDS and len(seq_t) >= ROUNDS:
+        if self.state == "measuring" and len(par_t) >= ROUNDS and len(seq_t) >= ROUNDS:
             faster = statistics.median(par_t) < PARALLEL_GAIN * statistics.median(seq_t)
-            self._choose("parallel" if faster else "sequential")
+            self._switch("parallel" if faster else "sequential")
         return out
 
-    def _choose(self, state):
+    def _switch(self, state):
         self.state = state
         if self.decided is not None:
             self.decided()
@@ -129,14 +143,15 @@ class Choice:
         loops = len(self.variant.loops)
         what = f"{loops} loop{'s' if loops > 1 else ''} may run on {self.threads} threads"
         seq_t, par_t = self.times
-        timing = ""
-        if seq_t and par_t:
-            timing = (f": {statistics.median(par_t) * 1e6:.0f} us against "
-                      f"{statistics.median(seq_t) * 1e6:.0f} us sequential")
-        elif seq_t:
-            timing = f": {seq_t[0] * 1e6:.1f} us a call is too short for threads"
-        if self.state == "measuring":
-            return f"{what}, measuring"
+        if self.state == "failed":
+            return f"{what}, sequential: its parallel variant failed to compile ({self.error})"
         if self.forced:
             return f"{what}, in parallel (forced)"
+        if self.state in ("probing", "compiling", "measuring"):
+            return f"{what}, {self.state}"
+        if par_t:
+            timing = (f": {statistics.median(par_t) * 1e6:.0f} us against "
+                      f"{statistics.median(seq_t) * 1e6:.0f} us sequential")
+        else:
+            timing = f": {seq_t[0] * 1e6:.1f} us a call is too short for threads"
         return f"{what}, {'in parallel' if self.state == 'parallel' else 'sequential'} chosen{timing}"

@@ -261,7 +261,7 @@ class WholeFunction:
         finally:
             entry.compile_seconds += time.perf_counter() - t0
             entry.compiling = False
-        # the sequential kernel runs meanwhile (the quick path has it): its parallel variant, measured against it
+        # its parallel variant, compiled once a call proves long enough (at once when forced)
         L.parallel_variant(entry, entry.sig, L.current_mode() == "force", self._requick)
         if entry.parallel is not None:
             self._requick()
