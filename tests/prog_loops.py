@@ -342,3 +342,25 @@ def bump_empty_key_view(p, idx, n):
         v[0] = v[0] + 1
         h = h * 1000003 + i
     return h
+
+
+def scatter_add(idx, counts):
+    for i in range(idx.shape[0]):
+        counts[idx[i]] += 1
+    return counts
+
+
+def csr_rows(indptr, indices, data, x, y):
+    for i in range(y.shape[0]):
+        s = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            s += data[k] * x[indices[k]]
+        y[i] = s
+    return y
+
+
+def rewrite_then_scatter(idx, counts):
+    for i in range(idx.shape[0]):
+        idx[i] = idx[i] * 3
+        counts[idx[i]] += 1
+    return counts

@@ -75,3 +75,67 @@ def scatter_counts(idx, counts):
     for i in range(idx.shape[0]):
         counts[idx[i]] += 1
     return counts
+
+
+# Found by review: each once ran its loop in parallel and gave another answer than the plain function.
+def pick_rows(a, b, out, t):
+    for i in range(out.shape[0]):
+        out[i] = a[i] if i != t else b[i]  # a row of another length at t: ValueError
+    return out
+
+
+def last_doubled(a, out, m):
+    t = 0.0
+    k = 0
+    while True:
+        for i in range(a.shape[0]):
+            t = a[i] * 2.0
+            out[i] = t
+        k += 1
+        if k >= m:
+            break  # skips the t = 0.0 below: t is the loop's last value
+        t = 0.0
+    return t
+
+
+def tails(out, reps):
+    n = out.shape[0]
+    for k in range(out.shape[0], -3, -1):  # k ends at -2: range(k, n) starts below 0
+        for i in range(k, n):
+            s = 0.0
+            if i < 0:
+                for _j in range(reps):
+                    s = s * 0.5 + 1.0
+            out[i] = i * 1.0 + s
+    return out
+
+
+def reverse_bump(x, out):
+    out = x[::-1]
+    for i in range(x.shape[0]):
+        out[i] = x[i] + 1.0
+    return out
+
+
+def symmetrize(a):
+    b = a.T
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            a[i, j] = 0.5 * (a[i, j] + b[i, j])
+    return a
+
+
+def stepped(a, out, t, s):
+    for i in range(out.shape[0]):
+        acc = 0.0
+        if i == t:
+            for _j in range(0, 1, s):  # s == 0: ValueError
+                acc += 1.0
+        out[i] = a[i] + acc
+    return out
+
+
+def accumulate(a, out):
+    for i in range(a.shape[0]):
+        out[i] = out[i] + a[i]
+    return out

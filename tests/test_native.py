@@ -649,3 +649,64 @@ def test_a_float_stored_into_an_int_array_raises_where_numpy_does(forced, bad, e
     assert isinstance(e.value.__cause__, error)
     np.testing.assert_array_equal(native_out, plain_out)  # the first store happened in both
     run_both(L.store_floats, np.array([1.25]), np.zeros(1, dtype=np.int32))  # int32: interpreted, same answer
+
+
+def _fast_version(f):
+    """The kernel source's first version of its loop nest (the one run when the nest's tests hold)."""
+    (entry,) = f._compile().whole.entries.values()
+    return entry.source.split("    else:")[0]
+
+
+def test_indices_read_from_an_int_array_run_unchecked_when_its_range_fits(forced):
+    """``counts[idx[i]]``: the least and greatest of idx, read once at the nest's start, bound the index, so the
+    nest runs without a check per access when they fit counts (negative ones count from the end, as in NumPy);
+    otherwise the checked version raises IndexError as the plain function does."""
+    idx = np.array([3, 0, -1, 2, 3, -7, 6])
+    f = px.compile(L.scatter_add)
+    assert_same(f(idx, np.zeros(7, np.int64)), L.scatter_add(idx, np.zeros(7, np.int64)))
+    fast = _fast_version(f)
+    assert "_vrange(idx)" in fast and "__px_1[__px_2] = " in fast and "_ix" not in fast
+    with pytest.raises(px.ExecutionError) as e:
+        f(np.array([1, 7]), np.zeros(7, np.int64))
+    assert isinstance(e.value.__cause__, IndexError)
+    with pytest.raises(IndexError):
+        L.scatter_add(np.array([1, 7]), np.zeros(7, np.int64))
+    with pytest.raises(px.ExecutionError):
+        f(np.array([1, -8]), np.zeros(7, np.int64))
+
+
+def test_csr_rows_run_unchecked_with_their_pointers_and_indices_in_range(forced):
+    rng = np.random.default_rng(3)
+    indptr = np.array([0, 2, 2, 5, 9])
+    indices, data, x = rng.integers(0, 6, 9), rng.random(9), rng.random(6)
+    f = px.compile(L.csr_rows)
+    assert_same(f(indptr, indices, data, x, np.zeros(4)), L.csr_rows(indptr, indices, data, x, np.zeros(4)))
+    fast = _fast_version(f)
+    assert "_vrange(indptr)" in fast and "_vrange(indices)" in fast and "x[indices[k]]" in fast
+    bad = indices.copy()
+    bad[4] = 6
+    with pytest.raises(px.ExecutionError) as e:
+        f(indptr, bad, data, x, np.zeros(4))
+    assert isinstance(e.value.__cause__, IndexError)
+
+
+def test_an_index_array_the_nest_changes_or_shares_memory_with_is_checked(forced):
+    """The range read at the nest's start says nothing once the nest writes the index array itself, or an array
+    sharing its memory (the same array passed twice): such accesses stay checked, with the plain answer."""
+    f = px.compile(L.rewrite_then_scatter)
+    assert_same(f(np.array([0, 1, 2]), np.zeros(7, np.int64)),
+                L.rewrite_then_scatter(np.array([0, 1, 2]), np.zeros(7, np.int64)))
+    assert "_vrange" not in _fast_version(f)
+    with pytest.raises(px.ExecutionError):  # 3 * 3 is past the end: the rewritten index, checked
+        f(np.array([0, 3]), np.zeros(7, np.int64))
+    g = px.compile(L.scatter_add)
+    a, b = np.array([1, 2, 0, 3, 1, 0]), np.array([1, 2, 0, 3, 1, 0])
+    assert_same(g(a, a), L.scatter_add(b, b))  # each += changes an index read later
+    np.testing.assert_array_equal(a, b)
+    a, b = np.array([5, 0, 0, 0, 0, 5]), np.array([5, 0, 0, 0, 0, 5])  # counts[5] += 1 makes the last index 6
+    with pytest.raises(IndexError):
+        L.scatter_add(b, b)
+    with pytest.raises(px.ExecutionError) as e:
+        g(a, a)
+    assert isinstance(e.value.__cause__, IndexError)
+    assert "_apart(counts, idx)" in _fast_version(g)

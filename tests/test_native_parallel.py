@@ -69,7 +69,8 @@ def test_independent_iterations_run_in_parallel_with_the_same_bits(forced, name)
     (P.from_start, (np.linspace(0.0, 1.0, 50), np.zeros(50), 3),
      "a start that may be negative (a negative index reaches the end of an array)"),
     (P.scatter_counts, (np.arange(50) % 7, np.zeros(7, dtype=np.int64)),
-     "a call that may raise (an index not proven in bounds)"),
+     "'counts' is accessed at other elements than the iteration's own ('i')"),
+
 ])
 def test_dependences_keep_a_loop_sequential_and_say_why(forced, fn, args, why):
     f = px.compile(fn)
@@ -183,3 +184,39 @@ def test_a_forked_child_runs_the_sequential_variant(forced):
             child.kill()
     assert_same(got, want)
     assert (runs, forked) == (0, True)
+
+
+def _zero_stride(value, n):
+    return np.lib.stride_tricks.as_strided(np.full(1, value), shape=(n,), strides=(0,))
+
+
+REVIEWED = {  # name -> (function, fresh inputs): loops that must stay sequential, or calls that must
+    "pick_rows": (P.pick_rows, lambda: (np.ones((400, 3)), np.ones((400, 4)), np.zeros((400, 3)), 10)),
+    "last_doubled": (P.last_doubled, lambda: (np.arange(1000.0), np.zeros(1000), 2)),
+    "tails": (P.tails, lambda: (np.zeros(300), 50)),
+    "reverse_bump": (P.reverse_bump, lambda: (np.arange(300.0), np.zeros(300))),
+    "symmetrize": (P.symmetrize, lambda: (np.arange(60 * 60, dtype=float).reshape(60, 60),)),
+    "stepped": (P.stepped, lambda: (np.ones(400), np.zeros(400), 10, 0)),
+    "accumulate_zero_strides": (P.accumulate, lambda: (_zero_stride(1.0, 5000), _zero_stride(0.0, 5000))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REVIEWED))
+def test_loops_that_only_look_independent_give_the_plain_answer(forced, name):
+    """A review's counter-examples: a store of a row that may not fit, a name read after a loop through a
+    ``break``, a range start that a negative step makes negative, a parameter rebound to a view, a transpose
+    read while the array is written, a range step of 0, an argument whose elements share memory. Each gives the
+    plain function's answer or its error (its cause, at the loop's line)."""
+    fn, make = REVIEWED[name]
+    try:
+        want, error = fn(*make()), None
+    except Exception as e:  # noqa: BLE001 - the plain function's error is the expected outcome
+        want, error = None, type(e)
+    f = px.compile(fn)
+    for _ in range(2):
+        if error is None:
+            assert_same(f(*make()), want)
+        else:
+            with pytest.raises(px.ExecutionError) as e:
+                f(*make())
+            assert isinstance(e.value.__cause__, error)

@@ -22,12 +22,19 @@ import collections
 import re
 
 import numpy as np
+from phylanx_py.primitives import lookup
+from phylanx_py.primitives.registry import PURE
 
 from phylanx_py import ir
 
 from . import kinds as K
 
 _MAX_TERMS, _MAX_COEFF, _MAX_CONST = 8, 1 << 10, 1 << 40
+# primitives whose result is a new value, never a view of an argument (bounds.Prover._stores)
+_FRESH = frozenset(f"operator.{op}" for op in (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "lshift", "rshift", "and_", "or_",
+    "xor", "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "ilshift", "irshift", "iand", "ior",
+    "ixor"))
 _TEMP = re.compile(r"__px_\d+")  # canonicalize.py's temporaries
 _FLIP = {"operator.lt": "operator.gt", "operator.le": "operator.ge", "operator.gt": "operator.lt",
          "operator.ge": "operator.le"}
@@ -105,11 +112,60 @@ class Prover:
             if isinstance(target, (ir.StoreName, ir.SetVar)) and counts[target.name] == 1 and \
                     _TEMP.fullmatch(target.name):
                 self.alias[target.name] = s.value
+        self.stored = self._stores(loop)  # arrays the nest stores into (None: one it cannot name)
+        self.ranged: set = set()  # int arrays whose elements index (their least and greatest, read at the start)
         self.proven: set[int] = set()
         self.least: dict = {}  # the affine part of a condition -> its least constant
         self.scope: dict[str, Interval] = {}
         self.leaves = ()  # the leaves of the fused expression being walked (ir.Leaf refers to them)
         self.stmt(loop)
+
+    def _stores(self, loop):
+        """The names of the arrays bound before the nest that it stores into (``X[...] = v``, ``X[i][j] = v``, a
+        primitive that changes an argument), or None when one is something else: an array rebound in the nest, a
+        name bound in it to what may be a view. Scalars, and names the nest first binds, only to constants and
+        arithmetic results (``s = 0.0; s += v``, a new array), change no array of the caller's."""
+        fresh = {}
+        for st in ir.walk(loop):
+            if isinstance(st, ir.Assign) and isinstance(st.target, ir.StoreName):
+                v = st.value
+                ok = isinstance(v, ir.Const) or (isinstance(v, ir.Call) and v.prim in _FRESH)
+                fresh[st.target.name] = fresh.get(st.target.name, True) and ok
+            elif isinstance(st, (ir.StoreName, ir.SetVar)):
+                fresh.setdefault(st.name, False)
+        names = set()
+        for st in ir.walk(loop):
+            if isinstance(st, ir.StoreItem):
+                targets = [st.obj]
+            elif isinstance(st, ir.Call) and st.prim != "operator.getitem":
+                try:
+                    if lookup(st.prim).effect is PURE:
+                        continue
+                except KeyError:  # not a primitive of the registry: say it may change anything
+                    pass
+                targets = list(st.args) + [v for _, v in st.kwargs]
+            else:
+                continue
+            for t in targets:
+                t = self.resolve(t)
+                while isinstance(t, ir.Call) and t.prim == "operator.getitem":
+                    t = self.resolve(t.args[0])
+                if not isinstance(t, ir.Var) or t.depth != 0:
+                    if isinstance(st, ir.StoreItem):
+                        return None
+                    continue  # a constant or an expression's value passed to an effectful call
+                k = self.env.get(t.name)
+                if t.name in self.assigned:
+                    # a scalar before the nest stays one (the lowerer checks kinds); a name first bound in the
+                    # nest to constants and arithmetic results holds new values only
+                    if K.is_scalar(k) or (k is None and fresh.get(t.name)):
+                        continue
+                    return None
+                if type(k) is np.ndarray:
+                    names.add(t.name)
+                elif not K.is_scalar(k):
+                    return None
+        return names
 
     # ---- walking the nest ---------------------------------------------------------------------------------
     def stmt(self, n):
@@ -263,6 +319,8 @@ class Prover:
         extent = self.extent_of(n)
         if extent is not None:
             return Interval(extent, extent)
+        if p == "operator.getitem":
+            return self.element(args[0], args[1])
         if p in ("operator.add", "operator.sub"):
             x, y = self.interval(args[0]), self.interval(args[1])
             if x is None or y is None:
@@ -279,6 +337,20 @@ class Prover:
                     x = self.interval(b)
                     return _scale(x, a.value) if x is not None else None
         return None
+
+    def element(self, obj, key):
+        """The Interval of an element read ``X[i, j]`` of an int array the nest neither rebinds nor stores into:
+        from its least to its greatest element (``__pxlo_X``, ``__pxhi_X``: ``_vrange`` at the nest's start)."""
+        name = self.invariant_array(obj)
+        if name is None or self.stored is None or name in self.stored:
+            return None
+        kind = self.env[name]
+        items = key.items if isinstance(key, ir.Tuple) else (key,)
+        if kind.dtype.kind not in "iu" or kind.dtype == np.uint64 or len(items) != kind.ndim or \
+                any(self.interval(it) is None for it in items):
+            return None
+        self.ranged.add(name)
+        return Interval(Affine.sym(f"__pxlo_{name}"), Affine.sym(f"__pxhi_{name}"))
 
     def extent_of(self, n):
         """``X.shape[d]`` (or ``len(X)``) of an array the nest does not rebind, as an Affine symbol, or None."""
@@ -348,7 +420,19 @@ class Prover:
             key = tuple(sorted(a.terms.items()))
             self.least[key] = min(a.const, self.least.get(key, a.const))
 
+    def _bounding(self) -> list:
+        """The arrays of ``ranged`` whose least or greatest element a condition reads."""
+        syms = {sym for terms in self.least for sym, _ in terms}
+        return [r for r in sorted(self.ranged) if f"__pxlo_{r}" in syms or f"__pxhi_{r}" in syms]
+
     @property
     def conditions(self) -> list[str]:
-        """The tests (source) under which every proven access is in bounds."""
-        return [f"{Affine(c, dict(key)).source()} >= 0" for key, c in self.least.items()]
+        """The tests (source) under which every proven access is in bounds, after ``setup``: the bounds, and that
+        no array the nest stores into shares memory with an array whose elements bounded an index."""
+        return [f"{Affine(c, dict(key)).source()} >= 0" for key, c in self.least.items()] + \
+            [f"_apart({s}, {r})" for r in self._bounding() for s in sorted(self.stored)]
+
+    @property
+    def setup(self) -> list[str]:
+        """Lines before the tests: the least and greatest element of each array whose elements bound an index."""
+        return [f"__pxlo_{r}, __pxhi_{r} = _vrange({r})" for r in self._bounding()]

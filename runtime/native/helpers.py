@@ -25,6 +25,39 @@ def _ix(i, n):
     return i
 
 
+# The least and greatest element of an int array, read once at a loop nest's start when the nest indexes with its
+# elements (bounds.py: ``hist[idx[i]]`` in bounds for every i when both are within hist's shape); clamped to
+# +-2**47 so the affine bound tests stay exact (a clamped value only makes a test fail); (0, 0) when empty.
+@numba.njit(cache=True, nogil=True)
+def _vrange(a):
+    if a.size == 0:
+        return 0, 0
+    return max(np.int64(np.min(a)), -140737488355328), min(np.int64(np.max(a)), 140737488355328)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _extent(a):
+    lo = hi = a.ctypes.data
+    for d in range(a.ndim):
+        step = (a.shape[d] - 1) * a.strides[d]
+        if step < 0:
+            lo += step
+        else:
+            hi += step
+    return lo, hi + a.itemsize
+
+
+# Whether two arrays' memory is apart (their extents do not meet): an array a nest stores into must not be one
+# whose elements _vrange read at the nest's start (the same array passed twice, or a view of it).
+@numba.njit(cache=True, nogil=True)
+def _apart(a, b):
+    if a.size == 0 or b.size == 0:
+        return True
+    alo, ahi = _extent(a)
+    blo, bhi = _extent(b)
+    return ahi <= blo or bhi <= alo
+
+
 # The checks never compute an overflowing product or sum: LLVM may assume signed arithmetic does not wrap.
 @numba.njit(cache=True, nogil=True)
 def _ck_add(a, b):

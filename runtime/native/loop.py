@@ -295,7 +295,7 @@ def parallel_variant(entry, sig, force, decided=None):
     once a call proves long enough, at once when ``force``), when a loop of it may run in parallel (parallel.py),
     or the reason it has none."""
     try:
-        v, why = variant(entry.source)
+        v, why = variant(entry.source, sig)
     except Exception as e:  # noqa: BLE001 - a source the analysis cannot read stays sequential, and says why
         v, why = None, f"not analysed ({type(e).__name__}: {e})"
     if v is not None and threads() < 2:

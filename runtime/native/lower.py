@@ -270,7 +270,7 @@ class Lowerer(CallRules, BlockWriter):
         prover = Prover(n, self.env, self.bounds)
         if not prover.proven:
             return lower_loop(n)
-        self.two_versions(n, lower_loop, prover.conditions, "unchecked", frozenset(prover.proven))
+        self.two_versions(n, lower_loop, prover.conditions, "unchecked", frozenset(prover.proven), prover.setup)
 
     def sign_versioned(self, n, lower_loop):
         """The loop lowered knowing which Python ints stay non-negative through it (signs.py), under a test of
@@ -281,7 +281,7 @@ class Lowerer(CallRules, BlockWriter):
             return lower_loop(n)
         self.two_versions(n, lower_loop, [f"{name} >= 0" for name in sorted(names)], "nonneg", self.nonneg | names)
 
-    def two_versions(self, n, lower_loop, conds, attr, assumed):
+    def two_versions(self, n, lower_loop, conds, attr, assumed, setup=()):
         """The loop lowered with ``self.<attr>`` set to ``assumed`` (what holds when ``conds``, tests of values at
         its start, hold) and as it is, the first run when they hold; once when no test is needed (it is lowered
         with the assumption) or when the assumption changes nothing."""
@@ -305,6 +305,8 @@ class Lowerer(CallRules, BlockWriter):
         if fast == plain:
             self.lines += [line[4:] for line in plain]
             return
+        for line in setup:  # what the tests read (an index array's least and greatest element)
+            self.emit(line)
         self.emit(f"if {' and '.join(conds)}:")
         self.lines += fast
         self.emit("else:")

@@ -4,14 +4,18 @@ The analysis reads the kernel's source (what Numba compiles, with every check th
 a ``for v in range(...)`` loop (step 1, a start that cannot be negative) becomes ``numba.prange`` when its
 iterations are independent and none can raise, so the parallel loop leaves every array and name as the
 sequential one does, bit for bit:
+- arrays appear in the body only element by element (``a[i, j]`` with an index per dimension, ``a.shape[0]``,
+  ``len(a)``), so every value in it is a number: no array store can fail on a shape, no helper broadcasts; an
+  array is a parameter the kernel never rebinds or an array it allocated (``np.zeros(...)``), never a view;
 - every array the loop stores into is stored and read only at elements whose index has ``v`` itself at one
   position, the same for every access (iterations touch disjoint parts: ``out[i, j] = ...`` over ``i``); arrays
-  it does not store into are read freely; an array stored into is a parameter or an array the kernel allocated,
-  and no other name in the kernel may be a view of one (the caller checks that parameters do not overlap);
+  it does not store into are read freely (the caller checks that parameters do not overlap, nor themselves);
 - every name the body assigns is written before it is read in each iteration and is not read after the loop
-  (no carried scalar, no reduction: a float sum in another order would change the last bits);
-- nothing in the body may raise (no checked index, no checked Python-int helper, no allocation; only calls of
-  functions that cannot raise), and no ``break``, ``continue`` or ``return`` leaves it;
+  (no carried scalar, no reduction: a float sum in another order would change the last bits); the other names
+  it reads are numbers (parameters typed so, names bound only to numbers);
+- nothing in the body may raise (no checked index, no checked Python-int helper, no allocation, no ``range``
+  with a step that may be 0; only calls of functions that cannot raise on numbers), and no ``break``,
+  ``continue`` or ``return`` leaves it;
 - the kernel runs without Numba's boundscheck (accesses are proven in bounds).
 A nest is parallel at its outermost loop that qualifies; only Numba's explicit ``prange`` is parallelised (its
 other array-expression passes are off: they would reorder sums)."""
@@ -58,14 +62,15 @@ def pure_helpers() -> frozenset:
 class Variant:
     """A kernel's parallel variant: ``source`` (the kernel with ``prange`` loops, compiled with PARALLEL_OPTIONS),
     ``loops`` (their line numbers in the sequential source) and ``written`` (the positions of the parameters those
-    loops store into: the caller runs it only when they overlap no other array argument)."""
+    loops store into: the caller runs it only when they overlap no other array argument, nor themselves)."""
 
     def __init__(self, source, loops, written):
         self.source, self.loops, self.written = source, loops, written
 
 
-def variant(source: str):
-    """(Variant, None) for a kernel source with a loop that may run in parallel, else (None, why not)."""
+def variant(source: str, sig=None):
+    """(Variant, None) for a kernel source with a loop that may run in parallel, else (None, why not). ``sig``:
+    the Numba types of the kernel's parameters (arrays and numbers are told apart by them)."""
     module = ast.parse(source)
     fn = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "kernel")
     deco = fn.decorator_list[0]
@@ -73,15 +78,14 @@ def variant(source: str):
                for k in deco.keywords):
         return None, "Numba checks its accesses"
     order = [a.arg for a in fn.args.args]
-    params = set(order)
-    finder = _Finder(fn, params)
+    finder = _Finder(fn, dict(zip(order, sig or ())))
     finder.block(fn.body, [])
     if not finder.found:
         return None, finder.why or "no loop over range"
     written = set()
     for loop, w in finder.found:
         loop.iter.func = ast.Attribute(ast.Name("numba", ast.Load()), "prange", ast.Load())
-        written |= w & params
+        written |= w & set(order)
     deco.keywords = [k for k in deco.keywords if k.arg != "parallel"] + [
         ast.keyword("parallel", ast.parse(repr(PARALLEL_OPTIONS), mode="eval").body)]
     lines = sorted(loop.lineno for loop, _ in finder.found)
@@ -93,10 +97,20 @@ class _Finder:
     """Finds the outermost loops that qualify (``found``: (loop, arrays it stores into)); ``why``: the reason the
     first loop over range did not."""
 
-    def __init__(self, fn, params):
-        self.fn, self.params = fn, params
+    def __init__(self, fn, types):
+        self.fn, self.types = fn, types
         self.found, self.why = [], None
         self.assigned = _assignments(fn)
+        self._numbers: dict = {}
+        self.arrays = {}  # name -> ndim: parameters never rebound, and names bound only to allocations
+        for name, t in types.items():
+            if getattr(t, "ndim", None) is not None and hasattr(t, "dtype") and name not in self.assigned:
+                self.arrays[name] = t.ndim
+        for name, bindings in self.assigned.items():
+            dims = {_allocated_ndim(val, self) for val, _ in bindings}
+            if name not in types and len(dims) == 1 and None not in dims:
+                self.arrays[name] = dims.pop()
+        self._numbers = {}  # found while the arrays were not all known yet: asked again
 
     def block(self, stmts, chain):
         for i, s in enumerate(stmts):
@@ -132,17 +146,19 @@ class _Finder:
         names = _stored_names(loop.body)
         if v in names:
             return f"'{v}' is assigned in the loop"
+        if names & set(self.arrays):
+            return f"'{sorted(names & set(self.arrays))[0]}' is bound in the loop"
         for name in sorted(names | {v}):
-            if name != v and _first_access(loop.body, name) == "read":
+            if name != v and _scan(loop.body, name)[0]:
                 return f"'{name}' is carried from one iteration to the next"
             if _live_after(chain, name):
                 return f"'{name}' is read after the loop"
-        return self.arrays(loop, v)
+        return self.arrays_of(loop, v, names | {v})
 
     def nonneg(self, e, depth=0) -> bool:
         """Whether ``e`` is never negative: a constant >= 0, a shape, a len, sums and products of such, or a name
-        bound only as the variable of loops over ranges that start so (``range(k + 1, n)`` inside ``for k in
-        range(n)``)."""
+        bound only as the variable of loops over ranges that start so and count up (``range(k + 1, n)`` inside
+        ``for k in range(n)``)."""
         if depth > 8:
             return False
         if isinstance(e, ast.Constant):
@@ -153,46 +169,145 @@ class _Finder:
             return True
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "len":
             return True
-        if isinstance(e, ast.Name):
+        if isinstance(e, ast.Name) and e.id not in self.types:
             bindings = self.assigned.get(e.id, ())
             return bool(bindings) and all(
                 isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name) and _is_range(stmt.iter) and
-                (len(stmt.iter.args) == 1 or self.nonneg(stmt.iter.args[0], depth + 1)) for _, stmt in bindings)
+                (len(stmt.iter.args) < 3 or (isinstance(stmt.iter.args[2], ast.Constant) and
+                                             type(stmt.iter.args[2].value) is int and stmt.iter.args[2].value > 0))
+                and (len(stmt.iter.args) == 1 or self.nonneg(stmt.iter.args[0], depth + 1)) for _, stmt in bindings)
         return False
 
-    def arrays(self, loop, v):
-        """None when the loop's stores touch disjoint parts of its arrays, iteration by iteration, else why not."""
+    def number(self, name, depth=0) -> bool:
+        """Whether ``name`` (read in a loop, bound outside it) always holds a number."""
+        if name in self._numbers:
+            return self._numbers[name]
+        self._numbers[name] = False  # a name defined through itself is not followed
+        if name in self.types:
+            t = self.types[name]
+            ok = name not in self.assigned and type(t).__name__ in _NUMBER_TYPES
+        else:
+            bindings = self.assigned.get(name, ())
+            ok = bool(bindings) and depth < 8 and all(self._number_binding(val, stmt, depth)
+                                                       for val, stmt in bindings)
+        self._numbers[name] = ok
+        return ok
+
+    def _number_binding(self, val, stmt, depth):
+        if val is not None:
+            return self.scalar(val, depth + 1)
+        if isinstance(stmt, ast.For):
+            return _is_range(stmt.iter)
+        # h, w = a.shape
+        return isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Attribute) and \
+            stmt.value.attr == "shape" and isinstance(stmt.value.value, ast.Name) and \
+            stmt.value.value.id in self.arrays
+
+    def scalar(self, e, depth=0) -> bool:
+        """Whether the expression ``e`` is a number: arithmetic on numbers, elements of arrays, shapes."""
+        if depth > 8:
+            return False
+        if isinstance(e, ast.Constant):
+            return type(e.value) in (int, float, bool, complex)
+        if isinstance(e, ast.Name):
+            return self.number(e.id, depth)
+        if isinstance(e, ast.BinOp):
+            return self.scalar(e.left, depth + 1) and self.scalar(e.right, depth + 1)
+        if isinstance(e, ast.UnaryOp):
+            return self.scalar(e.operand, depth + 1)
+        if isinstance(e, (ast.BoolOp, ast.Compare)):
+            parts = e.values if isinstance(e, ast.BoolOp) else [e.left, *e.comparators]
+            return all(self.scalar(x, depth + 1) for x in parts)
+        if isinstance(e, ast.Subscript):
+            return self.element(e) is not None or _shape_item(e)
+        if isinstance(e, ast.Call) and not e.keywords and _pure_call(e.func):
+            if isinstance(e.func, ast.Name) and e.func.id == "len":
+                return len(e.args) == 1 and isinstance(e.args[0], ast.Name) and e.args[0].id in self.arrays
+            return all(self.scalar(a, depth + 1) for a in e.args)
+        return False
+
+    def element(self, sub):
+        """The key items of ``sub`` when it reads or writes one element of an array, else None."""
+        base = sub.value
+        if not (isinstance(base, ast.Name) and base.id in self.arrays):
+            return None
+        key = _key(sub)
+        if len(key) != self.arrays[base.id] or any(
+                isinstance(k, (ast.Slice, ast.Starred, ast.Tuple)) or
+                (isinstance(k, ast.Constant) and k.value is None) for k in key):
+            return None
+        return key
+
+    def arrays_of(self, loop, v, private):
+        """None when the loop reads and writes arrays element by element, its stores touching disjoint parts of
+        them iteration by iteration, and reads only numbers besides, else why not."""
         aliases, keys = _temporaries(loop.body)
         body = _Resolve(aliases, keys).visit(ast.parse(ast.unparse(ast.Module(loop.body, []))))
-        stored = {_base(t) for t in ast.walk(body) if isinstance(t, ast.Subscript) and
-                  isinstance(t.ctx, ast.Store)}
-        if None in stored:
-            return "a store into an expression"
+        parents = {id(c): node for node in ast.walk(body) for c in ast.iter_child_nodes(node)}
+        stored = set()
+        for node in ast.walk(body):
+            if isinstance(node, ast.Subscript):
+                if _shape_item(node):
+                    continue
+                if self.element(node) is None:
+                    return f"'{ast.unparse(node)}' is not one element of an array"
+                if isinstance(node.ctx, ast.Store):
+                    stored.add(node.value.id)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                up = parents.get(id(node))
+                if isinstance(up, ast.Call) and up.func is node:
+                    continue  # a function: _leaves_or_raises vetted it
+                if isinstance(up, ast.Attribute) and up.value is node and node.id in ("np", "numba"):
+                    continue
+                if node.id in self.arrays:
+                    whole_ok = (isinstance(up, ast.Subscript) and up.value is node) or \
+                        (isinstance(up, ast.Attribute) and up.attr in _READ_ATTRS) or \
+                        (isinstance(up, ast.Call) and isinstance(up.func, ast.Name) and up.func.id == "len")
+                    if not whole_ok:
+                        return f"'{node.id}' is used whole (only its elements may be)"
+                elif node.id not in private and not self.number(node.id):
+                    return f"'{node.id}' may not be a number"
         self.stored = stored
         for name in stored:
-            if name not in self.params and not all(_is_allocation(val) for val, _ in self.assigned.get(name, ())):
-                return f"'{name}' may be a view of another array"
             positions = None
             for use in _uses(body, name):
                 if not isinstance(use, ast.Subscript):
-                    return f"'{name}' is used whole"
+                    continue  # .shape, len(): no element
                 p = {k for k, e in enumerate(_key(use)) if isinstance(e, ast.Name) and e.id == v}
                 positions = p if positions is None else positions & p
             if not positions:
                 return f"'{name}' is accessed at other elements than the iteration's own ('{v}')"
-        for node in ast.walk(body):  # arrays read: a parameter, or a name that cannot be a view of one
-            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
-                name = node.value.id
-                if name in self.params or name in stored:
-                    continue
-                if not all(_is_allocation(val) or isinstance(val, (ast.Tuple, ast.Attribute))
-                           for val, _ in self.assigned.get(name, ())):
-                    return f"'{name}' may be a view of an array the loop changes"
         return None
 
 
+_NUMBER_TYPES = frozenset({"Integer", "Float", "Boolean", "Complex", "IntegerLiteral", "BooleanLiteral"})
+
+
+def _allocated_ndim(value, finder):
+    """The number of dimensions of ``np.zeros(shape, ...)`` (and ones, empty, full), or None."""
+    if not _is_allocation(value) or not value.args:
+        return None
+    shape = value.args[0]
+    if isinstance(shape, ast.Tuple):
+        return len(shape.elts)
+    return 1 if finder.scalar(shape) else None
+
+
+def _shape_item(sub):
+    """``a.shape[k]`` with a constant k."""
+    return isinstance(sub.value, ast.Attribute) and sub.value.attr == "shape" and \
+        isinstance(sub.slice, ast.Constant) and type(sub.slice.value) is int
+
+
+def _pure_call(f) -> bool:
+    return (isinstance(f, ast.Name) and (f.id in _BUILTINS_PURE or f.id in pure_helpers())) or \
+        (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "np" and
+         f.attr in _NP_PURE)
+
+
 def _assignments(fn):
-    """name -> [(value, statement)] of every plain assignment in the kernel; other bindings give (None, stmt)."""
+    """name -> [(value, statement)] of every binding in the kernel: (value, stmt) for ``name = value`` and
+    ``(name := value)``, (None, stmt) for the others (a loop's variable, unpacking, augmented assignment)."""
     out = {}
     for s in ast.walk(fn):
         if isinstance(s, ast.Assign):
@@ -203,11 +318,21 @@ def _assignments(fn):
                     for n in ast.walk(t):
                         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                             out.setdefault(n.id, []).append((None, s))
+        elif isinstance(s, ast.NamedExpr):
+            out.setdefault(s.target.id, []).append((s.value, s))
         elif isinstance(s, (ast.AugAssign, ast.AnnAssign, ast.For)):
             for n in ast.walk(s.target):
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                     out.setdefault(n.id, []).append((None, s))
     return out
+
+
+def _constant(e):
+    """The value of a constant expression (``-1``), or None."""
+    try:
+        return ast.literal_eval(e)
+    except ValueError:
+        return None
 
 
 def _is_range(it):
@@ -223,22 +348,20 @@ def _is_allocation(value):
 
 def _leaves_or_raises(body):
     """Why the loop body may raise or leave the loop, or None."""
-    pure = pure_helpers()
-
     def visit(node, nested):
         if isinstance(node, (ast.Return, ast.Raise, ast.Assert, ast.Try, ast.With, ast.Delete, ast.Global,
-                             ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Await, ast.FunctionDef, ast.Lambda)):
+                             ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Await, ast.FunctionDef, ast.Lambda,
+                             ast.NamedExpr)):
             return f"a {type(node).__name__.lower()} in the loop"
         if isinstance(node, (ast.Break, ast.Continue)) and not nested:
             return f"a {type(node).__name__.lower()} out of the loop"
         if isinstance(node, ast.Call):
             f = node.func
-            ok = (isinstance(f, ast.Name) and (f.id in _BUILTINS_PURE or f.id in pure)) or \
-                (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "np" and
-                 f.attr in _NP_PURE)
-            if not ok:
+            if not _pure_call(f):
                 name = ast.unparse(f)
                 return f"a call that may raise ({_CALLS.get(name[:4], name)})"
+            if isinstance(f, ast.Name) and f.id == "range" and len(node.args) == 3 and not _constant(node.args[2]):
+                return "a range whose step may be 0"
         for child in ast.iter_child_nodes(node):
             why = visit(child, nested or isinstance(node, (ast.For, ast.While)))
             if why:
@@ -264,57 +387,74 @@ def _binds(target, name):
     return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(target))
 
 
-def _first_access(stmts, name):
-    """"read" when a path through ``stmts`` may read ``name`` before binding it, "write" when every path binds it
-    first, None when neither (it may not be touched)."""
+def _scan(stmts, name):
+    """(read, bound, leaves) for running ``stmts`` from their start: ``read``, a path may read ``name`` before
+    binding it; ``bound``, every path that reaches the end binds it first (so too when none reaches it);
+    ``leaves``, a ``break`` or ``continue`` may jump elsewhere before it is bound (a ``return`` ends the path:
+    the name is dead on it unless the return reads it)."""
+    leaves = False
     for s in stmts:
-        r = _stmt_access(s, name)
-        if r is not None:
-            return r
-    return None
-
-
-def _stmt_access(s, name):
-    if isinstance(s, (ast.Assign, ast.AnnAssign)):
-        targets = s.targets if isinstance(s, ast.Assign) else [s.target]
-        if (s.value is not None and _reads(s.value, name)) or any(_reads(t, name) for t in targets):
-            return "read"
-        return "write" if any(_binds(t, name) for t in targets) else None
-    if isinstance(s, ast.AugAssign):
-        return "read" if _binds(s.target, name) or _reads(s, name) else None
-    if isinstance(s, ast.If):
-        if _reads(s.test, name):
-            return "read"
-        a, b = _first_access(s.body, name), _first_access(s.orelse, name)
-        if "read" in (a, b):
-            return "read"
-        return "write" if a == b == "write" else None
-    if isinstance(s, (ast.For, ast.While)):  # may run no iteration: never a definite write
-        head = s.iter if isinstance(s, ast.For) else s.test
-        if _reads(head, name) or any(_first_access(b, name) == "read" for b in (s.body, s.orelse)) and \
-                not (isinstance(s, ast.For) and _binds(s.target, name)):
-            return "read"
-        return None
-    return "read" if _reads(s, name) else None
+        if isinstance(s, (ast.Break, ast.Continue)):
+            return False, True, True
+        if isinstance(s, ast.Return):  # the path ends: what it does not read is dead on it
+            if s.value is not None and _reads(s.value, name):
+                return True, False, leaves
+            return False, True, leaves
+        if isinstance(s, ast.If):
+            if _reads(s.test, name):
+                return True, False, leaves
+            r1, b1, l1 = _scan(s.body, name)
+            r2, b2, l2 = _scan(s.orelse, name)
+            if r1 or r2:
+                return True, False, leaves
+            leaves = leaves or l1 or l2
+            if b1 and b2:
+                return False, True, leaves
+            continue
+        if isinstance(s, (ast.For, ast.While)):  # may run no iteration: never binds for sure
+            head = s.iter if isinstance(s, ast.For) else s.test
+            if _reads(head, name):
+                return True, False, leaves
+            r, _, _ = _scan(s.body, name)  # its own break and continue stay inside it
+            if (r and not (isinstance(s, ast.For) and _binds(s.target, name))) or _reads(ast.Module(s.orelse, []),
+                                                                                       name):
+                return True, False, leaves
+            continue
+        if isinstance(s, (ast.Assign, ast.AnnAssign)):
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            if (s.value is not None and _reads(s.value, name)) or any(_reads(t, name) for t in targets):
+                return True, False, leaves
+            if any(_binds(t, name) for t in targets):
+                return False, True, leaves
+            continue
+        if isinstance(s, ast.AugAssign) and (_binds(s.target, name) or _reads(s, name)):
+            return True, False, leaves
+        if _reads(s, name) or _binds(s, name):  # anything else that touches it (a walrus): as a read
+            return True, False, leaves
+    return False, False, leaves
 
 
 def _live_after(chain, name):
-    """Whether ``name`` may be read after the statement ``chain`` leads to before it is bound again. ``chain``:
-    [(block, index)] of the statements around it, with (loop or if, field) between levels."""
+    """Whether ``name`` may be read after the statement ``chain`` leads to before it is bound again (or a jump
+    may skip the binding: then it counts as read). ``chain``: [(block, index)] of the statements around it,
+    with (loop or if, field) between levels."""
     frames = [f for f in chain if isinstance(f[1], int)]
     owners = [f for f in chain if not isinstance(f[1], int)]
     for level in range(len(frames) - 1, -1, -1):
         block, i = frames[level]
-        r = _first_access(block[i + 1:], name)
-        if r is not None:
-            return r == "read"
+        read, bound, leaves = _scan(block[i + 1:], name)
+        if read or leaves:
+            return True
+        if bound:
+            return False
         owner = owners[level - 1][0] if level > 0 else None
         if isinstance(owner, (ast.For, ast.While)):  # the enclosing loop's next iteration
             if isinstance(owner, ast.While) and _reads(owner.test, name):
                 return True
-            if not (isinstance(owner, ast.For) and _binds(owner.target, name)) and \
-                    _first_access(owner.body, name) == "read":
-                return True
+            if not (isinstance(owner, ast.For) and _binds(owner.target, name)):
+                read, _, leaves = _scan(owner.body, name)
+                if read or leaves:
+                    return True
     return False
 
 
@@ -329,7 +469,7 @@ def _temporaries(body):
     aliases, keys = {}, {}
     for s in ast.walk(ast.Module(body, [])):
         if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) and \
-                counts.get(s.targets[0].id) == 1 and _first_access(body, s.targets[0].id) != "read":
+                counts.get(s.targets[0].id) == 1 and not _scan(body, s.targets[0].id)[0]:
             if isinstance(s.value, ast.Name):
                 aliases[s.targets[0].id] = s.value.id
             elif isinstance(s.value, ast.Tuple):

@@ -17,6 +17,7 @@ import os
 import statistics
 import threading
 import time
+import warnings
 
 import numpy as np
 
@@ -41,6 +42,19 @@ def threads() -> int:
     return 1 if _forked[0] else numba.config.NUMBA_NUM_THREADS
 
 
+def _distinct_elements(a) -> bool:
+    """Whether no two elements of ``a`` share memory (a stride of 0, or strides that interleave, make them):
+    dimensions sorted by stride, each must step past the whole extent of the smaller ones."""
+    if a.flags.c_contiguous or a.flags.f_contiguous:
+        return True
+    extent = a.itemsize
+    for stride, n in sorted((abs(s), n) for s, n in zip(a.strides, a.shape) if n > 1):
+        if stride < extent:
+            return False
+        extent = stride * n
+    return True
+
+
 class Choice:
     """The parallel variant of one kernel signature and whether it runs: ``runner(seq)`` is the callable a call
     through ``seq`` (the caller's sequential kernel: an entry point or the dispatcher) uses instead.
@@ -62,10 +76,15 @@ class Choice:
             self.build()
 
     def build(self):
+        from numba.core.errors import NumbaParallelSafetyWarning
+
         t0 = time.perf_counter()
         try:
-            module = self.load(self.variant.source)
-            module.kernel.compile(self.sig)
+            with warnings.catch_warnings():
+                # Numba's own doubt about a prange loop (a variable it finds racy) fails the variant: never run it
+                warnings.simplefilter("error", NumbaParallelSafetyWarning)
+                module = self.load(self.variant.source)
+                module.kernel.compile(self.sig)
             self.par = module.kernel
             state = "parallel" if self.forced else "measuring"
         except Exception as e:  # noqa: BLE001 - the sequential kernel stays; explain() says why
@@ -85,7 +104,8 @@ class Choice:
         arrays = [a for a in args if type(a) is np.ndarray]
         for i in self.variant.written:
             w = args[i]
-            if sum(b is w for b in arrays) > 1 or any(b is not w and np.may_share_memory(w, b) for b in arrays):
+            if sum(b is w for b in arrays) > 1 or any(b is not w and np.may_share_memory(w, b) for b in arrays) \
+                    or not _distinct_elements(w):
                 return False
         return True
 
