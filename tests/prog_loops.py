@@ -364,3 +364,23 @@ def rewrite_then_scatter(idx, counts):
         idx[i] = idx[i] * 3
         counts[idx[i]] += 1
     return counts
+
+
+def gap_reads(x, idx):
+    s = 0.0
+    for i in range(idx.shape[0] - 1):
+        s += x[idx[i + 1] - idx[i]]
+    return s
+
+
+def offset_reads(x, idx):
+    s = 0.0
+    for i in range(idx.shape[0]):
+        s += x[idx[i] - 50]
+    return s
+
+
+def shifted_counts(base, off, hist):
+    for i in range(base.shape[0]):
+        hist[base[i] + (off[i] + 1)] += 1.0
+    return hist

@@ -710,3 +710,21 @@ def test_an_index_array_the_nest_changes_or_shares_memory_with_is_checked(forced
         g(a, a)
     assert isinstance(e.value.__cause__, IndexError)
     assert "_apart(counts, idx)" in _fast_version(g)
+
+
+@pytest.mark.parametrize("fn, x, idx", [
+    # elements past 2**47: their range is not used (it was clamped to lo > hi: the gap 20 passed the test)
+    (L.gap_reads, np.arange(10.0), np.array([2**47 + 1000, 2**47 + 1020])),
+    # uint8 arithmetic wraps: 20 - 10 of [10, 20] read backwards is 246, 10 - 50 is 216
+    (L.gap_reads, np.arange(100.0), np.array([20, 10], dtype=np.uint8)),
+    (L.offset_reads, np.arange(100.0), np.array([10], dtype=np.uint8)),
+    # int8 127 + 1 is -128: -100 + (127 + 1) is -228, not 28
+    (L.shifted_counts, np.array([-100]), np.array([127], dtype=np.int8)),
+])
+def test_an_index_computed_from_elements_is_checked_where_their_range_cannot_bound_it(forced, fn, x, idx):
+    args = (x, idx) if fn is not L.shifted_counts else (x, idx, np.zeros(50))
+    with pytest.raises(IndexError):
+        fn(*args)
+    with pytest.raises(px.ExecutionError) as e:
+        px.compile(fn)(*args)
+    assert isinstance(e.value.__cause__, IndexError)

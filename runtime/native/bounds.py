@@ -23,7 +23,7 @@ import re
 
 import numpy as np
 from phylanx_py.primitives import lookup
-from phylanx_py.primitives.registry import PURE
+from phylanx_py.primitives.registry import IO, MUTATES, PURE
 
 from phylanx_py import ir
 
@@ -139,11 +139,15 @@ class Prover:
                 targets = [st.obj]
             elif isinstance(st, ir.Call) and st.prim != "operator.getitem":
                 try:
-                    if lookup(st.prim).effect is PURE:
-                        continue
-                except KeyError:  # not a primitive of the registry: say it may change anything
-                    pass
-                targets = list(st.args) + [v for _, v in st.kwargs]
+                    effect = lookup(st.prim).effect
+                except KeyError:  # not a primitive of the registry: say it may change any argument
+                    effect = "unknown"
+                if effect is PURE or effect == IO:  # print and the like change no array
+                    continue
+                if effect == MUTATES:  # its first argument, or out=
+                    targets = list(st.args[:1]) + [v for k, v in st.kwargs if k == "out"]
+                else:
+                    targets = list(st.args) + [v for _, v in st.kwargs]
             else:
                 continue
             for t in targets:
@@ -339,15 +343,16 @@ class Prover:
         return None
 
     def element(self, obj, key):
-        """The Interval of an element read ``X[i, j]`` of an int array the nest neither rebinds nor stores into:
+        """The Interval of an element read ``X[i, j]`` of an int64 array the nest neither rebinds nor stores into:
         from its least to its greatest element (``__pxlo_X``, ``__pxhi_X``: ``_vrange`` at the nest's start)."""
         name = self.invariant_array(obj)
         if name is None or self.stored is None or name in self.stored:
             return None
         kind = self.env[name]
         items = key.items if isinstance(key, ir.Tuple) else (key,)
-        if kind.dtype.kind not in "iu" or kind.dtype == np.uint64 or len(items) != kind.ndim or \
-                any(self.interval(it) is None for it in items):
+        # int64 only: arithmetic on narrower elements wraps in their dtype (uint8 10 - 50 is 216), and the
+        # intervals are exact integers
+        if kind.dtype != np.int64 or len(items) != kind.ndim or any(self.interval(it) is None for it in items):
             return None
         self.ranged.add(name)
         return Interval(Affine.sym(f"__pxlo_{name}"), Affine.sym(f"__pxhi_{name}"))

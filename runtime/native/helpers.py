@@ -25,14 +25,18 @@ def _ix(i, n):
     return i
 
 
-# The least and greatest element of an int array, read once at a loop nest's start when the nest indexes with its
-# elements (bounds.py: ``hist[idx[i]]`` in bounds for every i when both are within hist's shape); clamped to
-# +-2**47 so the affine bound tests stay exact (a clamped value only makes a test fail); (0, 0) when empty.
+# The least and greatest element of an int64 array, read once at a loop nest's start when the nest indexes with
+# its elements (bounds.py: ``hist[idx[i]]`` in bounds for every i when both are within hist's shape); (0, 0) when
+# empty. An element past 2**47 in magnitude gives (-2**47, 2**47): any index using them spans more than any
+# shape, so every test on it fails (the affine tests stay exact: no int64 overflow).
 @numba.njit(cache=True, nogil=True)
 def _vrange(a):
     if a.size == 0:
         return 0, 0
-    return max(np.int64(np.min(a)), -140737488355328), min(np.int64(np.max(a)), 140737488355328)
+    lo, hi = np.int64(np.min(a)), np.int64(np.max(a))
+    if lo < -140737488355328 or hi > 140737488355328:
+        return -140737488355328, 140737488355328
+    return lo, hi
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
