@@ -72,6 +72,7 @@ class Choice:
         self.state = "probing"  # probing -> compiling -> measuring -> parallel | sequential (or failed)
         self.times: tuple = ([], [])  # sequential, parallel
         self.runs = 0  # calls that ran the parallel variant
+        self._probing = threading.Lock()
         if force:
             self.build()
 
@@ -113,7 +114,11 @@ class Choice:
         t0 = time.perf_counter()
         out = seq(*args)
         dt = time.perf_counter() - t0
-        if self.state == "probing" and not self.busy():
+        if self.busy():
+            return out
+        with self._probing:  # two threads probing at once start one build
+            if self.state != "probing":
+                return out
             self.times[0].append(dt)
             if dt < MIN_SECONDS:
                 self._switch("sequential")
