@@ -384,3 +384,24 @@ def shifted_counts(base, off, hist):
     for i in range(base.shape[0]):
         hist[base[i] + (off[i] + 1)] += 1.0
     return hist
+
+
+def from_far_start(x, idx, m):
+    s = 0.0
+    for k in range(idx[0] + 1024 * m, x.shape[0]):
+        s += x[k]
+    return s
+
+
+def window_sum(x, idx, j):
+    s = 0.0
+    for k in range(idx[j], idx[j] + 4):
+        s += x[k]
+    return s
+
+
+def four_from(x, idx, j):
+    s = 0.0
+    for i in range(4):
+        s += x[idx[j + i]]
+    return s

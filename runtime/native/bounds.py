@@ -112,13 +112,27 @@ class Prover:
             if isinstance(target, (ir.StoreName, ir.SetVar)) and counts[target.name] == 1 and \
                     _TEMP.fullmatch(target.name):
                 self.alias[target.name] = s.value
-        self.stored = self._stores(loop)  # arrays the nest stores into (None: one it cannot name)
         self.ranged: set = set()  # int arrays whose elements index (their least and greatest, read at the start)
         self.proven: set[int] = set()
         self.least: dict = {}  # the affine part of a condition -> its least constant
         self.scope: dict[str, Interval] = {}
         self.leaves = ()  # the leaves of the fused expression being walked (ir.Leaf refers to them)
+        self.stored = None  # (no element ranges while the nest's trip count is found)
+        self.trip = self._trip(loop)
+        self.stored = self._stores(loop)  # arrays the nest stores into (None: one it cannot name)
         self.stmt(loop)
+
+    def _trip(self, loop):
+        """The source of the nest's outermost trip count (``range(a, b)``: b - a), or None. Reading an index
+        array's range is a pass over it: it is read only when the array is at most 16 elements an iteration (a
+        4-iteration loop reading 4 elements of a 4,000,000-element array must not scan it)."""
+        if not isinstance(loop, ir.For):
+            return None
+        iv = self.range_interval(loop)
+        if iv is None or iv.lo is None or iv.hi is None:
+            return None
+        trip = _add(_add(iv.hi, iv.lo, -1), Affine(1))
+        return trip.source() if trip is not None else None
 
     def _stores(self, loop):
         """The names of the arrays bound before the nest that it stores into (``X[...] = v``, ``X[i][j] = v``, a
@@ -346,7 +360,7 @@ class Prover:
         """The Interval of an element read ``X[i, j]`` of an int64 array the nest neither rebinds nor stores into:
         from its least to its greatest element (``__pxlo_X``, ``__pxhi_X``: ``_vrange`` at the nest's start)."""
         name = self.invariant_array(obj)
-        if name is None or self.stored is None or name in self.stored:
+        if name is None or self.stored is None or name in self.stored or self.trip is None:
             return None
         kind = self.env[name]
         items = key.items if isinstance(key, ir.Tuple) else (key,)
@@ -432,12 +446,16 @@ class Prover:
 
     @property
     def conditions(self) -> list[str]:
-        """The tests (source) under which every proven access is in bounds, after ``setup``: the bounds, and that
-        no array the nest stores into shares memory with an array whose elements bounded an index."""
-        return [f"{Affine(c, dict(key)).source()} >= 0" for key, c in self.least.items()] + \
-            [f"_apart({s}, {r})" for r in self._bounding() for s in sorted(self.stored)]
+        """The tests (source) under which every proven access is in bounds, after ``setup``: that each index
+        array's range was read (small enough for the nest, its elements within 2**47), the bounds, and that no
+        array the nest stores into shares memory with an array whose elements bounded an index."""
+        bounding = self._bounding()
+        return [f"__pxok_{r}" for r in bounding] + \
+            [f"{Affine(c, dict(key)).source()} >= 0" for key, c in self.least.items()] + \
+            [f"_apart({s}, {r})" for r in bounding for s in sorted(self.stored)]
 
     @property
     def setup(self) -> list[str]:
         """Lines before the tests: the least and greatest element of each array whose elements bound an index."""
-        return [f"__pxlo_{r}, __pxhi_{r} = _vrange({r})" for r in self._bounding()]
+        return [f"__pxlo_{r}, __pxhi_{r}, __pxok_{r} = _vrange({r}, 16 * max({self.trip}, 0) + 64)"
+                for r in self._bounding()]

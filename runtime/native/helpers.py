@@ -25,18 +25,20 @@ def _ix(i, n):
     return i
 
 
-# The least and greatest element of an int64 array, read once at a loop nest's start when the nest indexes with
-# its elements (bounds.py: ``hist[idx[i]]`` in bounds for every i when both are within hist's shape); (0, 0) when
-# empty. An element past 2**47 in magnitude gives (-2**47, 2**47): any index using them spans more than any
-# shape, so every test on it fails (the affine tests stay exact: no int64 overflow).
+# The least and greatest element of an int64 array and whether they may be used, read once at a loop nest's start
+# when the nest indexes with its elements (bounds.py: ``hist[idx[i]]`` in bounds for every i when both are within
+# hist's shape): not when the array has more than ``budget`` elements (a pass over it would cost more than the
+# nest), nor when an element is past 2**47 in magnitude (the affine bound tests stay exact only below).
 @numba.njit(cache=True, nogil=True)
-def _vrange(a):
+def _vrange(a, budget):
+    if a.size > budget:
+        return 0, 0, False
     if a.size == 0:
-        return 0, 0
+        return 0, 0, True
     lo, hi = np.int64(np.min(a)), np.int64(np.max(a))
     if lo < -140737488355328 or hi > 140737488355328:
-        return -140737488355328, 140737488355328
-    return lo, hi
+        return 0, 0, False
+    return lo, hi, True
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

@@ -111,6 +111,11 @@ class _Finder:
             if name not in types and len(dims) == 1 and None not in dims:
                 self.arrays[name] = dims.pop()
         self._numbers = {}  # found while the arrays were not all known yet: asked again
+        # Numba's complex division raises at zero whatever the error model: with complex values about, no division
+        self.complex = any("complex" in str(t) for t in types.values()) or any(
+            (isinstance(n, ast.Constant) and type(n.value) is complex) or
+            (isinstance(n, (ast.Name, ast.Attribute)) and "complex" in getattr(n, "id", getattr(n, "attr", "")))
+            for n in ast.walk(fn))
 
     def block(self, stmts, chain):
         for i, s in enumerate(stmts):
@@ -139,7 +144,7 @@ class _Finder:
             return "a step other than 1"
         if len(it.args) >= 2 and not self.nonneg(it.args[0]):
             return "a start that may be negative (a negative index reaches the end of an array)"
-        why = _leaves_or_raises(loop.body)
+        why = _leaves_or_raises(loop.body, self.complex)
         if why:
             return why
         v = target.id
@@ -346,9 +351,17 @@ def _is_allocation(value):
             value.func.attr in _ALLOCATIONS)
 
 
-def _leaves_or_raises(body):
-    """Why the loop body may raise or leave the loop, or None."""
+def _leaves_or_raises(body, complex_values=False):
+    """Why the loop body may raise or leave the loop, or None. Operators on numbers raise in two cases under
+    error_model='numpy': a power with an integer exponent of -2**63 (OverflowError), and complex division by zero
+    (``complex_values``: the kernel may hold complex numbers)."""
     def visit(node, nested):
+        if isinstance(node, (ast.BinOp, ast.AugAssign)):
+            if isinstance(node.op, ast.Pow) and _constant(node.right if isinstance(node, ast.BinOp) else
+                                                          node.value) is None:
+                return "a power whose exponent is not a constant"
+            if complex_values and isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)):
+                return "a division of values that may be complex (Numba raises at zero)"
         if isinstance(node, (ast.Return, ast.Raise, ast.Assert, ast.Try, ast.With, ast.Delete, ast.Global,
                              ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Await, ast.FunctionDef, ast.Lambda,
                              ast.NamedExpr)):
