@@ -405,3 +405,9 @@ def four_from(x, idx, j):
     for i in range(4):
         s += x[idx[j + i]]
     return s
+
+
+def complex_quotients(a, b, out):
+    for i in range(out.shape[0]):
+        out[i] = a[i] / b[i]
+    return out

@@ -141,12 +141,6 @@ def accumulate(a, out):
     return out
 
 
-def complex_ratios(a, b, out):
-    for i in range(out.shape[0]):
-        out[i] = a[i] / b[i]  # Numba's complex division raises at zero: not in a parallel loop
-    return out
-
-
 def powers(a, e, out):
     for i in range(out.shape[0]):
         out[i] = a[i] ** e[i]  # an int64 exponent of -2**63 raises OverflowError in Numba

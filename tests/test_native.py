@@ -749,3 +749,15 @@ def test_an_index_array_range_is_read_only_when_usable(forced):
     g = px.compile(L.four_from)  # 4 iterations: idx is read only if it has at most 16 * 4 + 64 elements
     assert_same(g(np.arange(100.0), idx, 5), L.four_from(np.arange(100.0), idx, 5))
     assert "_vrange(idx, 16 * max((4), 0) + 64)" in _fast_version(g)
+
+
+def test_a_division_of_numpy_complex_numbers_stays_interpreted(forced):
+    """NumPy's complex division by zero gives inf/nan (with a warning); Numba's raises ZeroDivisionError."""
+    a, b = np.array([1 + 2j, 3 - 1j]), np.array([0j, 2 + 1j])
+    f = px.compile(L.complex_quotients)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = f(a, b, np.zeros(2, complex))
+        want = L.complex_quotients(a, b, np.zeros(2, complex))
+    np.testing.assert_array_equal(got, want)
+    assert "a division of NumPy complex numbers (Numba raises at zero, NumPy gives inf/nan)" in f.explain()

@@ -70,8 +70,6 @@ def test_independent_iterations_run_in_parallel_with_the_same_bits(forced, name)
      "a start that may be negative (a negative index reaches the end of an array)"),
     (P.scatter_counts, (np.arange(50) % 7, np.zeros(7, dtype=np.int64)),
      "'counts' is accessed at other elements than the iteration's own ('i')"),
-    (P.complex_ratios, (np.ones(50) * (1 + 2j), np.arange(1, 51) * (2 - 1j), np.zeros(50, complex)),
-     "a division of values that may be complex (Numba raises at zero)"),
     (P.powers, (np.linspace(1.0, 2.0, 50), np.arange(50) % 4, np.zeros(50)),
      "a power whose exponent is not a constant"),
 

@@ -38,6 +38,8 @@ _ARRAY_INPLACE = {"iadd": "add", "isub": "subtract", "imul": "multiply", "itrued
 ALLOCATIONS = {"zeros", "ones", "empty", "ndarray"}
 # NumPy's -2**63 // -1 on int64 wraps to -2**63; Numba's gives 0: these go through helpers that keep NumPy's
 _FLOORDIV = {"operator.floordiv", "operator.ifloordiv", "floor_divide"}
+_DIVISIONS = _FLOORDIV | {"operator.truediv", "operator.itruediv", "operator.mod", "operator.imod", "true_divide",
+                          "divide", "remainder", "mod"}
 # shifts by a count outside [0, width): Python and NumPy define them, Numba shifts by the count mod the width
 _SHIFTS = {"operator.lshift", "operator.rshift", "operator.ilshift", "operator.irshift"}
 
@@ -579,6 +581,12 @@ class Lowerer(CallRules, BlockWriter):
 
     def arith(self, n, low, atoms, ks, k):
         """The operation's source with the casts and checks that keep NumPy's/Python's semantics."""
+        if n.prim in _DIVISIONS and any(type(x) is complex or isinstance(x, np.complexfloating) or
+                                        (type(x) is np.ndarray and x.dtype.kind == "c") for x in ks) and \
+                any(isinstance(x, np.generic) or type(x) is np.ndarray for x in ks):
+            # NumPy gives inf/nan for a complex division by zero; Numba raises ZeroDivisionError whatever the
+            # error model (Python's complex numbers alone raise too, and stay allowed)
+            self.fail("a division of NumPy complex numbers (Numba raises at zero, NumPy gives inf/nan)", n)
         self.int_power(n, k)
         if n.prim in _SHIFTS and not (type(k) is int and n.prim.endswith("lshift")) and not self.small_shift(n, k):
             return self.shift(n, atoms, k)

@@ -112,6 +112,7 @@ class _Finder:
                 self.arrays[name] = dims.pop()
         self._numbers = {}  # found while the arrays were not all known yet: asked again
         # Numba's complex division raises at zero whatever the error model: with complex values about, no division
+        # (a second guard: the lowerer declines NumPy complex division, and Python complex values, today)
         self.complex = any("complex" in str(t) for t in types.values()) or any(
             (isinstance(n, ast.Constant) and type(n.value) is complex) or
             (isinstance(n, (ast.Name, ast.Attribute)) and "complex" in getattr(n, "id", getattr(n, "attr", "")))
