@@ -250,13 +250,14 @@ class _Finder:
         aliases, keys = _temporaries(loop.body)
         body = _Resolve(aliases, keys).visit(ast.parse(ast.unparse(ast.Module(loop.body, []))))
         parents = {id(c): node for node in ast.walk(body) for c in ast.iter_child_nodes(node)}
-        stored = set()
+        stored, accesses = set(), {}  # accesses: array -> its element subscripts
         for node in ast.walk(body):
             if isinstance(node, ast.Subscript):
                 if _shape_item(node):
                     continue
                 if self.element(node) is None:
                     return f"'{ast.unparse(node)}' is not one element of an array"
+                accesses.setdefault(node.value.id, []).append(node)
                 if isinstance(node.ctx, ast.Store):
                     stored.add(node.value.id)
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
@@ -276,9 +277,7 @@ class _Finder:
         self.stored = stored
         for name in stored:
             positions = None
-            for use in _uses(body, name):
-                if not isinstance(use, ast.Subscript):
-                    continue  # .shape, len(): no element
+            for use in accesses[name]:
                 p = {k for k, e in enumerate(_key(use)) if isinstance(e, ast.Name) and e.id == v}
                 positions = p if positions is None else positions & p
             if not positions:
@@ -516,31 +515,6 @@ class _Resolve(ast.NodeTransformer):
         return node
 
 
-def _base(subscript):
-    v = subscript.value
-    return v.id if isinstance(v, ast.Name) else None
-
-
 def _key(subscript):
     s = subscript.slice
     return list(s.elts) if isinstance(s, ast.Tuple) else [s]
-
-
-def _uses(body, name):
-    """Every place ``name`` is used in ``body``: the Subscript it indexes, else the Name itself (an attribute
-    ``.shape``/``.size``/``.ndim`` of it is no use)."""
-    parents = {}
-    for node in ast.walk(body):
-        for child in ast.iter_child_nodes(node):
-            parents[id(child)] = node
-    out = []
-    for node in ast.walk(body):
-        if isinstance(node, ast.Name) and node.id == name:
-            up = parents.get(id(node))
-            if isinstance(up, ast.Subscript) and up.value is node:
-                out.append(up)
-            elif isinstance(up, ast.Attribute) and up.attr in _READ_ATTRS:
-                continue
-            else:
-                out.append(node)
-    return out
