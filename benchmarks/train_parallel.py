@@ -7,7 +7,8 @@ Everything runs on one LocalCluster of two single-threaded worker processes star
 thresholds); a one-worker row uses one row tile (on one of the two workers). Rows:
 
 - ring latency: an allreduce of the simplemlp gradient (932,362 float32, 3.7 MB) between the two workers: the
-  runtime's ring (``distributed.comm``), a raw-socket ring written here (the same two exchanges of half the vector),
+  runtime's shared-memory path (what ranks on one machine use), the runtime's TCP ring (``distributed.comm``: what
+  ranks on different machines use), a raw-socket ring written here (the same two exchanges of half the vector),
   and the copy floor (NumPy copying the bytes a rank must send and receive, plus the half it adds), medians.
 - weak scaling: per-worker batch 64 and 256 (global 64n), exact allreduce every step; efficiency
   X(2) / (2 X(1)); ``ideal`` is the same processes and batches with no communication (mode "compute").
@@ -114,16 +115,43 @@ def _raw_ring(name, rank, buf, repeats):
     return times
 
 
+def _shared_reduce(name, rank, size, ports, buf, repeats):
+    """As a training step sums its gradient: computed into the group's scratch slot (here: filled from ``buf``,
+    not timed), summed with ``reduce`` and read where the sum lies. The seconds of each round."""
+    from distributed import secede
+
+    secede()
+    g = ring.Group(name, rank, size, timeout=120.0).join(ports)
+    times = []
+    try:
+        for _ in range(repeats):
+            into = g.scratch(buf)
+            into[...] = buf
+            t0 = time.perf_counter()
+            g.reduce(into)
+            times.append(time.perf_counter() - t0)
+    finally:
+        g.close()
+    return times
+
+
 def ring_latency(client, n_params, repeats):
     workers = sorted(live_workers(client))[:2]
     buf = np.ones(n_params, np.float32)
     out = {}
-    name = f"bench-ring-{uuid.uuid4().hex[:8]}"
     ports = ring.port_addresses(client, workers)
-    futs = [client.submit(ring.allreduce_task, name, r, 2, ports, buf, repeats, workers=[w], pure=False)
+    name = f"bench-shm-{uuid.uuid4().hex[:8]}"
+    futs = [client.submit(_shared_reduce, name, r, 2, ports, buf, repeats, workers=[w], pure=False)
             for r, w in enumerate(workers)]
-    res = client.gather(futs)
-    out["ring over distributed.comm (runtime)"] = statistics.median(res[0][1][2:])
+    out["shared memory (runtime, as training uses it: ranks on one machine)"] = \
+        statistics.median(client.gather(futs)[0][2:])
+    for shared, label in ((True, "shared memory, copied in and out (allreduce of any array)"),
+                          (False, "ring over distributed.comm (runtime: ranks on other machines)")):
+        name = f"bench-ring-{uuid.uuid4().hex[:8]}"
+        futs = [client.submit(ring.allreduce_task, name, r, 2, ports, buf, repeats, shared, workers=[w], pure=False)
+                for r, w in enumerate(workers)]
+        res = client.gather(futs)
+        out[label] = statistics.median(res[0][1][2:])
     name = f"bench-raw-{uuid.uuid4().hex[:8]}"
     futs = [client.submit(_raw_ring, name, r, buf, repeats, workers=[w], pure=False) for r, w in enumerate(workers)]
     out["ring over a raw TCP socket"] = statistics.median(client.gather(futs)[0][2:])

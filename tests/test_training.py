@@ -64,16 +64,18 @@ def cluster():
 
 # ---- the ring ----------------------------------------------------------------------------------------------
 # sizes under ring.SMALL_BYTES are gathered whole and summed in rank order; larger ones go round the ring in chunks
+# (over TCP) or are summed chunk by chunk, each by one rank (through shared memory: the workers share a machine)
+@pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize("n, size", [(2, 1001), (3, 10), (3, 2), (2, 40_001), (3, 40_001)])
-def test_ring_allreduce_sums_known_vectors_on_worker_processes(cluster, n, size):
+def test_ring_allreduce_sums_known_vectors_on_worker_processes(cluster, n, size, shared):
     procs, rt = cluster
     client = rt.executor.client
     workers = sorted(live_workers(client))[:n]
     name = f"test-ring-{uuid.uuid4().hex[:8]}"
     vecs = [np.arange(size, dtype=np.float64) * (r + 1) + r for r in range(n)]  # uneven chunks: size % n != 0
     ports = ring.port_addresses(client, workers)
-    futs = [client.submit(ring.allreduce_task, name, r, n, ports, vecs[r], 3, workers=[w], allow_other_workers=False,
-                          pure=False) for r, w in enumerate(workers)]
+    futs = [client.submit(ring.allreduce_task, name, r, n, ports, vecs[r], 3, shared, workers=[w],
+                          allow_other_workers=False, pure=False) for r, w in enumerate(workers)]
     results = client.gather(futs)
     want = np.sum(vecs, axis=0)
     for out, times in results:
@@ -81,8 +83,9 @@ def test_ring_allreduce_sums_known_vectors_on_worker_processes(cluster, n, size)
         assert len(times) == 3
 
 
+@pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize("size", [100, 40_001])
-def test_every_rank_ends_with_the_same_bits(cluster, size):
+def test_every_rank_ends_with_the_same_bits(cluster, size, shared):
     """Random values, whose sum depends on the order of the additions: every rank must hold the same bits (the
     ranks of an SPMD loop or a training step then take the same decisions), close to NumPy's sum."""
     procs, rt = cluster
@@ -91,8 +94,8 @@ def test_every_rank_ends_with_the_same_bits(cluster, size):
     name = f"test-bits-{uuid.uuid4().hex[:8]}"
     vecs = [np.random.default_rng(r).standard_normal(size) * 10.0 ** r for r in range(3)]
     ports = ring.port_addresses(client, workers)
-    futs = [client.submit(ring.allreduce_task, name, r, 3, ports, vecs[r], 1, workers=[w], allow_other_workers=False,
-                          pure=False) for r, w in enumerate(workers)]
+    futs = [client.submit(ring.allreduce_task, name, r, 3, ports, vecs[r], 1, shared, workers=[w],
+                          allow_other_workers=False, pure=False) for r, w in enumerate(workers)]
     outs = [out for out, _ in client.gather(futs)]
     for out in outs[1:]:
         np.testing.assert_array_equal(out, outs[0])
@@ -157,6 +160,95 @@ def test_a_tls_cluster_gets_tls_between_ranks():
     for buf, peer in results:
         np.testing.assert_array_equal(buf, np.full(5, 3.0))
         assert peer.startswith("tls://127.0.0.1:"), peer
+
+
+def _shared_rounds(name, rank, size, ports, sizes):
+    """A rank that sums a vector of each of ``sizes`` twice, the second time from the group's scratch slot: whether
+    the group shares memory, and each sum (the scratch one as ``reduce`` returns it)."""
+    from distributed import secede
+
+    secede()
+    g = ring.Group(name, rank, size, timeout=60.0).join(ports)
+    out = []
+    try:
+        for n in sizes:
+            v = np.arange(n, dtype=np.float32) + rank
+            a = g.allreduce(v.copy())
+            into = g.scratch(v)
+            if into is not None:
+                into[...] = v
+            b = g.reduce(into if into is not None else v.copy()).copy()
+            out.append((a, b, into is not None))
+        return g.shared, out, os.getpid()
+    finally:
+        g.close()
+
+
+# the workers cannot import this module: functions of __main__ travel by value (as LayerwiseSGD below)
+_shared_rounds.__module__ = "__main__"
+
+
+def test_ranks_on_one_machine_sum_through_shared_memory_and_leave_no_file(cluster):
+    """Worker processes on this machine share memory for their sums: the same sums as over TCP, the big one
+    computed straight into the shared slot, and no file left in /dev/shm once the group is gone."""
+    procs, rt = cluster
+    client = rt.executor.client
+    workers = sorted(live_workers(client))[:2]
+    name = f"test-shm-{uuid.uuid4().hex[:8]}"
+    sizes = [3, 5000, 300_001]  # small, small, large (two barriers, a chunk each)
+    ports = ring.port_addresses(client, workers)
+    futs = [client.submit(_shared_rounds, name, r, 2, ports, sizes, workers=[w], allow_other_workers=False,
+                          pure=False) for r, w in enumerate(workers)]
+    results = client.gather(futs)
+    for shared, out, pid in results:
+        assert shared
+        for n, (a, b, scratch) in zip(sizes, out):
+            want = 2 * np.arange(n, dtype=np.float32) + 1
+            np.testing.assert_array_equal(a, want)
+            np.testing.assert_array_equal(b, want)
+            assert scratch == (n == 300_001)  # a slot is offered only where it saves a large copy
+        assert not [f for f in os.listdir("/dev/shm") if f.startswith(f"phylanx-ring-{pid}-")]
+
+
+def _leave_after(name, rank, size, ports, rounds):
+    """Rank ``rank`` sums ``rounds`` times through shared memory, then its process dies without a word."""
+    from distributed import secede
+
+    secede()
+    g = ring.Group(name, rank, size, timeout=120.0).join(ports)
+    for _ in range(rounds):
+        g.allreduce(np.ones(10))
+    if rank == 1:
+        os._exit(1)  # as a SIGKILL: its connections close, nothing else is said
+    try:
+        while True:
+            g.allreduce(np.ones(10))
+    finally:
+        g.close()
+
+
+_leave_after.__module__ = "__main__"
+
+
+def test_a_rank_waiting_in_shared_memory_sees_its_peer_die_at_once():
+    """The shared-memory barrier has no connection to break: the waiting rank watches its ring connections, so a
+    peer process that dies is RankLost at once, not after the group's 120 s timeout."""
+    procs = DaskProcesses(n_workers=2)  # its own: a worker of it dies
+    rt = px.runtime.dask(procs.address)
+    try:
+        client = rt.executor.client
+        workers = sorted(live_workers(client))
+        name = f"test-shm-die-{uuid.uuid4().hex[:8]}"
+        ports = ring.port_addresses(client, workers)
+        futs = [client.submit(_leave_after, name, r, 2, ports, 3, workers=[w], allow_other_workers=False,
+                              pure=False) for r, w in enumerate(workers)]
+        t0 = time.monotonic()
+        with pytest.raises(ring.RankLost, match=f"group {name}: rank 1 closed its connection"):
+            futs[0].result(timeout=60)
+        assert time.monotonic() - t0 < 30
+    finally:
+        rt.close()
+        procs.stop()
 
 
 def test_a_rank_whose_peer_closed_fails_at_once(cluster):

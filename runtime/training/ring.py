@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import gc
+import os
 import socket
 import struct
 import threading
@@ -33,6 +34,7 @@ import weakref
 
 import numpy as np
 
+from . import shm
 from .service import serve
 
 HEADER = struct.Struct("<qq")  # tag (the collective's sequence number), payload bytes
@@ -182,7 +184,10 @@ def port_addresses(client, workers) -> list:
 
 
 class Group:
-    def __init__(self, name: str, rank: int, size: int, timeout: float = 600.0):
+    """``shared``: an allreduce between ranks that all run on one machine goes through shared memory (shm.py)
+    instead of the TCP ring; False keeps every collective on TCP."""
+
+    def __init__(self, name: str, rank: int, size: int, timeout: float = 600.0, shared: bool = True):
         self.name, self.rank, self.size, self.timeout = name, rank, size, timeout
         self.port = None
         self.left = self.right = None  # comms
@@ -190,6 +195,11 @@ class Group:
         self.sent = 0  # payload bytes this rank wrote, for the profile
         self.comm_seconds = 0.0
         self._tmp = None
+        self._want_shared = shared
+        self.shared = False  # decided by every rank together in join
+        self._regions: dict = {}  # (dtype, capacity) -> shm.Region, or None: that size stays on TCP
+        self._peeks: list = []  # (peer rank, plain socket on a duplicate of the connection's descriptor)
+        self._aborted = lambda: False
 
     # ---- forming and closing the group ------------------------------------------------------------------
     def join(self, ports, aborted=lambda: False, worker=None):
@@ -201,12 +211,108 @@ class Group:
         _freeze_old_objects()
         if self.size == 1:
             return self
+        self._aborted = aborted
         self.port = _port(worker if worker is not None else get_worker())
         try:
             self.port.run(self._connect(ports[(self.rank + 1) % self.size], aborted), self.timeout)
         except asyncio.TimeoutError:
             raise RankLost(f"group {self.name}: forming the ring took over {self.timeout:.0f} s") from None
+        self._share()
         return self
+
+    def _share(self):
+        """Whether allreduces go through shared memory: every rank on one machine (equal host keys, exchanged
+        over the ring, so every rank takes the same decision) and able to map /dev/shm."""
+        key = shm.host_key() if self._want_shared and shm.usable() else 0
+        sent = self.sent
+        keys = self.allgather(np.array([key], np.int64))[:, 0]
+        self.sent = sent  # the group's own set-up messages are not the caller's traffic
+        self.shared = bool(keys[0] != 0 and np.all(keys == keys[0]))
+        if self.shared:
+            for peer, c in ((self.rank - 1) % self.size, self.left), ((self.rank + 1) % self.size, self.right):
+                sock = getattr(getattr(c, "stream", None), "socket", None)
+                if sock is not None:  # a plain socket even under TLS: only its end-of-stream is looked at
+                    self._peeks.append((peer, socket.socket(fileno=os.dup(sock.fileno()))))
+
+    def _region(self, buf: np.ndarray):
+        """The shared region for buffers like ``buf``, made by every rank together the first time one of its size
+        class is reduced (rank 0 creates the file, names it over the ring, and unlinks it once every rank has it
+        mapped); None when that failed on any rank (that size then stays on TCP)."""
+        capacity = max(64, 1 << (buf.size - 1).bit_length())  # size classes: a few regions however sizes vary
+        key = (buf.dtype.str, capacity)
+        if key in self._regions:
+            return self._regions[key]
+        nbytes = shm.region_bytes(self.size, capacity * buf.dtype.itemsize)
+        sent = self.sent  # (the set-up messages below are not the caller's traffic)
+        name = np.zeros(128, np.uint8)
+        made = path = shm.create(nbytes) if self.rank == 0 else ""
+        region = None
+        try:
+            name[:len(path)] = np.frombuffer(path.encode(), np.uint8)
+            path = bytes(self.allgather(name)[0]).rstrip(b"\0").decode()
+            if path:
+                try:
+                    region = shm.Region(path, self.size, self.rank, capacity, buf.dtype)
+                except (OSError, ValueError):
+                    region = None
+            ok = self.allgather(np.array([region is not None], np.int8))
+        except BaseException:
+            if region is not None:
+                region.close()
+            raise
+        finally:
+            if made:  # every rank has mapped it, given up, or failed: nothing is left behind
+                os.unlink(made)
+        self.sent = sent
+        if not ok.all():
+            if region is not None:
+                region.close()
+            region = None
+        if len(self._regions) >= 8:  # an SPMD loop whose sums change size: the oldest goes
+            old = self._regions.pop(next(iter(self._regions)))
+            if old is not None:
+                old.close()
+        self._regions[key] = region
+        return region
+
+    def _check(self, deadline):
+        """Raise RankLost when a ring neighbour closed its connection, the driver gave up or ``deadline`` passed."""
+        for peer, sock in self._peeks:
+            if shm.peer_closed(sock):
+                raise RankLost(f"group {self.name}: rank {peer} closed its connection (OSError)")
+        if self._aborted():
+            raise RankLost(f"group {self.name}: the driver cancelled the segment")
+        if time.monotonic() > deadline:
+            raise RankLost(f"group {self.name}: no data from a peer for {self.timeout:.0f} s")
+
+    def scratch(self, like: np.ndarray):
+        """A buffer like ``like`` (1-D) to compute the next allreduce's input into: this rank's shared slot when
+        the group shares memory (the allreduce then copies nothing in), else None."""
+        if not self.shared or like.nbytes <= shm.SMALL_BYTES:
+            return None
+        region = self._region(like)
+        return None if region is None else region.slot(like.size)
+
+    def reduce(self, buf: np.ndarray) -> np.ndarray:
+        """The sum of ``buf`` (1-D, contiguous) over the ranks, as ``allreduce`` computes it, but not necessarily
+        in ``buf``: through shared memory it is an array of the region, to be read before this rank's collective
+        after next."""
+        if self.size == 1:
+            return buf
+        region = self._region(buf) if self.shared else None
+        if region is None:
+            return self.allreduce(buf)
+        t0 = time.perf_counter()
+        try:
+            deadline = time.monotonic() + self.timeout
+            out = region.allreduce(buf, lambda counters, target: shm.wait_all(counters, target,
+                                                                             lambda: self._check(deadline)))
+        finally:
+            self.comm_seconds += time.perf_counter() - t0
+        n = self.size
+        self.sent += buf.nbytes * (n - 1) if buf.nbytes <= shm.SMALL_BYTES else \
+            2 * (n - 1) * buf.nbytes // n  # what the others read of this rank's data, as the ring would send
+        return out
 
     async def _connect(self, right_address, aborted):
         from distributed.comm import connect
@@ -230,6 +336,13 @@ class Group:
         """Close the connections (a peer still reading sees a closed connection at once)."""
         if self.port is None:
             return
+        for region in self._regions.values():
+            if region is not None:
+                region.close()
+        self._regions.clear()
+        for _, sock in self._peeks:
+            sock.close()
+        self._peeks = []
         comms = [c for c in (self.left, self.right) if c is not None]
         self.left = self.right = None
         self.port.loop.call_soon_threadsafe(lambda: [c.abort() for c in comms])
@@ -297,6 +410,11 @@ class Group:
         ends with the same values (the same additions in the same order for each element)."""
         n = self.size
         if n == 1:
+            return buf
+        if self.shared and self._region(buf) is not None:
+            out = self.reduce(buf)
+            if out is not buf:
+                buf[...] = out
             return buf
         if buf.nbytes <= SMALL_BYTES:  # latency-bound: every rank's buffer to every rank (n-1 steps, not 2(n-1)),
             parts = self.allgather(buf)  # then the same additions in rank order on every rank
@@ -376,13 +494,14 @@ class Group:
         return buf
 
 
-def allreduce_task(name: str, rank: int, size: int, ports, buf, repeats: int = 1):
+def allreduce_task(name: str, rank: int, size: int, ports, buf, repeats: int = 1, shared: bool = True):
     """A task forming group ``name`` (``ports``: ``port_addresses`` of the ranks' workers) and summing ``buf`` over
-    it ``repeats`` times (tests and benchmarks): the sum of one round and the seconds of each round."""
+    it ``repeats`` times (tests and benchmarks): the sum of one round and the seconds of each round. ``shared``:
+    as Group's."""
     from distributed import secede
 
     secede()
-    g = Group(name, rank, size, timeout=120.0).join(ports)
+    g = Group(name, rank, size, timeout=120.0, shared=shared).join(ports)
     times, out = [], np.array(buf, copy=True)
     try:
         for _ in range(repeats):

@@ -125,11 +125,15 @@ def run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles: 
                 if job.mode == "neighbours" and (s + 1) % job.every == 0:
                     group.neighbour_mean(pvec)
             else:
-                loss, metric, state = problem.grad(pvec, state, noise, Xb, Yb, g)
-                g *= local_rows / global_rows  # the mean over the global batch is the sum of these
+                into = group.scratch(g)  # the shared slot, when the ranks share memory: nothing to copy in
+                gi = g if into is None else into
+                loss, metric, state = problem.grad(pvec, state, noise, Xb, Yb, gi)
+                gi *= local_rows / global_rows  # the mean over the global batch is the sum of these
                 t_compute += time.perf_counter() - t0
-                group.allreduce(g)
+                total = group.reduce(gi)
                 t0 = time.perf_counter()
+                if total is not g:  # the sum in shared memory: read there, not copied
+                    g_views = [total] if p_views[0] is pvec else problem.views(total)
                 opt.update(p_views, g_views, opt_views, gstep)
                 t_compute += time.perf_counter() - t0
             loss_sum += loss
