@@ -251,6 +251,160 @@ def test_a_rank_waiting_in_shared_memory_sees_its_peer_die_at_once():
         procs.stop()
 
 
+def _profiler_around_ranks():
+    """The worker's profiler and tick monitor before, during two overlapping ranks, after the first one left, and
+    after both."""
+    from distributed import get_worker, secede
+    from phylanx_py.runtime.training.quiet import quiet
+
+    secede()
+    w = get_worker()
+
+    def state():
+        time.sleep(0.3)  # the switch runs on the worker's event loop
+        return [w.periodic_callbacks[n].is_running() for n in ("profile", "tick")]
+
+    before = state()
+    with quiet(w):
+        with quiet(w):
+            during = state()
+        one_left = state()
+    return before, during, one_left, state()
+
+
+_profiler_around_ranks.__module__ = "__main__"
+
+
+def test_a_worker_running_ranks_pauses_its_profiler_until_the_last_leaves(cluster):
+    procs, rt = cluster
+    client = rt.executor.client
+    before, during, one_left, after = client.submit(_profiler_around_ranks, pure=False).result(timeout=60)
+    assert (before, during, one_left, after) == ([True, True], [False, False], [False, False], [True, True])
+
+
+def _lengths(name, rank, size, ports, n):
+    from distributed import secede
+
+    secede()
+    g = ring.Group(name, rank, size, timeout=60.0).join(ports)
+    try:
+        g.allreduce(np.ones(n))
+        return None
+    except ring.RankLost as e:
+        return str(e)
+    finally:
+        g.close()
+
+
+_lengths.__module__ = "__main__"
+
+
+@pytest.mark.parametrize("lengths", [(100, 120), (300_000, 300_100)])
+def test_ranks_that_sum_different_lengths_fail_instead_of_summing_garbage(cluster, lengths):
+    """Two lengths of one size class share a region: over TCP the ring compares lengths, and so must the shared
+    memory (each rank stores its length beside its counter)."""
+    procs, rt = cluster
+    client = rt.executor.client
+    workers = sorted(live_workers(client))[:2]
+    name = f"test-len-{uuid.uuid4().hex[:8]}"
+    ports = ring.port_addresses(client, workers)
+    futs = [client.submit(_lengths, name, r, 2, ports, n, workers=[w], allow_other_workers=False, pure=False)
+            for r, (w, n) in enumerate(zip(workers, lengths))]
+    for err in client.gather(futs):
+        assert err is not None and "the ranks disagree about the schedule" in err, err
+
+
+class ClippingSGD(nn.SGD):
+    """SGD with the gradient clipped in place first (its own gradients: it says it writes them)."""
+
+    def update(self, params, grads, state, step):
+        for g in grads:
+            np.clip(g, -0.05, 0.05, out=g)
+        super().update(params, grads, state, step)
+
+
+ClippingSGD.writes_grads = True
+ClippingSGD.__module__ = ClippingSGD.update.__module__ = "__main__"
+
+
+def test_an_optimizer_that_writes_its_gradients_gets_its_own_copy(cluster):
+    """The summed gradient lies in memory every rank reads: an optimizer that clips it in place gets a copy (one
+    that says it never writes gets the shared array, read-only), so training still equals sequential training."""
+    procs, rt = cluster
+    X, Y = blobs(n=120)
+    opt = dict(epochs=2, batch_size=16, seed=3)
+    # 60,003 float64 parameters (480 KB): past shm.SMALL_BYTES, so the sum lies in the shared region
+    seq = nn.Sequential([nn.Dense(6, 6000), nn.Tanh(), nn.Dense(6000, 3)])
+    par = nn.Sequential([nn.Dense(6, 6000), nn.Tanh(), nn.Dense(6000, 3)])
+    with px.using(rt):
+        Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
+        par.fit(Xt, Yt, parallel="allreduce", optimizer=ClippingSGD(0.5, momentum=0.5), verbose=False, **opt)
+    planned_fit(seq, X, Y, Xt.boundaries[0], optimizer=ClippingSGD(0.5, momentum=0.5), **opt)
+    for a, b in zip(seq.params, par.params):
+        for k in a:
+            np.testing.assert_allclose(b[k], a[k], rtol=1e-9, atol=1e-12)
+
+
+def test_region_files_are_reserved_capped_and_orphans_removed_only_when_unlocked(tmp_path):
+    from phylanx_py.runtime.training import shm
+
+    if not shm.usable():
+        pytest.skip("no writable /dev/shm on x86-64 here")
+    assert shm.create(shm.MAX_REGION_BYTES + 1) == ("", None)  # too large: stays on TCP
+    path, fd = shm.create(1 << 16)
+    assert os.stat(path).st_blocks * 512 >= 1 << 16  # reserved, not sparse
+    old = time.time() - 2 * shm.ORPHAN_SECONDS
+    os.utime(path, (old, old))
+    shm._remove_orphans()
+    assert os.path.exists(path)  # its creator holds the lock: alive, whatever its age
+    os.close(fd)  # the creator is gone without unlinking (killed)
+    shm._remove_orphans()
+    assert not os.path.exists(path)
+    shm.release(path, None)  # a creator's unlink after someone removed it is not an error
+
+
+def _finish_and_leave(prefix, rank, ports, trials):
+    """``trials`` groups of two: a sum (the region forms), then rank 1 arrives a few milliseconds late at a second
+    sum and closes its group the moment it has it, as a segment does after its last step. The sums rank 0
+    reported lost."""
+    import random
+
+    from distributed import secede
+
+    secede()
+    rnd = random.Random(rank)
+    lost = []
+    for i in range(trials):
+        g = ring.Group(f"{prefix}-{i}", rank, 2, timeout=30.0).join(ports)
+        try:
+            g.allreduce(np.ones(10))
+            if rank == 1:
+                time.sleep(0.002 + rnd.random() * 0.005)
+            assert g.allreduce(np.ones(10))[0] == 2.0
+        except ring.RankLost as e:
+            lost.append(str(e))
+        finally:
+            g.close()
+        time.sleep(0.01)
+    return lost
+
+
+_finish_and_leave.__module__ = "__main__"
+
+
+def test_a_sum_completed_before_the_peer_left_is_not_reported_lost(cluster):
+    """A waiting rank that finds its peer's connection closed looks at the counters again: a peer that stored its
+    counter and closed at once completed the sum (before that re-read, some of 150 such sums were reported lost)."""
+    procs, rt = cluster
+    client = rt.executor.client
+    workers = sorted(live_workers(client))[:2]
+    ports = ring.port_addresses(client, workers)
+    prefix = f"test-fin-{uuid.uuid4().hex[:6]}"
+    futs = [client.submit(_finish_and_leave, prefix, r, ports, 150, workers=[w], allow_other_workers=False,
+                          pure=False) for r, w in enumerate(workers)]
+    assert client.gather(futs) == [[], []]
+
+
 def test_a_rank_whose_peer_closed_fails_at_once(cluster):
     procs, rt = cluster
     client = rt.executor.client

@@ -25,6 +25,11 @@ def warmup(lr, warmup_steps: int, start: float = 0.0):
 
 
 class Optimizer:
+    # ``update`` may change the gradients it is given (``g += wd * p``, clipping in place). The built-in optimizers
+    # never do and say so: data-parallel training then hands them the summed gradient where the ranks' shared
+    # memory holds it (read-only), instead of a private copy per rank.
+    writes_grads = True
+
     def __init__(self, lr):
         if not callable(lr) and not lr > 0:
             raise ValueError(f"learning rate must be positive, got {lr}")
@@ -41,6 +46,8 @@ class Optimizer:
 
 
 class SGD(Optimizer):
+    writes_grads = False
+
     def __init__(self, lr=0.01, momentum: float = 0.0, nesterov: bool = False, weight_decay: float = 0.0):
         super().__init__(lr)
         if nesterov and momentum <= 0:
@@ -63,6 +70,8 @@ class SGD(Optimizer):
 
 
 class Adam(Optimizer):
+    writes_grads = False
+
     def __init__(self, lr=1e-3, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
                  weight_decay: float = 0.0):
         super().__init__(lr)
@@ -86,6 +95,8 @@ class Adam(Optimizer):
 
 
 class RMSprop(Optimizer):
+    writes_grads = False
+
     def __init__(self, lr=1e-3, rho: float = 0.9, eps: float = 1e-8, momentum: float = 0.0):
         super().__init__(lr)
         self.rho, self.eps, self.momentum = rho, eps, momentum

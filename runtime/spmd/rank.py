@@ -20,6 +20,7 @@ from ..code import ProgramCode
 from ..executors import SynchronousExecutor
 from ..training import segment as seg
 from ..training import service
+from ..training.quiet import quiet
 from ..training.ring import Group, RankLost
 from .local import refresh_halo
 from .protocol import shard_in
@@ -180,6 +181,8 @@ def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data,
     seg.PROGRESS[name] = 0
     group = Group(name, rank, size, job.timeout)
     ctx = Rank(group, rank, size, job.starts, job.counts, seg.PROGRESS, name)
+    hush = quiet(worker)
+    hush.__enter__()
     try:
         group.join(job.ports, lambda: name in seg.ABORTED, worker)
         args = _shards(job, ctx, keys, tile_data, worker)
@@ -227,6 +230,7 @@ def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data,
     finally:
         group.close()
         seg.PROGRESS.pop(name, None)
+        hush.__exit__(None, None, None)
 
 
 def _param_names(job):

@@ -27,6 +27,7 @@ import concurrent.futures
 import gc
 import os
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -232,20 +233,23 @@ class Group:
             for peer, c in ((self.rank - 1) % self.size, self.left), ((self.rank + 1) % self.size, self.right):
                 sock = getattr(getattr(c, "stream", None), "socket", None)
                 if sock is not None:  # a plain socket even under TLS: only its end-of-stream is looked at
-                    self._peeks.append((peer, socket.socket(fileno=os.dup(sock.fileno()))))
+                    tls = isinstance(sock, ssl.SSLSocket)
+                    self._peeks.append((peer, socket.socket(fileno=os.dup(sock.fileno())), tls))
 
     def _region(self, buf: np.ndarray):
         """The shared region for buffers like ``buf``, made by every rank together the first time one of its size
         class is reduced (rank 0 creates the file, names it over the ring, and unlinks it once every rank has it
         mapped); None when that failed on any rank (that size then stays on TCP)."""
-        capacity = max(64, 1 << (buf.size - 1).bit_length())  # size classes: a few regions however sizes vary
+        capacity = shm.capacity_for(buf.size, buf.dtype)  # size classes: a few regions however sizes vary
         key = (buf.dtype.str, capacity)
         if key in self._regions:
+            self._regions[key] = self._regions.pop(key)  # the most recently used last
             return self._regions[key]
-        nbytes = shm.region_bytes(self.size, capacity * buf.dtype.itemsize)
+        nbytes = shm.region_bytes(self.size, capacity, buf.dtype)
         sent = self.sent  # (the set-up messages below are not the caller's traffic)
         name = np.zeros(128, np.uint8)
-        made = path = shm.create(nbytes) if self.rank == 0 else ""
+        path, fd = shm.create(nbytes) if self.rank == 0 else ("", None)
+        made = path
         region = None
         try:
             name[:len(path)] = np.frombuffer(path.encode(), np.uint8)
@@ -262,13 +266,13 @@ class Group:
             raise
         finally:
             if made:  # every rank has mapped it, given up, or failed: nothing is left behind
-                os.unlink(made)
+                shm.release(made, fd)
         self.sent = sent
         if not ok.all():
             if region is not None:
                 region.close()
             region = None
-        if len(self._regions) >= 8:  # an SPMD loop whose sums change size: the oldest goes
+        if len(self._regions) >= 8:  # an SPMD loop whose sums change size: the least recently used goes
             old = self._regions.pop(next(iter(self._regions)))
             if old is not None:
                 old.close()
@@ -276,10 +280,15 @@ class Group:
         return region
 
     def _check(self, deadline):
-        """Raise RankLost when a ring neighbour closed its connection, the driver gave up or ``deadline`` passed."""
-        for peer, sock in self._peeks:
-            if shm.peer_closed(sock):
+        """Raise RankLost when a ring neighbour closed its connection or sent data (it is in another collective),
+        the driver gave up or ``deadline`` passed."""
+        for peer, sock, tls in self._peeks:
+            state = shm.peer_state(sock)
+            if state == "closed":
                 raise RankLost(f"group {self.name}: rank {peer} closed its connection (OSError)")
+            if state == "data" and not tls:  # (TLS may have records of its own pending: not a sign)
+                raise RankLost(f"group {self.name}: rank {peer} sent data while this rank waits in a shared-memory "
+                               "sum: the ranks disagree about the schedule")
         if self._aborted():
             raise RankLost(f"group {self.name}: the driver cancelled the segment")
         if time.monotonic() > deadline:
@@ -295,8 +304,8 @@ class Group:
 
     def reduce(self, buf: np.ndarray) -> np.ndarray:
         """The sum of ``buf`` (1-D, contiguous) over the ranks, as ``allreduce`` computes it, but not necessarily
-        in ``buf``: through shared memory it is an array of the region, to be read before this rank's collective
-        after next."""
+        in ``buf``: through shared memory, for a large buffer, a read-only array of the region, to be read before
+        this rank's next collective."""
         if self.size == 1:
             return buf
         region = self._region(buf) if self.shared else None
@@ -307,6 +316,8 @@ class Group:
             deadline = time.monotonic() + self.timeout
             out = region.allreduce(buf, lambda counters, target: shm.wait_all(counters, target,
                                                                              lambda: self._check(deadline)))
+        except shm.Disagree as e:
+            raise RankLost(f"group {self.name}: {e}: the ranks disagree about the schedule") from None
         finally:
             self.comm_seconds += time.perf_counter() - t0
         n = self.size
@@ -340,7 +351,7 @@ class Group:
             if region is not None:
                 region.close()
         self._regions.clear()
-        for _, sock in self._peeks:
+        for _, sock, _ in self._peeks:
             sock.close()
         self._peeks = []
         comms = [c for c in (self.left, self.right) if c is not None]

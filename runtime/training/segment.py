@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dask_runtime import _aligned
+from .quiet import quiet
 from .ring import Group, RankLost
 
 # On each worker: group name -> steps this rank has finished (read by the driver's watchdog with client.run), and
@@ -76,9 +77,14 @@ def run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles: 
     """Rank ``rank`` of ``size``: the segment's steps on the rows of ``tiles`` (``data`` is X and Y of each, in
     order). Returns ``(carry, stats)``: the new parameters, optimizer state and layer state (for allreduce only
     rank 0 sends them: every rank holds the same), and this rank's totals."""
-    from distributed import secede
+    from distributed import get_worker, secede
 
     secede()  # a long-running task: its thread leaves the worker's pool (Dask's convention), the slot stays free
+    with quiet(get_worker()):
+        return _run_segment(job, rank, size, name, ports, tiles, carry, *data)
+
+
+def _run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles: tuple, carry, *data):
     PROGRESS[name] = 0
     Xs = [np.ascontiguousarray(_aligned(x)) for x in data[0::2]]
     Ys = [np.ascontiguousarray(_aligned(y)) for y in data[1::2]]
@@ -132,7 +138,10 @@ def run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles: 
                 t_compute += time.perf_counter() - t0
                 total = group.reduce(gi)
                 t0 = time.perf_counter()
-                if total is not g:  # the sum in shared memory: read there, not copied
+                if total is not g:  # the sum in shared memory (read-only): read there by an optimizer that
+                    if getattr(opt, "writes_grads", True):  # never writes its gradients, copied for any other
+                        np.copyto(g, total)
+                        total = g
                     g_views = [total] if p_views[0] is pvec else problem.views(total)
                 opt.update(p_views, g_views, opt_views, gstep)
                 t_compute += time.perf_counter() - t0
