@@ -16,7 +16,9 @@ thresholds); a one-worker row uses one row tile (on one of the two workers). Row
   against the compute-only ideal at the same global batch.
 - one process: ``Sequential.fit`` without Dask, BLAS capped to one thread (what one worker has).
 Samples/s come from the mean time of the epochs after the first (the first traces the gradient tree on each
-worker); segments run as fit runs them, each next one submitted while the last one runs. The digits
+worker); segments run as fit runs them, each next one submitted while the last one runs. Every configuration runs
+``--rounds`` times (3), round after round: the table gives medians, and each efficiency is the median of the ratio
+taken within each round (this machine's speed drifts by tens of percent within minutes). The digits
 CNN's rows at a global batch above 64 train for proportionally more epochs (the same number of optimizer steps as
 at global batch 64) with the learning rate scaled by the square root of the batch's growth, as one does when
 scaling the batch, before their test accuracy is taken (the compute-only rows have none: their ranks never combine).
@@ -211,39 +213,65 @@ def one_process(make, X, Y, batch, epochs):
     return len(X) / statistics.mean(h["time"][1:]), m
 
 
-def bench_model(client, name, make, X, Y, epochs, test=None):
+def bench_model(client, name, make, X, Y, epochs, test=None, rounds=3):
+    """Every configuration ``rounds`` times, round after round (so a slow spell of this noisy machine hits every
+    configuration alike); samples/s are medians over the rounds, and each efficiency is the median of that ratio
+    taken within each round (pairs measured minutes apart would compare the machine's moods)."""
     rows, accs = [], []
+    runs: dict = {}
 
-    def add(label, r, ref=None, ideal=None):
-        rows.append([f"{name}: {label}", f"{r['samples_per_s']:,.0f}", f"{ref:.2f}" if ref is not None else "",
-                     f"{ideal:.2f}" if ideal is not None else "", f"{r['comm_ms']:.2f}",
+    def configs():
+        yield "one", lambda: one_process(make, X, Y, 64, epochs)
+        for b in (64, 256):
+            # with test data (accuracy is reported), a larger global batch trains for more epochs: as many
+            # optimizer steps as at global batch 64, as one would when scaling the batch (samples/s does not
+            # depend on it) and a learning rate scaled by the square root of its growth (0.1 at 64, 0.2 at 256)
+            ep1, ep2 = (epochs * b // 64, epochs * 2 * b // 64) if test is not None else (epochs, epochs)
+            lr1, lr2 = ((b / 64) ** 0.5, (2 * b / 64) ** 0.5) if test is not None else (1.0, 1.0)
+            yield ("1w", b), lambda b=b, ep1=ep1, lr1=lr1: run(client, make, X, Y, 1, b, "allreduce", 1, ep1, lr1)
+            yield ("2w", b), lambda b=b, ep2=ep2, lr2=lr2: run(client, make, X, Y, 2, 2 * b, "allreduce", 1, ep2,
+                                                               lr2)
+            yield ("ideal", b), lambda b=b, ep2=ep2, lr2=lr2: run(client, make, X, Y, 2, 2 * b, "compute", 1, ep2,
+                                                                  lr2)
+        yield "strong ideal", lambda: run(client, make, X, Y, 2, 64, "compute", 1, epochs)
+        yield "strong allreduce", lambda: run(client, make, X, Y, 2, 64, "allreduce", 1, epochs)
+        yield "strong averaging", lambda: run(client, make, X, Y, 2, 64, "neighbours", 8, epochs)
+
+    for _ in range(rounds):
+        for key, fn in configs():
+            runs.setdefault(key, []).append(fn())
+    med = statistics.median
+
+    def sps(key, i=None):
+        r = runs[key] if i is None else [runs[key][i]]
+        return med([x[0] if key == "one" else x["samples_per_s"] for x in r])
+
+    def ratio(num, den, k=1.0):
+        return med([sps(num, i) / (k * sps(den, i)) for i in range(rounds)])
+
+    def add(label, key, ref=None, ideal=None):
+        r = runs[key][-1]
+        comm = med([x["comm_ms"] for x in runs[key]])
+        rows.append([f"{name}: {label}", f"{sps(key):,.0f}", f"{ref:.2f}" if ref is not None else "",
+                     f"{ideal:.2f}" if ideal is not None else "", f"{comm:.2f}",
                      f"{r['bytes'] / 1e6:.2f} / {r['min_bytes'] / 1e6:.2f}", f"{r['loss']:.4f}"])
         if test is not None and "compute only" not in label:  # no training mode: ranks never combine
             accs.append((label, r["model"].evaluate(*test)["accuracy"]))
 
-    sps, m = one_process(make, X, Y, 64, epochs)
-    rows.append([f"{name}: one process, no Dask, batch 64, 1 BLAS thread", f"{sps:,.0f}", "", "", "", "", ""])
+    rows.append([f"{name}: one process, no Dask, batch 64, 1 BLAS thread", f"{sps('one'):,.0f}", "", "", "", "",
+                 ""])
     if test is not None:
-        accs.append(("one process", m.evaluate(*test)["accuracy"]))
+        accs.append(("one process", runs["one"][-1][1].evaluate(*test)["accuracy"]))
     for b in (64, 256):
-        # with test data (accuracy is reported), a larger global batch trains for more epochs: as many optimizer
-        # steps as at global batch 64, as one would when scaling the batch (samples/s does not depend on it)
-        # and a learning rate scaled by the square root of its growth (0.1 at 64, 0.14 at 128, 0.2 at 256 ...)
-        ep1, ep2 = (epochs * b // 64, epochs * 2 * b // 64) if test is not None else (epochs, epochs)
-        lr1, lr2 = ((b / 64) ** 0.5, (2 * b / 64) ** 0.5) if test is not None else (1.0, 1.0)
-        one = run(client, make, X, Y, 1, b, "allreduce", 1, ep1, lr1)
-        add(f"1 worker, batch {b}", one, one["samples_per_s"] / sps if b == 64 else None)
-        two = run(client, make, X, Y, 2, 2 * b, "allreduce", 1, ep2, lr2)
-        ideal = run(client, make, X, Y, 2, 2 * b, "compute", 1, ep2, lr2)
-        add(f"2 workers x batch {b} (weak), allreduce", two, two["samples_per_s"] / (2 * one["samples_per_s"]),
-            two["samples_per_s"] / ideal["samples_per_s"])
-        add(f"2 workers x batch {b}, compute only (ideal)", ideal,
-            ideal["samples_per_s"] / (2 * one["samples_per_s"]))
-    ideal = run(client, make, X, Y, 2, 64, "compute", 1, epochs)
-    for label, mode, every in (("allreduce every step", "allreduce", 1), ("averaging every 8", "neighbours", 8)):
-        r = run(client, make, X, Y, 2, 64, mode, every, epochs)
-        add(f"2 workers, global batch 64 (strong), {label}", r, None, r["samples_per_s"] / ideal["samples_per_s"])
-    add("2 workers, global batch 64, compute only (ideal)", ideal)
+        add(f"1 worker, batch {b}", ("1w", b), ratio(("1w", b), "one") if b == 64 else None)
+        add(f"2 workers x batch {b} (weak), allreduce", ("2w", b), ratio(("2w", b), ("1w", b), 2.0),
+            ratio(("2w", b), ("ideal", b)))
+        add(f"2 workers x batch {b}, compute only (ideal)", ("ideal", b), ratio(("ideal", b), ("1w", b), 2.0))
+    add("2 workers, global batch 64 (strong), allreduce every step", "strong allreduce", None,
+        ratio("strong allreduce", "strong ideal"))
+    add("2 workers, global batch 64 (strong), averaging every 8", "strong averaging", None,
+        ratio("strong averaging", "strong ideal"))
+    add("2 workers, global batch 64, compute only (ideal)", "strong ideal")
     return rows, accs
 
 
@@ -253,9 +281,15 @@ def main(argv=None):
     ap.add_argument("--epochs", type=int, default=None)
     ap.add_argument("--samples", type=int, default=None)
     ap.add_argument("--only", nargs="+", default=["ring", "simplemlp", "cnn"])
+    ap.add_argument("--rounds", type=int, default=None, help="rounds of every configuration (default 3; 1 with "
+                    "--quick): medians over them")
     args = ap.parse_args(argv)
     epochs = args.epochs or (2 if args.quick else 3)
-    samples = args.samples or (2048 if args.quick else 4096)
+    # 16,384 samples: at per-worker batch 256 an epoch (a segment) on two workers is 32 steps; with 4,096 it was 8,
+    # and the segment's start (the ranks' tasks start milliseconds apart: the first sum waits for the later one)
+    # and the checkpoint's trip to the client were a fifth of the epoch
+    samples = args.samples or (2048 if args.quick else 16384)
+    rounds = args.rounds or (1 if args.quick else 3)
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     rt = dask_runtime(2)
     client = rt.executor.client
@@ -272,12 +306,12 @@ def main(argv=None):
             all_rows, all_accs = [], []
             if "simplemlp" in args.only:
                 X, Y = simplemlp_data(samples)
-                r, _ = bench_model(client, "simplemlp", simplemlp, X, Y, epochs)
+                r, _ = bench_model(client, "simplemlp", simplemlp, X, Y, epochs, rounds=rounds)
                 all_rows += r
             if "cnn" in args.only:
                 Xtr, ytr, Xte, yte = digits_data()
                 r, accs = bench_model(client, "digits CNN", cnn, Xtr, ytr, max(epochs, 10 if args.quick else 20),
-                                      (Xte, yte))
+                                      (Xte, yte), rounds=rounds)
                 all_rows += r
                 all_accs += accs
             print_table(headers, all_rows)
