@@ -553,6 +553,43 @@ def test_a_segment_starts_from_the_checkpoint_left_on_the_workers_or_from_the_cl
         assert runs[1][4] == 2  # started as submitted, found its checkpoint lost, ran again from the client's copy
 
 
+def test_ranks_start_the_next_segment_from_their_own_checkpoint_without_fetching_rank_0s(cluster):
+    """In allreduce mode every rank ends a segment with the same checkpoint: a rank other than 0 keeps its own on
+    its worker for the next segment (fit knows it follows), so rank 0's never travels to the other workers at a
+    segment's start; and the run equals one where every rank starts from rank 0's (no horizon)."""
+    from phylanx_py.runtime.training import SegmentTrainer
+
+    from phylanx_py.nn.parallel import ModelProblem, pack
+
+    procs, rt = cluster
+    client = rt.executor.client
+    X, Y = blobs(n=96)
+    runs = []
+    for horizon in (None, 3):
+        model = nn.Sequential([nn.Dense(6, 16), nn.Tanh(), nn.Dense(16, 3)])
+        model.build(X.shape[1:], 5)
+        with px.using(rt):
+            Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
+            Xt.persist(wait=True), Yt.persist(wait=True)
+            tr = SegmentTrainer(client, [Xt.futures[(i, 0)] for i in range(2)], [Yt.futures[(i,)] for i in range(2)],
+                                [48, 48], ModelProblem(model), nn.SGD(0.05, momentum=0.9), batch=16, seed=1)
+            tr.horizon = horizon
+            carry, firsts = tr.start(pack(model.params), model.state), []
+            for e in range(3):
+                carry, _ = tr.epoch(e, carry)
+                firsts.append(tr._held[2][0])  # rank 0's result: the checkpoint
+                assert tr.restarts == 0
+            tr.close()
+            holders = [set(client.who_has([f])[f.key]) for f in firsts[:2]]
+            held = client.run(lambda: len(seg.HELD))
+        runs.append((carry[0], holders, held, [w for w, _ in tr.ranks]))
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    (_, holders, _, workers), (_, holders_h, held_h, workers_h) = runs
+    assert all(h == set(workers) for h in holders)  # no horizon: rank 1 fetched rank 0's checkpoint each time
+    assert all(h == {workers_h[0]} for h in holders_h)  # with it: never
+    assert set(held_h.values()) == {0}  # each kept checkpoint was taken by the next segment
+
+
 def test_running_statistics_are_the_ranks_mean(cluster):
     """BatchNorm's running mean after allreduce training is that of the global batches (the ranks' running means
     averaged at the end of each segment), as sequential training on the same batches has it; not rank 0's own."""

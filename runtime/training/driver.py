@@ -139,11 +139,12 @@ class SegmentTrainer:
             if ahead is not None:
                 self._drop(ahead)
             name, futs, deps = self._submit(epoch, first, last, carry if not from_held else None,
-                                            held[2] if from_held else None, ranks)
+                                            held[2] if from_held else None, ranks,
+                                            held[1] if from_held and held[3] == ranks and held[4] else None)
         following = self._following(epoch, last)
         if following is not None:  # the next segment waits on the workers for this one's checkpoint, not for us
             e2, f2, l2 = following
-            self._ahead = (e2, f2, ranks) + self._submit(e2, f2, l2, None, futs, ranks)[:2]
+            self._ahead = (e2, f2, ranks) + self._submit(e2, f2, l2, None, futs, ranks, name)[:2]
         try:
             results = self._watch(name, futs, [w for w, _ in ranks], first, deps)
         except BaseException:
@@ -159,7 +160,8 @@ class SegmentTrainer:
             raise
         stats = {k: sum(s[k] for _, s in results) for k in results[0][1]}
         out = [c for c, _ in results] if self.mode == "neighbours" else results[0][0]
-        self._held = (out, name, futs)
+        # (whether its ranks other than 0 kept their checkpoints: only when the next segment was known to follow)
+        self._held = (out, name, futs, ranks, self._following(epoch, last) is not None)
         return out, stats
 
     def _following(self, epoch, last):
@@ -170,18 +172,24 @@ class SegmentTrainer:
             return epoch + 1, 0, min(self.steps, self.segment_steps)
         return None
 
-    def _submit(self, epoch, first, last, carry, previous, ranks):
+    def _submit(self, epoch, first, last, carry, previous, ranks, same_ranks_as=None):
         """Submit a segment's ranks: from ``carry`` (the client's checkpoint, scattered) or, when ``previous`` (the
-        futures of the segment before) is given, from where that segment leaves its checkpoint on the workers.
-        Returns (name, futures, the futures it depends on)."""
+        futures of the segment before) is given, from where that segment leaves its checkpoint on the workers:
+        rank 0's result, or, when that segment (its name ``same_ranks_as``) had these very ranks, each rank's own
+        (segment.HELD). Returns (name, futures, the futures it depends on)."""
         client = self.client
         n = len(ranks)
         name = f"phylanx-train-{uuid.uuid4().hex[:12]}-e{epoch}s{first}"
         job = seg.Job(self.problem, self.optimizer, self.mode, self.every, self.batch, self.seed, epoch, first, last,
-                      self.steps, self.tile_rows, self.stall)
+                      self.steps, self.tile_rows, self.stall, hold=self._following(epoch, last) is not None)
         if previous is not None:  # a dict: Dask hands the rank the future's value
-            carries = [{"previous": f} for f in previous] if self.mode == "neighbours" else \
-                [{"previous": previous[0]}] * n
+            if self.mode == "neighbours":
+                carries = [{"previous": f} for f in previous]
+            elif same_ranks_as is not None and len(previous) == n:  # each rank's own, on its worker: no transfer
+                carries = [{"previous": previous[0]}] + [{"previous": f, "held": (same_ranks_as, r)}
+                                                         for r, f in enumerate(previous) if r > 0]
+            else:
+                carries = [{"previous": previous[0]}] * n
         elif isinstance(carry, list):  # replicas: one per rank (a changed rank count starts all from their mean)
             if len(carry) != n:
                 mean = np.mean([c[0] for c in carry], axis=0).astype(carry[0][0].dtype)
