@@ -23,10 +23,12 @@ import numpy as np
 from phylanx_py.errors import ClusterError
 
 from ..dask_connect import live_workers
+from ..dask_faults import scheduler_lost
 from . import segment as seg
 from .ring import RankLost, port_addresses
 
 RETRIES = 3  # reruns of one segment from its checkpoint before giving up
+RETRY_PAUSE = 0.1  # seconds before the first rerun, doubling: 0.1, 0.2, 0.4
 STALL_SECONDS = float(os.environ.get("PHYLANX_STALL_SECONDS", "600"))
 # Seconds a checkpoint may take to reach the ranks (milliseconds normally): past it a worker died during the scatter.
 SCATTER_SECONDS = float(os.environ.get("PHYLANX_SCATTER_SECONDS", "20"))
@@ -109,6 +111,14 @@ class SegmentTrainer:
                     carry, stats = self._segment(epoch, first, last, carry)
                     break
                 except RankLost as e:
+                    # A dead scheduler first shows as ranks and workers lost (its identity call fails while the
+                    # client still says "running"): give the client a moment to notice, then say what happened
+                    # rather than burn the retries in milliseconds and blame the workers.
+                    if attempt < RETRIES and scheduler_lost(self.client) is None:
+                        time.sleep(RETRY_PAUSE * 2 ** attempt)
+                    lost = scheduler_lost(self.client)
+                    if lost is not None:
+                        raise ClusterError(lost) from e
                     if attempt == RETRIES:  # the cluster keeps losing ranks: its failure, not the user's
                         raise ClusterError(f"training lost ranks in {RETRIES + 1} attempts at epoch {epoch + 1}; "
                                            f"the last: {e}") from e
