@@ -580,16 +580,49 @@ def test_ranks_start_the_next_segment_from_their_own_checkpoint_without_fetching
                 carry, _ = tr.epoch(e, carry)
                 firsts.append(tr._held[2][0])  # rank 0's result: the checkpoint
                 assert tr.restarts == 0
+            after = client.run(lambda: set(seg.HELD))  # before close, which frees any left
+            held = {w: len(after[w] - before.get(w, set())) for w in after}
             tr.close()
             holders = [set(client.who_has([f])[f.key]) for f in firsts[:2]]
-            after = client.run(lambda: set(seg.HELD))
-            held = {w: len(after[w] - before.get(w, set())) for w in after}
         runs.append((carry[0], holders, held, [w for w, _ in tr.ranks]))
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     (_, holders, _, workers), (_, holders_h, held_h, workers_h) = runs
     assert all(h == set(workers) for h in holders)  # no horizon: rank 1 fetched rank 0's checkpoint each time
     assert all(h == {workers_h[0]} for h in holders_h)  # with it: never
     assert set(held_h.values()) == {0}  # each kept checkpoint was taken by the next segment
+
+
+def test_a_trainer_given_up_frees_the_checkpoints_its_ranks_kept(cluster):
+    """A run stopped after an epoch whose next segment was announced (horizon) leaves rank 1's checkpoint on its
+    worker until the trainer closes; compute mode, whose ranks drift apart, never keeps one."""
+    from phylanx_py.runtime.training import SegmentTrainer
+
+    from phylanx_py.nn.parallel import ModelProblem, pack
+
+    procs, rt = cluster
+    client = rt.executor.client
+    X, Y = blobs(n=96)
+    for mode, kept in (("allreduce", 1), ("compute", 0)):
+        model = nn.Sequential([nn.Dense(6, 16), nn.Tanh(), nn.Dense(16, 3)])
+        model.build(X.shape[1:], 5)
+        with px.using(rt):
+            Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
+            Xt.persist(wait=True), Yt.persist(wait=True)
+            tr = SegmentTrainer(client, [Xt.futures[(i, 0)] for i in range(2)], [Yt.futures[(i,)] for i in range(2)],
+                                [48, 48], ModelProblem(model), nn.SGD(0.05), mode=mode, batch=16, seed=1)
+            tr.horizon = 5
+            before = client.run(lambda: set(seg.HELD))
+            tr.epoch(0, tr.start(pack(model.params), model.state))
+            for f in tr._ahead[4]:  # the next segment (started ahead) is done too: its ranks kept theirs
+                f.result(timeout=60)
+
+            def new(before=before):
+                after = client.run(lambda: set(seg.HELD))
+                return sum(len(after[w] - before.get(w, set())) for w in after)
+
+            assert new() == kept
+            tr.close()
+            assert new() == 0
 
 
 def test_running_statistics_are_the_ranks_mean(cluster):

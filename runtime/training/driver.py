@@ -62,6 +62,7 @@ class SegmentTrainer:
         # and starts on each worker as soon as this one's checkpoint is there, without waiting for the client.
         self.horizon = None
         self._ahead = None  # (epoch, first, ranks, name, futures) of the segment submitted ahead
+        self._holds: dict = {}  # segment name -> whether its ranks other than 0 keep their checkpoints (HELD)
         self.started_ahead = 0  # segments that ran as submitted ahead
 
     # ---- placement --------------------------------------------------------------------------------------
@@ -170,8 +171,8 @@ class SegmentTrainer:
             raise
         stats = {k: sum(s[k] for _, s in results) for k in results[0][1]}
         out = [c for c, _ in results] if self.mode == "neighbours" else results[0][0]
-        # (whether its ranks other than 0 kept their checkpoints: only when the next segment was known to follow)
-        self._held = (out, name, futs, ranks, self._following(epoch, last) is not None)
+        # (whether its ranks other than 0 kept their checkpoints: as its job said when it was submitted)
+        self._held = (out, name, futs, ranks, self._holds.get(name, False))
         return out, stats
 
     def _following(self, epoch, last):
@@ -191,11 +192,14 @@ class SegmentTrainer:
         n = len(ranks)
         name = f"phylanx-train-{uuid.uuid4().hex[:12]}-e{epoch}s{first}"
         job = seg.Job(self.problem, self.optimizer, self.mode, self.every, self.batch, self.seed, epoch, first, last,
-                      self.steps, self.tile_rows, self.stall, hold=self._following(epoch, last) is not None)
+                      self.steps, self.tile_rows, self.stall,
+                      hold=self.mode == "allreduce" and self._following(epoch, last) is not None)
+        self._holds[name] = job.hold
         if previous is not None:  # a dict: Dask hands the rank the future's value
             if self.mode == "neighbours":
                 carries = [{"previous": f} for f in previous]
-            elif same_ranks_as is not None and len(previous) == n:  # each rank's own, on its worker: no transfer
+            elif self.mode == "allreduce" and same_ranks_as is not None and len(previous) == n:
+                # each rank's own, on its worker (equal to rank 0's: the same sums): no transfer
                 carries = [{"previous": previous[0]}] + [{"previous": f, "held": (same_ranks_as, r)}
                                                          for r, f in enumerate(previous) if r > 0]
             else:
@@ -218,10 +222,18 @@ class SegmentTrainer:
         return name, futs, (tuple(previous) if previous is not None else ())
 
     def close(self):
-        """Give up the segment submitted ahead, if the caller stops before running it."""
+        """Give up the segment submitted ahead, if the caller stops before running it, and free the checkpoints
+        ranks kept on their workers for segments that will not run (a given-up run's, or the last one's)."""
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
             self._drop(ahead)
+        names = [k for k, hold in self._holds.items() if hold]
+        self._holds.clear()
+        if names and self.client.status == "running":
+            try:
+                self.client.run(seg.drop_held, names, on_error="ignore")
+            except Exception:  # noqa: BLE001 - best effort: the workers may be what failed
+                pass
 
     def _drop(self, ahead):
         """Give up a segment submitted ahead: its ranks stop (or never start) and its tasks are cancelled."""

@@ -35,7 +35,8 @@ ABORTED: set = set()
 # (group name, rank) -> the checkpoint a rank other than 0 ended an allreduce segment with: the same values as rank
 # 0's (every rank applied the same sums), kept in its worker for its next segment, which would otherwise wait for
 # rank 0's copy to come over the network first (7.4 MB for simplemlp: 25-30 ms, at every segment's start). Only
-# rank 0's goes to the client. Taken by the next segment; a few at most (segments given up leave theirs).
+# rank 0's goes to the client. Taken by the next segment; freed by the driver's close (drop_held) for segments
+# that will not run; a few at most in any case.
 HELD: collections.OrderedDict = collections.OrderedDict()
 HELD_KEEP = 4
 
@@ -169,6 +170,13 @@ def _run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles:
         while len(HELD) > HELD_KEEP:
             HELD.popitem(last=False)
     return ((pvec, opt_state, state) if keep else None), stats
+
+
+def drop_held(names, dask_worker=None):
+    """Free the checkpoints kept on this worker for segments ``names`` (their next segment will not run)."""
+    names = set(names)
+    for key in [k for k in HELD if k[0] in names]:
+        HELD.pop(key, None)
 
 
 def _take(carry):
