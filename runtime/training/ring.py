@@ -310,7 +310,7 @@ class Group:
             return buf
         region = self._region(buf) if self.shared else None
         if region is None:
-            return self.allreduce(buf)
+            return self._ring_allreduce(buf)
         t0 = time.perf_counter()
         try:
             deadline = time.monotonic() + self.timeout
@@ -416,17 +416,17 @@ class Group:
 
     # ---- collectives -----------------------------------------------------------------------------------
     def allreduce(self, buf: np.ndarray) -> np.ndarray:
-        """Sum ``buf`` (1-D, contiguous) over the ranks, in place: ring reduce-scatter then all-gather, each rank
-        sending and receiving 2(n-1)/n of the buffer (a small buffer: gathered whole, see SMALL_BYTES). Every rank
-        ends with the same values (the same additions in the same order for each element)."""
+        """Sum ``buf`` (1-D, contiguous) over the ranks, in place: through shared memory (``reduce``) or over the
+        ring. Every rank ends with the same values (the same additions in the same order for each element)."""
+        out = self.reduce(buf)
+        if out is not buf:
+            buf[...] = out
+        return buf
+
+    def _ring_allreduce(self, buf: np.ndarray) -> np.ndarray:
+        """``buf`` summed in place over the TCP ring: reduce-scatter then all-gather, each rank sending and receiving
+        2(n-1)/n of the buffer (a small buffer: gathered whole, see SMALL_BYTES)."""
         n = self.size
-        if n == 1:
-            return buf
-        if self.shared and self._region(buf) is not None:
-            out = self.reduce(buf)
-            if out is not buf:
-                buf[...] = out
-            return buf
         if buf.nbytes <= SMALL_BYTES:  # latency-bound: every rank's buffer to every rank (n-1 steps, not 2(n-1)),
             parts = self.allgather(buf)  # then the same additions in rank order on every rank
             buf[...] = parts[0]
