@@ -499,6 +499,35 @@ def test_shorter_segments_change_nothing_but_the_task_count(cluster):
     assert h_a["tasks_per_step"][-1] == 2 / 8 and h_b["tasks_per_step"][-1] == 2 * 3 / 8  # 8 steps: 3 + 3 + 2
 
 
+def small_trainer(rt, X, Y, optimizer, mode="allreduce"):
+    """(a SegmentTrainer, its model): a 6-16-3 MLP built with seed 5 over 96 rows of ``X``, ``Y`` in two persisted
+    row tiles, 16 rows per step. Call under ``px.using(rt)``."""
+    from phylanx_py.runtime.training import SegmentTrainer
+
+    from phylanx_py.nn.parallel import ModelProblem
+
+    model = nn.Sequential([nn.Dense(6, 16), nn.Tanh(), nn.Dense(16, 3)])
+    model.build(X.shape[1:], 5)
+    Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
+    Xt.persist(wait=True), Yt.persist(wait=True)
+    tr = SegmentTrainer(rt.executor.client, [Xt.futures[(i, 0)] for i in range(2)],
+                        [Yt.futures[(i,)] for i in range(2)], [48, 48], ModelProblem(model), optimizer, mode=mode,
+                        batch=16, seed=1)
+    return tr, model
+
+
+def held_keys(client):
+    """Worker address -> the keys of the checkpoints kept there (segment.HELD)."""
+    return client.run(lambda: set(seg.HELD))
+
+
+def new_held(client, before):
+    """Worker address -> how many checkpoints are kept there that were not in ``before`` (``held_keys``): other
+    tests' given-up segments may have left some."""
+    after = held_keys(client)
+    return {w: len(after[w] - before.get(w, set())) for w in after}
+
+
 @pytest.mark.parametrize("mode", ["allreduce", "neighbours"])
 @pytest.mark.parametrize("ahead", [False, True])
 def test_a_segment_starts_from_the_checkpoint_left_on_the_workers_or_from_the_clients_copy(cluster, mode, ahead):
@@ -506,23 +535,15 @@ def test_a_segment_starts_from_the_checkpoint_left_on_the_workers_or_from_the_cl
     that copy is gone (its worker died between segments: here cancelled), the segment is run again from the
     client's copy, and the run is the same, bit for bit. With the epochs to run known (``horizon``, as fit sets
     it), each next segment is submitted while the last one runs: the same run again."""
-    from phylanx_py.runtime.training import SegmentTrainer
-
-    from phylanx_py.nn.parallel import ModelProblem, pack
+    from phylanx_py.nn.parallel import pack
 
     procs, rt = cluster
     client = rt.executor.client
     X, Y = blobs(n=96)
     runs = []
     for lose in (False, True):
-        model = nn.Sequential([nn.Dense(6, 16), nn.Tanh(), nn.Dense(16, 3)])
-        model.build(X.shape[1:], 5)
         with px.using(rt):
-            Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
-            Xt.persist(wait=True), Yt.persist(wait=True)
-            tr = SegmentTrainer(client, [Xt.futures[(i, 0)] for i in range(2)], [Yt.futures[(i,)] for i in range(2)],
-                                [48, 48], ModelProblem(model), nn.SGD(0.05, momentum=0.9), mode=mode, batch=16,
-                                seed=1)
+            tr, model = small_trainer(rt, X, Y, nn.SGD(0.05, momentum=0.9), mode)
             placed = []
 
             def counted(*a, placed=placed, scatter=tr._scatter, **k):
@@ -557,31 +578,23 @@ def test_ranks_start_the_next_segment_from_their_own_checkpoint_without_fetching
     """In allreduce mode every rank ends a segment with the same checkpoint: a rank other than 0 keeps its own on
     its worker for the next segment (fit knows it follows), so rank 0's never travels to the other workers at a
     segment's start; and the run equals one where every rank starts from rank 0's (no horizon)."""
-    from phylanx_py.runtime.training import SegmentTrainer
-
-    from phylanx_py.nn.parallel import ModelProblem, pack
+    from phylanx_py.nn.parallel import pack
 
     procs, rt = cluster
     client = rt.executor.client
     X, Y = blobs(n=96)
     runs = []
     for horizon in (None, 3):
-        model = nn.Sequential([nn.Dense(6, 16), nn.Tanh(), nn.Dense(16, 3)])
-        model.build(X.shape[1:], 5)
         with px.using(rt):
-            Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
-            Xt.persist(wait=True), Yt.persist(wait=True)
-            tr = SegmentTrainer(client, [Xt.futures[(i, 0)] for i in range(2)], [Yt.futures[(i,)] for i in range(2)],
-                                [48, 48], ModelProblem(model), nn.SGD(0.05, momentum=0.9), batch=16, seed=1)
+            tr, model = small_trainer(rt, X, Y, nn.SGD(0.05, momentum=0.9))
             tr.horizon = horizon
-            before = client.run(lambda: set(seg.HELD))  # (other tests' given-up segments may have left some)
+            before = held_keys(client)
             carry, firsts = tr.start(pack(model.params), model.state), []
             for e in range(3):
                 carry, _ = tr.epoch(e, carry)
                 firsts.append(tr._held[2][0])  # rank 0's result: the checkpoint
                 assert tr.restarts == 0
-            after = client.run(lambda: set(seg.HELD))  # before close, which frees any left
-            held = {w: len(after[w] - before.get(w, set())) for w in after}
+            held = new_held(client, before)  # before close, which frees any left
             tr.close()
             holders = [set(client.who_has([f])[f.key]) for f in firsts[:2]]
         runs.append((carry[0], holders, held, [w for w, _ in tr.ranks]))
@@ -595,34 +608,22 @@ def test_ranks_start_the_next_segment_from_their_own_checkpoint_without_fetching
 def test_a_trainer_given_up_frees_the_checkpoints_its_ranks_kept(cluster):
     """A run stopped after an epoch whose next segment was announced (horizon) leaves rank 1's checkpoint on its
     worker until the trainer closes; compute mode, whose ranks drift apart, never keeps one."""
-    from phylanx_py.runtime.training import SegmentTrainer
-
-    from phylanx_py.nn.parallel import ModelProblem, pack
+    from phylanx_py.nn.parallel import pack
 
     procs, rt = cluster
     client = rt.executor.client
     X, Y = blobs(n=96)
     for mode, kept in (("allreduce", 1), ("compute", 0)):
-        model = nn.Sequential([nn.Dense(6, 16), nn.Tanh(), nn.Dense(16, 3)])
-        model.build(X.shape[1:], 5)
         with px.using(rt):
-            Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
-            Xt.persist(wait=True), Yt.persist(wait=True)
-            tr = SegmentTrainer(client, [Xt.futures[(i, 0)] for i in range(2)], [Yt.futures[(i,)] for i in range(2)],
-                                [48, 48], ModelProblem(model), nn.SGD(0.05), mode=mode, batch=16, seed=1)
+            tr, model = small_trainer(rt, X, Y, nn.SGD(0.05), mode)
             tr.horizon = 5
-            before = client.run(lambda: set(seg.HELD))
+            before = held_keys(client)
             tr.epoch(0, tr.start(pack(model.params), model.state))
             for f in tr._ahead[4]:  # the next segment (started ahead) is done too: its ranks kept theirs
                 f.result(timeout=60)
-
-            def new(before=before):
-                after = client.run(lambda: set(seg.HELD))
-                return sum(len(after[w] - before.get(w, set())) for w in after)
-
-            assert new() == kept
+            assert sum(new_held(client, before).values()) == kept
             tr.close()
-            assert new() == 0
+            assert sum(new_held(client, before).values()) == 0
 
 
 def test_running_statistics_are_the_ranks_mean(cluster):
