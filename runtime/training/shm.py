@@ -82,7 +82,7 @@ def small(capacity: int, dtype) -> bool:
 def capacity_for(count: int, dtype) -> int:
     """The size class of a buffer of ``count`` elements: a power of two (at least 64) for small buffers, a multiple
     of 1/16 of the power of two below for large ones (at most 6% unused). Small and large classes never meet."""
-    if count * np.dtype(dtype).itemsize <= SMALL_BYTES:
+    if small(count, dtype):
         return max(64, 1 << (count - 1).bit_length())
     step = 1 << max(0, count.bit_length() - 5)
     return -(-count // step) * step
