@@ -411,3 +411,23 @@ def complex_quotients(a, b, out):
     for i in range(out.shape[0]):
         out[i] = a[i] / b[i]
     return out
+
+
+def running_best(a, out):
+    best = a[0]
+    count = 0
+    for i in range(a.shape[0]):
+        if a[i] > best:
+            best = a[i]
+            count += 1
+        out[i] = best
+    return best * 10 + count
+
+
+def two_nests(a, b):
+    s = 0.0
+    for i in range(b.shape[0]):
+        s += a[i]
+    for i in range(b.shape[0]):
+        b[i] = a[i] * s
+    return b, s

@@ -761,3 +761,67 @@ def test_a_division_of_numpy_complex_numbers_stays_interpreted(forced):
         want = L.complex_quotients(a, b, np.zeros(2, complex))
     np.testing.assert_array_equal(got, want)
     assert "a division of NumPy complex numbers (Numba raises at zero, NumPy gives inf/nan)" in f.explain()
+
+
+# ---- the fast version of a nest outside loops runs as a function of its own (runtime/native/outline.py) --------
+@pytest.mark.parametrize("fn, make, short", [
+    (L.running_best, lambda: (np.array([0.5, 2.0, 1.0, 3.0, 3.0, -1.0]), np.zeros(6)), lambda a, b: (a, b[:1])),
+    (L.two_nests, lambda: (np.arange(1.0, 7.0), np.ones(4)), lambda a, b: (a[:1], b)),
+])
+def test_a_fast_nest_moved_into_its_own_function_gives_the_plain_answer(forced, fn, make, short):
+    """Values the nest changes and the kernel reads after it (``best`` and ``count``; ``s`` between two nests)
+    come back from the outlined function; the checked version (an array too short) keeps the plain error."""
+    from phylanx_py.runtime.native.outline import outline
+
+    f = px.compile(fn)
+    assert_same(f(*make()), fn(*make()))
+    (entry,) = f._compile().whole.entries.values()
+    assert entry.kernel is not None and "def __pxfast0(" in outline(entry.source)
+    with pytest.raises(IndexError):
+        fn(*short(*make()))
+    with pytest.raises(px.ExecutionError) as e:
+        f(*short(*make()))
+    assert isinstance(e.value.__cause__, IndexError)
+
+
+_KERNEL = '''@numba.njit(cache=True, nogil=True, boundscheck=False, error_model='numpy')
+def kernel(a, n):
+    s = 0
+    x = n
+{body}
+    return s
+'''
+
+
+@pytest.mark.parametrize("body, want", [
+    # outputs: what the kernel reads after the nest; inputs: what the nest reads from before it
+    ("    if n >= 0:  # nonneg version\n        for i in range(n):\n            s = s + a[i]\n    else:\n"
+     "        s = -1\n", "def __pxfast0(a, n, s):"),
+    # a while loop whose break leaves x as the kernel reads it
+    ("    if n >= 0:  # nonneg version\n        while True:\n            if not x:\n                break\n"
+     "            x = x & (x - 1)\n            s = s + 1\n    else:\n        s = -1\n    s = s + x\n",
+     "s, x = __pxfast0(s, x)"),
+    # inside a loop: a call per iteration could cost more than it saves
+    ("    for t in range(3):\n        if n >= 0:  # nonneg version\n            s = s + n\n        else:\n"
+     "            s = s - n\n", None),
+    # a return inside the nest: it would return from the outlined function only
+    ("    if n >= 0:  # unchecked version\n        return 5\n    else:\n        s = 1\n", None),
+    # no mark: an if of the user's program stays where it is
+    ("    if n >= 0:\n        s = s + n\n    else:\n        s = 1\n", None),
+])
+def test_outline_moves_only_marked_nests_outside_loops_and_returns_what_is_read_after(body, want):
+    from phylanx_py.runtime.native.outline import outline
+
+    source = _KERNEL.format(body=body)
+    out = outline(source)
+    if want is None:
+        assert out == source
+    else:
+        assert want in out and "return (s," in out.split("def kernel")[0]
+        ns = {}
+        exec(out.replace("@numba.njit(cache=True, nogil=True, boundscheck=False, error_model='numpy')", ""), ns)
+        plain = {}
+        exec(source.replace("@numba.njit(cache=True, nogil=True, boundscheck=False, error_model='numpy')", ""),
+             plain)
+        for n in (0, 5, 12):
+            assert ns["kernel"](np.arange(20), n) == plain["kernel"](np.arange(20), n)

@@ -20,6 +20,7 @@ from .analysis import LoopPlan, arrays_written
 from .helpers import HELPERS
 from .kinds import Decline
 from .lower import SMALL, lower
+from .outline import outline
 from .parallel import variant
 from .tuning import Choice, threads
 
@@ -220,7 +221,7 @@ class NativeLoop:
 
         t0 = time.perf_counter()
         try:
-            module = load_kernel(HELPERS + "\n\n" + entry.source)
+            module = load_kernel(HELPERS + "\n\n" + outline(entry.source))
             sig = tuple(numba.typeof(a) for a in args)
             module.kernel.compile(sig)
             entry.overflow = module._Overflow

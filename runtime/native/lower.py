@@ -309,7 +309,7 @@ class Lowerer(CallRules, BlockWriter):
             return
         for line in setup:  # what the tests read (an index array's least and greatest element)
             self.emit(line)
-        self.emit(f"if {' and '.join(conds)}:")
+        self.emit(f"if {' and '.join(conds)}:  # {attr} version")  # the mark outline.py looks for
         self.lines += fast
         self.emit("else:")
         self.lines += plain
