@@ -673,6 +673,12 @@ def test_indices_read_from_an_int_array_run_unchecked_when_its_range_fits(forced
         L.scatter_add(np.array([1, 7]), np.zeros(7, np.int64))
     with pytest.raises(px.ExecutionError):
         f(np.array([1, -8]), np.zeros(7, np.int64))
+    # a strided index array: its range is read by another loop than a contiguous one's (helpers.py _vrange)
+    strided = np.array([3, 99, 0, -99, -1, 99, 6])[::2]
+    assert_same(f(strided, np.zeros(7, np.int64)), L.scatter_add(strided, np.zeros(7, np.int64)))
+    with pytest.raises(px.ExecutionError) as e:
+        f(np.array([1, 0, 7, 0])[::2], np.zeros(7, np.int64))
+    assert isinstance(e.value.__cause__, IndexError)
 
 
 def test_csr_rows_run_unchecked_with_their_pointers_and_indices_in_range(forced):
