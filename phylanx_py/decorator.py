@@ -81,13 +81,14 @@ class CompiledFunction:
             raise TypeError(f"@compile takes a Python function, not {type(fn).__name__}")
         functools.update_wrapper(self, fn)
         self.__wrapped__ = fn
-        self.optimize, self.disable, self.debug = optimize, disable, debug
+        self._whole = None  # the native whole function whose quick path calls try first (_refresh)
+        self.optimize, self._disable, self.debug = optimize, disable, debug
         # fusion of element-wise chains into Numba kernels: on unless fuse=False or PHYLANX_FUSE=0
         self.fuse = fuse if fuse is not None else _fuse_default()
         if device not in ("cpu", "gpu"):
             raise ValueError(f"device must be 'cpu' or 'gpu', not {device!r}")
         # "gpu": NumPy inputs go to the GPU (CuPy) and results stay there until asked for (cupy.asnumpy)
-        self.device = device
+        self._device = device
         self._signature = inspect.signature(fn)
         self._lock = threading.Lock()
         self._code: ProgramCode | None = None
@@ -103,9 +104,35 @@ class CompiledFunction:
                 program = _finish(program)
                 self._tree = program
                 self._code = ProgramCode(program, namespaces)
+                self._refresh()
                 if self.debug:
                     print(program)
         return self._code
+
+    # disable and device are properties so that setting them also decides whether calls try the native quick path
+    @property
+    def disable(self) -> bool:
+        return self._disable
+
+    @disable.setter
+    def disable(self, value: bool):
+        self._disable = value
+        self._refresh()
+
+    @property
+    def device(self) -> str:
+        return self._device
+
+    @device.setter
+    def device(self, value: str):
+        if value not in ("cpu", "gpu"):
+            raise ValueError(f"device must be 'cpu' or 'gpu', not {value!r}")
+        self._device = value
+        self._refresh()
+
+    def _refresh(self):
+        code = self._code
+        self._whole = code.whole if code is not None and not self._disable and self._device == "cpu" else None
 
     def _compiled(self) -> ProgramCode:
         """``_compile()`` for the public entry points: a CompileError keeps only the caller's frames."""
@@ -157,22 +184,22 @@ class CompiledFunction:
         return to_device(tuple(args)), to_device(dict(kwargs))
 
     def __call__(self, *args, **kwargs):
-        code = self._code
-        if code is not None and not kwargs and not self.disable and self.device == "cpu":
-            # the native tier's quick path first (its guards choose; a call it does not take goes on below): on a
-            # small kernel this call's own cost is what the caller sees over the kernel's
-            whole = code.whole
-            quick = whole.quick if whole is not None else None
+        # the native tier's quick path first (its guards choose; a call it does not take goes on below): on a small
+        # kernel this call's own cost is what the caller sees over the kernel's, so it reads two attributes
+        whole = self._whole
+        if whole is not None and not kwargs:
+            quick = whole.quick
             if quick is not None:
                 out = quick(args)
                 if out is not MISS:
-                    return current().evaluate(code, args, kwargs, HOOKS) if out is FALLBACK else out
-        if self.disable:
+                    return out if out is not FALLBACK else current().evaluate(self._code, args, kwargs, HOOKS)
+        if self._disable:
             return self.__wrapped__(*args, **kwargs)
+        code = self._code
         if code is None:
             code = self._compiled()
         whole = code.whole
-        if whole is not None and not kwargs and self.device == "cpu":  # the native tier's whole function
+        if whole is not None and not kwargs and self._device == "cpu":  # the native tier's whole function
             rt = current()
             return whole.call(rt, args, lambda: rt.evaluate(code, args, kwargs, HOOKS))
         args, kwargs = self._inputs(args, kwargs)
