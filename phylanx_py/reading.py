@@ -5,6 +5,7 @@ import ast
 import inspect
 
 from .errors import CompileError
+from .source import parse
 
 
 def source_of(pyfunc) -> tuple[ast.AST, str, int]:
@@ -19,7 +20,7 @@ def source_of(pyfunc) -> tuple[ast.AST, str, int]:
     header = "if 1:\n" if lines and lines[0][:1] in " \t" else ""
     offset = first - 1 - (1 if header else 0)
     try:
-        module = ast.parse(header + text)
+        module = parse(header + text)
     except SyntaxError:
         module, offset = _parse_lambda_fragment(text, pyfunc), first - 1
     target = _find_definition(module, pyfunc, offset)
@@ -34,7 +35,7 @@ def _parse_lambda_fragment(text: str, pyfunc):
     frag = text[start:] if start >= 0 else ""
     while frag:
         try:
-            return ast.parse(frag)
+            return parse(frag)
         except SyntaxError:
             frag = frag[:-1]
     raise CompileError(f"cannot parse the source of {pyfunc.__qualname__!r}")

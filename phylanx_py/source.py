@@ -1,7 +1,9 @@
-"""Source locations: where in the user's code an IR node came from (stdlib only)."""
+"""Source locations: where in the user's code an IR node came from; and parsing source text (stdlib only)."""
 from __future__ import annotations
 
+import ast
 import os
+import threading
 from dataclasses import dataclass
 
 
@@ -38,3 +40,15 @@ class SourceLoc:
 
 
 UNKNOWN = SourceLoc("<unknown>", 0, 0, "<unknown>", "")
+
+
+_PARSING = threading.RLock()
+
+
+def parse(text: str, **kwargs) -> ast.AST:
+    """``ast.parse``, one thread at a time. CPython 3.11 keeps the AST constructor's recursion depth in state that
+    all threads share, so two parses at once (the native tier lowers kernels in background threads while the
+    frontend reads functions) can fail with "SystemError: AST constructor recursion depth mismatch"
+    (python/cpython#106905): seen here once, a whole-function kernel declined in ``benchmarks/loops.py``."""
+    with _PARSING:
+        return ast.parse(text, **kwargs)

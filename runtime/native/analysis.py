@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from phylanx_py import ir
+from phylanx_py.source import parse
 
 
 def _names(node, reads: set, writes: set, closures: set, skip=None):
@@ -73,7 +74,7 @@ def arrays_written(source: str, kinds, viewed=frozenset()) -> tuple:
     if "slice(" in source or "*" in viewed:  # a name may hold a slice; a view of an expression: any array's
         return everything
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError:  # (a lowering bug: Numba would refuse it too) nothing is known: all
         return everything
     fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "kernel")

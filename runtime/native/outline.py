@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import ast
 
+from phylanx_py.source import parse
+
 MARK = "version"  # lower.py ends the line of a two-version test with "# <what> version"
 
 
@@ -25,11 +27,18 @@ class _Unsupported(Exception):
 
 def outline(source: str) -> str:
     """``source`` (one ``kernel`` function) with its outermost fast versions outlined, or unchanged."""
+    try:
+        return _outline(source)
+    except RecursionError:  # a source nested past what ast walks: as it is (moving is only for speed)
+        return source
+
+
+def _outline(source: str) -> str:
     if f"# unchecked {MARK}" not in source and f"# nonneg {MARK}" not in source:
         return source
     marked = {i + 1 for i, line in enumerate(source.splitlines())
               if line.rstrip().endswith((f"# unchecked {MARK}", f"# nonneg {MARK}"))}
-    module = ast.parse(source)
+    module = parse(source)
     kernel = next((n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "kernel"), None)
     if kernel is None or len(kernel.decorator_list) != 1:
         return source
@@ -63,7 +72,7 @@ def outline(source: str) -> str:
         functions.append(f"@{decorator}\ndef {name}({', '.join(inputs)}):\n" +
                          "".join(f"    {line}\n" for line in body.splitlines()) + f"    return {ret}\n")
         call = f"{name}({', '.join(inputs)})"
-        node.body = ast.parse(f"{ret} = {call}" if outputs else call).body
+        node.body = parse(f"{ret} = {call}" if outputs else call).body
     if not functions:
         return source
     return "\n\n".join(functions) + "\n\n" + ast.unparse(module) + "\n"

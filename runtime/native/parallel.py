@@ -24,6 +24,8 @@ from __future__ import annotations
 import ast
 import functools
 
+from phylanx_py.source import parse
+
 from .helpers import HELPERS
 
 # Numba parallel options: only the loops marked prange run in parallel; array expressions stay as written
@@ -47,7 +49,7 @@ _CALLS = {"_ix": "an index not proven in bounds", "_ck_": "Python-int arithmetic
 @functools.cache
 def pure_helpers() -> frozenset:
     """The helpers (runtime/native/helpers.py) that cannot raise: no ``raise`` in them or in what they call."""
-    fns = {n.name: n for n in ast.parse(HELPERS).body if isinstance(n, ast.FunctionDef)}
+    fns = {n.name: n for n in parse(HELPERS).body if isinstance(n, ast.FunctionDef)}
     calls = {name: {c.func.id for c in ast.walk(f) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
              for name, f in fns.items()}
     raising = {name for name, f in fns.items() if any(isinstance(s, ast.Raise) for s in ast.walk(f))}
@@ -71,7 +73,7 @@ class Variant:
 def variant(source: str, sig=None):
     """(Variant, None) for a kernel source with a loop that may run in parallel, else (None, why not). ``sig``:
     the Numba types of the kernel's parameters (arrays and numbers are told apart by them)."""
-    module = ast.parse(source)
+    module = parse(source)
     fn = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "kernel")
     deco = fn.decorator_list[0]
     if not any(k.arg == "boundscheck" and isinstance(k.value, ast.Constant) and k.value.value is False
@@ -87,7 +89,7 @@ def variant(source: str, sig=None):
         loop.iter.func = ast.Attribute(ast.Name("numba", ast.Load()), "prange", ast.Load())
         written |= w & set(order)
     deco.keywords = [k for k in deco.keywords if k.arg != "parallel"] + [
-        ast.keyword("parallel", ast.parse(repr(PARALLEL_OPTIONS), mode="eval").body)]
+        ast.keyword("parallel", parse(repr(PARALLEL_OPTIONS), mode="eval").body)]
     lines = sorted(loop.lineno for loop, _ in finder.found)
     return Variant(ast.unparse(ast.fix_missing_locations(module)) + "\n", lines,
                    sorted(order.index(n) for n in written)), None
@@ -248,7 +250,7 @@ class _Finder:
         """None when the loop reads and writes arrays element by element, its stores touching disjoint parts of
         them iteration by iteration, and reads only numbers besides, else why not."""
         aliases, keys = _temporaries(loop.body)
-        body = _Resolve(aliases, keys).visit(ast.parse(ast.unparse(ast.Module(loop.body, []))))
+        body = _Resolve(aliases, keys).visit(parse(ast.unparse(ast.Module(loop.body, []))))
         parents = {id(c): node for node in ast.walk(body) for c in ast.iter_child_nodes(node)}
         stored, accesses = set(), {}  # accesses: array -> its element subscripts
         for node in ast.walk(body):
