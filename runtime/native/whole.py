@@ -431,7 +431,7 @@ def make_quick(whole: WholeFunction, entries):
         ns[f"_k{j}"] = seq if e.parallel is None else e.parallel.runner(seq)
         guard = re.sub(r"\b(_[dt]\d+)\b", rf"\1_{j}", e.guard)
         lines.append(f"    if {guard}:")
-        saved = "[" + ", ".join(f"(a{i}, a{i}.copy())" for i in e.writes) + "]" if e.checked else "()"
+        saved = "[" + ", ".join(f"(a{i}, a{i}.copy())" for i in e.writes) + "]" if e.writes else "()"
         call = ", ".join((["st"] if len(e.stages) > 1 else []) + [f"a{i}" for i in range(n)])
         if len(e.stages) > 1:  # one stage array per thread: kernels run without the GIL
             lines += ["        try:",
