@@ -9,8 +9,10 @@ native tier it switches to), with compile times, the tier chosen and geometric m
 of a newly compiled one (interpreted until a loop's kernel is ready, compiled in the background), then its second
 call, on stencils whose outer time loop runs long (the native tier takes the inner sweep at the time loop's next
 iteration once its kernel is ready).
-Ratios: ``np/px`` is the plain function's time over phylanx-py's (> 1: faster than plain NumPy code),
-``nb/px`` Numba's time over phylanx-py's (1.0: as fast as njit of the same source)."""
+Times are per call: the median over as many calls as fill about 0.1 s (at least 5), each on fresh copies of the
+inputs made just before it, less the timer's own cost (``_times``).
+Ratios: ``np/px`` is the plain function's time over phylanx-py's (> 1: faster than plain NumPy code), ``nb/px``
+Numba's time over phylanx-py's (1.0: as fast as njit of the same source)."""
 from __future__ import annotations
 
 import argparse
@@ -31,14 +33,33 @@ def _copy(args):
     return [a.copy() if isinstance(a, np.ndarray) else a for a in args]
 
 
-def _times(fn, args, repeats):
+def _timer_cost(samples=20000):
+    """What timing an empty stretch reads: taken off every timed call."""
     ts = []
-    for _ in range(repeats):
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+_TIMER: list = []
+
+
+def _times(fn, args, repeats, budget=0.02):
+    """The median time of one call, over as many calls as fill about ``repeats * budget`` seconds (at least
+    ``repeats``, at most 20,000), each timed alone on fresh copies of ``args`` made just before it (in cache, as
+    inputs a program has just made), less the timer's own cost. Five single calls of a few microseconds, as this
+    benchmark took before, measured mostly the timer and the first calls' cold caches."""
+    if not _TIMER:
+        _TIMER.append(_timer_cost())
+    ts = []
+    end = time.perf_counter() + repeats * budget
+    while len(ts) < repeats or (len(ts) < 20000 and time.perf_counter() < end):
         a = _copy(args)
         t0 = time.perf_counter()
         fn(*a)
         ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+    return max(statistics.median(ts) - _TIMER[0], 1e-9)
 
 
 def _same(a, b) -> bool:
@@ -90,14 +111,14 @@ def run_case(name, fn, args, repeats):
         t0 = time.perf_counter()
         nb(*_copy(args))
         first = time.perf_counter() - t0
-        t_nb = _times(nb, args, max(repeats, 5))
+        t_nb = _times(nb, args, repeats)
         nb_compile = max(first - t_nb, 0.0)
     except Exception:  # noqa: BLE001 - Numba rejects this source: no column
         t_nb = nb_compile = float("nan")
     os.environ["PHYLANX_NATIVE"] = "0"
     off = px.compile(fn)
     off(*_copy(args))
-    t_off = _times(off, args, 3 if repeats > 3 else 1)
+    t_off = _times(off, args, 3)
     os.environ["PHYLANX_NATIVE"] = "1"
     f = px.compile(fn)
     t0 = time.perf_counter()
@@ -113,7 +134,7 @@ def run_case(name, fn, args, repeats):
         _quiet()
         f(*_copy(args))
     got = f(*_copy(args))
-    t_px = _times(f, args, max(repeats, 5))
+    t_px = _times(f, args, repeats)
     tier, px_compile = _tier(f)
     return dict(name=name, np=t_np, nb=t_nb, nb_compile=nb_compile, off=t_off, first=t_first, px=t_px,
                 px_compile=px_compile, tier=tier, same=_same(got, want))
@@ -202,7 +223,7 @@ def main(argv=None):
         for name, (fn, make) in CASES.items():
             if opts.only and name not in opts.only:
                 continue
-            r = run_case(name, fn, make(size), 5 if size == "small" else 3)
+            r = run_case(name, fn, make(size), 5)
             np_px, nb_px = r["np"] / r["px"], r["nb"] / r["px"]
             ratios_np.append(np_px)
             if not math.isnan(nb_px):
