@@ -814,6 +814,15 @@ def kernel(a, n):
     ("    if n >= 0:  # unchecked version\n        return 5\n    else:\n        s = 1\n", None),
     # no mark: an if of the user's program stays where it is
     ("    if n >= 0:\n        s = s + n\n    else:\n        s = 1\n", None),
+    # a name the nest reads that only one path binds before it (a review's shape): passing it would read it
+    ("    if n > 3:\n        y = 1\n    if n >= 0:  # nonneg version\n        for i in range(n):\n"
+     "            s = s + a[i] + y\n    else:\n        s = -1\n", None),
+    # the program's own variable named like the outlined function (a review found the kernel declined): another name
+    ("    __pxfast0 = 1\n    if n >= 0:  # nonneg version\n        for i in range(n):\n"
+     "            s = s + a[i] + __pxfast0\n    else:\n        s = -1\n", "def __pxfast1(__pxfast0, a, n, s):"),
+    # a marked if inside another's fast version moves with it, once (a review found a second, dead, copy)
+    ("    if n >= 0:  # unchecked version\n        if x >= 0:  # nonneg version\n            s = s + x\n"
+     "        else:\n            s = s - x\n    else:\n        s = -1\n", "def __pxfast0(s, x):"),
 ])
 def test_outline_moves_only_marked_nests_outside_loops_and_returns_what_is_read_after(body, want):
     from phylanx_py.runtime.native.outline import outline
@@ -824,6 +833,7 @@ def test_outline_moves_only_marked_nests_outside_loops_and_returns_what_is_read_
         assert out == source
     else:
         assert want in out and "return (s," in out.split("def kernel")[0]
+        assert out.count("def __pxfast") == 1
         ns = {}
         exec(out.replace("@numba.njit(cache=True, nogil=True, boundscheck=False, error_model='numpy')", ""), ns)
         plain = {}

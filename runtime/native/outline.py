@@ -15,6 +15,7 @@ it is. The parallel variants (parallel.py) are made from the source before this 
 from __future__ import annotations
 
 import ast
+import itertools
 
 from phylanx_py.source import parse
 
@@ -36,25 +37,30 @@ def outline(source: str) -> str:
 def _outline(source: str) -> str:
     if f"# unchecked {MARK}" not in source and f"# nonneg {MARK}" not in source:
         return source
-    marked = {i + 1 for i, line in enumerate(source.splitlines())
+    marked = {i + 1 for i, line in enumerate(source.split("\n"))  # the lines ast counts (not splitlines')
               if line.rstrip().endswith((f"# unchecked {MARK}", f"# nonneg {MARK}"))}
     module = parse(source)
     kernel = next((n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "kernel"), None)
     if kernel is None or len(kernel.decorator_list) != 1:
         return source
-    targets = [n for n in _outermost(kernel.body) if isinstance(n, ast.If) and n.lineno in marked]
+    targets = list(_outermost(kernel.body, marked))
     if not targets:
         return source
     params = {a.arg for a in kernel.args.args}
     local = params | {n.id for n in ast.walk(kernel) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     after: dict = {}
+    bound: dict = {}
     try:
         _live(kernel.body, set(), None, after, {id(t) for t in targets})
+        _bound(kernel.body, set(params), bound, {id(t) for t in targets})
     except _Unsupported:
         return source
+    taken = {n.id for n in ast.walk(module) if isinstance(n, ast.Name)} | \
+        {n.name for n in ast.walk(module) if isinstance(n, ast.FunctionDef)}
+    names = (f"__pxfast{k}" for k in itertools.count() if f"__pxfast{k}" not in taken)
     decorator = ast.unparse(kernel.decorator_list[0])
     functions = []
-    for k, node in enumerate(targets):
+    for node in targets:
         if any(isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom)) for b in node.body for n in ast.walk(b)):
             continue
         outputs = sorted(_stored(node.body) & after.get(id(node), set()))
@@ -62,15 +68,13 @@ def _outline(source: str) -> str:
             inputs = sorted(_live(node.body, set(outputs), None, {}, set()) & local)
         except _Unsupported:
             continue
-        before = params | {n.id for n in ast.walk(kernel) if isinstance(n, ast.Name) and
-                           isinstance(n.ctx, ast.Store) and n.lineno < node.lineno}
-        if not set(inputs) <= before:  # a name that may be unbound here: passing it would read it
-            continue
-        name = f"__pxfast{k}"
+        if bound.get(id(node)) is None or not set(inputs) <= bound[id(node)]:
+            continue  # a name that may be unbound here (or code that never reaches it): passing it would read it
+        name = next(names)
         body = "\n".join(ast.unparse(s) for s in node.body)
         ret = "(" + "".join(f"{o}, " for o in outputs) + ")"
         functions.append(f"@{decorator}\ndef {name}({', '.join(inputs)}):\n" +
-                         "".join(f"    {line}\n" for line in body.splitlines()) + f"    return {ret}\n")
+                         "".join(f"    {line}\n" for line in body.split("\n")) + f"    return {ret}\n")
         call = f"{name}({', '.join(inputs)})"
         node.body = parse(f"{ret} = {call}" if outputs else call).body
     if not functions:
@@ -78,13 +82,38 @@ def _outline(source: str) -> str:
     return "\n\n".join(functions) + "\n\n" + ast.unparse(module) + "\n"
 
 
-def _outermost(stmts):
-    """The statements outside any loop: those in if/else blocks included, loop bodies not."""
+def _outermost(stmts, marked):
+    """The marked two-version ifs outside any loop, and outside the fast body of another (it moves whole)."""
     for s in stmts:
-        yield s
         if isinstance(s, ast.If):
-            yield from _outermost(s.body)
-            yield from _outermost(s.orelse)
+            if s.lineno in marked:
+                yield s
+            else:
+                yield from _outermost(s.body, marked)
+            yield from _outermost(s.orelse, marked)
+
+
+def _bound(stmts, bound, at: dict, wanted: set):
+    """The names surely bound after ``stmts`` when ``bound`` are before them (None: no path gets past them).
+    The set before each If whose id is in ``wanted`` goes into ``at``."""
+    for s in stmts:
+        if bound is None:
+            return None
+        if isinstance(s, ast.Assign):
+            for t in s.targets:
+                bound = bound | _target(t)[0]
+        elif isinstance(s, ast.If):
+            if id(s) in wanted:
+                at[id(s)] = set(bound)
+            a, b = _bound(s.body, set(bound), at, wanted), _bound(s.orelse, set(bound), at, wanted)
+            bound = b if a is None else a if b is None else a & b
+        elif isinstance(s, (ast.Return, ast.Raise, ast.Break, ast.Continue)):
+            return None
+        elif isinstance(s, (ast.For, ast.While)):
+            pass  # a loop may run no iteration: it binds nothing for sure (and holds no wanted if)
+        elif not isinstance(s, (ast.AugAssign, ast.Expr, ast.Pass)):
+            raise _Unsupported(type(s).__name__)
+    return bound
 
 
 def _stored(stmts) -> set:
