@@ -221,7 +221,7 @@ class NativeLoop:
 
         t0 = time.perf_counter()
         try:
-            module = load_kernel(HELPERS + "\n\n" + outline(entry.source))
+            module = load_sequential(entry.source)
             sig = tuple(numba.typeof(a) for a in args)
             module.kernel.compile(sig)
             entry.overflow = module._Overflow
@@ -309,6 +309,12 @@ def parallel_variant(entry, sig, force, decided=None):
 
 def load_kernel_source(source):
     return load_kernel(HELPERS + "\n\n" + source)
+
+
+def load_sequential(source):
+    """A sequential kernel's module: its fast loop versions outlined (outline.py); parallel variants load as
+    generated (``load_kernel_source``)."""
+    return load_kernel_source(outline(source))
 
 
 def threads_note(entry) -> str:

@@ -19,7 +19,7 @@ import itertools
 
 from phylanx_py.source import parse
 
-MARK = "version"  # lower.py ends the line of a two-version test with "# <what> version"
+MARKS = ("# unchecked version", "# nonneg version")  # how lower.py ends the line of a two-version test
 
 
 class _Unsupported(Exception):
@@ -35,10 +35,10 @@ def outline(source: str) -> str:
 
 
 def _outline(source: str) -> str:
-    if f"# unchecked {MARK}" not in source and f"# nonneg {MARK}" not in source:
-        return source
     marked = {i + 1 for i, line in enumerate(source.split("\n"))  # the lines ast counts (not splitlines')
-              if line.rstrip().endswith((f"# unchecked {MARK}", f"# nonneg {MARK}"))}
+              if line.rstrip().endswith(MARKS)}
+    if not marked:
+        return source
     module = parse(source)
     kernel = next((n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "kernel"), None)
     if kernel is None or len(kernel.decorator_list) != 1:
@@ -47,7 +47,7 @@ def _outline(source: str) -> str:
     if not targets:
         return source
     params = {a.arg for a in kernel.args.args}
-    local = params | {n.id for n in ast.walk(kernel) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    local = params | _stored(kernel.body)
     after: dict = {}
     bound: dict = {}
     try:
@@ -100,8 +100,7 @@ def _bound(stmts, bound, at: dict, wanted: set):
         if bound is None:
             return None
         if isinstance(s, ast.Assign):
-            for t in s.targets:
-                bound = bound | _target(t)[0]
+            bound = bound | _targets(s.targets)[0]
         elif isinstance(s, ast.If):
             if id(s) in wanted:
                 at[id(s)] = set(bound)
@@ -131,15 +130,20 @@ def _target(t):
     if isinstance(t, ast.Name):
         return {t.id}, set()
     if isinstance(t, (ast.Tuple, ast.List)):
-        defs, uses = set(), set()
-        for e in t.elts:
-            d, u = _target(e)
-            defs |= d
-            uses |= u
-        return defs, uses
+        return _targets(t.elts)
     if isinstance(t, (ast.Subscript, ast.Attribute)):
         return set(), _reads(t)
     raise _Unsupported(type(t).__name__)
+
+
+def _targets(targets):
+    """``_target`` of each of ``targets``, united (an assignment's targets, a tuple's items)."""
+    defs, uses = set(), set()
+    for t in targets:
+        d, u = _target(t)
+        defs |= d
+        uses |= u
+    return defs, uses
 
 
 def _live(stmts, out: set, loop, after: dict, wanted: set) -> set:
@@ -154,11 +158,7 @@ def _live(stmts, out: set, loop, after: dict, wanted: set) -> set:
 
 def _live_one(s, out, loop, after, wanted):
     if isinstance(s, ast.Assign):
-        defs, uses = set(), set()
-        for t in s.targets:
-            d, u = _target(t)
-            defs |= d
-            uses |= u
+        defs, uses = _targets(s.targets)
         return (out - defs) | uses | _reads(s.value)
     if isinstance(s, ast.AugAssign):  # reads its target, name or element, before it writes it
         defs, uses = _target(s.target)

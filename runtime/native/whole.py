@@ -26,10 +26,8 @@ from . import kinds as K
 from . import loop as L
 from .analysis import arrays_written
 from .calls import SHAPE
-from .helpers import HELPERS
 from .kinds import Decline
 from .lower import ALLOCATIONS, Lowerer, settle
-from .outline import outline
 
 
 def whole_function(program: ir.Program):
@@ -248,7 +246,7 @@ class WholeFunction:
     def _compile(self, entry):
         t0 = time.perf_counter()
         try:
-            module = L.load_kernel(HELPERS + "\n\n" + outline(entry.source))
+            module = L.load_sequential(entry.source)
             # the compiled code's own entry, for the types taken with the guard (``_entry``): the quick path calls
             # it, skipping the dispatcher's type matching (its guard has matched them already)
             entry.entry_point = module.kernel.compile(entry.sig)
