@@ -16,6 +16,7 @@ Numba's time over phylanx-py's (1.0: as fast as njit of the same source)."""
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import statistics
@@ -33,8 +34,9 @@ def _copy(args):
     return [a.copy() if isinstance(a, np.ndarray) else a for a in args]
 
 
+@functools.cache
 def _timer_cost(samples=20000):
-    """What timing an empty stretch reads: taken off every timed call."""
+    """What timing an empty stretch reads: taken off every timed call (measured once)."""
     ts = []
     for _ in range(samples):
         t0 = time.perf_counter()
@@ -42,16 +44,11 @@ def _timer_cost(samples=20000):
     return statistics.median(ts)
 
 
-_TIMER: list = []
-
-
 def _times(fn, args, repeats, budget=0.02):
     """The median time of one call, over as many calls as fill about ``repeats * budget`` seconds (at least
     ``repeats``, at most 20,000), each timed alone on fresh copies of ``args`` made just before it (in cache, as
     inputs a program has just made), less the timer's own cost. Five single calls of a few microseconds, as this
     benchmark took before, measured mostly the timer and the first calls' cold caches."""
-    if not _TIMER:
-        _TIMER.append(_timer_cost())
     ts = []
     end = time.perf_counter() + repeats * budget
     while len(ts) < repeats or (len(ts) < 20000 and time.perf_counter() < end):
@@ -59,7 +56,7 @@ def _times(fn, args, repeats, budget=0.02):
         t0 = time.perf_counter()
         fn(*a)
         ts.append(time.perf_counter() - t0)
-    return max(statistics.median(ts) - _TIMER[0], 1e-9)
+    return max(statistics.median(ts) - _timer_cost(), 1e-9)
 
 
 def _same(a, b) -> bool:
