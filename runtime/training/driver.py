@@ -115,9 +115,10 @@ class SegmentTrainer:
                     # A dead scheduler first shows as ranks and workers lost (its identity call fails while the
                     # client still says "running"): give the client a moment to notice, then say what happened
                     # rather than burn the retries in milliseconds and blame the workers.
-                    if attempt < RETRIES and scheduler_lost(self.client) is None:
-                        time.sleep(RETRY_PAUSE * 2 ** attempt)
                     lost = scheduler_lost(self.client)
+                    if lost is None and attempt < RETRIES:
+                        time.sleep(RETRY_PAUSE * 2 ** attempt)
+                        lost = scheduler_lost(self.client)
                     if lost is not None:
                         raise ClusterError(lost) from e
                     if attempt == RETRIES:  # the cluster keeps losing ranks: its failure, not the user's
