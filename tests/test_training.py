@@ -521,6 +521,13 @@ def held_keys(client):
     return client.run(lambda: set(seg.HELD))
 
 
+def fetched(client, keys):
+    """Worker address -> which of ``keys`` it fetched from another worker (its log of incoming transfers)."""
+    keys = set(keys)
+    return client.run(lambda dask_worker: {k for d in dask_worker.transfer_incoming_log for k in d["keys"]
+                                           if k in keys})
+
+
 def new_held(client, before):
     """Worker address -> how many checkpoints are kept there that were not in ``before`` (``held_keys``): other
     tests' given-up segments may have left some."""
@@ -596,8 +603,12 @@ def test_ranks_start_the_next_segment_from_their_own_checkpoint_without_fetching
                 assert tr.restarts == 0
             held = new_held(client, before)  # before close, which frees any left
             tr.close()
-            holders = [set(client.who_has([f])[f.key]) for f in firsts[:2]]
-        runs.append((carry[0], holders, held, [w for w, _ in tr.ranks]))
+            # where each checkpoint was: rank 0's worker made it, and any worker that fetched it (the workers' logs
+            # of incoming transfers; the scheduler's who_has forgets a copy once the task that needed it is done)
+            workers = [w for w, _ in tr.ranks]
+            got = fetched(client, [f.key for f in firsts[:2]])
+            holders = [{workers[0]} | {w for w, keys in got.items() if f.key in keys} for f in firsts[:2]]
+        runs.append((carry[0], holders, held, workers))
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     (_, holders, _, workers), (_, holders_h, held_h, workers_h) = runs
     assert all(h == set(workers) for h in holders)  # no horizon: rank 1 fetched rank 0's checkpoint each time
