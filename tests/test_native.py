@@ -841,3 +841,25 @@ def test_outline_moves_only_marked_nests_outside_loops_and_returns_what_is_read_
              plain)
         for n in (0, 5, 12):
             assert ns["kernel"](np.arange(20), n) == plain["kernel"](np.arange(20), n)
+
+
+def test_a_kernel_module_holds_the_helpers_its_source_names_and_theirs():
+    import ast
+    import re
+
+    from phylanx_py.runtime.native.helpers import HELPERS, helpers_for
+
+    def defined(text):
+        return re.findall(r"^def (\w+)", text, re.M)
+
+    assert defined(helpers_for("def kernel(a):\n    return _px_sum(a)\n")) == ["_block", "_pairwise", "_px_sum"]
+    none = helpers_for("def kernel(a):\n    return a\n")
+    assert defined(none) == [] and "class _Overflow" in none and "_MIN = " in none
+    # every helper's module defines every helper it calls (Numba would fail to type a missing one only when the
+    # kernel compiles, as a declined loop)
+    for name in defined(HELPERS):
+        text = helpers_for(f"def kernel(a):\n    return {name}(a)\n")
+        called = {c.func.id for c in ast.walk(ast.parse(text)) if isinstance(c, ast.Call)
+                  and isinstance(c.func, ast.Name) and c.func.id.startswith("_")}
+        known = set(defined(text)) | set(re.findall(r"^class (\w+)", text, re.M))
+        assert called <= known, (name, called - known)

@@ -17,7 +17,7 @@ from phylanx_py.primitives import kernel_cache
 
 from . import kinds as K
 from .analysis import LoopPlan, arrays_written
-from .helpers import HELPERS
+from .helpers import helpers_for
 from .kinds import Decline
 from .lower import SMALL, lower
 from .outline import outline
@@ -54,7 +54,7 @@ def current_mode() -> str:
 
 
 def load_kernel(source: str):
-    """The kernel module of ``source`` (HELPERS + kernel) through the verified kernel cache
+    """The kernel module of ``source`` (its helpers + kernel) through the verified kernel cache
     (primitives/kernel_cache.py): Numba's disk cache finds it again in another process; what runs is always the
     source generated here, never a file's content or unpickled code from elsewhere."""
     return kernel_cache.load_or_build("native", source)
@@ -308,7 +308,7 @@ def parallel_variant(entry, sig, force, decided=None):
 
 
 def load_kernel_source(source):
-    return load_kernel(HELPERS + "\n\n" + source)
+    return load_kernel(helpers_for(source) + "\n\n" + source)
 
 
 def load_sequential(source):
