@@ -5,8 +5,11 @@ is the kernels' error model), and NumPy's pairwise summation order for float sum
 A kernel's module holds the prelude (imports, constants, ``_Overflow``) and only the helpers its source names,
 with the helpers those call (``helpers_for``): each helper is a Numba dispatcher with a disk cache, and making
 all 33 of them cost 17 ms a kernel load, where loading the kernel's own cached machine code costs 5 ms."""
+import ast
 import functools
 import re
+
+from phylanx_py.source import parse
 
 HELPERS = '''
 import math
@@ -351,34 +354,43 @@ _NAME = re.compile(r"\b_[A-Za-z0-9_]+\b")
 
 
 @functools.cache
+def helper_defs() -> dict:
+    """{helper: its function definition in HELPERS} (``ast``), one reading for every use of them."""
+    return {n.name: n for n in parse(HELPERS).body if isinstance(n, ast.FunctionDef)}
+
+
+@functools.cache
+def helper_calls() -> dict:
+    """{helper: the helpers it calls}."""
+    defs = helper_defs()
+    return {name: {c.func.id for c in ast.walk(f) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
+            & defs.keys() for name, f in defs.items()}
+
+
+@functools.cache
 def _parts():
-    """(prelude, {helper: its text from the comments above its decorator to its end}, {helper: the helpers its
-    text names})."""
+    """(prelude, {helper: its text, from the comments right above its decorator (its explanation goes with it)
+    to its last line})."""
     lines = HELPERS.split("\n")
-    starts = [i for i, line in enumerate(lines) if line.startswith("@numba.njit")]
-    # a helper's text starts at the comment block right above its decorator (its explanation goes with it)
-    cuts = []
-    for i in starts:
-        while i > 0 and lines[i - 1].startswith("#"):
-            i -= 1
-        cuts.append(i)
-    prelude = "\n".join(lines[:cuts[0]])
-    texts = {}
-    for a, b in zip(cuts, cuts[1:] + [len(lines)]):
-        text = "\n".join(lines[a:b])
-        name = re.search(r"^def (\w+)", text, re.M).group(1)
-        texts[name] = text
-    calls = {name: set(_NAME.findall(text)) & texts.keys() - {name} for name, text in texts.items()}
-    return prelude, texts, calls
+    texts, first = {}, None
+    for name, f in helper_defs().items():
+        start = f.decorator_list[0].lineno - 1 if f.decorator_list else f.lineno - 1
+        while start > 0 and lines[start - 1].startswith("#"):
+            start -= 1
+        first = start if first is None else first
+        texts[name] = "\n".join(lines[start:f.end_lineno])
+    return "\n".join(lines[:first]), texts
 
 
 def helpers_for(source: str) -> str:
-    """The helper module text for a kernel ``source``: the prelude and the helpers it names, with theirs."""
-    prelude, texts, calls = _parts()
+    """The helper module text for a kernel ``source``: the prelude and the helpers it names, with the helpers
+    those call."""
+    prelude, texts = _parts()
+    calls = helper_calls()
     todo = set(_NAME.findall(source)) & texts.keys()
     used = set()
     while todo:
         name = todo.pop()
         used.add(name)
         todo |= calls[name] - used
-    return "\n".join([prelude] + [text for name, text in texts.items() if name in used])  # in HELPERS' order
+    return "\n\n\n".join([prelude.rstrip("\n")] + [text for name, text in texts.items() if name in used]) + "\n"

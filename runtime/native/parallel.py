@@ -26,7 +26,7 @@ import functools
 
 from phylanx_py.source import parse
 
-from .helpers import HELPERS
+from .helpers import helper_calls, helper_defs
 
 # Numba parallel options: only the loops marked prange run in parallel; array expressions stay as written
 PARALLEL_OPTIONS = {"prange": True, "comprehension": False, "reduction": False, "inplace_binop": False,
@@ -49,9 +49,7 @@ _CALLS = {"_ix": "an index not proven in bounds", "_ck_": "Python-int arithmetic
 @functools.cache
 def pure_helpers() -> frozenset:
     """The helpers (runtime/native/helpers.py) that cannot raise: no ``raise`` in them or in what they call."""
-    fns = {n.name: n for n in parse(HELPERS).body if isinstance(n, ast.FunctionDef)}
-    calls = {name: {c.func.id for c in ast.walk(f) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
-             for name, f in fns.items()}
+    fns, calls = helper_defs(), helper_calls()
     raising = {name for name, f in fns.items() if any(isinstance(s, ast.Raise) for s in ast.walk(f))}
     changed = True
     while changed:
