@@ -87,20 +87,25 @@ def median_time(fn: Callable[[], object], repeats: int, warmup: int = 1) -> floa
     return statistics.median(times)
 
 
+def native_compiles_running() -> bool:
+    """A native-tier compile runs in the background (runtime/native/loop.py names its threads so)."""
+    import threading
+
+    return any(t.name == "phylanx-native-compile" for t in threading.enumerate())
+
+
 def settle_native(f, call: Callable[[], object], limit: float = 60.0) -> tuple[int, float]:
     """Call ``call()`` (a call of the compiled function ``f``) until ``f``'s native tier has nothing left to do: no
     loop still interpreted "so far", nothing compiling or choosing between variants, no background compile
     running (at most ``limit`` seconds); once the whole function runs natively, only its own line counts (its
     loops' kernels then never run, so they never finish choosing). A tiered JIT's steady state is measured after
     this, as one measures any JIT after its warm-up; (calls made, seconds taken) say what the warm-up cost."""
-    import threading
-
     t0 = time.perf_counter()
     calls = 0
     while time.perf_counter() - t0 < limit:
         call()
         calls += 1
-        busy = any(t.name == "phylanx-native-compile" for t in threading.enumerate())
+        busy = native_compiles_running()
         lines = f.explain().splitlines()
         whole = [line for line in lines if line.startswith("function at") and "-> native" in line]
         if not busy and not any(w in line for line in whole or lines

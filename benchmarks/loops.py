@@ -98,6 +98,7 @@ def _tier(f):
 
 def run_case(name, fn, args, repeats):
     import numba
+    from _common import native_compiles_running
 
     import phylanx_py as px
 
@@ -127,7 +128,7 @@ def run_case(name, fn, args, repeats):
         f(*_copy(args))
         _wait_native(f)
     deadline = time.monotonic() + 30  # a parallel variant: compiled, then measured against the sequential one
-    while time.monotonic() < deadline and (_choosing(f) or _compiles_running()):
+    while time.monotonic() < deadline and (_choosing(f) or native_compiles_running()):
         _quiet()
         f(*_copy(args))
     got = f(*_copy(args))
@@ -154,17 +155,12 @@ def _choosing(f):
                for e in entries)
 
 
-def _compiles_running():
-    import threading
-
-    return any(t.name == "phylanx-native-compile" for t in threading.enumerate())
-
-
 def _quiet(limit=120.0):
     """Until no native-tier compile runs in the background."""
+    from _common import native_compiles_running  # (imports phylanx_py: not before --cold set its cache folder)
 
     deadline = time.monotonic() + limit
-    while time.monotonic() < deadline and _compiles_running():
+    while time.monotonic() < deadline and native_compiles_running():
         time.sleep(0.05)
 
 

@@ -29,7 +29,6 @@ from _common import DASK_WORKERS, RUNTIMES, close_runtime, make_runtime, median_
 import phylanx_py as px
 
 
-@px.compile
 def scalar_loop(n):
     s = 0
     for i in range(n):
@@ -40,9 +39,9 @@ def scalar_loop(n):
     return s
 
 
-# IR nodes evaluated per iteration of scalar_loop, counted by hand from str(scalar_loop.tree), counting every
-# node the evaluator visits (leaves too: a variable read or a constant is a node, as in Phylanx) but not the
-# block wrappers:
+# IR nodes evaluated per iteration of scalar_loop, counted by hand from str(px.compile(scalar_loop).tree),
+# counting every node the evaluator visits (leaves too: a variable read or a constant is a node, as in Phylanx)
+# but not the block wrappers:
 #   loop step binding i                                1
 #   if + its condition  eq(mod(i, 3), 0)               1 + 5   (eq, mod, i, 3, 0)
 #   then, 1 in 3 iterations: define(s, add(s, mul(i, 2)))   6   (define, add, s, mul, i, 2)
@@ -52,7 +51,6 @@ NODES_PER_ITERATION = 7 + (6 + 2 * 4) / 3
 SCALAR_N = 100_000
 
 
-@px.compile
 def lra(X, y, alpha, iterations):
     w = np.zeros(X.shape[1])
     for _ in range(iterations):
@@ -156,10 +154,10 @@ def print_dask_tasks(variants: dict, repeats: int) -> bool:
 
 
 def measure_tier(lra_args, repeats, settle):
-    """(a) and (b) compiled anew (whether a function has native loop hooks is decided when it compiles, under
-    the PHYLANX_NATIVE in force), warmed up (``settle``: until the native tier is done), then timed with the plain
-    functions: ({results, times}, {key: (warm-up calls, seconds, explain())})."""
-    loop_f, lra_f = px.compile(scalar_loop.__wrapped__), px.compile(lra.__wrapped__)
+    """(a) and (b) compiled here, once per tier (whether a function has native loop hooks is decided when it
+    compiles, under the PHYLANX_NATIVE in force), warmed up (``settle``: until the native tier is done), then
+    timed with the plain functions: ({results, times}, {key: (warm-up calls, seconds, explain())})."""
+    loop_f, lra_f = px.compile(scalar_loop), px.compile(lra)
     loop_f(SCALAR_N), lra_f(*lra_args)  # the first calls compile
     warmups = {}
     if settle:
@@ -167,9 +165,9 @@ def measure_tier(lra_args, repeats, settle):
         warmups["b"] = (*settle_native(lra_f, lambda: lra_f(*lra_args)), lra_f.explain())
     return dict(got=(loop_f(SCALAR_N), lra_f(*lra_args)),
                 loop_c=median_time(lambda: loop_f(SCALAR_N), repeats, warmup=0),
-                loop_p=median_time(lambda: scalar_loop.__wrapped__(SCALAR_N), repeats, warmup=0),
+                loop_p=median_time(lambda: scalar_loop(SCALAR_N), repeats, warmup=0),
                 lra_c=median_time(lambda: lra_f(*lra_args), repeats, warmup=0),
-                lra_p=median_time(lambda: lra.__wrapped__(*lra_args), repeats, warmup=0)), warmups
+                lra_p=median_time(lambda: lra(*lra_args), repeats, warmup=0)), warmups
 
 
 def main(argv=None) -> int:
@@ -198,7 +196,7 @@ def main(argv=None) -> int:
         os.environ["PHYLANX_NATIVE"] = tiered
         close_runtime(rt)
 
-    s_plain, w_plain = scalar_loop.__wrapped__(SCALAR_N), lra.__wrapped__(*lra_args)
+    s_plain, w_plain = scalar_loop(SCALAR_N), lra(*lra_args)
     agree = {tier: (r["got"][0] == s_plain, bool(np.allclose(r["got"][1], w_plain, rtol=1e-9, atol=1e-12)))
              for tier, r in runs.items()}
     nodes = SCALAR_N * NODES_PER_ITERATION
