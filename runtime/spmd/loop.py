@@ -25,6 +25,7 @@ from phylanx_py import ir
 from .. import loop_tiers
 from ..loop_tiers import UNBOUND
 from ..native.analysis import _names
+from ..tiled import views
 from ..tiled.array import TiledArray
 from ..training.driver import STALL_SECONDS
 from . import driver
@@ -198,6 +199,13 @@ class SpmdLoop:
                 raise _Decline(f"{self.params[i]!r} has other row tiles than {self.params[tiled[0]]!r}")
             if any(b != b for b in bounds):
                 raise _Decline(f"{self.params[i]!r} has tiles of unknown size (a boolean mask made it)")
+        roots = {}
+        for i in tiled:  # the ranks hold a copy per name: two names sharing data would drift apart
+            root = views.root(args[i])
+            j = roots.setdefault(id(root), i)
+            if j != i and (self.params[i] in self.mutable or self.params[j] in self.mutable):
+                raise _Decline(f"{self.params[i]!r} and {self.params[j]!r} share their data (one is a view of "
+                               "the other, or both of one array) and the loop changes one in place")
         for i, a in enumerate(args):
             if i not in tiled and holds(a, (TiledArray,)):
                 raise _Decline(f"{self.params[i]!r} holds tiled arrays inside a container")

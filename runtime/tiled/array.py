@@ -16,6 +16,7 @@ which is Dask's reference counting of futures.
 from __future__ import annotations
 
 import uuid
+import weakref
 
 import numpy as np
 
@@ -49,6 +50,16 @@ class TiledArray(NumPyMethods):
     """A global ``shape`` and ``dtype`` split into tiles on a grid with explicit ``boundaries`` per dimension."""
 
     __array_priority__ = 100  # NumPy defers to our operators (ndarray + TiledArray -> TiledArray.__radd__)
+
+    # Views (views.py), set on the arrays that have them: ``_view`` is (base, derive, write) for an array that is a
+    # view of ``base`` (``x[2:8]``, ``x.T``): ``derive(base)`` makes its state from the base's, ``write(base, value)``
+    # stores a new value of the view into the base. ``_views`` holds the live views of this array, refreshed when it
+    # changes; ``_pinned`` the NumPy arrays that alias its gathered data (a fallback's view), which forbid changing it;
+    # ``_layout`` a stand-in NumPy array with the strides NumPy would give this view (whether a reshape is a view).
+    _view = None
+    _views = None
+    _pinned = None
+    _layout = None
 
     boundaries = _state_property("boundaries")
     dtype = _state_property("dtype")
@@ -256,8 +267,47 @@ class TiledArray(NumPyMethods):
 
     def _become(self, other: TiledArray):
         """In-place update (``x += y``, ``x[k] = v``): this object now stands for ``other``'s tiles; lazy
-        results made earlier keep reading the old state."""
-        self._s = other._s
+        results made earlier keep reading the old state. A view stores the new value into its base instead, and
+        every view of the changed array is derived again, so writes through views and to bases alias as
+        NumPy's do."""
+        if self._view is not None:
+            base, _, write = self._view
+            write(base, other)  # the base changes, and derives this view again
+            return
+        self._refuse_if_pinned()
+        self._set_state(other._s)
+
+    def _live_views(self) -> list:
+        return [v for v in (r() for r in self._views or ()) if v is not None]
+
+    def _set_state(self, s):
+        self._s = s
+        for v in self._live_views():
+            v._set_state(v._view[1](self)._s)
+
+    def _refuse_if_pinned(self):
+        """A change to this array (or a view of it) while a NumPy array aliases its gathered data is refused: that
+        NumPy array would not see it, and NumPy's own view would."""
+        stack = [self]
+        while stack:
+            t = stack.pop()
+            for ref, what in t._pinned or ():
+                if ref() is not None:
+                    raise ValueError(f"this tiled array cannot change while {what} is alive: that result is a NumPy "
+                                     "view of the array's gathered data, which would not see the change (NumPy's "
+                                     "view would); copy it first (np.copy), or compute it after the change")
+            stack.extend(t._live_views())
+
+    def _link(self, base: TiledArray, derive, write, layout=None):
+        """Make this array a view of ``base`` (see ``_view``)."""
+        self._view = (base, derive, write)
+        self._layout = layout
+        base._views = [r for r in base._views or () if r() is not None] + [weakref.ref(self)]
+        return self
+
+    def _pin(self, array: np.ndarray, what: str):
+        """``array`` (a NumPy result of a fallback) aliases this array's gathered data: see _refuse_if_pinned."""
+        self._pinned = [p for p in self._pinned or () if p[0]() is not None] + [(weakref.ref(array), what)]
 
     def _snapshot(self) -> TiledArray:
         """A view of the current state (what a lazy rule reads before an in-place change)."""

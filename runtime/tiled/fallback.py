@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 
+from . import views
 from .array import TileFallbackWarning, is_tiled
 from .dispatch import implements
 from .tile_program import site_info
@@ -11,8 +12,9 @@ from .tile_program import site_info
 
 def _gather_all(value, found):
     if is_tiled(value):
-        found.append(value)
-        return value.to_numpy()
+        a = value.to_numpy()
+        found.append((value, a))
+        return a
     t = type(value)
     if t is list or t is tuple:
         return t(_gather_all(v, found) for v in value)
@@ -23,13 +25,14 @@ def _gather_all(value, found):
 
 @implements("fallback")
 def fallback(name, fn, args, kwargs):
-    """Run ``fn`` on the client with every tiled input gathered (a warning says where and how much)."""
+    """Run ``fn`` on the client with every tiled input gathered (a warning says where and how much). A result
+    that is a NumPy view of gathered data is read-only and pins its tiled array (views.py)."""
     found: list = []
     args = _gather_all(tuple(args), found)
     kwargs = _gather_all(dict(kwargs), found)
     loc, label = site_info()
     where = f" at {loc}" if loc is not None else ""
-    size = sum(t.nbytes for t in found if t.size == t.size) / 1e6
+    size = sum(t.nbytes for t, _ in found if t.size == t.size) / 1e6
     warnings.warn(f"{label if loc is not None else name}: no tile rule for {name}{where}; gathered "
                   f"{len(found)} tiled input(s) ({size:.1f} MB) to the client", TileFallbackWarning, stacklevel=3)
-    return fn(*args, **kwargs)
+    return views.pin_fallback_views(fn(*args, **kwargs), found)

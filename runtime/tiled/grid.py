@@ -77,5 +77,24 @@ def overlapping(b: tuple, start: int, stop: int):
     return out
 
 
+def stepped(b: tuple, start: int, stop: int, step: int):
+    """Tiles of one dimension's boundaries ``b`` holding elements of ``range(start, stop, step)`` (``step`` not 1),
+    in the order the range visits them: (tile, local slice, count)."""
+    r = range(start, stop, step)
+    order = range(len(b) - 1) if step > 0 else range(len(b) - 2, -1, -1)
+    out = []
+    for i in order:
+        a, z = b[i], b[i + 1]
+        if step > 0:
+            j0, j1 = max(0, -(-(a - start) // step)), min(len(r), -(-(z - start) // step))
+        else:
+            j0, j1 = max(0, -(-(start - z + 1) // -step)), min(len(r), (start - a) // -step + 1)
+        if j1 > j0:
+            first, last = r[j0] - a, r[j1 - 1] - a
+            end = last + (1 if step > 0 else -1)
+            out.append((i, slice(first, end if end >= 0 else None, step), j1 - j0))
+    return out
+
+
 def unknown(count: int) -> tuple:
     return (0,) + (None,) * count

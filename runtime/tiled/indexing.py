@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from . import grid, tasks
+from . import grid, tasks, views
 from .array import TiledArray, is_tiled
 from .common import piece, prepare, region_ref, remote_result, retile_dims, shape_of
 from .create import constant_tiles, from_numpy_like
@@ -18,7 +18,14 @@ from .tile_program import TileProgram, site_info, submit_program
 
 
 def transpose(t: TiledArray, axes=None):
+    """``t.T`` / ``np.transpose(t, axes)``: a view of ``t`` (no data moved)."""
     axes = tuple(range(t.ndim))[::-1] if axes is None else tuple(a % t.ndim for a in axes)
+    inverse = tuple(int(a) for a in np.argsort(axes))
+    return views.link(t, _transpose(t, axes), lambda base: _transpose(base, axes),
+                      lambda base, value: base._become(_transpose(value, inverse)), lambda lay: lay.transpose(axes))
+
+
+def _transpose(t: TiledArray, axes):
     inverse = tuple(np.argsort(axes))
     where = site_info()
     t = t.used()
@@ -54,7 +61,7 @@ def _expand(key, ndim):
 def _plan(t: TiledArray, key):
     """How ``t[key]`` (basic indexing, ``key`` expanded to every dimension) reads the tiles: per output dimension
     (source dim or None for a new axis, boundaries, [(source tile, local slice)]), and {source dim: (tile, local
-    index)} for integer keys; None when the key needs the fallback (a step across tiles, unknown tile sizes)."""
+    index)} for integer keys; None when the key needs the fallback (unknown tile sizes)."""
     dims, fixed = [], {}
     d = 0
     for k in key:
@@ -70,11 +77,12 @@ def _plan(t: TiledArray, key):
             return None
         if isinstance(k, slice):
             start, stop, step = k.indices(n)
-            if step != 1:
-                if len(b) > 2:
-                    return None
-                m = len(range(start, stop, step))
-                dims.append((d, (0, m), [(0, k)]))
+            if step != 1:  # each tile's elements of the range, in the range's order
+                parts = grid.stepped(b, start, stop, step) or [(0, slice(0, 0), 0)]
+                nb = [0]
+                for _, _, count in parts:
+                    nb.append(nb[-1] + count)
+                dims.append((d, tuple(nb), [(i, sl) for i, sl, _ in parts]))
             else:
                 stop = max(stop, start)
                 parts = [(i, lo, hi) for i, lo, hi in grid.overlapping(b, start, stop) if hi > lo] or \
@@ -97,12 +105,27 @@ def _plan(t: TiledArray, key):
 
 @implements("getitem")
 def getitem(t: TiledArray, key):
+    """``t[key]``: a boolean mask or an index array selects a copy, as in NumPy; basic indexing (slices, integers,
+    ``None``, ``...``) gives a view of ``t`` (views.py)."""
     if is_tiled(key) or (isinstance(key, np.ndarray) and key.dtype == bool and key.ndim == 1):
         return _mask_rows(t, key)
     key = _expand(key, t.ndim)
     simple = all(k is None or isinstance(k, (slice, int, np.integer)) for k in key)
     if not simple:
         return fallback("getitem", lambda a, k: a[k], (t, tuple(key)), {})
+    out = _getitem(t, key)
+    if not is_tiled(out):  # a scalar, or a NumPy result of the fallback (pinned there when it is a view)
+        return out
+    key = tuple(key)
+    stored = tuple(k for k in key if k is not None)  # the region the view covers, without its new axes
+    unexpand = tuple(0 if k is None else slice(None) for k in key if not isinstance(k, (int, np.integer)))
+    return views.link(t, out, lambda base: _getitem(base, key),
+                      lambda base, value: setitem(base, stored, _getitem(value, unexpand)),
+                      lambda lay: lay[key])
+
+
+def _getitem(t: TiledArray, key):
+    """``t[key]`` for basic indexing (``key`` expanded): a lazy tile-local selection, else the fallback."""
     plan = _plan(t, key)
     if plan is None:
         return fallback("getitem", lambda a, k: a[k], (t, tuple(key)), {})
@@ -311,6 +334,8 @@ def stack(arrays, axis=0):
 
 
 def reshape(t: TiledArray, shape):
+    """``t.reshape(shape)``: a view of ``t`` where NumPy's reshape would be one (views.reshape_is_view), else a
+    copy."""
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     total = t.size
     if shape.count(-1) == 1:
@@ -318,6 +343,24 @@ def reshape(t: TiledArray, shape):
         shape = tuple(int(total // known) if s == -1 else s for s in shape)
     if math.prod(shape) != total:
         raise ValueError(f"cannot reshape array of size {total} into shape {shape}")
+    shape = tuple(int(s) for s in shape)
+    if not views.reshape_is_view(t, shape):  # a copy in NumPy: a lazy result reads the state it was made from
+        out = _reshape(t, shape)
+        return out if is_tiled(out) else np.array(out)  # the fallback's result is a view of the gathered copy
+    return views.link(t, _reshape(t, shape), lambda base: _reshape(base, shape),
+                      lambda base, value: base._become(views.as_tiled(_reshape(value, base.shape), base)),
+                      lambda lay: views.reshaped_layout(t, shape))
+
+
+def ravel(t: TiledArray):
+    """``np.ravel(t)``: a view of ``t`` when NumPy's would be one (a C-contiguous array), else a copy; unlike
+    ``reshape(-1)``, which also views a strided 1-D array."""
+    if views.layout(t).flags.c_contiguous:
+        return reshape(t, (-1,))
+    return reshape(_reshape(t, tuple(int(n) for n in t.shape)), (-1,))  # the copy first, then its (view) reshape
+
+
+def _reshape(t: TiledArray, shape):
     if any(c > 1 for c in t.tiles[1:]) and grid.known(t.boundaries) and shape:
         # rows must be whole within a tile: gather the other dimensions into one tile each (moves data once)
         t = retile_dims(t, {d: (0, int(n)) for d, n in enumerate(t.shape) if d > 0})
@@ -325,6 +368,13 @@ def reshape(t: TiledArray, shape):
         per_old = math.prod(int(s) for s in t.shape[1:])
         per_new = math.prod(shape[1:])
         b = t.boundaries[0]
+        step = per_new // math.gcd(per_old, per_new) if per_old and per_new else 0
+        if step > 1 and not all(x % step == 0 for x in b):
+            # tiles must hold whole new rows: move each boundary to the nearest multiple of ``step`` rows (moves
+            # the few rows between the old and the new boundary)
+            inner = sorted({round(x / step) * step for x in b[1:-1]} - {0, b[-1]})
+            t = retile_dims(t, {0: (0, *inner, b[-1])})
+            b = t.boundaries[0]
         if all((x * per_old) % per_new == 0 for x in b):
             nb = tuple(x * per_old // per_new for x in b)
             where = site_info()

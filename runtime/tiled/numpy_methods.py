@@ -93,7 +93,7 @@ def _method(fn):
 for _fn in (np.sum, np.mean, np.prod, np.min, np.max, np.any, np.all, np.var, np.std, np.argmin, np.argmax,
             np.dot, np.ravel, np.clip, np.squeeze, np.cumsum, np.round, np.nonzero):
     setattr(NumPyMethods, _fn.__name__, _method(_fn))
-NumPyMethods.flatten = _method(np.ravel)
+NumPyMethods.flatten = lambda self: np.ravel(self).copy()  # a copy, as ndarray.flatten (ravel may be a view)
 
 
 def _transpose(self, *axes):

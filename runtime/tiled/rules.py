@@ -97,7 +97,7 @@ HANDLED = {
     np.concatenate: lambda arrays, axis=0: indexing.concatenate(arrays, axis),
     np.stack: lambda arrays, axis=0: indexing.stack(arrays, axis),
     np.reshape: lambda a, shape=None, **kw: indexing.reshape(a, shape if shape is not None else kw["newshape"]),
-    np.ravel: lambda a: indexing.reshape(a, (-1,)),
+    np.ravel: lambda a: indexing.ravel(a),
     np.expand_dims: lambda a, axis: indexing.getitem(a, (slice(None),) * (axis % (a.ndim + 1)) + (None,)),
     np.shape: _shape, np.ndim: lambda a: a.ndim, np.size: lambda a, axis=None: a.size if axis is None else
     a.shape[axis],
