@@ -1,6 +1,7 @@
 """Views and aliasing: plain NumPy programs whose answer depends on a view sharing its base's data (a write
 through a slice, a transpose or a reshape changes the base; a write to the base is seen by the view). The
 differential tests run them on NumPy and tiled inputs in every tier (tests/test_views.py)."""
+import numpy as np
 
 
 def write_through_slice(x):
@@ -132,3 +133,22 @@ def same_array_twice(a, b, n):
         a += 1.0
         b *= 2.0
     return a, b
+
+
+def squeeze_write(X):
+    s = np.squeeze(X[:, 0:1])
+    s[0] = 3.0
+    return X
+
+
+def swapaxes_write(X):
+    s = np.swapaxes(X, 0, 1)
+    s[0, 1] = 3.0
+    X[2, 1] = -2.0
+    return X, s
+
+
+def moveaxis_write(X):
+    s = np.moveaxis(X, 0, -1)
+    s[1, 2] = 3.0
+    return X

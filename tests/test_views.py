@@ -57,6 +57,9 @@ CASES = {
     "view_updated_in_loop": (V.view_updated_in_loop, lambda: (_X(), 3)),
     "two_views_one_base": (V.two_views_one_base, lambda: (_x(),)),
     "view_and_base_both_in_loop": (V.view_and_base_both_in_loop, lambda: (_X(), 3)),
+    "squeeze_write": (V.squeeze_write, lambda: (_X(),)),
+    "swapaxes_write": (V.swapaxes_write, lambda: (_X(),)),
+    "moveaxis_write": (V.moveaxis_write, lambda: (_X(),)),
 }
 TILINGS = {"one tile": 1, "two tiles": 2, "three tiles": 3}
 

@@ -113,6 +113,7 @@ def _astype(self, dtype, copy=True):
 
 
 NumPyMethods.transpose = _transpose
+NumPyMethods.swapaxes = _method(np.swapaxes)
 NumPyMethods.T = property(lambda self: np.transpose(self))
 NumPyMethods.reshape = _reshape
 NumPyMethods.astype = _astype

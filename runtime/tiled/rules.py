@@ -13,7 +13,7 @@ import numpy as np
 
 from . import create, elementwise, indexing, products, reductions
 from .array import is_tiled
-from .common import remote_result, submit
+from .common import normalize_axis, remote_result, submit
 from .dispatch import implements
 from .fallback import fallback
 from .tile_program import _is_future
@@ -86,6 +86,33 @@ def _norm(x, ord=None, axis=None, keepdims=False):
     return remote_result(submit(x._executor, np.sqrt, total.remote(), label="norm"), (), out_dtype)
 
 
+def _squeeze(a, axis=None):
+    """A view without the size-1 axes (those in ``axis``), as NumPy's."""
+    axes = range(a.ndim) if axis is None else normalize_axis(axis, a.ndim)
+    if axis is not None and any(a.shape[d] != 1 for d in axes):
+        raise ValueError("cannot select an axis to squeeze out which has size not equal to one")
+    return indexing.getitem(a, tuple(0 if d in axes and a.shape[d] == 1 else slice(None) for d in range(a.ndim)))
+
+
+def _swapaxes(a, axis1, axis2):
+    axes = list(range(a.ndim))
+    i, j = normalize_axis(axis1, a.ndim)[0], normalize_axis(axis2, a.ndim)[0]
+    axes[i], axes[j] = axes[j], axes[i]
+    return indexing.transpose(a, tuple(axes))
+
+
+def _moveaxis(a, source, destination):
+    src = [normalize_axis(s, a.ndim)[0] for s in (source if isinstance(source, (tuple, list)) else (source,))]
+    dst = [normalize_axis(d, a.ndim)[0] for d in (destination if isinstance(destination, (tuple, list))
+                                                  else (destination,))]
+    if len(src) != len(dst):
+        raise ValueError("`source` and `destination` arguments must have the same number of elements")
+    order = [n for n in range(a.ndim) if n not in src]
+    for d, s in sorted(zip(dst, src)):  # NumPy's own construction of the permutation
+        order.insert(d, s)
+    return indexing.transpose(a, tuple(order))
+
+
 HANDLED = {
     np.sum: _reduction("sum"), np.prod: _reduction("prod"), np.mean: _reduction("mean"),
     np.min: _reduction("min"), np.max: _reduction("max"), np.amin: _reduction("min"), np.amax: _reduction("max"),
@@ -93,6 +120,7 @@ HANDLED = {
     np.argmin: _arg_reduction("argmin"), np.argmax: _arg_reduction("argmax"),
     np.matmul: products.matmul, np.dot: products.dot, np.outer: products.outer,
     np.transpose: lambda a, axes=None: indexing.transpose(a, axes),
+    np.squeeze: _squeeze, np.swapaxes: _swapaxes, np.moveaxis: _moveaxis,
     np.where: _where, np.clip: _clip,
     np.concatenate: lambda arrays, axis=0: indexing.concatenate(arrays, axis),
     np.stack: lambda arrays, axis=0: indexing.stack(arrays, axis),
