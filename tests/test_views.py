@@ -118,8 +118,10 @@ def test_plain_python_views_alias_on_tiled_arrays(rt, case, tiling):
     _check(fn, make, TILINGS[tiling])
 
 
-@pytest.mark.parametrize("case", ["write_through_slice", "column_inplace", "view_of_view"])
+@pytest.mark.usefixtures("runtime", "native_tier")
+@pytest.mark.parametrize("case", CASES)
 def test_compiled_views_on_numpy_inputs(case):
+    """The same programs on NumPy inputs, on each local runtime, native tier off, default and forced."""
     fn, make = CASES[case]
     plain_in, compiled_in = make(), make()
     _same(px.compile(fn)(*compiled_in), fn(*plain_in))
