@@ -19,6 +19,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from . import grid
 from .array import TiledArray, is_tiled
+from .create import from_numpy_like
 
 _BYTE = np.zeros(1, np.uint8)
 
@@ -85,8 +86,6 @@ def as_tiled(value, like: TiledArray) -> TiledArray:
     """``value`` as a tiled array on ``like``'s executor (a view derived by a fallback comes back as NumPy)."""
     if is_tiled(value):
         return value
-    from .create import from_numpy_like
-
     return from_numpy_like(like, np.array(value))
 
 
