@@ -1,6 +1,8 @@
-"""The ``phylanx-py`` command (tree, profile) and the progress line of long Dask calls (on a real pty)."""
+"""The ``phylanx-py`` command (tree, profile, run, its help) and the progress line of long Dask calls (on a
+real pty)."""
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
@@ -11,8 +13,13 @@ import xml.etree.ElementTree as ET
 import pytest
 from cluster import DaskProcesses
 
+from phylanx_py import cli
+
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 CLI = [sys.executable, "-m", "phylanx_py.cli"]
+# the console script pip installed (what users type), else the module
+SCRIPT = os.path.join(os.path.dirname(sys.executable), "phylanx-py")
+COMMAND = [SCRIPT] if os.path.exists(SCRIPT) else CLI
 
 
 def test_tree_command_draws_the_function(tmp_path):
@@ -142,3 +149,40 @@ def test_progress_line_on_a_terminal_only(one_worker, tmp_path):
     done = subprocess.run([sys.executable, str(script), one_worker.address], capture_output=True, text=True,
                           timeout=200, env=env)
     assert done.returncode == 0 and "[phylanx-py]" not in done.stderr
+
+
+def _cli(args, **env):
+    """The console script run with ``args``, PHYLANX_DEBUG unset unless ``env`` sets it."""
+    environ = {k: v for k, v in os.environ.items() if k != "PHYLANX_DEBUG"}
+    environ.update(env)
+    return subprocess.run(COMMAND + args, capture_output=True, text=True, timeout=180, env=environ)
+
+
+# ---- help: every command listed with what it does, and an example of itself ---------------------------------------
+def _commands() -> dict:
+    """The parser's commands and their one-line help (a command added later is checked too)."""
+    (sub,) = [a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return {a.dest: a.help for a in sub._choices_actions}
+
+
+def test_help_lists_every_command_with_what_it_does_and_an_example():
+    commands = _commands()
+    assert set(commands) == {"run", "profile", "tree", "info"}
+    done = _cli(["--help"])
+    assert done.returncode == 0
+    text = done.stdout
+    for name, helptext in commands.items():
+        assert helptext and re.search(rf"^    {name} +{re.escape(helptext.split()[0])}", text, re.M), name
+        assert re.search(rf"^  phylanx-py {name} \S", text, re.M), f"no example of {name}"
+    description = text.split("\n\n")[1]  # the paragraph after the usage line names what each command does
+    for verb in ("Run", "profile", "execution tree", "versions"):
+        assert verb in description
+
+
+@pytest.mark.parametrize("name", ["run", "profile", "tree", "info"])
+def test_each_commands_help_shows_an_example_of_that_command(name):
+    done = _cli([name, "--help"])
+    assert done.returncode == 0
+    named = re.findall(r"phylanx-py (run|profile|tree|info)\b", done.stdout)
+    assert named and set(named) == {name}, done.stdout
+    assert re.search(rf"^example:\n  phylanx-py {name} \S", done.stdout, re.M)
