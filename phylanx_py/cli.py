@@ -1,5 +1,6 @@
 """The ``phylanx-py`` command: ``run`` a script on a chosen runtime, ``profile`` it, draw a compiled function's
-execution ``tree``, ``info`` about versions and workers."""
+execution ``tree``, ``info`` about versions and workers. A ``PhylanxError`` ends a command as its message on stderr
+(exit 1; ``PHYLANX_DEBUG=1`` keeps the traceback), Ctrl-C as exit 130, as ``pip`` and ``dask`` do."""
 from __future__ import annotations
 
 import argparse
@@ -74,11 +75,16 @@ def cmd_run(args) -> int:
     sys.argv = [args.script] + list(args.script_args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(args.script)))  # as ``python SCRIPT`` does
     shown = rt or px.runtime.current()
+    ended = False  # the script ran to its end (or its own sys.exit): then the summary, never after an error
     try:
         with px.using(shown):
             runpy.run_path(args.script, run_name="__main__")
+        ended = True
+    except SystemExit:
+        ended = True
+        raise
     finally:
-        if shown.counts["calls"]:
+        if ended and shown.counts["calls"]:
             _say(_where_work_ran(shown))
         if rt is not None:
             px.runtime.set_default(previous)
@@ -156,6 +162,9 @@ _DESCRIPTION = ("Run Python scripts whose functions are compiled with @px.compil
                 "local thread pool, a Dask scheduler, or a local Dask cluster), profile them, draw a compiled "
                 "function's execution tree, or show versions and workers. 'phylanx-py COMMAND --help' describes "
                 "each command.")
+_ERRORS = ("An error of phylanx-py's (a px.PhylanxError: a cluster that cannot be reached, a refused kernel "
+           "cache, an error at a line of your script) ends the command with its message on stderr and exit status "
+           "1; PHYLANX_DEBUG=1 shows the Python traceback too. Ctrl-C ends it with status 130.")
 
 
 def _paragraphs(*texts: str) -> str:
@@ -167,7 +176,7 @@ def _parser() -> argparse.ArgumentParser:
     raw = argparse.RawDescriptionHelpFormatter  # paragraphs and examples as written
     examples = "\n".join(f"  {example}" for _, _, example in COMMANDS.values())
     ap = argparse.ArgumentParser(prog="phylanx-py", formatter_class=raw, description=_paragraphs(_DESCRIPTION),
-                                 epilog=f"examples:\n{examples}")
+                                 epilog=f"examples:\n{examples}\n\n{_paragraphs(_ERRORS)}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (helptext, more, example) in COMMANDS.items():
         p = sub.add_parser(name, help=helptext, formatter_class=raw, epilog=f"example:\n  {example}",
@@ -192,11 +201,27 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _debug() -> bool:
+    return os.environ.get("PHYLANX_DEBUG", "0") not in ("", "0")
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     if getattr(args, "script_args", [])[:1] == ["--"]:  # ``run SCRIPT -- ARGS``, as before: the same
         args.script_args = args.script_args[1:]
-    return {"run": cmd_run, "info": cmd_info, "tree": cmd_tree, "profile": cmd_profile}[args.command](args)
+    run = {"run": cmd_run, "info": cmd_info, "tree": cmd_tree, "profile": cmd_profile}[args.command]
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        if _debug():
+            raise
+        return 130  # 128 + SIGINT, quietly, as a shell reports it
+    except px.PhylanxError as e:
+        if _debug():
+            raise
+        # its message, whole: one line, followed by the source lines it shows when it names a line of the script
+        print(f"phylanx-py {args.command}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        return 1
 
 
 if __name__ == "__main__":
