@@ -1,11 +1,15 @@
-"""The ``phylanx-py`` command: ``run`` a script on a chosen runtime, ``info`` about versions and workers."""
+"""The ``phylanx-py`` command: ``run`` a script on a chosen runtime, ``profile`` it, draw a compiled function's
+execution ``tree``, ``info`` about versions and workers. A ``PhylanxError`` ends a command as its message on stderr
+(exit 1; ``PHYLANX_DEBUG=1`` keeps the traceback), Ctrl-C as exit 130, as ``pip`` and ``dask`` do."""
 from __future__ import annotations
 
 import argparse
 import os
 import platform
 import runpy
+import shutil
 import sys
+import textwrap
 
 import phylanx_py as px
 from phylanx_py.runtime.dask_runtime import check_workers
@@ -71,11 +75,16 @@ def cmd_run(args) -> int:
     sys.argv = [args.script] + list(args.script_args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(args.script)))  # as ``python SCRIPT`` does
     shown = rt or px.runtime.current()
+    ended = False  # the script ran to its end (or its own sys.exit): then the summary, never after an error
     try:
         with px.using(shown):
             runpy.run_path(args.script, run_name="__main__")
+        ended = True
+    except SystemExit:
+        ended = True
+        raise
     finally:
-        if shown.counts["calls"]:
+        if ended and shown.counts["calls"]:
             _say(_where_work_ran(shown))
         if rt is not None:
             px.runtime.set_default(previous)
@@ -136,23 +145,49 @@ def cmd_profile(args) -> int:
 
 
 _OWN_OPTIONS = {"--scheduler", "--local-cluster", "--timeout"}
-_SCRIPT_ARGS = "arguments after SCRIPT go to the script (as with python -m and mpirun), e.g. " \
-    "phylanx-py run --local-cluster 2 examples/lra.py --iterations 50"
+# name -> (what it does, in one line; more for its own --help, or None; an example), in ``--help``'s order
+_SCRIPT_ARGS = "arguments after SCRIPT go to the script (as with python -m and mpirun)"
+COMMANDS = {
+    "run": ("run a Python script with compiled functions on a runtime", _SCRIPT_ARGS,
+            "phylanx-py run --local-cluster 2 examples/lra.py --iterations 50"),
+    "profile": ("run a script under px.profile(); print the table, write the HTML report", _SCRIPT_ARGS,
+                "phylanx-py profile -o report.html examples/lra.py --iterations 50"),
+    "tree": ("draw the execution tree of SCRIPT:FUNCTION (.svg/.png/.pdf/.dot/.html)",
+             "the script's top level runs (its main block does not), and a plain function is compiled",
+             "phylanx-py tree examples/lra.py:lra -o lra.svg"),
+    "info": ("versions, the runtime, and the workers' phylanx-py versions", None,
+             "phylanx-py info --scheduler tcp://127.0.0.1:8786"),
+}
+_DESCRIPTION = ("Run Python scripts whose functions are compiled with @px.compile on a runtime of your choice (the "
+                "local thread pool, a Dask scheduler, or a local Dask cluster), profile them, draw a compiled "
+                "function's execution tree, or show versions and workers. 'phylanx-py COMMAND --help' describes "
+                "each command.")
+_ERRORS = ("An error of phylanx-py's (a px.PhylanxError: a cluster that cannot be reached, a refused kernel "
+           "cache, an error at a line of your script) ends the command with its message on stderr and exit status "
+           "1; PHYLANX_DEBUG=1 shows the Python traceback too. Ctrl-C ends it with status 130.")
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="phylanx-py", description=__doc__)
-    sub = ap.add_subparsers(dest="command", required=True)
-    tree = sub.add_parser("tree", help="draw the execution tree of SCRIPT:FUNCTION (.svg/.png/.pdf/.dot/.html)")
-    tree.add_argument("function", metavar="SCRIPT:FUNCTION")
-    tree.add_argument("-o", "--output", help="the drawing to write, replaced if it exists (default FUNCTION.svg "
-                      "in the current directory, never replaced)")
-    tree.add_argument("--text", action="store_true", help="also print the tree as indented text")
-    for name, helptext in (("run", "run a Python script with compiled functions on a runtime"),
-                           ("profile", "run a script under px.profile(); print the table, write the HTML report"),
-                           ("info", "versions, the runtime, and the workers' phylanx-py versions")):
-        p = sub.add_parser(name, help=helptext, description=helptext + (
-            f"; {_SCRIPT_ARGS}" if name != "info" else ""))
+def _paragraphs(*texts: str) -> str:
+    width = min(shutil.get_terminal_size().columns - 2, 100)  # as argparse wraps the rest
+    return "\n\n".join(textwrap.fill(t, width) for t in texts)
+
+
+def _parser() -> argparse.ArgumentParser:
+    raw = argparse.RawDescriptionHelpFormatter  # paragraphs and examples as written
+    examples = "\n".join(f"  {example}" for _, _, example in COMMANDS.values())
+    ap = argparse.ArgumentParser(prog="phylanx-py", formatter_class=raw, description=_paragraphs(_DESCRIPTION),
+                                 epilog=f"examples:\n{examples}\n\n{_paragraphs(_ERRORS)}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (helptext, more, example) in COMMANDS.items():
+        p = sub.add_parser(name, help=helptext, formatter_class=raw, epilog=f"example:\n  {example}",
+                           description=_paragraphs(f"{helptext}; {more}" if more else helptext))
+        if name == "tree":
+            p.add_argument("function", metavar="SCRIPT:FUNCTION",
+                           help="a script and a function it defines, as examples/lra.py:lra")
+            p.add_argument("-o", "--output", help="the drawing to write, replaced if it exists (default "
+                           "FUNCTION.svg in the current directory, never replaced)")
+            p.add_argument("--text", action="store_true", help="also print the tree as indented text")
+            continue
         where = p.add_mutually_exclusive_group()
         where.add_argument("--scheduler", metavar="ADDR", help="address of a running dask scheduler")
         where.add_argument("--local-cluster", metavar="N", type=int, help="start a LocalCluster of N workers")
@@ -163,10 +198,30 @@ def main(argv=None) -> int:
             p.add_argument("script", metavar="SCRIPT", help="the Python script to run")
             p.add_argument("script_args", metavar="ARGS", nargs=argparse.REMAINDER,
                            help="the script's own arguments (everything after SCRIPT)")
-    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    return ap
+
+
+def _debug() -> bool:
+    return os.environ.get("PHYLANX_DEBUG", "0") not in ("", "0")
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     if getattr(args, "script_args", [])[:1] == ["--"]:  # ``run SCRIPT -- ARGS``, as before: the same
         args.script_args = args.script_args[1:]
-    return {"run": cmd_run, "info": cmd_info, "tree": cmd_tree, "profile": cmd_profile}[args.command](args)
+    run = {"run": cmd_run, "info": cmd_info, "tree": cmd_tree, "profile": cmd_profile}[args.command]
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        if _debug():
+            raise
+        return 130  # 128 + SIGINT, quietly, as a shell reports it
+    except px.PhylanxError as e:
+        if _debug():
+            raise
+        # its message, whole: one line, followed by the source lines it shows when it names a line of the script
+        print(f"phylanx-py {args.command}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        return 1
 
 
 if __name__ == "__main__":

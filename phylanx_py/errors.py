@@ -68,3 +68,28 @@ def _rebuild_execution_error(message, loc, primitive, cause):
 
 class ClusterError(PhylanxError):
     """A Dask cluster cannot be used: unreachable scheduler, workers without (this version of) phylanx-py."""
+
+
+class ConfigurationError(PhylanxError):
+    """phylanx-py's setup is wrong (an environment variable, a folder), not a line of the program: raised as it is
+    wherever it is found (see ``RAISED_AS_IS``), never wrapped in an ExecutionError at the line that happened to
+    need the setting."""
+
+
+class UnsafeCacheError(ConfigurationError):
+    """A folder of the kernel cache (primitives/kernel_cache.py) can be written by other users, so the kernels and
+    machine code cached there cannot be trusted. ``folder`` is that folder, ``variable`` the environment variable
+    that chooses it (``PHYLANX_CACHE_DIR``, or ``NUMBA_CACHE_DIR`` where Numba keeps the kernels' machine code)."""
+
+    def __init__(self, message: str, loc: SourceLoc | None = None, folder: str | None = None,
+                 variable: str = "PHYLANX_CACHE_DIR"):
+        self.folder, self.variable = folder, variable
+        super().__init__(message, loc)
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.loc, self.folder, self.variable))
+
+
+# What kernels, tile rules and generated code raise unchanged (anything else becomes an ExecutionError at the line
+# that failed): errors that already say what went wrong and where, and errors of the setup, which no line caused.
+RAISED_AS_IS = (ExecutionError, ConfigurationError)

@@ -13,9 +13,12 @@ Trust model (README: "The kernel cache and what it trusts"). The cache is data, 
   the final name (``os.replace``, atomic): concurrent processes never see half a file, and nobody can plant a file
   at a name we are about to write.
 - Numba's cache files are pickles (loading one runs code), so a folder that other users can write to cannot be
-  made safe by checking our ``.py`` files: a cache folder writable by other users (world-writable, or
-  group-writable and owned by someone else) is refused with an ``UnsafeCacheError`` naming it. Folders we create
-  are private (mode 0700).
+  made safe by checking our ``.py`` files: a cache folder writable by other users (world-writable, group-writable
+  and owned by someone else, or owned by another user) is refused with an ``UnsafeCacheError`` (a
+  ``px.PhylanxError``, raised unchanged to the caller) naming it and the variable that chose it. Each folder is
+  checked before anything is made in it, so a refused folder is left as it was. That covers where Numba keeps
+  the machine code: ``kernels/__pycache__``, or a folder under ``NUMBA_CACHE_DIR`` when that is set. Folders we
+  create (the cache, ``kernels``, ``__pycache__``, Numba's folder) are private (mode 0700).
 """
 from __future__ import annotations
 
@@ -27,36 +30,110 @@ import tempfile
 import threading
 import types
 
+from phylanx_py.errors import UnsafeCacheError
+
 CACHE_DIR = os.environ.get("PHYLANX_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "phylanx-py")
 _lock = threading.RLock()  # a warm-up may load another kernel
-
-
-class UnsafeCacheError(PermissionError):
-    """The kernel cache folder can be written by other users: its files cannot be trusted."""
+__all__ = ["CACHE_DIR", "UnsafeCacheError", "check", "digest", "kernel_dir", "load_or_build", "numba_subfolder"]
 
 
 def kernel_dir() -> str:
-    """``<cache>/kernels``, made private if new; UnsafeCacheError if another user could write into it."""
-    folder = os.path.join(CACHE_DIR, "kernels")
-    os.makedirs(CACHE_DIR, mode=0o700, exist_ok=True)  # (folders above it get the default mode)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    for d in (CACHE_DIR, folder, os.path.join(folder, "__pycache__")):
-        _check_private(d)
+    """``<cache>/kernels`` (absolute), and the folders Numba keeps the kernels' machine code in: each one is checked
+    before anything is made inside it (UnsafeCacheError, naming it, when another user could write there: nothing
+    is created in a refused folder) and made private (0700) when new."""
+    root = os.path.abspath(CACHE_DIR)
+    folder = os.path.join(root, "kernels")
+    for d in (root, folder, os.path.join(folder, "__pycache__")):  # Numba's in-tree cache of our kernels
+        _private_dir(d, "PHYLANX_CACHE_DIR")
+    numba_root = _numba_cache_root()
+    if numba_root:  # NUMBA_CACHE_DIR: Numba keeps our kernels' machine code in a folder of its own under it
+        _private_dir(numba_root, "NUMBA_CACHE_DIR", holder=True)
+        _private_dir(os.path.join(numba_root, numba_subfolder(folder)), "NUMBA_CACHE_DIR")
     return folder
 
 
-def _check_private(d: str):
+def _numba_cache_root() -> str:
+    """NUMBA_CACHE_DIR as Numba reads it (its configuration once Numba is imported; the variable before, so that
+    checking the folders never imports Numba in the caller's thread)."""
+    numba = sys.modules.get("numba")
+    config = getattr(numba, "config", None)
+    root = getattr(config, "CACHE_DIR", None) if config is not None else os.environ.get("NUMBA_CACHE_DIR")
+    return os.path.abspath(root) if root else ""
+
+
+def numba_subfolder(folder: str) -> str:
+    """The folder under NUMBA_CACHE_DIR where Numba caches the functions of files in ``folder``
+    (``numba.core.caching._CacheLocator.get_suitable_cache_subpath``: the folder's name and the SHA-1 of its path)."""
+    folder = os.path.abspath(folder)
+    return f"{os.path.basename(folder)}_{hashlib.sha1(folder.encode()).hexdigest()}"
+
+
+def _private_dir(d: str, variable: str, holder: bool = False):
+    """Check the folder ``d``, or make it (mode 0700, with any missing folders above it) when it does not exist.
+    ``holder``: a folder that only holds ours (NUMBA_CACHE_DIR, which other programs use too), refused only when
+    others could replace what is in it."""
     try:
         st = os.stat(d)
     except FileNotFoundError:
-        return  # Numba makes __pycache__ later, with our umask, inside a folder already checked
-    mine = st.st_uid == os.getuid()
-    if st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and not mine):
-        who = "all users" if st.st_mode & stat.S_IWOTH else "its group (and it belongs to another user)"
-        raise UnsafeCacheError(
-            f"the kernel cache folder {d} is writable by {who}: phylanx-py imports and runs the kernels cached "
-            "there, so it refuses a folder that others can write to. Set PHYLANX_CACHE_DIR to a folder only you "
-            f"can write to (e.g. one made with mode 0700), or remove the write permission (chmod go-w {d}).")
+        _make_private(d)
+        st = os.stat(d)
+    _check_private(d, st, variable, holder)
+
+
+def _make_private(d: str):
+    parent = os.path.dirname(d)
+    if parent != d and not os.path.isdir(parent):
+        _make_private(parent)
+    try:
+        os.mkdir(d, 0o700)
+    except FileExistsError:
+        return  # made meanwhile by another process: checked by the caller, as any existing folder
+    os.chmod(d, 0o700)  # whatever the umask took away
+
+
+def _check_private(d: str, st: os.stat_result, variable: str, holder: bool = False):
+    """UnsafeCacheError when someone else can write into ``d``: all users, its group when it is another user's
+    (a group-writable folder of yours is your choice: a user-private group), or its owner when that is neither you
+    nor root. A ``holder`` with the sticky bit (a shared folder such as /tmp) lets others add entries but not
+    touch ours, which are checked themselves."""
+    uid = os.getuid()
+    shared = holder and st.st_mode & stat.S_ISVTX
+    if st.st_mode & stat.S_IWOTH and not shared:
+        who = "all users"
+    elif st.st_mode & stat.S_IWGRP and st.st_uid != uid and not shared:
+        who = "its group (and it belongs to another user)"
+    elif st.st_uid not in (uid, 0):
+        who = f"the user it belongs to (uid {st.st_uid}; you are uid {uid})"
+    else:
+        return
+    raise UnsafeCacheError(_refusal(d, who, variable, holder), folder=d, variable=variable)
+
+
+def _refusal(d: str, who: str, variable: str, holder: bool) -> str:
+    """The refusal's message: the folder, who can write to it, why that matters, and what to do."""
+    if variable == "PHYLANX_CACHE_DIR":
+        what, does = f"the kernel cache folder {d}", "imports and runs the kernels cached there"
+        choose = "Set PHYLANX_CACHE_DIR to a folder only you can write to (e.g. one made with mode 0700)"
+    else:
+        what = f"the folder {d} ({'NUMBA_CACHE_DIR' if holder else 'in NUMBA_CACHE_DIR'})"
+        does = "loads its kernels' machine code from there (Numba's pickles: loading one runs code)"
+        choose = ("Set NUMBA_CACHE_DIR to a folder only you can write to, or unset it (Numba then keeps that "
+                  "machine code in the kernel cache)")
+    fix = "use a folder of your own" if who.startswith("the user") else \
+        f"remove the write permission (chmod go-w {d})"
+    return (f"{what} is writable by {who}: phylanx-py {does}, so it refuses a folder that others can write to. "
+            f"{choose}, or {fix}.")
+
+
+def check():
+    """UnsafeCacheError now when the cache is refused (the native tier asks before compiling in the background, so
+    that the refusal is the caller's error). Other failures (a folder that cannot be made) are left to the load."""
+    try:
+        kernel_dir()
+    except UnsafeCacheError:
+        raise
+    except OSError:
+        pass
 
 
 def digest(source: str) -> str:

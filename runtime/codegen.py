@@ -21,7 +21,7 @@ from phylanx_py.primitives.fused import FUSE_MIN_ELEMENTS
 from phylanx_py.primitives.rowdot import MIN_ELEMENTS as ROWDOT_MIN_ELEMENTS
 
 from phylanx_py import ir
-from phylanx_py.errors import ExecutionError
+from phylanx_py.errors import RAISED_AS_IS
 
 from .codegen_statements import StatementEmitter, _ident, _is_literal, _stores
 from .evaluation import CallSite
@@ -49,7 +49,7 @@ class Generator(StatementEmitter):
         self.linemap: dict[int, tuple] = {}
         self.consts: dict[str, object] = {
             "__pxr_F": FUTURES, "__pxr_S": SCALARS, "__pxr_SEQ": SEQUENCES, "__pxr_KEYS": KEYS,
-            "__pxr_type": type, "__pxr_Exception": Exception, "__pxr_PXE": ExecutionError,
+            "__pxr_type": type, "__pxr_Exception": Exception, "__pxr_PXE": RAISED_AS_IS,
             "__pxr_PxFunction": PxFunction, "__pxr_call_value": call_value,
             "__pxr_global": read_global, "__pxr_list": list, "__pxr_dict": dict, "__pxr_set": set,
             "__pxr_MUT": (list, dict, set), "__pxr_ndarray": np.ndarray, "__pxr_fusemin": FUSE_MIN_ELEMENTS,

@@ -22,7 +22,7 @@ from phylanx_py.primitives import IO, MUTATES, STATE, backends
 from phylanx_py.primitives import choose as choose_kernel
 from phylanx_py.primitives import lookup as lookup_primitive
 
-from phylanx_py.errors import ExecutionError
+from phylanx_py.errors import RAISED_AS_IS, ExecutionError
 
 from . import kinds, profiling
 from .executors import FUTURES, substitute
@@ -41,7 +41,7 @@ def run_primitive(prim, loc, args, kwargs):
         kernel = backends.device_kernel(prim)  # CuPy arrays in: CuPy's kernel of the same primitive
     try:
         return kernel(*args, **kwargs) if kwargs else kernel(*args)
-    except ExecutionError:
+    except RAISED_AS_IS:
         raise
     except Exception as e:
         err = ExecutionError.from_exception(e, loc, prim.label)

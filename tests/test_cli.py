@@ -1,6 +1,8 @@
-"""The ``phylanx-py`` command (tree, profile) and the progress line of long Dask calls (on a real pty)."""
+"""The ``phylanx-py`` command (tree, profile, run, its errors and help) and the progress line of long Dask calls
+(on a real pty)."""
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
@@ -11,8 +13,13 @@ import xml.etree.ElementTree as ET
 import pytest
 from cluster import DaskProcesses
 
+from phylanx_py import cli
+
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 CLI = [sys.executable, "-m", "phylanx_py.cli"]
+# the console script pip installed (what users type), else the module
+SCRIPT = os.path.join(os.path.dirname(sys.executable), "phylanx-py")
+COMMAND = [SCRIPT] if os.path.exists(SCRIPT) else CLI
 
 
 def test_tree_command_draws_the_function(tmp_path):
@@ -142,3 +149,110 @@ def test_progress_line_on_a_terminal_only(one_worker, tmp_path):
     done = subprocess.run([sys.executable, str(script), one_worker.address], capture_output=True, text=True,
                           timeout=200, env=env)
     assert done.returncode == 0 and "[phylanx-py]" not in done.stderr
+
+
+# ---- errors: a PhylanxError is its message on stderr and exit status 1; PHYLANX_DEBUG=1 keeps the traceback --------
+def _cli(args, **env):
+    """The console script run with ``args``, PHYLANX_DEBUG unset unless ``env`` sets it."""
+    environ = {k: v for k, v in os.environ.items() if k != "PHYLANX_DEBUG"}
+    environ.update(env)
+    return subprocess.run(COMMAND + args, capture_output=True, text=True, timeout=180, env=environ)
+
+
+REFUSED = ("phylanx-py info: ClusterError: cannot reach the Dask scheduler at tcp://127.0.0.1:1: connection refused "
+           "(nothing listens there: start `dask scheduler`, or check the address)")
+
+
+def test_a_phylanx_error_is_one_line_on_stderr_and_exit_status_1():
+    done = _cli(["info", "--scheduler", "tcp://127.0.0.1:1"])
+    assert (done.returncode, done.stderr) == (1, REFUSED + "\n")
+    assert done.stdout.startswith("phylanx-py ")  # the versions came first, on stdout
+
+
+def test_phylanx_debug_keeps_the_traceback():
+    done = _cli(["info", "--scheduler", "tcp://127.0.0.1:1"], PHYLANX_DEBUG="1")
+    assert done.returncode == 1
+    assert done.stderr.startswith("Traceback (most recent call last):")
+    assert done.stderr.splitlines()[-1] == "phylanx_py.errors.ClusterError: " + REFUSED.split("ClusterError: ", 1)[1]
+
+
+BAD = textwrap.dedent("""
+    import numpy as np
+    import phylanx_py as px
+
+    @px.compile
+    def f(x):
+        return x[10]
+
+    print(f(np.ones(20)))
+    print(f(np.ones(3)))
+""")
+
+
+def test_run_shows_the_whole_message_of_an_error_at_a_line_of_the_script(tmp_path):
+    script = tmp_path / "bad.py"
+    script.write_text(BAD)
+    done = _cli(["run", str(script)])
+    assert done.returncode == 1
+    # no traceback of phylanx-py's own frames, and no summary of where work ran: the message, whose first line says
+    # what failed and whose next lines show the script's line, as the error itself does
+    assert done.stderr.splitlines() == [
+        f"phylanx-py run: ExecutionError: {script}:7:12: in primitive 'slice_at': IndexError: index 10 is out of "
+        "bounds for axis 0 with size 3",
+        f'  File "{script}", line 7, in f',
+        "    return x[10]",
+        "           ^"]
+    assert done.stdout == "1.0\n"
+
+
+def test_a_refused_kernel_cache_is_one_line_naming_the_folder_and_the_variable(tmp_path):
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    os.chmod(folder, 0o777)
+    done = _cli(["run", f"{EXAMPLES}/lra.py", "--iterations", "2", "--repeats", "1"],
+                PHYLANX_CACHE_DIR=str(folder), PHYLANX_FUSE="1")
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"phylanx-py run: UnsafeCacheError: the kernel cache folder {folder} is writable by all users: phylanx-py "
+        "imports and runs the kernels cached there, so it refuses a folder that others can write to. Set "
+        "PHYLANX_CACHE_DIR to a folder only you can write to (e.g. one made with mode 0700), or remove the write "
+        f"permission (chmod go-w {folder})."]
+    assert os.listdir(folder) == []
+
+
+def test_ctrl_c_exits_130_quietly(tmp_path):
+    script = tmp_path / "interrupted.py"
+    script.write_text("raise KeyboardInterrupt\n")
+    done = _cli(["run", str(script)])
+    assert (done.returncode, done.stderr) == (130, "")
+
+
+# ---- help: every command listed with what it does, and an example of itself ---------------------------------------
+def _commands() -> dict:
+    """The parser's commands and their one-line help (a command added later is checked too)."""
+    (sub,) = [a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return {a.dest: a.help for a in sub._choices_actions}
+
+
+def test_help_lists_every_command_with_what_it_does_and_an_example():
+    commands = _commands()
+    assert set(commands) == {"run", "profile", "tree", "info"}
+    done = _cli(["--help"])
+    assert done.returncode == 0
+    text = done.stdout
+    for name, helptext in commands.items():
+        assert helptext and re.search(rf"^    {name} +{re.escape(helptext.split()[0])}", text, re.M), name
+        assert re.search(rf"^  phylanx-py {name} \S", text, re.M), f"no example of {name}"
+    description = text.split("\n\n")[1]  # the paragraph after the usage line names what each command does
+    for verb in ("Run", "profile", "execution tree", "versions"):
+        assert verb in description
+    assert "PHYLANX_DEBUG=1" in text
+
+
+@pytest.mark.parametrize("name", ["run", "profile", "tree", "info"])
+def test_each_commands_help_shows_an_example_of_that_command(name):
+    done = _cli([name, "--help"])
+    assert done.returncode == 0
+    named = re.findall(r"phylanx-py (run|profile|tree|info)\b", done.stdout)
+    assert named and set(named) == {name}, done.stdout
+    assert re.search(rf"^example:\n  phylanx-py {name} \S", done.stdout, re.M)

@@ -15,6 +15,8 @@ import time
 import numpy as np
 from phylanx_py.primitives import kernel_cache
 
+from phylanx_py.errors import UnsafeCacheError
+
 from . import kinds as K
 from .analysis import LoopPlan, arrays_written
 from .helpers import helpers_for
@@ -51,6 +53,14 @@ def _raw_mode():
 def current_mode() -> str:
     """mode(), re-read only when the variable changed (the per-call check)."""
     return _MODE[0] if _MODE[1] == _raw_mode() else mode()
+
+
+def raise_refusal(entry):
+    """Raise the kernel cache's refusal that a compile of ``entry`` met (in a background thread, or in this one):
+    the user hears of a cache folder others can write to, as from the fused kernels, instead of getting slower code
+    silently. Once: the loop is compiled again when it is hot again, and refused again while the folder is unsafe."""
+    err, entry.refused = entry.refused, None
+    raise err
 
 
 def load_kernel(source: str):
@@ -97,11 +107,12 @@ class Entry:
     """One signature of a loop: its source, kernel, state and the reason it was declined."""
 
     __slots__ = ("kinds", "source", "checked", "kernel", "overflow", "declined", "compiling", "compile_seconds",
-                 "interpreted", "native_runs", "writes", "flags", "convert", "parallel", "serial_why")
+                 "interpreted", "native_runs", "writes", "flags", "convert", "parallel", "serial_why", "refused")
 
     def __init__(self, kinds):
         self.kinds = kinds
         self.source = self.kernel = self.overflow = self.declined = None
+        self.refused = None  # the kernel cache's refusal met by a compile in the background, for the next call
         self.checked = self.compiling = False
         self.compile_seconds = self.interpreted = 0.0
         self.convert = None
@@ -183,8 +194,11 @@ class NativeLoop:
             if m == "force":
                 self._compile(entry, args)
             elif entry.interpreted >= HOT_SECONDS and not entry.compiling:
+                kernel_cache.check()  # a refused cache folder is this call's error, not a decline in the thread
                 entry.compiling = True
                 in_background(self._compile, entry, args)
+            if entry.refused is not None:
+                raise_refusal(entry)
             if entry.kernel is None:
                 return None
         return self._run(ev, entry, args)
@@ -227,6 +241,9 @@ class NativeLoop:
             entry.overflow = module._Overflow
             entry.kernel = module.kernel
             STATS["compiled"] += 1
+        except UnsafeCacheError as e:  # the folder turned unsafe since the caller checked: the next call raises it
+            entry.refused = e
+            return
         except Exception as e:  # noqa: BLE001 - a typing failure declines this signature
             entry.declined = f"Numba: {_first_line(e)}"
             self.reason = entry.declined

@@ -21,6 +21,8 @@ import warnings
 
 import numpy as np
 
+from phylanx_py.errors import UnsafeCacheError
+
 MIN_SECONDS = 20e-6  # a sequential call shorter than this stays sequential: threads cannot pay
 ROUNDS = 5  # calls of each variant measured before choosing
 PARALLEL_GAIN = 0.85  # the parallel variant is kept when its median time is under this fraction of sequential's
@@ -68,8 +70,10 @@ class Choice:
         self.threads = threads()
         self.forced = force
         self.decided, self.busy, self.background = decided, busy, background
-        self.par, self.error, self.compile_seconds = None, None, 0.0
-        self.state = "probing"  # probing -> compiling -> measuring -> parallel | sequential (or failed)
+        self.par, self.error, self.refused, self.compile_seconds = None, None, None, 0.0
+        # probing -> compiling -> measuring -> parallel | sequential (or failed; refused: the kernel cache's refusal
+        # is raised at the next call, then probing again)
+        self.state = "probing"
         self.times: tuple = ([], [])  # sequential, parallel
         self.runs = 0  # calls that ran the parallel variant
         self._probing = threading.Lock()
@@ -88,6 +92,8 @@ class Choice:
                 module.kernel.compile(self.sig)
             self.par = module.kernel
             state = "parallel" if self.forced else "measuring"
+        except UnsafeCacheError as e:  # the folder turned unsafe since the sequential kernel loaded from it
+            self.refused, state = e, "refused"
         except Exception as e:  # noqa: BLE001 - the sequential kernel stays; explain() says why
             first = str(e).strip().splitlines()
             self.error, state = f"Numba: {first[0][:160] if first else type(e).__name__}", "failed"
@@ -95,7 +101,8 @@ class Choice:
         self._switch(state)
 
     def runner(self, seq):
-        handler = {"probing": self.probe, "measuring": self.measure, "parallel": self.run}.get(self.state)
+        handler = {"probing": self.probe, "measuring": self.measure, "parallel": self.run,
+                   "refused": self.refuse}.get(self.state)
         return seq if handler is None else functools.partial(handler, seq)
 
     def usable(self, args) -> bool:
@@ -126,6 +133,15 @@ class Choice:
                 self._switch("compiling")
                 self.background(self.build)
         return out
+
+    def refuse(self, seq, *args):
+        """The call after the parallel variant's compile met the kernel cache's refusal: raise it (before any kernel
+        runs), as every tier does; once, then the variant is probed again."""
+        err, self.refused = self.refused, None
+        if err is None:  # another thread raised it
+            return seq(*args)
+        self._switch("probing")
+        raise err
 
     def run(self, seq, *args):
         if not _lock.acquire(blocking=False):
@@ -168,6 +184,8 @@ class Choice:
         loops = len(self.variant.loops)
         what = f"{loops} loop{'s' if loops > 1 else ''} may run on {self.threads} threads"
         seq_t, par_t = self.times
+        if self.state == "refused":
+            return f"{what}, sequential until the next call, which raises the kernel cache's refusal"
         if self.state == "failed":
             return f"{what}, sequential: its parallel variant failed to compile ({self.error})"
         if self.forced:

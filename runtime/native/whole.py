@@ -16,9 +16,10 @@ import threading
 import time
 
 import numpy as np
+from phylanx_py.primitives import kernel_cache
 
 from phylanx_py import ir
-from phylanx_py.errors import ExecutionError
+from phylanx_py.errors import ConfigurationError, ExecutionError, UnsafeCacheError
 
 from .. import profiling, select
 from ..base import Runtime
@@ -196,8 +197,11 @@ class WholeFunction:
             if m == "force":
                 self._compile(entry)
             elif entry.interpreted >= L.HOT_SECONDS and not entry.compiling:
+                kernel_cache.check()  # a refused cache folder is this call's error, not a decline in the thread
                 entry.compiling = True
                 L.in_background(self._compile, entry)
+            if entry.refused is not None:
+                L.raise_refusal(entry)
             if entry.kernel is None:
                 t0 = time.perf_counter()
                 try:
@@ -254,6 +258,9 @@ class WholeFunction:
             entry.kernel = module.kernel
             L.STATS["compiled"] += 1
             self._requick()
+        except UnsafeCacheError as e:  # the folder turned unsafe since the caller checked: the next call raises it
+            entry.refused = e
+            return
         except Exception as e:  # noqa: BLE001 - a typing failure declines this signature
             entry.declined = self.reason = f"Numba: {L._first_line(e)}"
             return
@@ -281,7 +288,10 @@ class WholeFunction:
 
     def failed(self, entry, e, stage, saved):
         """After the kernel raised ``e``: FALLBACK when the call is to run interpreted (nothing changed, or the
-        arrays were put back), else raises the ExecutionError of the loop that failed."""
+        arrays were put back), else raises the ExecutionError of the loop that failed (or ``e`` itself when it is
+        the setup's error: the kernel cache's refusal, met before the kernel ran)."""
+        if isinstance(e, ConfigurationError):
+            raise e
         if isinstance(e, L._numba_errors()):  # typing for arguments not seen when compiling: nothing ran yet
             entry.declined = self.reason = f"Numba: {L._first_line(e)}"
             self._requick()

@@ -8,7 +8,7 @@ import functools
 
 from phylanx_py.primitives import lookup
 
-from phylanx_py.errors import ExecutionError
+from phylanx_py.errors import RAISED_AS_IS, ExecutionError
 
 from .. import kinds
 from . import cross, local, protocol  # noqa: F401 - protocol fills the shard's NumPy face
@@ -98,7 +98,7 @@ class SpmdKind:
             if rule is not None:
                 return rule(*args, **kwargs)
             return prim.tile(OPS, *args, **kwargs)
-        except ExecutionError:
+        except RAISED_AS_IS:
             raise
         except Exception as e:
             err = ExecutionError.from_exception(e, site.loc, prim.label)

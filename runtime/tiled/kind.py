@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 from phylanx_py.primitives import lookup
 
-from phylanx_py.errors import ExecutionError
+from phylanx_py.errors import RAISED_AS_IS, ExecutionError
 
 from .. import kinds
 from ..evaluation import INLINE_ELEMENTS
@@ -38,7 +38,7 @@ class TiledKind:
                 return ev.run_inline(site, args, kwargs)
             try:
                 return rule(OPS, *args, **kwargs)
-            except ExecutionError:
+            except RAISED_AS_IS:
                 raise
             except Exception as e:
                 err = ExecutionError.from_exception(e, site.loc, site.prim.label)

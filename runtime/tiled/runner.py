@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from phylanx_py.errors import ExecutionError
+from phylanx_py.errors import RAISED_AS_IS, ExecutionError
 
 from . import blocked
 
@@ -57,7 +57,7 @@ def _execute(ops, out, leaves):
         a = [_arg(r, leaves, values) for r in args]
         try:
             values.append(fn(*a, **kwargs) if kwargs else fn(*a))
-        except ExecutionError:
+        except RAISED_AS_IS:
             raise
         except Exception as e:
             err = ExecutionError.from_exception(e, loc, label)
