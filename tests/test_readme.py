@@ -4,6 +4,11 @@ A block preceded by the line ``<!-- not run: reason -->`` is skipped; the README
 need a cluster at a fixed address. The blocks run as one script in a subprocess (``@px.compile`` reads the
 source of the functions it compiles, so they must live in a file), in a temporary directory (the files they
 write land there).
+
+The README's samples of output are checked against what the code prints (the tree, the CompileError and
+ExecutionError tracebacks, lu's explain(), the profile's headline, the quick start's output), with ``…`` or
+``...`` where a sample leaves out what varies; and every time, ratio or percentage on README.md and
+benchmarks/README.md is the code's own value, a target, or named with the command that printed it and the load.
 """
 from __future__ import annotations
 
@@ -11,6 +16,9 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SKIP = re.compile(r"<!--\s*not run:.*-->")
@@ -64,3 +72,281 @@ def test_readme_sample_tree_is_what_the_example_prints():
     lra = runpy.run_path(os.path.join(ROOT, "examples", "lra.py"), run_name="example")["lra"]
     printed = str(lra.tree).replace(os.path.join(ROOT, "examples"), "/home/me/examples")
     assert sample == printed
+
+
+# --- what the README says about itself, and its samples of output ------------------------------------------------
+
+NUMBER_WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten".split())}
+
+
+def readme_text(name="README.md") -> str:
+    return open(os.path.join(ROOT, name), encoding="utf-8").read()
+
+
+def fenced_blocks(text) -> list[tuple[str, str]]:
+    """[(info string, body)] of every ``` block of ``text``."""
+    return re.findall(r"^```(\S*)\n(.*?)^```$", text, flags=re.M | re.S)
+
+
+def test_a_count_of_the_snippets_not_run_is_right_or_not_stated():
+    """The README once said "the three that need a scheduler" when four did: a count it states of the snippets
+    that are not run ("N [snippets] that/which need ...", "N [snippets] [are] marked") must be the extractor's
+    (today it states none)."""
+    skipped = sum(skip for _, _, skip in readme_blocks())
+    prose = re.sub(r"^```.*?^```$", "", readme_text(), flags=re.M | re.S).replace("\n", " ")
+    assert "`<!-- not run: ... -->`" in prose, "the README no longer says how snippets that are not run are marked"
+    count = r"\b(\d+|" + "|".join(NUMBER_WORDS) + r")\s+(?:\w+\s+)?(?:(?:that|which)\s+need|(?:are\s+)?marked)\b"
+    for m in re.finditer(count, prose, flags=re.I):
+        word = m.group(1)
+        stated = int(word) if word.isdigit() else NUMBER_WORDS[word.lower()]
+        assert stated == skipped, f"the README says {m.group(0)!r}; {skipped} snippets are not run"
+
+
+def _run_bad(tmp_path, what):
+    """``python bad.py WHAT`` (tests/test_newcomer.py's script) in ``tmp_path``: its stderr, with the paths the
+    README shortens shortened (the script's folder is /home/me; phylanx-py's files are .../phylanx_py/...)."""
+    from test_newcomer import BAD
+
+    script = tmp_path / "bad.py"
+    script.write_text(BAD)
+    env = {k: v for k, v in os.environ.items() if k != "PHYLANX_DEBUG"}
+    done = subprocess.run([sys.executable, str(script), what], capture_output=True, text=True, timeout=120, env=env,
+                          cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    err = done.stderr.replace(str(tmp_path), "/home/me")
+    return re.sub(r'File "[^"]*?/(phylanx_py/[^"]+)"', r'File ".../\1"', err)
+
+
+def _without_python_underlines(err: str) -> str:
+    """``err`` without the ``^^^^``/``~~~~`` lines Python 3.11+ prints under a frame's expression (their form
+    changes between versions; 3.10 prints none). Only the frames' are dropped: the ``^`` under the column in a
+    CompileError's message, after the exception line, is phylanx-py's and stays."""
+    lines, out, in_frames = err.splitlines(), [], True
+    for line in lines:
+        if in_frames and re.fullmatch(r"\s+[\^~][\^~ ]*", line):
+            continue
+        if line.startswith("Traceback"):
+            in_frames = True
+        elif line and not line.startswith(" "):
+            in_frames = False  # the exception's own line: what follows is its message
+        out.append(line)
+    return "\n".join(out)
+
+
+def _sample_after(readme: str, marker: str) -> str:
+    """The body of the first ``` block whose body contains ``marker``."""
+    found = [body for _, body in fenced_blocks(readme) if marker in body]
+    assert found, f"no sample containing {marker!r} in README.md"
+    return found[0].rstrip("\n")
+
+
+def test_readme_compile_error_sample_is_what_bad_py_prints(tmp_path):
+    """The sample's frames of decorator.py once named lines 147 and 109 long after they moved: it is checked here,
+    whole, against what the code prints today."""
+    sample = _sample_after(readme_text(), "phylanx_py.errors.CompileError:")
+    printed = _without_python_underlines(_run_bad(tmp_path, "compile")).rstrip("\n")
+    assert sample == printed, ("README.md's CompileError sample is not what `python bad.py compile` prints; "
+                               f"replace it with:\n{printed}")
+
+
+def _matches_with_elisions(sample: str, printed: str) -> bool:
+    """Every line of ``sample`` is a line of ``printed``, in order; a sample line ``...`` (any indentation) stands
+    for any number of lines, and a line ending in ``...`` for any line starting with what precedes it."""
+    want, got = sample.splitlines(), printed.splitlines()
+
+    def match(i, j):
+        if i == len(want):
+            return j == len(got)
+        w = want[i]
+        if w.strip() == "...":
+            return any(match(i + 1, k) for k in range(j, len(got) + 1))
+        if j == len(got):
+            return False
+        ok = got[j].startswith(w[:-3]) if w.endswith("...") else got[j] == w
+        return ok and match(i + 1, j + 1)
+
+    return match(0, 0)
+
+
+def test_readme_execution_error_sample_is_what_bad_py_prints(tmp_path):
+    sample = _sample_after(readme_text(), "phylanx_py.errors.ExecutionError:")
+    printed = _without_python_underlines(_run_bad(tmp_path, "run"))
+    # Python 3.13 also prints the generated line under the <phylanx ...> frame; 3.10-3.12 print only its name
+    printed = re.sub(r'(  File "<phylanx [^\n]*\n)    [^\n]*# bad\.py:\d+: [^\n]*\n', r"\1", printed)
+    assert _matches_with_elisions(sample, printed), f"README.md's ExecutionError sample:\n{sample}\nprinted:\n{printed}"
+
+
+def _pattern(text: str) -> re.Pattern:
+    """``text`` as a regular expression in which ``…`` stands for anything (what varies from run to run)."""
+    return re.compile(".*?".join(re.escape(part) for part in text.split("…")))
+
+
+def _comment_lines(lines: list[str]) -> list[str]:
+    """README comment lines (``# ...``) with their continuations (``#   ...``) joined by one space."""
+    out: list[str] = []
+    for line in lines:
+        body = line[2:] if line.startswith("# ") else line[1:]
+        if line.startswith("#   ") and out:
+            out[-1] += " " + body.strip()
+        else:
+            out.append(body)
+    return out
+
+
+@pytest.mark.timeout(600)
+def test_readme_explain_sample_for_lu_is_what_explain_prints(tmp_path):
+    """The lu snippet, saved as lu.py and run; its explain() before and after the background compiles, against the
+    README's comment lines, ``…`` standing for times and counts."""
+    code = next(code for _, code, _ in readme_blocks() if "def lu(A):" in code)
+    head, comments = code.split("print(f.explain())\n")
+    lines = comments.splitlines()
+    later = next(i for i, line in enumerate(lines) if line.startswith("# and, a few calls later"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("# a loop that prints"))
+    first, second = _comment_lines(lines[:later]), _comment_lines(lines[later + 1:end])
+    script = tmp_path / "lu.py"
+    script.write_text(head + textwrap.dedent("""\
+        print(f.explain())
+        print("----")
+        import time
+        def settled(lines):  # every kernel native, and the analysis of its threads done (just after its compile)
+            return all("-> native (" in x and ("; sequential: " in x or " may run on " in x) for x in lines)
+
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline and not settled(f.explain().splitlines()):
+            f(A.copy())
+            time.sleep(0.01)
+        f(A.copy())
+        print(f.explain())
+        """))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PHYLANX_NATIVE")}
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=500,
+                          env=env)
+    assert done.returncode == 0, done.stderr[-4000:]
+    before, after = (part.strip("\n").splitlines() for part in done.stdout.split("----\n"))
+    for want, got in ((first, before), (second, after)):
+        assert len(want) == len(got) and all(_pattern(w).fullmatch(g) for w, g in zip(want, got)), \
+            "README.md says:\n" + "\n".join(want) + "\nexplain() printed:\n" + "\n".join(got)
+
+
+def test_readme_profile_headline_is_what_a_profile_prints():
+    import runpy
+
+    import numpy as np
+
+    import phylanx_py as px
+
+    readme = readme_text().replace("\n", " ")
+    headline = re.search(r"the table starts with a headline, `(wall [^`]*)`", readme).group(1)
+    example = runpy.run_path(os.path.join(ROOT, "examples", "lra.py"), run_name="example")
+    X, y = example["make_data"](2000, 5)
+    lra = example["lra"]
+    lra(X, y, 0.1, 5)
+    with px.profile() as prof:
+        lra(X, y, 0.1, 5)
+    table = prof.table()
+    assert _pattern(headline).fullmatch(table.splitlines()[0]), (headline, table)
+    group = re.search(r"named by its contents in the order they are computed, `(fused_rowdot\[[^`]*\])`", readme)
+    assert group and re.sub(r"\s+", " ", group.group(1)) in table, table
+    assert np.isfinite(lra(X, y, 0.1, 5)).all()
+
+
+def test_readme_quick_start_sample_has_the_form_examples_lra_prints():
+    """The quick start's output sample, its figures aside, is what ``python examples/lra.py`` prints (run small)."""
+    sample = _sample_after(readme_text(), "logistic regression: 100,000 samples")
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "lra.py"), "--rows", "2000",
+                           "--iterations", "5", "--repeats", "1"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    number = r"[0-9][0-9,.]*(?:e[-+]?[0-9]+)?"
+    for want, got in zip(sample.splitlines(), done.stdout.splitlines(), strict=True):
+        want, got = re.sub(" +", " ", want), re.sub(" +", " ", got)  # columns are aligned to the figures' widths
+        parts = re.split(number + r"|faster|slower|<[^>]*>", want)
+        pattern = re.compile(f"(?:{number}|faster|slower|<[^>]*>)".join(re.escape(p) for p in parts))
+        assert pattern.fullmatch(got), (want, got)
+
+
+# --- every figure comes with the command that printed it, and the load it ran under -------------------------------
+
+# A time, a ratio or a percentage: "50 ms", "0.2 ms", "1.07x", "0.87-1.01x", "3.7×", "10%", "1.6 GB/s".
+FIGURE = re.compile(r"(?<![\w.*])\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)?(?:\s?(?:ns|µs|us|ms|s|seconds?|minutes?)\b|[x×](?!\w)"
+                    r"|%|\s?[GM]B/s\b)")
+# Figures that are the code's own values, not measurements: each allowed only in its phrase (checked below).
+CODE_VALUES = {
+    "has run 50 ms interpreted": "runtime/native/loop.py HOT_SECONDS: a loop compiles once it ran this long",
+    "a mean under 200 µs": "runtime/evaluation.py CHEAP_SECONDS: a call site this cheap runs inline",
+    "switch interval is 0.2 ms": "runtime/native/loop.py COMPILE_SWITCH_INTERVAL, while a compile runs",
+    "with the default 5 ms": "CPython's default switch interval (sys.getswitchinterval())",
+    "under 20 µs it stays": "runtime/native/tuning.py MIN_SECONDS: a shorter call stays sequential",
+    "2 in flight, 3.1 s": "a sample of the progress line's form (runtime/progress.py)",
+}
+COMMAND = re.compile(r"`(?:python|phylanx-py) [^`]+`")
+
+
+def figure_units(text: str):
+    """The pieces of ``text`` a figure must be explained within: each paragraph, or each item of a list (its lead-in
+    paragraph apart), or each row of a table with the table's header row. Fenced blocks are left out: their
+    samples are checked by the tests above or carry ``…`` for what varies."""
+    prose = re.sub(r"^```.*?^```$", "", text, flags=re.M | re.S)
+    for block in re.split(r"\n\s*\n", prose):
+        lines = block.strip("\n").splitlines()
+        if lines and all(line.startswith("|") for line in lines):
+            for row in lines[2:]:
+                yield lines[0] + "\n" + row
+            continue
+        item: list[str] = []
+        for line in lines:
+            if line.startswith("- ") and item:
+                yield "\n".join(item)
+                item = []
+            item.append(line)
+        if item:
+            yield "\n".join(item)
+
+
+def unexplained_figures(text: str) -> list[str]:
+    found = []
+    for unit in figure_units(text):
+        unit = re.sub(r"\s+", " ", unit)
+        for phrase in CODE_VALUES:
+            unit = unit.replace(phrase, "")  # the code's values, where the page gives them as such
+        for m in FIGURE.finditer(unit):
+            figure = m.group(0)
+            if unit[max(0, m.start() - 2):m.start()].strip() in ("≤", "≥"):
+                continue  # a target ("≤ 1.5× NumPy")
+            if not (COMMAND.search(unit) and re.search(r"\bload\b", unit)):
+                found.append(f"{figure!r} in: {unit!r}")
+    return found
+
+
+@pytest.mark.parametrize("page", ["README.md", "benchmarks/README.md"])
+def test_every_figure_names_its_command_and_load(page):
+    """A time, ratio or percentage on the page is the code's own value (CODE_VALUES), a target, or a measurement
+    given in the same paragraph, list item or table row (with its header) as the command that printed it
+    (`python ...`, `phylanx-py ...`) and the load it ran under; the page says which machine ("this machine")."""
+    text = readme_text(page)
+    assert unexplained_figures(text) == []
+    if page == "README.md":
+        assert "\"This machine\" is the project's own:" in text
+
+
+def test_the_figures_that_are_code_values_are_the_codes():
+    from phylanx_py.runtime import evaluation
+    from phylanx_py.runtime.native import loop, tuning
+
+    assert (loop.HOT_SECONDS, evaluation.CHEAP_SECONDS, loop.COMPILE_SWITCH_INTERVAL, tuning.MIN_SECONDS) == \
+        (50e-3, 200e-6, 0.2e-3, 20e-6)
+    fresh = subprocess.run([sys.executable, "-c", "import sys; print(sys.getswitchinterval())"], capture_output=True,
+                           text=True, timeout=60)  # (this process's may be lowered while a native compile runs)
+    assert float(fresh.stdout) == 0.005
+    readme = re.sub(r"\s+", " ", readme_text())
+    missing = [phrase for phrase in CODE_VALUES if phrase not in readme]
+    assert not missing, f"CODE_VALUES lists phrases README.md no longer has: {missing}"
+
+
+def test_the_figure_check_catches_a_figure_without_its_command():
+    assert unexplained_figures("NumPy's BLAS passes are fast: 1.19x faster here.\n")
+    assert unexplained_figures("| script | ratio |\n|---|---|\n| `lra.py` | 3.7x faster |\n")
+    assert not unexplained_figures("`python examples/lra.py` printed 1.07x faster (load 0.6).\n")
+    assert not unexplained_figures("| a | `python x.py`, load average 0.6 |\n|---|---|\n| `lra.py` | 3.7x faster |\n")
+    assert not unexplained_figures("| script | target |\n|---|---|\n| `lra.py` | ≤ 1.5× NumPy |\n")
+    assert unexplained_figures("A call costs about 5 ms on this machine.\n")  # a code value's figure, elsewhere
+    assert not unexplained_figures("with the default\n5 ms the busy interpreter starved the compile\n")
