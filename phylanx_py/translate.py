@@ -4,6 +4,7 @@ anything else is a CompileError naming the construct, file:line:col and the sour
 from __future__ import annotations
 
 import ast
+import importlib
 import linecache
 
 from phylanx_py.primitives import exists
@@ -15,6 +16,7 @@ from .resolve import CellNamespace, Resolved, classify, resolve_attr, resolve_na
 from .scopes import local_names, params_of
 from .source import SourceLoc
 from .translate_expressions import ExpressionVisitors
+from .translate_imports import ImportVisitors
 from .translate_statements import StatementVisitors
 
 # Friendly names of constructs we reject (the rest are named by their AST class).
@@ -23,13 +25,12 @@ CONSTRUCTS = {
     "TryStar": "'try' statement", "ClassDef": "class definition", "Yield": "'yield' (generators)",
     "YieldFrom": "'yield from' (generators)", "Await": "'await'", "AsyncFunctionDef": "async function",
     "AsyncFor": "'async for' loop", "Global": "'global' statement", "Nonlocal": "'nonlocal' statement",
-    "Import": "'import' inside a compiled function", "ImportFrom": "'import' inside a compiled function",
     "Starred": "starred expression (*args)", "GeneratorExp": "generator expression (outside a call argument)",
     "Match": "'match' statement", "Delete": "'del' of a name",
 }
 
 
-class FunctionTranslator(StatementVisitors, ExpressionVisitors, ast.NodeVisitor):
+class FunctionTranslator(StatementVisitors, ExpressionVisitors, ImportVisitors, ast.NodeVisitor):
     """Translates one function; ``builder`` (program.ProgramBuilder) compiles the functions it calls."""
 
     def __init__(self, builder, pyfunc, filename: str, line_offset: int, module: str,
@@ -70,6 +71,9 @@ class FunctionTranslator(StatementVisitors, ExpressionVisitors, ast.NodeVisitor)
         if isinstance(node, ast.Name):
             if self.depth_of(node.id) is not None:
                 return None
+            r = self.imported_static(node)
+            if r is not None:
+                return r
             if node.id in self.closure:
                 try:
                     value = self.closure[node.id]
@@ -108,6 +112,11 @@ class FunctionTranslator(StatementVisitors, ExpressionVisitors, ast.NodeVisitor)
         if r.kind == "function":
             return ir.FuncRef(self.builder.add(r.obj), loc)
         if r.kind == "data":
+            source = self.imported_source(node.id) if isinstance(node, ast.Name) else None
+            if source is not None:  # ``from config import TABLE``: read from its module when the line runs
+                module = importlib.import_module(source[0])
+                self.builder.namespaces.setdefault(module.__name__, vars(module))
+                return ir.Global(source[1], module.__name__, loc)
             if isinstance(node, ast.Name):
                 module = self.closure_key if node.id in self.closure else self.module
                 return ir.Global(node.id, module, loc)
@@ -166,6 +175,8 @@ class FunctionTranslator(StatementVisitors, ExpressionVisitors, ast.NodeVisitor)
             if stmts and isinstance(stmts[0], ast.Expr) and isinstance(stmts[0].value, ast.Constant) \
                     and isinstance(stmts[0].value.value, str):
                 stmts = stmts[1:]  # the docstring
+            if len(self.scopes) == 1:
+                self.prepare_imports(stmts)
             blk = self.block(stmts)
             return ir.Function(name, tuple(positional), blk, tuple(sorted(self.scopes[-1])), tuple(kwonly),
                                self.loc(fdef))

@@ -9,6 +9,7 @@ import prog_basic
 import prog_calls
 import prog_config
 import prog_control
+import prog_imports
 import prog_numpy
 import pytest
 from helpers import check, check_against, compiled
@@ -19,7 +20,7 @@ import phylanx_py as px
 pytestmark = pytest.mark.usefixtures("native_tier")
 
 # Every program of the prog_* modules as ``p.<name>``.
-p = types.SimpleNamespace(**{name: obj for m in (prog_basic, prog_control, prog_calls, prog_numpy)
+p = types.SimpleNamespace(**{name: obj for m in (prog_basic, prog_control, prog_calls, prog_numpy, prog_imports)
                              for name, obj in vars(m).items() if callable(obj) and not name.startswith("__")})
 _counts: collections.Counter = collections.Counter()
 
@@ -127,6 +128,9 @@ CONTAINERS = [
 
 NUMPY = [
     case(p.np_functions, np.array([0.25, -1.0, 2.0])), case(p.np_aliases, np.array([0.5, -1.5])),
+    case(p.local_import_numpy, np.array([0.5, 1.5])), case(p.local_from_imports, np.array([3.0, 4.0])),
+    case(p.local_import_submodule, np.array([1.0, -2.0])), case(p.local_import_loop, np.linspace(0.0, 2.0, 50)),
+    case(p.local_import_module_data, np.ones(4)), case(p.local_import_in_nested_function, np.array([0.5, 2.0])),
     case(p.np_linalg, np.array([[4.0, 1.0], [2.0, 3.0]]), np.array([1.0, 2.0])), case(p.np_creation, 4),
     case(p.array_attributes, A23), case(p.array_attributes, np.arange(4, dtype=np.int32)),
     case(p.array_methods, A23), case(p.array_methods, np.arange(6).reshape(2, 3)),

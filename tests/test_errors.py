@@ -92,16 +92,32 @@ def uses_async_def(x):
     return inner
 
 
-def uses_import(x):
+def uses_import_in_a_block(x):
+    if x > 0:
+        import math
+
+        return math.sqrt(x)
+    return x
+
+
+def uses_name_before_its_import(x):
+    y = np.sum(x)  # noqa: F823 - the error under test
+    import numpy as np
+
+    return np.exp(y)
+
+
+def uses_import_and_assignment(x):
     import math
 
-    return math.sqrt(x)
+    math = x  # noqa: F811 - the error under test
+    return math
 
 
-def uses_from_import(x):
-    from math import sqrt
+def uses_import_of_a_missing_module(x):
+    import phylanx_no_such_module
 
-    return sqrt(x)
+    return phylanx_no_such_module.f(x)
 
 
 def uses_match(x):
@@ -199,8 +215,14 @@ UNSUPPORTED = [
     (uses_attribute_assignment, "obj.x = 1", "unsupported construct: assignment to an attribute"),
     (uses_del_name, "del y", "unsupported construct: 'del' of a name"),
     (uses_async_def, "async def", "unsupported construct: async function"),
-    (uses_import, "import math", "unsupported construct: 'import' inside a compiled function"),
-    (uses_from_import, "from math", "unsupported construct: 'import' inside a compiled function"),
+    (uses_import_in_a_block, "import math", "unsupported construct: 'import' inside a block or a nested function "
+     "of a compiled function (an import is supported as a statement of the function's own body)"),
+    (uses_name_before_its_import, "np.sum", "local variable 'np' is used before the import at line "
+     f"{uses_name_before_its_import.__code__.co_firstlineno + 2} binds it (Python raises UnboundLocalError)"),
+    (uses_import_and_assignment, "import math", "'math' is bound by this import and also assigned in the function: "
+     "give the module another name"),
+    (uses_import_of_a_missing_module, "import phylanx_no", "ModuleNotFoundError: No module named "
+     "'phylanx_no_such_module'"),
     (uses_match, "match x", "unsupported construct: 'match' statement"),
     (uses_np_foo, "np.foo", "unknown NumPy function 'np.foo'"),
     (uses_np_fft, "np.fft.fft", "unsupported NumPy function 'np.fft.fft'"),
