@@ -26,6 +26,7 @@ import warnings
 from phylanx_py.errors import ClusterError
 
 from . import dask_faults
+from .alignment import aligned, aligned_values
 from .base import Runtime
 from .dask_cluster import DaskCluster
 from .dask_connect import (  # noqa: F401 - check_workers, WORKER_MALLOC_ENV: where cli.py, benchmarks, users find them
@@ -43,18 +44,8 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_NO_WORKER_TIMEOUT = 60.0
 _POLL_SECONDS = 1.0
 
-def _aligned(x):
-    """Arrays Dask deserializes can be unaligned views into a receive buffer, and BLAS on those runs ~10x
-    slower (REFERENCES.md): copy such an array once, on arrival."""
-    import numpy as np
-
-    if type(x) is np.ndarray and not x.flags.aligned:
-        return x.copy()
-    return x
-
-
 def _materialize(x):
-    return _aligned(x)
+    return aligned(x)
 
 
 def _view(base, dtype, shape, strides, offset):
@@ -66,7 +57,7 @@ def _view(base, dtype, shape, strides, offset):
 
 def apply_site(site, args, kwargs):
     """What workers run: the call site's kernel on the (already fetched) arguments."""
-    return site(*[_aligned(a) for a in args], **kwargs)
+    return site(*[aligned(a) for a in args], **kwargs)
 
 
 # Called with the client when a Dask executor closes, before what it owns: modules that keep connections of their
@@ -282,7 +273,7 @@ class DaskExecutor(DaskCluster):
             return fut.result()
         self.wait([fut])
         with self._guard():
-            return fut.result()
+            return aligned_values(fut.result())
 
     def gather(self, value):
         with self._guard():
@@ -300,7 +291,7 @@ class DaskExecutor(DaskCluster):
         if not found:
             return value
         self.wait(remote)
-        values = self.client.gather(remote) if remote else []
+        values = aligned_values(self.client.gather(remote)) if remote else []
         table = {id(f): v for f, v in zip(remote, values)}
         return substitute(value, lambda f: table[id(f)] if id(f) in table else f.result())
 

@@ -23,6 +23,7 @@ from phylanx_py.primitives import IO, MUTATES, STATE, lookup
 from phylanx_py import ir
 
 from .. import loop_tiers
+from ..alignment import aligned_values
 from ..loop_tiers import UNBOUND
 from ..native.analysis import _names
 from ..tiled import views
@@ -245,7 +246,7 @@ class SpmdLoop:
                                  TIMEOUT_SECONDS)
 
         ranks, segment, results = driver.run(client, make_job, cols, tile_rows, tile_bytes, STALL_SECONDS)
-        first = results[0][1]
+        first = aligned_values(results[0][1])  # the replicated outputs, as Dask deserialized them
         out = dict(first["rep"])
         made = {}
         for name, (trail, dtype) in first["meta"].items():

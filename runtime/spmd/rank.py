@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..alignment import aligned, aligned_values
 from ..base import Runtime
 from ..code import ProgramCode
 from ..executors import SynchronousExecutor
@@ -111,14 +112,14 @@ def _shards(job, rank: Rank, keys, tile_data, worker):
     per = len(job.tile_rows[rank.rank])
     for p in job.params:
         if p[0] != "tiled":
-            args.append(p[1])
+            args.append(aligned_values(p[1]))  # a NumPy value the job carried, as Dask deserialized it
             continue
         _, halo, copy = p
         tiles = tile_data[i:i + per]
         if len(tiles) > 1:
             own = _joined(tuple(keys[i:i + per]), tiles, worker)
-        else:  # the worker's stored tile itself: read-only here, so an assignment the tree did not show fails
-            own = tiles[0].view()
+        else:  # the worker's stored tile itself (aligned: alignment.py): read-only here, so an assignment the
+            own = aligned(tiles[0]).view()  # tree did not show fails
             own.flags.writeable = False
         i += per
         if copy and not halo:

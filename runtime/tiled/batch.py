@@ -11,6 +11,7 @@ import threading
 
 import numpy as np
 
+from ..alignment import aligned_values
 from ..executors import FUTURES
 from . import tasks
 from .common import evaluation
@@ -35,7 +36,7 @@ class _Batch:
         with self._lock:
             if self._values is None:
                 self.executor.wait([self.future])
-                self._values = self.future.result()
+                self._values = aligned_values(self.future.result())
             return self._values
 
 

@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 
+from ..alignment import aligned_values
 from . import grid, tasks
 from .array import TiledArray, is_tiled
 from .dispatch import implements
@@ -24,7 +25,7 @@ def fetch(v):
     ev = evaluation()
     if ev is not None:
         return ev.wait(v)
-    return v.result()
+    return aligned_values(v.result())
 
 
 def prepare(v):
@@ -147,7 +148,7 @@ def remote_result(fut, shape, dtype):
     remember(fut, shape, dtype)
     ev = evaluation()
     if ev is None:
-        return fut.result()
+        return aligned_values(fut.result())
     ev._track(fut, ())
     return fut
 

@@ -4,10 +4,9 @@ fused chain of tasks.py's operations and NumPy functions), as written or on row 
 Pickled by reference like tasks.py: workers import it from the installed phylanx-py."""
 from __future__ import annotations
 
-import numpy as np
-
 from phylanx_py.errors import RAISED_AS_IS, ExecutionError
 
+from ..alignment import aligned
 from . import blocked
 
 # Argument references in a tile program: ("L", i) the i-th leaf (a fetched tile or small remote value),
@@ -41,7 +40,7 @@ def run_program(ops, out, *leaves):
     row blocks when it allows (blocked.py)."""
     if type(ops) is Code:
         ops = ops.ops
-    leaves = [_aligned(v) for v in leaves]
+    leaves = [aligned(v) for v in leaves]
     found = blocked.plan(ops, out, leaves) if BLOCKED else None
     if found is not None:
         return blocked.run(ops, out, leaves, found, _execute)
@@ -63,9 +62,3 @@ def _execute(ops, out, leaves):
             err = ExecutionError.from_exception(e, loc, label)
             raise err from err.__cause__
     return _arg(out, leaves, values)
-
-
-def _aligned(x):
-    if type(x) is np.ndarray and not x.flags.aligned:
-        return x.copy()  # BLAS on unaligned receive buffers is ~10x slower (see dask_runtime._aligned)
-    return x

@@ -22,6 +22,7 @@ import numpy as np
 
 from phylanx_py.errors import ClusterError
 
+from ..alignment import aligned_values
 from ..dask_connect import live_workers
 from ..dask_faults import scheduler_lost
 from . import segment as seg
@@ -271,7 +272,7 @@ class SegmentTrainer:
                         raise user[0]
                     raise RankLost(f"a rank of {name} failed: {errors[0] if errors else 'cancelled'}")
                 if all(f.status == "finished" for f in futs):
-                    return client.gather(futs)
+                    return aligned_values(client.gather(futs))
                 if any(f.status != "finished" for f in deps):
                     raise RankLost(f"the checkpoint {name} starts from was lost with its worker")
                 require_alive(client, name, workers)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..dask_runtime import _aligned
+from ..alignment import aligned
 from .quiet import quiet
 from .ring import Group, RankLost
 
@@ -95,8 +95,8 @@ def run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles: 
 
 def _run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles: tuple, carry, *data):
     PROGRESS[name] = 0
-    Xs = [np.ascontiguousarray(_aligned(x)) for x in data[0::2]]
-    Ys = [np.ascontiguousarray(_aligned(y)) for y in data[1::2]]
+    Xs = [np.ascontiguousarray(aligned(x)) for x in data[0::2]]
+    Ys = [np.ascontiguousarray(aligned(y)) for y in data[1::2]]
     problem, opt = job.problem, job.optimizer
     carry, owned = _take(carry)
     pvec, opt_state, state = carry
