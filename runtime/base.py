@@ -67,13 +67,21 @@ class Runtime:
         self._pending: set = set()  # LazyCalls not done yet (close() cancels them)
         self._closing = False  # close() has begun: no new lazy calls
         self.closed = False
-        # what its calls did, for ``phylanx-py run``'s summary: calls, tasks submitted (the rest ran inline)
-        self.counts = {"calls": 0, "tasks": 0}
+        # what ran where, for ``phylanx-py run``'s summary: compiled calls and the tasks they submitted (the rest
+        # ran inline); parallel fits; segments (training, SPMD loops) and their ranks, long-running on the workers
+        self.counts = {"calls": 0, "tasks": 0, "fits": 0, "segments": 0, "ranks": 0}
 
     def __repr__(self):
         if self.closed:
             return f"<phylanx runtime {self.name}: closed>"
         return f"<phylanx runtime {self.name}: {getattr(self.executor, 'workers', '?')} workers>"
+
+    def count(self, **deltas):
+        """Add ``deltas`` to ``counts`` (work that ran on this runtime's workers without passing through
+        ``evaluate``'s count: training and SPMD segments)."""
+        with self._lock:
+            for k, v in deltas.items():
+                self.counts[k] = self.counts.get(k, 0) + v
 
     def closed_error(self) -> Exception:
         """What using this runtime raises once it is closed."""

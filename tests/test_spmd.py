@@ -257,6 +257,22 @@ def test_a_worker_restarted_by_its_nanny_is_not_waited_on(address):
         procs.stop()
 
 
+def test_a_segment_counts_on_the_runtime_for_the_run_summary(rt):
+    """``phylanx-py run`` sums up what ran on the workers from ``rt.counts``: an SPMD loop is one segment of one
+    long-running rank per worker (no primitive task), so without its count a script whose work was all SPMD loops
+    was said to have left the workers idle."""
+    from phylanx_py.cli import _where_work_ran
+
+    X, y = _data(seed=13)
+    f = px.compile(P.lra)
+    before = dict(rt.counts)
+    np.testing.assert_allclose(f(px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(y, tiles=(2,)), 0.5, 3),
+                               P.lra(X, y, 0.5, 3), rtol=RTOL)
+    _spmd(f)
+    assert (rt.counts["segments"], rt.counts["ranks"]) == (before["segments"] + 1, before["ranks"] + 2)
+    assert "did nothing" not in _where_work_ran(rt)
+
+
 def test_masked_sums_by_label_match_numpy(rt):
     X, _ = _data(n=500, d=3, seed=10)
     labels = np.random.default_rng(11).integers(0, 4, 500)
