@@ -4,6 +4,7 @@ the MLP data-parallel on two Dask workers with an allreduce of gradients and wit
     pip install -e ".[examples]"      # scikit-learn
     python examples/digits.py         # all four runs (starts a local 2-worker cluster for the parallel ones)
     python examples/digits.py --only mlp cnn --epochs 10
+    phylanx-py run --local-cluster 2 examples/digits.py    # the parallel runs on the cluster run gives it
 
 Split: 1437 training / 360 test images, seed 0 (``train_test_split(..., test_size=360, random_state=0)``).
 """
@@ -75,9 +76,14 @@ def run_local(name, model, Xtr, Ytr, Xte, Yte, epochs, verbose):
 
 
 def run_parallel(modes, Xtr, Ytr, Xte, Yte, epochs, every, verbose, address=None):
-    """The MLP on two workers: a cluster at ``address``, or a LocalCluster of two single-threaded processes."""
-    cluster = None
-    if address is None:
+    """The MLP on two workers: a cluster at ``address``; else the runtime the script runs on when that is a Dask
+    one (``phylanx-py run --local-cluster 2`` or ``--scheduler`` gives one); else a LocalCluster of two
+    single-threaded processes started here."""
+    cluster = rt = None
+    given = px.runtime.current()
+    if address is None and getattr(given, "client", None) is not None:
+        rt = given  # the caller's: used, not closed
+    elif address is None:
         from distributed import LocalCluster
 
         os.environ.setdefault("OMP_NUM_THREADS", "1")  # workers inherit it: they must not fight over the cores
@@ -85,13 +91,17 @@ def run_parallel(modes, Xtr, Ytr, Xte, Yte, epochs, every, verbose, address=None
         cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                                dashboard_address="127.0.0.1:0")
         address = cluster.scheduler_address
-    rt = px.runtime.dask(address)
+    owned = rt is None
+    if owned:
+        rt = px.runtime.dask(address)
     out = []
     try:
         with px.using(rt):
             Xt, Yt = px.tiled.from_array(Xtr, tiles=(2, 1)), px.tiled.from_array(Ytr, tiles=(2,))
+            workers = min(2, len(rt.client.nthreads()))
             for mode in modes:
-                heading(f"MLP 64-128-10, parallel={mode!r}, on 2 workers", verbose)
+                heading(f"MLP 64-128-10, parallel={mode!r}, on {workers} worker{'s' if workers != 1 else ''}",
+                        verbose)
                 model = mlp()
                 t0 = time.perf_counter()
                 h = model.fit(Xt, Yt, epochs=epochs, batch_size=32, optimizer=nn.SGD(lr=0.1, momentum=0.9),
@@ -103,7 +113,8 @@ def run_parallel(modes, Xtr, Ytr, Xte, Yte, epochs, every, verbose, address=None
                 out.append((f"MLP, parallel={mode!r}", model.evaluate(Xte, Yte)["accuracy"],
                             time.perf_counter() - t0, extra))
     finally:
-        rt.close()
+        if owned:
+            rt.close()
         if cluster is not None:
             cluster.close()
     return out

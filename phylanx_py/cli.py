@@ -48,15 +48,25 @@ def _dashboard(rt):
     return link
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'s' if n != 1 else ''}"
+
+
 def _where_work_ran(rt) -> str:
-    """The end-of-run summary: how many tasks went to the workers (or the pool), where the rest ran, and why."""
-    c = dict(rt.counts)
+    """The end-of-run summary: how many tasks went to the workers (or the pool), the segments that ran there
+    (parallel training, SPMD loops: one long-running rank per worker each), where the rest ran, and why."""
+    c = {"fits": 0, "segments": 0, "ranks": 0, **rt.counts}
     remote = getattr(rt.executor, "client", None) is not None
     why = (f"scalar work, and arrays under the inline threshold of {rt.inline_elements:,} elements whose inputs "
            "were here or that measured cheaper than a task")
-    text = (f"{c['calls']} compiled call{'s' if c['calls'] != 1 else ''}: {c['tasks']:,} tasks ran "
-            f"{'on the workers' if remote else 'on the thread pool'}; ")
-    if remote and not c["tasks"]:
+    what = _plural(c["calls"], "compiled call") + (f" and {_plural(c['fits'], 'parallel fit')}" if c["fits"] else "")
+    kind = "primitive tasks" if c["segments"] else "tasks"
+    text = f"{what}: {c['tasks']:,} {kind} ran {'on the workers' if remote else 'on the thread pool'}"
+    if c["segments"]:
+        text += (f", and {_plural(c['segments'], 'segment')} (parallel training, SPMD loops) ran there as "
+                 f"{_plural(c['ranks'], 'long-running rank')}, each running many steps")
+    text += "; "
+    if remote and not c["tasks"] and not c["segments"]:
         return text + (f"the workers did nothing: every primitive ran inline in this process ({why}); "
                        "px.runtime.dask(..., inline_elements=0) sends all array work to them")
     return text + f"the other primitive calls ran inline in this process ({why})"
@@ -84,7 +94,7 @@ def cmd_run(args) -> int:
         ended = True
         raise
     finally:
-        if ended and shown.counts["calls"]:
+        if ended and (shown.counts["calls"] or shown.counts.get("segments")):
             _say(_where_work_ran(shown))
         if rt is not None:
             px.runtime.set_default(previous)

@@ -36,7 +36,7 @@ from .dask_connect import (  # noqa: F401 - check_workers, WORKER_MALLOC_ENV: wh
     connect,
     start_local_cluster,
 )
-from .executors import FUTURES, collect, substitute
+from .executors import FUTURES, ClosedError, closed_error, collect, substitute
 
 UPLOAD_BYTES = 1 << 20
 DASK_INLINE_ELEMENTS = 1 << 20
@@ -73,7 +73,7 @@ class DaskExecutor(DaskCluster):
     callbacks = False  # see Evaluation._track
     shares_results = False  # each fetch deserializes a new copy: Evaluation.memo keeps one
 
-    def __init__(self, client, *, no_worker_timeout: float = DEFAULT_NO_WORKER_TIMEOUT, owned=()):
+    def __init__(self, client, *, no_worker_timeout: float = DEFAULT_NO_WORKER_TIMEOUT, owned=(), runtime_name=None):
         import distributed
 
         self.future_types = (distributed.Future,)
@@ -87,9 +87,11 @@ class DaskExecutor(DaskCluster):
         self._watched = time.monotonic()  # when _guard last looked at the workers
         self.lost: str | None = None  # what happened when the scheduler connection was lost (then: closed)
         self._closing = False  # close() was called: a closed client is then no news
+        self.runtime_name = runtime_name or f"dask {client.scheduler.address}"  # for the closed runtime's error
 
     @property
     def workers(self) -> int:
+        self.check_alive()
         return len(self.client.nthreads())
 
     # ---- failures of the cluster (runtime/dask_faults.py) --------------------------------------------
@@ -99,13 +101,26 @@ class DaskExecutor(DaskCluster):
             self.lost = dask_faults.scheduler_lost(self.client)
         return self.lost
 
+    @property
+    def closed_by_user(self) -> bool:
+        """Closed by ``close()`` (its runtime's), not by the loss of the scheduler."""
+        return self._closing and self.lost is None
+
     def check_alive(self):
-        """ClusterError at once when the scheduler connection is gone: nothing submitted now could finish."""
+        """At once: ClusterError when the scheduler connection is gone (nothing submitted now could finish), the
+        closed runtime's RuntimeError when it was closed."""
         if self.lost_now() is not None:
             raise ClusterError(self.lost)
+        if self._closing:
+            raise closed_error(self.runtime_name)
 
     def cluster_error(self, exc):
-        """The ClusterError that ``exc`` stands for (see dask_faults), or None for a kernel's own error."""
+        """The error that ``exc`` stands for: a ClusterError (see dask_faults), the closed runtime's RuntimeError
+        when it was closed meanwhile (its client closed under the call), or None for a kernel's own error."""
+        if self.closed_by_user:
+            if isinstance(exc, ClosedError):
+                return exc
+            return closed_error(self.runtime_name) if dask_faults.cluster_error(exc, self.client) else None
         err = dask_faults.cluster_error(exc, self.client)
         self.lost_now()
         return err
@@ -123,7 +138,7 @@ class DaskExecutor(DaskCluster):
             raise
         except BaseException as e:
             err = self.cluster_error(e)
-            if err is None:
+            if err is None or err is e:
                 raise
             raise err from e
 
@@ -345,12 +360,23 @@ class DaskRuntime(Runtime):
         except Exception:  # noqa: BLE001 - no dashboard service (``--no-dashboard``), or a closed client
             return None
 
+    def closed_error(self) -> Exception:
+        """A ClusterError saying what happened when the scheduler connection was lost; else (closed by ``close()``)
+        the closed runtime's RuntimeError, as every runtime's."""
+        lost = self.executor.lost
+        if lost is not None:
+            return ClusterError(f"{lost}; this runtime was closed then: make a new one (px.runtime.dask(...)) once "
+                                "the scheduler runs again")
+        return super().closed_error()
+
     def evaluate(self, code, args, kwargs, hooks=None):
         call = f"{getattr(code, 'entry', 'the compiled function')}()"
         ex = self.executor
         if ex.lost is not None:
             raise ClusterError(f"{call} cannot run: {ex.lost}; this runtime was closed then: make a new one "
                                "(px.runtime.dask(...)) once the scheduler runs again")
+        if self._closed:  # by close(); a loss noticed now is the ClusterError naming this call, below
+            raise self.closed_error()
         try:
             ex.check_alive()
             return super().evaluate(code, args, kwargs, hooks)
@@ -358,6 +384,10 @@ class DaskRuntime(Runtime):
             err = ex.cluster_error(e)
             if err is None:
                 raise
+            if isinstance(err, ClosedError):  # closed while the call ran (close() from another thread)
+                if err is e:
+                    raise
+                raise err from e
             if ex.lost is not None and not self._closed:
                 self._close_after_loss()
             raise dask_faults.naming_the_call(err, call, ex.lost is not None) from e
@@ -385,7 +415,8 @@ def dask(address: str | None = None, client=None, n_workers: int | None = None,
     start an in-process ``LocalCluster`` of ``n_workers`` processes on 127.0.0.1 (the default: one per core; its
     dashboard on 127.0.0.1 too, its address printed on stderr and in ``rt.dashboard_link``).
 
-    Closing the runtime closes only what it started. ``timeout`` bounds connecting (a ClusterError past it; a
+    Closing the runtime closes only what it started, and cancels its pending lazy calls unless ``close(wait=True)``
+    (base.Runtime.close). ``timeout`` bounds connecting (a ClusterError past it; a
     refused connection is one at once); ``security`` (a ``distributed.Security``, e.g. TLS) passes through;
     ``check`` verifies every worker has this version of phylanx-py. ``progress``: show tasks done/submitted
     during long calls (None: on a terminal only). ``no_worker_timeout``: seconds a call waits while the cluster
@@ -416,5 +447,6 @@ def dask(address: str | None = None, client=None, n_workers: int | None = None,
                 thing.close()
             raise
     kw = {"inline_elements": DASK_INLINE_ELEMENTS if inline_elements is None else inline_elements}
-    executor = DaskExecutor(client, no_worker_timeout=no_worker_timeout, owned=owned)
-    return DaskRuntime(executor, name=f"dask {client.scheduler.address}", progress=progress, **kw)
+    name = f"dask {client.scheduler.address}"
+    executor = DaskExecutor(client, no_worker_timeout=no_worker_timeout, owned=owned, runtime_name=name)
+    return DaskRuntime(executor, name=name, progress=progress, **kw)

@@ -63,6 +63,16 @@ def substitute(value, get=_result):
 _CONTAINERS = {list, tuple, dict}
 
 
+class ClosedError(RuntimeError):
+    """A closed runtime was used (a RuntimeError, as Python's closed executors and files raise)."""
+
+
+def closed_error(name: str) -> ClosedError:
+    """What using a closed runtime named ``name`` raises: a call, a task its executor is asked for, a tiled array
+    made on it or an operation on one (base.Runtime.close)."""
+    return ClosedError(f"<phylanx runtime {name}: closed> is closed")
+
+
 @runtime_checkable
 class Executor(Protocol):
     """What the evaluator asks of an executor: SynchronousExecutor, LocalPoolExecutor, dask_runtime.DaskExecutor.
@@ -149,17 +159,20 @@ class SynchronousExecutor(_LocalFutures):
 
     name = "synchronous"
     workers = 1
+    _closed = False
 
     def submit(self, fn, args, kwargs, ev=None) -> Future:
         fut = Future()
         try:
+            if self._closed:  # a call still running when its runtime closed: it stops here
+                raise closed_error(self.name)
             fut.set_result(fn(*substitute(args), **substitute(kwargs)))
         except BaseException as e:  # noqa: BLE001 - the future carries it to whoever waits
             fut.set_exception(e)
         return fut
 
     def close(self):
-        pass
+        self._closed = True
 
 
 class LocalPoolExecutor(_LocalFutures):
@@ -205,13 +218,18 @@ class LocalPoolExecutor(_LocalFutures):
         slot = getattr(self._local, "slot", None)
         if slot is not None and slot[0] is None:
             slot[0] = run
+        elif self._closed:  # no thread takes it from the queue now: run it here, where it fails its future
+            run()
         else:
             self._queue.put(run)
 
     def submit(self, fn, args, kwargs, ev=None) -> Future:
+        out = Future()
+        if self._closed:  # a call still running when its runtime closed: it stops at its next task
+            out.set_exception(closed_error(self.name))
+            return out
         if not self._threads:
             self._start()
-        out = Future()
         deps: list[Future] = []
         collect(args, deps)
         collect(kwargs, deps)
@@ -221,6 +239,10 @@ class LocalPoolExecutor(_LocalFutures):
         inputs = [args, kwargs]
 
         def run():
+            if self._closed:  # queued when the runtime closed: its waiter hears so, the thread moves on
+                inputs.clear()
+                out.set_exception(closed_error(self.name))
+                return
             try:
                 a, k = substitute(inputs[0]), substitute(inputs[1])
             except BaseException as e:  # noqa: BLE001 - an input failed: pass its error on unchanged

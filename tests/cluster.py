@@ -27,9 +27,15 @@ def _dask_cli(*args) -> list[str]:
 
 
 class DaskProcesses:
-    """A scheduler and ``n_workers`` single-threaded workers (no nanny, so a killed worker stays dead)."""
+    """A scheduler and ``n_workers`` single-threaded workers: without a nanny (the default) a killed worker stays
+    dead; with ``nanny=True`` each ``dask worker`` process is a nanny that starts the worker in a child process and
+    starts it again when it dies (``kill_worker_under_nanny``), at a new address, or at the same one with
+    ``worker_port=True`` (each worker given a fixed port)."""
 
-    def __init__(self, n_workers: int = 2, extra_env: dict | None = None):
+    def __init__(self, n_workers: int = 2, extra_env: dict | None = None, nanny: bool = False,
+                 worker_port: bool = False):
+        self.nanny = nanny
+        self.worker_port = worker_port  # each worker on a fixed port (free when it starts): its restarts keep it
         self.port = free_port()
         self.address = f"tcp://127.0.0.1:{self.port}"
         self.env = {**os.environ, **THREAD_CAPS, **(extra_env or {})}
@@ -64,8 +70,10 @@ class DaskProcesses:
         raise TimeoutError("dask scheduler did not open its port")
 
     def add_worker(self, extra_env: dict | None = None) -> subprocess.Popen:
+        port = ("--worker-port", str(free_port())) if self.worker_port else ()
         w = subprocess.Popen(
-            _dask_cli("distributed.cli.dask_worker", self.address, "--nthreads", "1", "--no-nanny",
+            _dask_cli("distributed.cli.dask_worker", self.address, "--nthreads", "1",
+                      "--nanny" if self.nanny else "--no-nanny", *port,
                       "--no-dashboard", "--dashboard-address", "127.0.0.1:0", "--host", "127.0.0.1"),
             env={**self.env, **(extra_env or {})}, cwd=self.cwd, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL)
@@ -84,6 +92,30 @@ class DaskProcesses:
     def kill_worker(self, w: subprocess.Popen):
         w.send_signal(signal.SIGKILL)
         w.wait(timeout=30)
+
+    def kill_worker_under_nanny(self, address: str, timeout: float = 60.0) -> str:
+        """SIGKILL the worker process at ``address`` (``nanny=True``: its nanny stays and starts a new one); wait
+        until the new worker has joined the scheduler and return its address (the same one with ``worker_port``)."""
+        from distributed import Client
+
+        assert self.nanny, "kill_worker_under_nanny needs DaskProcesses(nanny=True)"
+
+        def ids(dask_scheduler=None):  # address -> the worker process's identity, as the scheduler knows it
+            return {a: ws.server_id for a, ws in dask_scheduler.workers.items()}
+
+        with Client(self.address, timeout=timeout) as c:
+            before = c.run_on_scheduler(ids)
+            pid = c.run(os.getpid, workers=[address])[address]
+            os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + timeout
+            while True:
+                now = c.run_on_scheduler(ids)
+                new = [a for a, i in now.items() if i not in before.values()]
+                if before[address] not in now.values() and new and len(now) == len(before):
+                    return new[0]
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the nanny of {address} did not start a new worker (workers: {now})")
+                time.sleep(0.05)
 
     def kill_scheduler(self):
         self.scheduler.send_signal(signal.SIGKILL)

@@ -76,6 +76,21 @@ def test_run_passes_the_arguments_after_the_script_to_it_and_says_where_work_ran
     assert "arguments after SCRIPT go to the script" in " ".join(helptext.split())
 
 
+def test_run_on_a_local_cluster_trains_the_digits_there_and_says_so():
+    """``phylanx-py run --local-cluster 2 examples/digits.py``: the parallel run trains on the cluster ``run``
+    started (the example started a second one before, and the summary said "the workers did nothing")."""
+    pytest.importorskip("sklearn")
+    done = subprocess.run(CLI + ["run", "--local-cluster", "2", f"{EXAMPLES}/digits.py", "--epochs", "1", "--quiet",
+                                 "--only", "allreduce"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "MLP, parallel='allreduce'" in done.stdout
+    (summary,) = [line for line in done.stderr.splitlines() if " compiled call" in line]
+    assert re.fullmatch(r"\[phylanx-py\] \d+ compiled calls and 1 parallel fit: \d+ primitive tasks ran on the "
+                        r"workers, and 1 segment \(parallel training, SPMD loops\) ran there as 2 long-running "
+                        r"ranks, each running many steps; the other primitive calls ran inline in this process .*",
+                        summary), summary
+
+
 def test_tree_says_where_it_wrote_and_never_replaces_a_file_without_o(tmp_path):
     (tmp_path / "lra.svg").write_text("mine")
     done = subprocess.run(CLI + ["tree", f"{EXAMPLES}/lra.py:lra"], cwd=tmp_path, capture_output=True,

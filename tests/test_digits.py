@@ -43,3 +43,28 @@ def test_mlp_reaches_97_percent_with_allreduce_and_with_neighbours_on_two_worker
     for name, acc, _, extra in rows:
         assert acc >= 0.97, name
         assert extra["bytes/step"] <= 1.2 * extra["min bytes/step"], name
+
+
+def test_the_parallel_runs_use_the_dask_runtime_they_run_on_and_count_there(digits):
+    """Run on a Dask runtime (as ``phylanx-py run --local-cluster 2`` runs it), the parallel runs train on its
+    workers instead of starting a second cluster, leave it open, and its counts (``phylanx-py run``'s summary) hold
+    the training that ran there. Before, the summary said "the workers did nothing"."""
+    import phylanx_py as px
+    from phylanx_py.cli import _where_work_ran
+
+    mod, (Xtr, Xte, Ytr, Yte) = digits
+    procs = DaskProcesses(n_workers=2)
+    try:
+        with px.runtime.dask(procs.address) as rt, px.using(rt):
+            (row,) = mod.run_parallel(["allreduce"], Xtr, Ytr, Xte, Yte, 2, 4, False)
+            assert not rt.closed
+            assert {k: rt.counts[k] for k in ("fits", "segments", "ranks")} == {"fits": 1, "segments": 2, "ranks": 4}
+            summary = _where_work_ran(rt)
+            assert summary.startswith(f"{rt.counts['calls']} compiled calls and 1 parallel fit: "
+                                      f"{rt.counts['tasks']:,} primitive tasks ran on the workers, and 2 segments "
+                                      "(parallel training, SPMD loops) ran there as 4 long-running ranks, each running "
+                                      "many steps; the other primitive calls ran inline in this process"), summary
+            assert "did nothing" not in summary
+    finally:
+        procs.stop()
+    assert row[0] == "MLP, parallel='allreduce'"

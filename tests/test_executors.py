@@ -2,6 +2,8 @@
 run against the synchronous executor, the local pool and Dask on real worker processes."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from cluster import DaskProcesses
@@ -78,3 +80,88 @@ def test_the_dask_executors_cluster_operations(cluster):
         assert sorted(ex.who_has([fut])["doubled-1"]) == workers
         d = ex.persist(da.arange(6, chunks=3) + 1)
         np.testing.assert_array_equal(d.compute(), np.arange(1, 7))
+
+
+# ---- closing ---------------------------------------------------------------------------------------------------
+def _runtime(kind, cluster_fixture, request, **kw):
+    if kind == "dask":
+        return px.runtime.dask(request.getfixturevalue(cluster_fixture).address, **kw)
+    return px.runtime.local(**kw)
+
+
+def _slow(x, n):
+    s = 0.0
+    for i in range(n):
+        s = s + np.sum(np.sin(x + i))
+    return s
+
+
+@pytest.mark.parametrize("kind", ["local", "dask"])
+def test_a_closed_runtime_says_it_is_closed(kind, request):
+    """Everything asked of a closed runtime says that it is closed, as one RuntimeError: a compiled call, and on
+    Dask also making a tiled array and using one made before. (Dask's said the scheduler connection was lost,
+    raised ``AttributeError: 'NoneType' object has no attribute 'ncores'`` or a raw ``ClosedClientError``.)"""
+    rt = _runtime(kind, "cluster", request)
+    f = px.compile(_slow)
+    x = np.arange(4.0)
+    with px.using(rt):
+        T = px.tiled.from_array(np.arange(8.0), tiles=(2,)) if kind == "dask" else None
+        assert f(x, 2) == _slow(x, 2)
+    rt.close()
+    name = "local" if kind == "local" else f"dask {request.getfixturevalue('cluster').address}"
+    closed = f"<phylanx runtime {name}: closed> is closed"
+    assert rt.closed and repr(rt) == f"<phylanx runtime {name}: closed>"
+    with px.using(rt):
+        attempts = {"call": lambda: f(x, 2), "lazy call": lambda: f.lazy(x, 2).result(timeout=30)}
+        if kind == "dask":
+            attempts.update({"from_array": lambda: px.tiled.from_array(np.arange(8.0), tiles=(2,)),
+                             "zeros": lambda: px.tiled.zeros((8,), tiles=(2,)),
+                             "np.asarray(T + 1)": lambda: np.asarray(T + 1), "T.to_numpy()": T.to_numpy})
+        for what, attempt in attempts.items():
+            with pytest.raises(RuntimeError) as err:
+                attempt()
+            assert str(err.value) == closed, what
+
+
+@pytest.mark.parametrize("kind", ["local", "dask"])
+def test_closing_cancels_pending_lazy_calls(kind, request):
+    """``rt.close()`` with a lazy call running returns at once; the call's future raises CancelledError, and what
+    the call had started stops (its driver thread ends). Before, close waited for the call to end (22 s in the
+    issue) and nothing could cancel it."""
+    from concurrent.futures import CancelledError
+
+    # a task per operation: on Dask every array operation (inline_elements=0); locally arrays over 65,536
+    # elements whose operations take longer than a task costs (np.sin of 300,000 values: milliseconds)
+    rt = _runtime(kind, "cluster", request, inline_elements=0)
+    f = px.compile(_slow)
+    x = np.linspace(0.0, 1.0, 300_000 if kind == "local" else 1000)
+    with px.using(rt):
+        fut = f.lazy(x, 100_000)  # minutes of work
+        time.sleep(1.0)
+        assert fut.running() and not fut.done()
+        assert not fut.cancel()  # a call that has started: only closing cancels it, as Future.cancel says
+        t0 = time.monotonic()
+        rt.close()
+        closing = time.monotonic() - t0
+    assert closing < 5, f"close() took {closing:.1f} s: it waited for the pending call"
+    assert fut.cancelled()
+    with pytest.raises(CancelledError):
+        fut.result(timeout=1)
+    deadline = time.monotonic() + 15
+    while any(t.is_alive() for t in rt._drivers._threads):  # the call's work stops at its next task
+        assert time.monotonic() < deadline, "the cancelled call kept running"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("kind", ["local", "dask"])
+def test_close_wait_lets_pending_lazy_calls_finish(kind, request):
+    rt = _runtime(kind, "cluster", request)
+    f = px.compile(_slow)
+    x = np.linspace(0.0, 1.0, 1000)
+    with px.using(rt):
+        futs = [f.lazy(x, 200) for _ in range(3)]
+        rt.close(wait=True)
+    assert rt.closed
+    for fut in futs:
+        assert fut.done() and not fut.cancelled()
+        np.testing.assert_allclose(fut.result(), _slow(x, 200), rtol=1e-12)

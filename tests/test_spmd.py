@@ -222,6 +222,57 @@ def test_worker_killed_mid_segment(fault_cluster, attempt):
     np.testing.assert_allclose(w, P.lra(Xn, yn, 0.5, 4000), rtol=1e-8)
 
 
+@pytest.mark.parametrize("address", ["new", "same"])
+def test_a_worker_restarted_by_its_nanny_is_not_waited_on(address):
+    """A worker killed between calls and restarted by its nanny (at a new address, or at the same one when workers
+    have fixed ports; with a new ring port either way): the next calls over tiles whose placement was remembered
+    (ranks started directly through the ring ports) do not wait on the dead worker, and give the right answer.
+    They took 30 s each before: the client connected to the dead ring port (``distributed.comm.connect`` retries a
+    refused connection until its 30 s timeout), and once the ports were forgotten the scheduler was asked to run on
+    the dead worker's address (its broadcast, 30 s again), on every later call over the second set of tiles. Two
+    sets of tiles reach both: the first call forgets the ports, the second still has its placement remembered."""
+    procs = DaskProcesses(n_workers=2, nanny=True, worker_port=address == "same")
+    try:
+        f = px.compile(P.lra)
+        with px.runtime.dask(procs.address) as runtime, px.using(runtime):
+            client = runtime.executor.client
+            data = [_data(seed=s) for s in (21, 22)]
+            tiled = [(px.tiled.from_array(X, tiles=(4, 1)), px.tiled.from_array(y, tiles=(4,))) for X, y in data]
+            for Xt, yt in tiled:
+                Xt.persist(wait=True), yt.persist(wait=True)
+            for (X, y), (Xt, yt) in zip(data, tiled):  # each placement remembered, the ring ports known
+                np.testing.assert_allclose(f(Xt, yt, 0.5, 5), P.lra(X, y, 0.5, 5), rtol=RTOL)
+                assert "0 tasks for the whole loop" in _spmd(f)
+            victim = sorted(client.nthreads())[0]
+            restarted = procs.kill_worker_under_nanny(victim)  # returns once the new worker has joined
+            assert (restarted == victim) == (address == "same")
+            for (X, y), (Xt, yt) in zip(data, tiled):
+                t0 = time.monotonic()
+                w = f(Xt, yt, 0.5, 5)
+                took = time.monotonic() - t0
+                np.testing.assert_allclose(w, P.lra(X, y, 0.5, 5), rtol=RTOL)
+                assert took < 15, f"the call after the restart took {took:.1f} s: it waited on the dead worker"
+                _spmd(f)
+    finally:
+        procs.stop()
+
+
+def test_a_segment_counts_on_the_runtime_for_the_run_summary(rt):
+    """``phylanx-py run`` sums up what ran on the workers from ``rt.counts``: an SPMD loop is one segment of one
+    long-running rank per worker (no primitive task), so without its count a script whose work was all SPMD loops
+    was said to have left the workers idle."""
+    from phylanx_py.cli import _where_work_ran
+
+    X, y = _data(seed=13)
+    f = px.compile(P.lra)
+    before = dict(rt.counts)
+    np.testing.assert_allclose(f(px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(y, tiles=(2,)), 0.5, 3),
+                               P.lra(X, y, 0.5, 3), rtol=RTOL)
+    _spmd(f)
+    assert (rt.counts["segments"], rt.counts["ranks"]) == (before["segments"] + 1, before["ranks"] + 2)
+    assert "did nothing" not in _where_work_ran(rt)
+
+
 def test_masked_sums_by_label_match_numpy(rt):
     X, _ = _data(n=500, d=3, seed=10)
     labels = np.random.default_rng(11).integers(0, 4, 500)

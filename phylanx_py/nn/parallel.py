@@ -19,7 +19,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from phylanx_py.runtime import using
+from phylanx_py.runtime import current, using
 from phylanx_py.runtime.tiled import TiledArray
 from phylanx_py.runtime.training import SegmentTrainer
 
@@ -121,16 +121,22 @@ def fit_parallel(model, X, Y, epochs, batch_size, optimizer, validation, seed, v
                              mode=mode, every=every, batch=batch_size, seed=seed, segment_steps=segment_steps)
     carry = trainer.start(pack(model.params), model.state)
     trainer.horizon = epochs  # the next epoch's segment is submitted while this one runs
+    rt = current()
+    counted = rt if rt.executor is X._executor else None  # what ran on its workers, for ``phylanx-py run``
+    if counted is not None:
+        counted.count(fits=1)
     try:
-        return _epochs(model, trainer, problem, carry, epochs, validation, verbose, mode, every, history)
+        return _epochs(model, trainer, problem, carry, epochs, validation, verbose, mode, every, history, counted)
     finally:
         trainer.close()
 
 
-def _epochs(model, trainer, problem, carry, epochs, validation, verbose, mode, every, history):
+def _epochs(model, trainer, problem, carry, epochs, validation, verbose, mode, every, history, counted=None):
     for epoch in range(epochs):
         t0 = time.perf_counter()
         carry, stats = trainer.epoch(epoch, carry)
+        if counted is not None:  # the epoch's segments (restarts not included), one rank task per worker each
+            counted.count(segments=stats["tasks"] // max(len(trainer.ranks), 1), ranks=stats["tasks"])
         history.setdefault("restarts", []).append(trainer.restarts)
         n_ranks = len(trainer.ranks)
         size = int(pack(model.params).nbytes)

@@ -19,7 +19,7 @@ from ..dask_connect import live_workers
 from ..training import segment as seg
 from ..training import service
 from ..training.driver import RETRIES, STALL_SECONDS, abort_ranks, place, require_alive
-from ..training.ring import RankLost, forget_ports, port_addresses
+from ..training.ring import RankLost, forget_ports, known_port, port_addresses
 from . import rank as rank_task
 
 POLL_SECONDS = 0.05
@@ -139,8 +139,9 @@ def _scheduler_still_there(client, lost):
 
 
 # The placement of the last few sets of tiles that ran directly, per client: the next call over the same tiles (the
-# next call of the loop) asks the scheduler nothing. A stale entry costs nothing wrong: a tile no longer there is
-# a ``missing`` reply, a worker gone a closed connection, and either drops the entry.
+# next call of the loop) asks the scheduler nothing while the client's connections to the ranks' ports are open. A
+# stale entry costs nothing wrong: a tile no longer there is a ``missing`` reply, a worker gone a closed connection
+# (or, when a connection must be made anew, absence from the scheduler's workers), and each drops the entry.
 _PLACED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 PLACED_KEEP = 16
 _PLACED_LOCK = threading.Lock()
@@ -153,17 +154,21 @@ def _try_direct(client, make_job, tile_futures, tile_rows, tile_bytes, stall):
         placed = _PLACED.setdefault(client, collections.OrderedDict())
         tiles = tuple(f.key for col in tile_futures for f in col)
         ranks = placed.get(tiles)
-    if ranks is None:
-        where = {}
-        ranks = assign(client, tile_futures, tile_rows, tile_bytes, where)
-        if not all(w in where.get(f.key, ()) for w, a, b in ranks for f in _rank_tiles(tile_futures, a, b)):
-            return None
-    job = make_job(ranks, tuple(port_addresses(client, [w for w, _, _ in ranks])))
-    if _size(job) >= INLINE_JOB_BYTES:
-        return None
     try:
+        if ranks is not None and not _still_there(client, ranks):
+            with _PLACED_LOCK:
+                placed.pop(tiles, None)
+            ranks = None
+        if ranks is None:
+            where = {}
+            ranks = assign(client, tile_futures, tile_rows, tile_bytes, where)
+            if not all(w in where.get(f.key, ()) for w, a, b in ranks for f in _rank_tiles(tile_futures, a, b)):
+                return None
+        job = make_job(ranks, tuple(port_addresses(client, [w for w, _, _ in ranks])))
+        if _size(job) >= INLINE_JOB_BYTES:
+            return None
         out = _attempt_direct(client, job, ranks, tile_futures, stall)
-    except (_NotDirect, RankLost) as e:
+    except (_NotDirect, RankLost) as e:  # (RankLost from port_addresses too: a worker of the placement is gone)
         with _PLACED_LOCK:
             placed.pop(tiles, None)
         if isinstance(e, _NotDirect):  # e.g. a tile not where Dask said: the path through the scheduler moves it
@@ -175,6 +180,23 @@ def _try_direct(client, make_job, tile_futures, tile_rows, tile_bytes, stall):
         while len(placed) > PLACED_KEEP:
             placed.popitem(last=False)
     return (ranks, *out)
+
+
+def _still_there(client, ranks) -> bool:
+    """Whether the workers of a remembered placement may still be used. With an open connection to each one's
+    ring port they are (a worker that died since closes it, and the request hears of that at once). Otherwise a
+    connection is to be made, and the port of a dead worker refuses it (Dask's ``connect`` retries that until its
+    timeout): the scheduler's workers are asked first (one round trip), a worker not among them is gone, and the
+    ports of those without a connection are asked again (a worker restarted at its old address has a new port)."""
+    workers = [w for w, _, _ in ranks]
+    ports = [known_port(client, w) for w in workers]
+    if all(p is not None and service.connected(client, p) for p in ports):
+        return True
+    alive = live_workers(client)
+    if not all(w in alive for w in workers):
+        return False
+    forget_ports(client, [w for w, p in zip(workers, ports) if p is None or not service.connected(client, p)])
+    return True
 
 
 class _NotDirect(Exception):

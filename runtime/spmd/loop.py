@@ -175,6 +175,8 @@ class SpmdLoop:
         t0 = time.perf_counter()
         try:
             out = self._run(args, tiled, bounds)
+            if self.report is not None and ev.executor is args[tiled[0]]._executor:  # for ``phylanx-py run``
+                ev.runtime.count(segments=1, ranks=self.report["workers"])
             if ev.profile is not None and self.report is not None:  # the segment is one row of the profile
                 r = self.report
                 ev.profile.record(self.loop.loc, f"spmd loop ({r['workers']} workers, {r['iterations']} iterations)",

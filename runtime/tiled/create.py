@@ -21,6 +21,7 @@ from .tile_program import key_for
 
 def _executor(runtime=None):
     rt = runtime or current()
+    rt.check_open()
     ex = rt.executor
     if not isinstance(ex, Cluster):
         raise ClusterError(f"tiled arrays live on a Dask cluster, and the current runtime is {rt.name!r}: "

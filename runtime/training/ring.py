@@ -35,6 +35,7 @@ import weakref
 
 import numpy as np
 
+from ..dask_connect import live_workers
 from . import shm
 from .service import serve
 
@@ -162,17 +163,38 @@ def port_address(dask_worker=None) -> str:
 _KNOWN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # client -> {worker: port address}
 
 
-def forget_ports(client):
-    """Ask the workers for their ring ports again next time (after a lost rank: its worker may be a new process)."""
-    _KNOWN.pop(client, None)
+def forget_ports(client, workers=None):
+    """Ask the workers (``workers``, or all) for their ring ports again next time (after a lost rank: its worker may
+    be a new process)."""
+    if workers is None:
+        _KNOWN.pop(client, None)
+        return
+    known = _KNOWN.get(client, {})
+    for w in workers:
+        known.pop(w, None)
+
+
+def known_port(client, worker):
+    """The ring port of ``worker`` as ``client`` last learnt it, or None (not asked, or forgotten)."""
+    return _KNOWN.get(client, {}).get(worker)
 
 
 def port_addresses(client, workers) -> list:
     """The ring ports of ``workers`` (Dask worker addresses), in that order. Asked once per worker and client: a
-    port lives as long as its worker process, and a restarted worker has a new address."""
+    port lives as long as its worker process, and a restarted worker has a new address.
+
+    Only workers the scheduler has now are asked: a worker that is gone is RankLost at once. (``Client.run`` names
+    its workers to the scheduler, which connects to each address it is given, known or not: a dead worker's
+    address cost its 30 s connect timeout.) Ports of workers no longer there are forgotten then."""
     known = _KNOWN.setdefault(client, {})
     missing = [w for w in dict.fromkeys(workers) if w not in known]
     if missing:
+        alive = live_workers(client)
+        for w in [w for w in known if w not in alive]:
+            del known[w]
+        gone = [w for w in missing if w not in alive]
+        if gone:
+            raise RankLost(f"worker {gone[0]} is no longer in the cluster")
         try:
             got = client.run(port_address, workers=missing, on_error="return")
         except (OSError, TimeoutError) as e:
@@ -329,9 +351,19 @@ class Group:
         from distributed.comm import connect
 
         deadline = time.monotonic() + self.timeout
+        # Dask's ``connect`` retries a refused connection until its timeout: a neighbour whose worker died would
+        # keep this rank (and its thread) connecting for the whole of it, after the driver gave the segment up.
+        # Watched here, the attempt ends when the driver aborts the segment.
+        attempt = asyncio.ensure_future(connect(right_address, timeout=self.timeout,
+                                                **self.port.security.get_connection_args("worker")))
         try:
-            self.right = await connect(right_address, timeout=self.timeout,
-                                       **self.port.security.get_connection_args("worker"))
+            while not attempt.done():
+                if aborted():
+                    attempt.cancel()
+                    raise RankLost(f"group {self.name}: the driver cancelled the segment while this rank was "
+                                   f"connecting to rank {(self.rank + 1) % self.size} at {right_address}")
+                await asyncio.wait([attempt], timeout=0.1)
+            self.right = attempt.result()
             await self.right.write({"group": self.name, "rank": self.rank})
         except OSError as e:  # the neighbour's worker is gone (CommClosedError is an OSError)
             raise RankLost(f"group {self.name}: cannot reach rank {(self.rank + 1) % self.size} at "

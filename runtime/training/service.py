@@ -25,6 +25,11 @@ from phylanx_py.primitives.fused import kernel_threads
 from ..dask_runtime import ON_CLOSE
 
 SERVICES: dict = {}  # name -> fn(worker, payload) -> reply, registered by the modules that serve them
+# Seconds the client tries to open a connection to a worker port. Dask's ``connect`` retries a refused connection
+# until its timeout (30 s by default), and a port whose worker died refuses: the caller would wait that long for a
+# worker that is gone. A port that is there answers in milliseconds (it has an IO thread of its own); one that does
+# not answer in this time costs only the path through the scheduler (the caller's fallback).
+CONNECT_SECONDS = 5.0
 
 
 class Unreachable(ConnectionError):
@@ -85,7 +90,7 @@ async def _request(client, address: str, service: str, payload: bytes):
         comm = idle.pop() if idle else None
     try:
         if comm is None or comm.closed():
-            comm = await connect(address, timeout=30.0, **client.security.get_connection_args("client"))
+            comm = await connect(address, timeout=CONNECT_SECONDS, **client.security.get_connection_args("client"))
             await comm.write({"op": "serve"})
         await comm.write({"service": service, "payload": payload})
         reply = await comm.read()
@@ -102,6 +107,13 @@ async def _request(client, address: str, service: str, payload: bytes):
     if "error" in reply:
         raise RuntimeError(f"the request to {address} failed: {reply['error']}")
     return pickle.loads(reply["ok"])
+
+
+def connected(client, address: str) -> bool:
+    """Whether ``client`` keeps an open connection to the port ``address`` (a request then needs no new one; a
+    worker that died since closes it, and the request hears of that at once)."""
+    with _IDLE_LOCK:
+        return any(not c.closed() for c in _IDLE.get(client, {}).get(address, ()))
 
 
 def submit(client, address: str, service: str, payload) -> concurrent.futures.Future:
