@@ -3,6 +3,7 @@ PYTHONPATH holds tests/): what a package installed on a cluster is."""
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 
@@ -33,3 +34,21 @@ def call_on_worker(f, x):
     """What a worker received and did: (type name, f(x), whether f compiled there, the worker's pid)."""
     out = f(x)
     return type(f).__name__, out, f._code is not None, os.getpid()
+
+
+def tiled_summary(t, delay=0.0):
+    """A task reading a tiled array it was sent (after ``delay`` seconds): (type name, its values, its shape)."""
+    time.sleep(delay)
+    values = np.asarray(t)
+    return type(t).__name__, values, values.shape
+
+
+def tiled_work(t):
+    """A task computing with a tiled array it was sent (tile tasks of its own, waited for)."""
+    return float(np.asarray(t * 3.0).sum()), float((t * 2.0).sum())
+
+
+def tiled_plus_one(t, persist=False):
+    """A task returning a tiled array: lazy, or computed (``persist``)."""
+    out = t + 1
+    return out.persist() if persist else out

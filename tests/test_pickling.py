@@ -1,9 +1,9 @@
-"""Compiled functions handed to Dask's own APIs (``client.submit``, ``client.map``,
+"""Compiled functions and tiled arrays handed to Dask's own APIs (``client.submit``, ``client.map``,
 ``dask.delayed``, ``da.map_blocks``) on real processes: a ``dask scheduler`` and two ``dask worker`` processes whose
 PYTHONPATH holds tests/, so they import prog_pickling as a cluster imports an installed package.
 
-A compiled function pickles by reference when importable, by value otherwise, and tokenizes deterministically
-(phylanx_py/pickling.py)."""
+A compiled function pickles by reference when importable, by value otherwise, and tokenizes deterministically; a
+tiled array pickles as a reference to its tiles (phylanx_py/pickling.py, runtime/tiled/pickling.py)."""
 from __future__ import annotations
 
 import ast
@@ -21,6 +21,7 @@ import prog_pickling as P
 import pytest
 from cluster import DaskProcesses
 from dask.base import tokenize
+from phylanx_py.runtime.tiled import TiledArray
 
 import phylanx_py as px
 
@@ -232,3 +233,80 @@ def test_tokens_are_the_same_in_other_processes():
                "DASK_TOKENIZE__ENSURE_DETERMINISTIC": "True"}
         out = subprocess.run([sys.executable, "-c", TOKENS], env=env, capture_output=True, text=True, timeout=120)
         assert out.stdout.split() == here, out.stderr
+
+
+# ---- tiled arrays -----------------------------------------------------------------------------------------
+def test_a_tiled_array_pickles_as_a_reference_to_its_tiles(rt):
+    X = np.arange(4000.0).reshape(400, 10)
+    with px.using(rt):
+        t = px.tiled.from_array(X, tiles=(4, 1))
+        data = pickle.dumps(t)
+        assert len(data) < X.nbytes / 20  # the tiles' keys and the grid, not the values
+        back = pickle.loads(data)
+        assert type(back) is TiledArray and back.shape == t.shape and back.tiles == t.tiles
+        assert [f.key for f in back.futures.flat] == [f.key for f in t.futures.flat]
+        np.testing.assert_array_equal(np.asarray(back), X)
+        np.testing.assert_array_equal(np.asarray(back * 2.0), 2.0 * X)
+        with dask.config.set(DETERMINISTIC):
+            assert tokenize(t) == tokenize(t) == tokenize(back)
+            assert tokenize(t) != tokenize(t + 0.0)  # other tiles
+
+
+def test_tasks_receive_tiled_arrays_through_submit_map_and_delayed(rt, client):
+    X = np.arange(60.0).reshape(12, 5) / 7
+    with px.using(rt):
+        t = px.tiled.from_array(X, tiles=(3, 2))
+        doubled = t * 2.0  # not computed yet: pickling computes its tiles
+        name, values, shape = client.submit(P.tiled_summary, t).result()
+        assert (name, shape) == ("TiledArray", X.shape)
+        np.testing.assert_array_equal(values, X)
+        for (_, values, _), want in zip(client.gather(client.map(P.tiled_summary, [t, doubled])), [X, 2 * X]):
+            np.testing.assert_array_equal(values, want)
+        with dask.config.set(DETERMINISTIC):
+            _, values, _ = dask.delayed(P.tiled_summary)(doubled + 1.0).compute(scheduler=client)
+        np.testing.assert_array_equal(values, 2 * X + 1.0)
+        # tasks computing with it: more of them than worker threads, each waiting for tile tasks of its own
+        want = (3.0 * X.sum(), 2.0 * X.sum())
+        for got in client.gather(client.map(P.tiled_work, [t] * 3, pure=False)):
+            np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_a_task_returning_a_tiled_array_must_compute_it(rt, client):
+    with px.using(rt):
+        t = px.tiled.from_array(np.ones((8, 2)), tiles=(2, 1))
+        with pytest.raises(TypeError, match=r"which do not exist yet\. Return its values \(np\.asarray\(t\)\), or "
+                                            r"compute it in the task \(return t\.persist\(\)\) and hold the task's "
+                                            r"future"):
+            client.submit(P.tiled_plus_one, t).result()
+        # computed in the task, it comes back as a reference to tiles the task's result holds
+        fut = client.submit(P.tiled_plus_one, t, persist=True)
+        np.testing.assert_array_equal(np.asarray(fut.result()), np.full((8, 2), 2.0))
+
+
+def test_a_tiled_array_sent_and_released_before_the_task_reads_it_is_a_clear_error(rt, client):
+    with px.using(rt):
+        t = px.tiled.from_array(np.ones((8, 2)), tiles=(2, 1))
+        fut = client.submit(P.tiled_summary, t * 2.0, delay=1.0)  # the temporary ``t * 2.0`` is gone at once
+        with pytest.raises(px.ClusterError, match=r"no longer there .* keep the array sent in a variable until the "
+                                                  r"task has run"):
+            fut.result()
+
+
+LOAD_TILED = ("import pickle, sys\nimport numpy as np\nt = pickle.loads(bytes.fromhex(sys.stdin.read()))\n"
+              "print(t.shape, t.tiles)\nnp.asarray(t)\n")
+
+
+def test_a_tiled_array_loaded_without_a_client_of_its_cluster_says_why(rt, tmp_path):
+    with px.using(rt):
+        t = px.tiled.from_array(np.ones((8, 2)), tiles=(2, 1))
+        data = pickle.dumps(t)
+    env = {k: v for k, v in os.environ.items() if k != "PHYLANX_SCHEDULER"}
+    out = subprocess.run([sys.executable, "-c", LOAD_TILED], input=data.hex(), env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and out.stdout.strip() == "(8, 2) (2, 1)"  # it loads; using it says why not
+    assert out.stderr.strip().splitlines()[-1] == (
+        "phylanx_py.errors.ClusterError: a TiledArray of shape (8, 2) (2 tiles) was unpickled as a reference to "
+        f"tiles on the Dask cluster at {rt.client.scheduler.address}, and this process has no client of that "
+        f"cluster: use it inside a task on that cluster, inside `with px.using(px.runtime.dask("
+        f"'{rt.client.scheduler.address}')):`, or with a distributed.Client connected to it; to send the values "
+        "themselves, pickle np.asarray(t)")
