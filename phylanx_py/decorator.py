@@ -15,6 +15,7 @@ from phylanx_py.runtime import current
 from phylanx_py.runtime.code import ProgramCode
 from phylanx_py.runtime.native.whole import FALLBACK, MISS
 
+from . import pickling
 from .draw import draw
 from .errors import CompileError
 from .passes import PIPELINE, fuse_elementwise, fuse_row_products, run_pipeline
@@ -224,6 +225,17 @@ class CompiledFunction:
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else types.MethodType(self, obj)
+
+    # ---- travelling to other processes (Dask workers): see pickling.py -------------------------------------
+    def __reduce__(self):
+        """By reference (``module.qualname``) when importable, else by value: the plain function, the options
+        and its file's source; the receiving process compiles on the first call."""
+        name = pickling.reference_name(self)
+        return name if name is not None else pickling.reduce_by_value(self)
+
+    def __dask_tokenize__(self):
+        """The same token in every process for the same function (bytecode, closure, defaults) and options."""
+        return pickling.token(self)
 
 
 def compile(fn=None, **options):  # noqa: A001 - the public name the design card gives

@@ -23,6 +23,8 @@ import numpy as np
 from . import grid
 from .dispatch import implementation
 from .numpy_methods import NumPyMethods
+from .pickling import reduce as _reduce_tiled
+from .pickling import token as _token_of_tiled
 from .tile_program import TileProgram, new_submission, site_info, submit_program
 
 
@@ -171,6 +173,13 @@ class TiledArray(NumPyMethods):
         return int(self.shape[0])
 
     __hash__ = None
+
+    # ---- other processes (client.submit(g, t), dask.delayed): a reference to the tiles, see pickling.py --------
+    def __reduce__(self):
+        return _reduce_tiled(self)
+
+    def __dask_tokenize__(self):
+        return _token_of_tiled(self)
 
     # ---- lazy rules ------------------------------------------------------------------------------------
     def _tile_ref(self, idx, prog: TileProgram):
