@@ -43,6 +43,7 @@ DASK_INLINE_ELEMENTS = 1 << 20
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_NO_WORKER_TIMEOUT = 60.0
 _POLL_SECONDS = 1.0
+HOMES_KEPT = 1024  # placements remembered before released ones are dropped (see _remember_home)
 
 def _materialize(x):
     return aligned(x)
@@ -83,6 +84,7 @@ class DaskExecutor(DaskCluster):
         self.no_worker_timeout = no_worker_timeout
         self._owned = list(owned)  # what closing this executor closes (a client and cluster it started)
         self._homes: dict = {}  # task key -> (worker it was placed on, bytes of the upload it derives from)
+        self._homes_cap = 0  # HOMES_KEPT at the first entry (read then, so a test can lower it)
         self._no_workers_since: float | None = None  # see _watch
         self._watched = time.monotonic()  # when _guard last looked at the workers
         self.lost: str | None = None  # what happened when the scheduler connection was lost (then: closed)
@@ -168,7 +170,7 @@ class DaskExecutor(DaskCluster):
                     warnings.filterwarnings("ignore", message=".*[Ll]arge (graph|object).*")
                     fut = self.client.submit(_materialize, base, key=f"input-{uuid.uuid4().hex}", pure=False,
                                              **self._placement(home))
-                self._homes[fut.key] = (home, base.nbytes)
+                self._remember_home(fut.key, (home, base.nbytes))
                 hit = uploads[id(base)] = (base, fut)
             if value is base:
                 return hit[1]
@@ -176,7 +178,7 @@ class DaskExecutor(DaskCluster):
             home = self._homes.get(hit[1].key, (None, 0))
             view = self.client.submit(_view, hit[1], value.dtype.str, value.shape, value.strides, offset,
                                       key=f"view-{uuid.uuid4().hex}", pure=False, **self._placement(home[0]))
-            self._homes[view.key] = home
+            self._remember_home(view.key, home)
             return view
         if t is list or t is tuple:
             return t(self._upload(v, ev) for v in value)
@@ -202,7 +204,7 @@ class DaskExecutor(DaskCluster):
             warnings.filterwarnings("ignore", message=".*[Ll]arge graph.*")
             fut = self.client.submit(apply_site, site, args, kwargs, key=key, pure=False, **self._placement(home[0]))
         if home[0] is not None:
-            self._homes[key] = home
+            self._remember_home(key, home)
         return fut
 
     # ---- placement -----------------------------------------------------------------------------------
@@ -226,6 +228,15 @@ class DaskExecutor(DaskCluster):
             if home is not None and home[1] >= best[1]:
                 best = home
         return best
+
+    def _remember_home(self, key, home):
+        """Where a task went, while its future lives: entries of released keys are dropped when the table has
+        doubled (so it holds what the client still refers to, not one entry per task ever submitted)."""
+        self._homes[key] = home
+        if len(self._homes) > max(self._homes_cap, HOMES_KEPT):
+            held = self.client.refcount
+            self._homes = {k: v for k, v in self._homes.items() if held.get(k)}
+            self._homes_cap = max(HOMES_KEPT, 2 * len(self._homes))
 
     @staticmethod
     def _placement(home) -> dict:

@@ -241,6 +241,8 @@ class Evaluation:
             s = self.refs.get(i)
             if s is not None:
                 s.discard(f)
+                if not s:  # no pending task reads that object: forget its id (a long loop makes many)
+                    del self.refs[i]
         if self.executor.failed(f):
             self.failures.append((seq, f))
 
