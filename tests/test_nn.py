@@ -21,7 +21,7 @@ def blobs(n=240, d=6, k=3, seed=0):
 
 # ---- layers ------------------------------------------------------------------------------------------------
 def test_dense_relu_forward_is_the_numpy_expression():
-    model = nn.Sequential([nn.Dense(4, 5), nn.ReLU(), nn.Dense(5, 2)]).build((4,), seed=3)
+    model = nn.Sequential([nn.Dense(4, 5), nn.ReLU(), nn.Dense(5, 2)], dtype=np.float64).build((4,), seed=3)
     x = np.random.default_rng(0).normal(size=(7, 4))
     p = model.params
     want = np.maximum(x @ p[0]["W"] + p[0]["b"], 0) @ p[2]["W"] + p[2]["b"]
@@ -151,7 +151,7 @@ def test_load_rejects_weights_that_are_not_real_numbers(tmp_path, bad, dtype):
     with pytest.raises(ValueError) as err:
         nn.Sequential([nn.Dense(2, 2)]).load(tmp_path / "bad.npz")
     assert str(err.value) == f"{tmp_path / 'bad.npz'}: layer0.W has dtype {dtype}, the model wants real numbers " \
-                             "(float64)"
+                             "(float32)"  # built without data: float32, the default
 
 
 def test_regression_with_mse_and_binary_classification():

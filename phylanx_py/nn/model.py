@@ -7,6 +7,7 @@ seeded by ``seed``: training is deterministic for a seed on one runtime.
 """
 from __future__ import annotations
 
+import inspect
 import sys
 import time
 
@@ -23,8 +24,18 @@ from .steps import step_runtime
 
 
 class Sequential:
-    def __init__(self, layers, loss: str | object = "softmax_cross_entropy"):
+    """Layers in order. Parameters are float32 unless asked otherwise: ``dtype=`` here (every layer without a dtype
+    of its own), or on a layer; without either, the dtype of the data the model is built on when that is float32
+    or float64, else float32 (Keras, PyTorch and JAX default to float32). Inputs are cast to the model's dtype
+    once per ``fit``/``predict`` (never the parameters to the data's), so float64 data do not turn every product of
+    a float32 model into a float64 one; ``model.dtype_`` is the dtype chosen."""
+
+    def __init__(self, layers, loss: str | object = "softmax_cross_entropy", dtype=None):
         self.layers = list(layers)
+        self.dtype = None if dtype is None else np.dtype(dtype)
+        if self.dtype is not None and self.dtype.kind != "f":
+            raise ValueError(f"a model's dtype is a floating type (float32, float64), got {self.dtype}")
+        self.dtype_ = None
         if not self.layers:
             raise ValueError("Sequential needs at least one layer")
         self.loss_name = loss if isinstance(loss, str) else getattr(loss, "__name__", "loss")
@@ -36,19 +47,28 @@ class Sequential:
         self.input_shape = None
         self._step_fn = None
 
+    def _as_model_dtype(self, X):
+        """Inputs in the parameters' dtype (cast once here, not in every product); integers and the like too."""
+        dt = self.dtype_ or model_dtype(self.dtype, None)
+        if getattr(X, "dtype", None) == dt:
+            return X
+        return X.astype(dt) if hasattr(X, "astype") else np.asarray(X, dt)
+
     def metric(self, out, Y) -> float:
         """Accuracy for classification losses; NaN for ``mse`` (a regression has none)."""
         return float("nan") if self.loss_fn is F.mse else F.accuracy(out, Y)
 
     # ---- building ------------------------------------------------------------------------------------------
-    def build(self, input_shape, seed: int = 0):
-        """Initialise the parameters for inputs of ``input_shape`` (without the batch axis)."""
+    def build(self, input_shape, seed: int = 0, data_dtype=None):
+        """Initialise the parameters for inputs of ``input_shape`` (without the batch axis); ``data_dtype``: the
+        dtype of the data it is built on (see the class's text)."""
         rng = np.random.default_rng(seed)
         shape = tuple(input_shape)
         self.input_shape = shape
+        self.dtype_ = model_dtype(self.dtype, data_dtype)
         self.params, self.state = [], []
         for layer in self.layers:
-            p, s, shape = layer.init(rng, shape)
+            p, s, shape = _init(layer, rng, shape, self.dtype_)
             self.params.append(p)
             self.state.append(s)
         self.output_shape = shape
@@ -56,7 +76,7 @@ class Sequential:
 
     def _ensure_built(self, X, seed):
         if self.params is None:
-            self.build(np.shape(X)[1:], seed)
+            self.build(np.shape(X)[1:], seed, getattr(X, "dtype", None))
         elif tuple(np.shape(X)[1:]) != self.input_shape:
             raise ValueError(f"the model was built for inputs of shape (n, {', '.join(map(str, self.input_shape))}),"
                              f" got {tuple(np.shape(X))}")
@@ -101,6 +121,7 @@ class Sequential:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         self._ensure_built(X, seed)
+        X = self._as_model_dtype(X)
         history = {"loss": [], "accuracy": [], "time": []}
         if validation is not None:
             history["val_loss"], history["val_accuracy"] = [], []
@@ -159,6 +180,7 @@ class Sequential:
             raise ValueError("the model has no weights yet: fit, build or load it first")
         X = _local(X)
         self._ensure_built(X, 0)
+        X = self._as_model_dtype(X)
         if batch_size is None:
             return np.asarray(self.forward(self.params, self.state, X)[0])
         return np.concatenate([np.asarray(self.forward(self.params, self.state, X[i:i + batch_size])[0])
@@ -192,11 +214,33 @@ class Sequential:
                         if data[key].dtype.kind not in "biuf":  # strings, complex, dates: not weights
                             raise ValueError(f"{path}: {key} has dtype {data[key].dtype}, the model wants real "
                                              f"numbers ({np.asarray(p[k]).dtype})")
-                        p[k] = data[key].copy()
+                        p[k] = data[key].astype(self.dtype) if self.dtype is not None else data[key].copy()
+        saved = [np.asarray(v).dtype for p in self.params for v in p.values()]
+        if self.dtype is None and saved and saved[0].kind == "f":  # the saved model's dtype, as it trained
+            self.dtype_ = saved[0]
         return self
 
     def __repr__(self):
         return "Sequential([" + ", ".join(map(repr, self.layers)) + "])"
+
+
+def model_dtype(asked, data_dtype) -> np.dtype:
+    """The parameters' dtype: ``asked`` (the model's ``dtype=``), else the data's when float32 or float64, else
+    float32."""
+    if asked is not None:
+        return np.dtype(asked)
+    if data_dtype is not None and np.dtype(data_dtype) in (np.float32, np.float64):
+        return np.dtype(data_dtype)
+    return np.dtype(np.float32)
+
+
+def _init(layer, rng, shape, dtype):
+    """``layer.init`` with the model's dtype (a layer written before ``init`` took one gets the two arguments)."""
+    try:
+        takes_dtype = "dtype" in inspect.signature(layer.init).parameters
+    except (TypeError, ValueError):
+        takes_dtype = False
+    return layer.init(rng, shape, dtype) if takes_dtype else layer.init(rng, shape)
 
 
 def _local(a):
