@@ -199,7 +199,7 @@ class JaxTrainer:
         self.v = [jnp.zeros_like(w) for w in self.p]
 
     def weights(self):
-        return [np.asarray(w) for w in self.p]
+        return [np.array(w) for w in self.p]  # copies: the next step donates these buffers
 
     def step(self, X, labels):
         self.p, self.v, loss, correct = self._step(self.p, self.v, X, labels)

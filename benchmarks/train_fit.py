@@ -1,6 +1,6 @@
 """Benchmark: ``Sequential.fit`` against the same training step hand-written in NumPy and in JAX (``jax.jit``, CPU).
 
-    python benchmarks/train_fit.py                  # simplemlp and the digits CNN, 2 threads, 2 rounds
+    python benchmarks/train_fit.py                  # simplemlp and the digits CNN, 2 threads, 3 rounds
     python benchmarks/train_fit.py --only cnn --profile
     python benchmarks/train_fit.py --quick          # a smoke run: small data, 2 epochs, 1 round
 
@@ -13,8 +13,8 @@ random samples within five epochs (mean loss ~0.01), and float32 rounding differ
 float64 layers) then grow past 1e-3 of the loss: the check below could no longer tell a wrong step from rounding.
 
 Rows, every one from the same initial weights (the float32 model's own initialisation, seed 0, with nonzero
-biases: see ``initial_weights``), on the same
-batches in the same order (fit's: ``np.random.default_rng(seed + 1).permutation(n)`` each epoch, ``X[idx]``):
+biases: see ``initial_weights``), on the same batches in the same order (fit's:
+``np.random.default_rng(seed + 1).permutation(n)`` each epoch, ``X[idx]``):
 
 - phylanx-py ``fit``, layers as a user writes them (no dtype arguments: the weights are in the layers' default
   dtype, the data float32);
@@ -27,9 +27,17 @@ batches in the same order (fit's: ``np.random.default_rng(seed + 1).permutation(
 
 Every loop also does what fit does each step besides the step itself: the batch gather, ``float(loss)`` and the
 count of correct rows for the epoch's accuracy. Timing: the wall time of each epoch; samples/s from the best epoch
-after the first (the first traces or compiles); ``--rounds`` times all rows in turn and keeps each row's best epoch.
+after the first (the first traces or compiles); ``--rounds`` runs every row that many times, round after round,
+each round starting one row later, and keeps each row's best epoch (the table also gives the best of each round).
 Ratios are throughputs (phylanx samples/s over NumPy's or JAX's: above 1 is faster). Each row's mean loss over its
-last epoch must agree with NumPy's within ``--rtol`` (relative), or the script exits with status 1.
+last epoch must agree with NumPy's within ``--rtol`` (relative), or the script exits with status 1. After its first
+run each row trains one more epoch, untimed, which counts minor page faults per step (``faults/step``) and, with
+``--profile``, is what ``px.profile()`` records for the fit rows.
+
+Memory: by default the script first tells glibc to keep freed memory (``mallopt``: ``tune_malloc``). With glibc's
+defaults a step's multi-MB temporaries go back to the OS and are page-faulted in again, and how often depends on
+what ran before in the process (the hand-written CNN step ran at about half its speed until a fit had run before
+it), so the order of the rows would decide the ratios. ``--malloc default`` leaves glibc as it is.
 
 Threads: ``--threads`` (2) caps OMP/OPENBLAS/MKL/NUMBA/PHYLANX_NUM_THREADS before NumPy is imported (and BLAS by
 threadpoolctl where installed); XLA's CPU client sizes its own pool (XLA_FLAGS is printed). fit runs its steps in
@@ -60,9 +68,12 @@ if __name__ == "__main__":
 
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
+import ctypes  # noqa: E402
+import functools  # noqa: E402
 import importlib.util  # noqa: E402
 import inspect  # noqa: E402
 import platform  # noqa: E402
+import resource  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -149,10 +160,12 @@ def set_weights(model, input_shape, weights) -> None:
 def run_fit(make_model, weights, X, Y, epochs, batch, lr) -> dict:
     model = make_model()
     set_weights(model, X.shape[1:], weights)
-    h = model.fit(X, Y, epochs=epochs, batch_size=batch, optimizer=nn.SGD(lr, momentum=MOMENTUM), seed=SEED,
-                  verbose=False)
-    return {"times": h["time"], "losses": h["loss"], "weights": flat_weights(model), "model": model,
-            "dtype": str(flat_weights(model)[0].dtype)}
+    fit = functools.partial(model.fit, X, Y, batch_size=batch, optimizer=nn.SGD(lr, momentum=MOMENTUM), seed=SEED,
+                            verbose=False)
+    h = fit(epochs=epochs)
+    weights = [w.copy() for w in flat_weights(model)]  # the extra epoch ("more") trains the model on
+    return {"times": h["time"], "losses": h["loss"], "weights": weights, "more": lambda: fit(epochs=1),
+            "dtype": str(weights[0].dtype)}
 
 
 def run_loop(trainer, X, Y, epochs, batch) -> dict:
@@ -171,7 +184,8 @@ def run_loop(trainer, X, Y, epochs, batch) -> dict:
             correct += right
         times.append(time.perf_counter() - t0)
         losses.append(total / n)
-    return {"times": times, "losses": losses, "weights": trainer.weights(), "dtype": "float32"}
+    return {"times": times, "losses": losses, "weights": trainer.weights(), "dtype": "float32",
+            "more": lambda: run_loop(trainer, X, Y, 1, batch)}
 
 
 def implementations(kind: str, jax_ok: bool, dtype_ok: bool, lr: float) -> dict:
@@ -186,25 +200,40 @@ def implementations(kind: str, jax_ok: bool, dtype_ok: bool, lr: float) -> dict:
     return rows
 
 
+def minor_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def bench(kind, X, Y, args, jax_ok, dtype_ok) -> tuple[dict, bool]:
-    """Every row ``args.rounds`` times in turn; (results by row, losses agree)."""
+    """Every row ``args.rounds`` times, round after round, each round starting one row later (the process's
+    history, the heap's above all, then favours no row); (results by row, losses agree). After its first run each
+    row trains one more epoch, which counts the minor page faults per step (and is what ``--profile`` records)."""
     ref = ({"mlp": simplemlp, "cnn": digits_cnn}[kind])(**({"dtype": np.float32} if dtype_ok else {}))
     ref.build(X.shape[1:], SEED)
     weights = initial_weights(ref)
     rows = implementations(kind, jax_ok, dtype_ok, args.lr[kind])
+    names = list(rows)
     results: dict = {}
-    for _ in range(args.rounds):
-        for name, run in rows.items():
-            r = run(weights, X, Y, args.epochs[kind], args.batch)
-            if name in results:  # a later round: the best epochs of both, the first round's losses and weights
+    for rnd in range(args.rounds):
+        k = rnd % len(names)
+        for name in names[k:] + names[:k]:
+            r = rows[name](weights, X, Y, args.epochs[kind], args.batch)
+            best = min(r["times"][1:] or r["times"])
+            if name in results:  # a later round: the first round's losses and weights
                 if r["losses"][-1] != results[name]["losses"][-1]:
-                    print(f"  note: {name} ended this round at loss {r['losses'][-1]:.6f}, the first at "
+                    print(f"  note: {name} ended round {rnd + 1} at loss {r['losses'][-1]:.6f}, round 1 at "
                           f"{results[name]['losses'][-1]:.6f}")
-                results[name]["times"] += r["times"][1:]
+                results[name]["best"].append(best)
                 results[name]["first"].append(r["times"][0])
-            else:
-                results[name] = {**r, "times": r["times"][1:] or r["times"], "first": [r["times"][0]]}
-    return results, check(kind, results, args.rtol)
+                continue
+            profiling = args.profile and name.startswith("phylanx-py")
+            with px.profile() if profiling else contextlib.nullcontext() as recorded:
+                f0 = minor_faults()
+                r["more"]()
+                r["faults"] = (minor_faults() - f0) / -(-len(X) // args.batch)
+            r["profile"] = recorded.table() if profiling else None
+            results[name] = {**r, "best": [best], "first": [r["times"][0]]}
+    return {name: results[name] for name in names}, check(kind, results, args.rtol)
 
 
 def check(kind, results, rtol) -> bool:
@@ -222,7 +251,7 @@ def check(kind, results, rtol) -> bool:
 
 
 def table(kind, results, n, batch) -> None:
-    best = {name: min(r["times"]) for name, r in results.items()}
+    best = {name: min(r["best"]) for name, r in results.items()}
     t_np = best["numpy (hand-written step)"]
     t_jax = best.get("jax.jit (CPU)")
     steps = -(-n // batch)
@@ -231,9 +260,10 @@ def table(kind, results, n, batch) -> None:
         sec = best[name]
         rows.append([name, r["dtype"], f"{n / sec:,.0f}", f"{sec * 1e3 / steps:.2f}", f"{t_np / sec:.2f}",
                      f"{t_jax / sec:.2f}" if t_jax else "n/a", f"{r['losses'][-1]:.6f}",
-                     " ".join(f"{t:.2f}" for t in r["first"])])
+                     " ".join(f"{t * 1e3 / steps:.2f}" for t in r["best"]), " ".join(f"{t:.2f}" for t in r["first"]),
+                     f"{r['faults']:,.0f}"])
     print_table([f"{kind}: {n:,} samples, batch {batch}", "weights", "samples/s", "ms/step", "x numpy", "x jax",
-                 "last loss", "first epoch s"], rows)
+                 "last loss", "ms/step by round", "first epoch s", "faults/step"], rows)
 
 
 def environment(args, jax_mod) -> None:
@@ -260,6 +290,23 @@ def import_jax(skip: bool):
     return jax
 
 
+# glibc's mallopt parameters and the values set: the runtime's Dask workers get the first two (WORKER_MALLOC_ENV).
+MALLOPT = {"M_TRIM_THRESHOLD": (-1, 256 << 20), "M_MMAP_THRESHOLD": (-3, 32 << 20), "M_TOP_PAD": (-2, 64 << 20)}
+
+
+def tune_malloc() -> str:
+    """Keep freed memory in the heap. With glibc's defaults a step's multi-MB temporaries are returned to the OS and
+    page-faulted in again on the next step (~1,400 minor faults a step for the hand-written CNN step here, twice
+    its time), and how often depends on what ran before in the process: a row would be timed faster after
+    another. Tuned, every row runs under the same allocator whatever the order."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        done = [name for name, (param, value) in MALLOPT.items() if libc.mallopt(param, value) == 1]
+    except (OSError, AttributeError):
+        return "malloc: not glibc, left as it is"
+    return "malloc: " + ", ".join(f"{n}={MALLOPT[n][1] >> 20} MB" for n in done) + " (mallopt; --malloc default: not)"
+
+
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -271,17 +318,19 @@ def main(argv=None) -> int:
     ap.add_argument("--digits", type=int, default=None, help="digits training images (default all 1437; 320 --quick)")
     ap.add_argument("--epochs", type=int, default=None, help="simplemlp epochs per run (default 5; 2 --quick)")
     ap.add_argument("--cnn-epochs", type=int, default=None, help="CNN epochs per run (default 10; 2 --quick)")
-    ap.add_argument("--rounds", type=int, default=None, help="times every row runs, in turn (default 2; 1 --quick)")
+    ap.add_argument("--rounds", type=int, default=None, help="times every row runs, in turn (default 3; 1 --quick)")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=None, help="learning rate (default 0.001 simplemlp, 0.01 CNN)")
     ap.add_argument("--rtol", type=float, default=1e-3, help="loss agreement with numpy (relative, default 1e-3)")
     ap.add_argument("--threads", type=int, default=2, help="BLAS/OpenMP/Numba/phylanx thread caps (default 2)")
     ap.add_argument("--skip-jax", action="store_true", help="leave the JAX rows out")
-    ap.add_argument("--profile", action="store_true", help="then px.profile() one more epoch of fit (as written)")
+    ap.add_argument("--profile", action="store_true", help="px.profile() the extra epoch of each fit row")
+    ap.add_argument("--malloc", choices=("tuned", "default"), default="tuned",
+                    help="tuned (default): glibc keeps freed memory (mallopt, see tune_malloc); default: as it is")
     ap.add_argument("--quick", action="store_true", help="a smoke run: small data, 2 epochs, one round")
     args = ap.parse_args(argv)
     preset = ({"samples": 640, "digits": 320, "epochs": 2, "cnn_epochs": 2, "rounds": 1} if args.quick else
-              {"samples": 5120, "digits": 0, "epochs": 5, "cnn_epochs": 10, "rounds": 2})
+              {"samples": 5120, "digits": 0, "epochs": 5, "cnn_epochs": 10, "rounds": 3})
     for k, v in preset.items():
         if getattr(args, k) is None:
             setattr(args, k, v)
@@ -289,6 +338,7 @@ def main(argv=None) -> int:
     args.lr = {k: args.lr or v for k, v in LR.items()}
 
     print(f"load average at start: {load()}")
+    print(tune_malloc() if args.malloc == "tuned" else "malloc: glibc's defaults (--malloc default)")
     jax_mod = import_jax(args.skip_jax)
     dtype_ok = takes_dtype()
     if not dtype_ok:
@@ -324,13 +374,10 @@ def main(argv=None) -> int:
             ok &= good
             print()
             table(kind, results, len(X), args.batch)
-            if args.profile:
-                model = results["phylanx-py fit (layers as written)"]["model"]
-                with px.profile() as recorded:
-                    model.fit(X, Y, epochs=1, batch_size=args.batch, optimizer=nn.SGD(args.lr[kind], momentum=MOMENTUM),
-                              seed=SEED, verbose=False)
-                print(f"\npx.profile() of one more {kind} epoch of fit (layers as written):")
-                print(recorded.table())
+            for name, r in results.items():
+                if r["profile"]:
+                    print(f"\npx.profile() of the extra {kind} epoch of {name}:")
+                    print(r["profile"])
     print()
     print("x numpy, x jax: this row's samples/s over theirs (above 1 is faster); first epoch s: the first epoch of "
           "each round (trace, compile)")
