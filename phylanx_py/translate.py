@@ -45,6 +45,7 @@ class FunctionTranslator(StatementVisitors, ExpressionVisitors, ImportVisitors, 
         self.module = module
         self.scopes: list[set[str]] = []
         self.function_names: list[str] = []
+        self.prepare_imports(())
 
     # ---- helpers -------------------------------------------------------------------------------------
     def loc(self, node) -> SourceLoc:

@@ -18,7 +18,8 @@ class ImportVisitors:
     the imports translated so far, ``pending_imports`` {name: line} for those of the body still to come."""
 
     def prepare_imports(self, body) -> None:
-        """Called with the top-level function's statements before they are translated."""
+        """Called with the top-level function's statements before they are translated (with none by the
+        translator's constructor)."""
         self.imported, self.pending_imports, self.top_imports = {}, {}, set()
         for stmt in body:
             if isinstance(stmt, (ast.Import, ast.ImportFrom)):
@@ -61,7 +62,7 @@ class ImportVisitors:
         return None
 
     def _checked(self, node):
-        if id(node) not in getattr(self, "top_imports", ()) or len(self.scopes) != 1:
+        if id(node) not in self.top_imports or len(self.scopes) != 1:
             raise self.error(node, "unsupported construct: 'import' inside a block or a nested function of a "
                                    "compiled function (an import is supported as a statement of the function's own "
                                    "body)")
@@ -80,16 +81,15 @@ class ImportVisitors:
 
     def imported_static(self, node):
         """The compile-time meaning of a name an import of this function binds, else None."""
-        pending = getattr(self, "pending_imports", {})
-        if node.id in pending and node.id not in self.imported:
+        if node.id in self.pending_imports and node.id not in self.imported:
             raise self.error(node, f"local variable '{node.id}' is used before the import at line "
-                                   f"{pending[node.id]} binds it (Python raises UnboundLocalError)")
-        found = getattr(self, "imported", {}).get(node.id)
+                                   f"{self.pending_imports[node.id]} binds it (Python raises UnboundLocalError)")
+        found = self.imported.get(node.id)
         return None if found is None else classify(found[0], node.id, from_globals=False)
 
     def imported_source(self, name):
         """(module name, attribute) an imported name reads, for data read when the line runs; None otherwise."""
-        found = getattr(self, "imported", {}).get(name)
+        found = self.imported.get(name)
         return None if found is None or found[1] is None else (found[1], found[2])
 
 

@@ -2,6 +2,7 @@
 ports, started and stopped by the test (every process started here is ended here)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -9,6 +10,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import phylanx_py as px
 
 # One BLAS/OpenMP thread per worker process: two workers must not fight over the two cores.
 THREAD_CAPS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
@@ -133,3 +136,17 @@ class DaskProcesses:
                 except subprocess.TimeoutExpired:  # test processes: no need to wait for a graceful close
                     p.kill()
                     p.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def current_dask_runtime(n_workers: int = 2, **options):
+    """A ``px.runtime.dask`` on fresh ``DaskProcesses``, current (``px.using``) inside the block; closed and the
+    processes stopped after it (a module fixture's body: ``with current_dask_runtime() as rt: yield rt``)."""
+    procs = DaskProcesses(n_workers=n_workers)
+    runtime = px.runtime.dask(procs.address, **options)
+    try:
+        with px.using(runtime):
+            yield runtime
+    finally:
+        runtime.close()
+        procs.stop()

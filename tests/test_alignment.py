@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cluster import DaskProcesses
+from cluster import current_dask_runtime
 from phylanx_py.runtime.alignment import ALIGNMENT, aligned, aligned_values
 from phylanx_py.runtime.dask_runtime import apply_site
 from phylanx_py.runtime.tiled.runner import run_program
@@ -52,14 +52,8 @@ def test_what_a_worker_runs_gets_aligned_inputs():
 
 @pytest.fixture(scope="module")
 def rt():
-    procs = DaskProcesses(n_workers=2)
-    runtime = px.runtime.dask(procs.address, inline_elements=0)
-    try:
-        with px.using(runtime):
-            yield runtime
-    finally:
-        runtime.close()
-        procs.stop()
+    with current_dask_runtime(inline_elements=0) as runtime:
+        yield runtime
 
 
 def double(X):

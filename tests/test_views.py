@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import prog_views as V
 import pytest
-from cluster import DaskProcesses
+from cluster import current_dask_runtime
 from phylanx_py.runtime.tiled import TiledArray, TileFallbackWarning
 
 import phylanx_py as px
@@ -18,14 +18,8 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def rt():
-    procs = DaskProcesses(n_workers=2)
-    runtime = px.runtime.dask(procs.address)
-    try:
-        with px.using(runtime):
-            yield runtime
-    finally:
-        runtime.close()
-        procs.stop()
+    with current_dask_runtime() as runtime:
+        yield runtime
 
 
 def _x():
@@ -187,3 +181,12 @@ def test_compiled_fallback_view_refusal_names_the_line(rt):
     err = info.value
     assert err.filename == __file__ and err.lineno == flip_then_write.__code__.co_firstlineno + 2
     assert "this tiled array cannot change while" in str(err)
+
+
+def test_reshape_with_copy_true_is_never_a_view(rt):
+    """np.reshape(..., copy=True) (NumPy 2.1): a copy even where the plain reshape would be a view."""
+    x, t = np.arange(12.0), px.tiled.from_array(np.arange(12.0), tiles=(3,))
+    r, rt_ = np.reshape(x, (3, -1), copy=True), np.reshape(t, (3, -1), copy=True)
+    r[0, 1] = rt_[0, 1] = 99.0
+    _same(rt_, r)
+    _same(t, x)

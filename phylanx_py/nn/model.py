@@ -49,7 +49,7 @@ class Sequential:
 
     def _as_model_dtype(self, X):
         """Inputs in the parameters' dtype (cast once here, not in every product); integers and the like too."""
-        dt = self.dtype_ or model_dtype(self.dtype, None)
+        dt = self.dtype_ if self.dtype_ is not None else model_dtype(self.dtype, None)
         if getattr(X, "dtype", None) == dt:
             return X
         return X.astype(dt) if hasattr(X, "astype") else np.asarray(X, dt)

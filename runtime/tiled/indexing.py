@@ -333,9 +333,9 @@ def stack(arrays, axis=0):
     return concatenate(expanded, axis)
 
 
-def reshape(t: TiledArray, shape):
-    """``t.reshape(shape)``: a view of ``t`` where NumPy's reshape would be one (views.reshape_is_view), else a
-    copy."""
+def reshape(t: TiledArray, shape, copy=None):
+    """``t.reshape(shape)``: a view of ``t`` where NumPy's reshape would be one (views.reshaped), else a
+    copy; always a copy with ``copy=True`` (NumPy 2.1's argument)."""
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     total = t.size
     if shape.count(-1) == 1:
@@ -344,12 +344,12 @@ def reshape(t: TiledArray, shape):
     if math.prod(shape) != total:
         raise ValueError(f"cannot reshape array of size {total} into shape {shape}")
     shape = tuple(int(s) for s in shape)
-    if not views.reshape_is_view(t, shape):  # a copy in NumPy: a lazy result reads the state it was made from
-        out = _reshape(t, shape)
-        return out if is_tiled(out) else np.array(out)  # the fallback's result is a view of the gathered copy
+    lay = None if copy else views.reshaped(t, shape)
+    if lay is None:
+        return reshaped_copy(t, shape)
     return views.link(t, _reshape(t, shape), lambda base: _reshape(base, shape),
                       lambda base, value: base._become(views.as_tiled(_reshape(value, base.shape), base)),
-                      lambda lay: views.reshaped_layout(t, shape))
+                      lambda _: lay)
 
 
 def ravel(t: TiledArray):
@@ -357,7 +357,13 @@ def ravel(t: TiledArray):
     ``reshape(-1)``, which also views a strided 1-D array."""
     if views.layout(t).flags.c_contiguous:
         return reshape(t, (-1,))
-    return reshape(_reshape(t, tuple(int(n) for n in t.shape)), (-1,))  # the copy first, then its (view) reshape
+    return reshaped_copy(t, (-1,))
+
+
+def reshaped_copy(t: TiledArray, shape):  # (``shape`` complete: no -1)
+    """``t`` reshaped, as a copy: a lazy result unlinked from ``t`` reads the state it was made from."""
+    out = _reshape(t, shape)
+    return out if is_tiled(out) else np.array(out)  # the fallback's result is a view of the gathered copy
 
 
 def _reshape(t: TiledArray, shape):

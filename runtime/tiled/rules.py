@@ -113,6 +113,13 @@ def _moveaxis(a, source, destination):
     return indexing.transpose(a, tuple(order))
 
 
+def _reshape(a, shape=None, order="C", *, newshape=None, copy=None):
+    if order != "C":
+        return fallback("reshape", np.reshape, (a, shape if shape is not None else newshape),
+                        {"order": order} if copy is None else {"order": order, "copy": copy})
+    return indexing.reshape(a, shape if shape is not None else newshape, copy)
+
+
 HANDLED = {
     np.sum: _reduction("sum"), np.prod: _reduction("prod"), np.mean: _reduction("mean"),
     np.min: _reduction("min"), np.max: _reduction("max"), np.amin: _reduction("min"), np.amax: _reduction("max"),
@@ -124,7 +131,7 @@ HANDLED = {
     np.where: _where, np.clip: _clip,
     np.concatenate: lambda arrays, axis=0: indexing.concatenate(arrays, axis),
     np.stack: lambda arrays, axis=0: indexing.stack(arrays, axis),
-    np.reshape: lambda a, shape=None, **kw: indexing.reshape(a, shape if shape is not None else kw["newshape"]),
+    np.reshape: _reshape,
     np.ravel: lambda a: indexing.ravel(a),
     np.expand_dims: lambda a, axis: indexing.getitem(a, (slice(None),) * (axis % (a.ndim + 1)) + (None,)),
     np.shape: _shape, np.ndim: lambda a: a.ndim, np.size: lambda a, axis=None: a.size if axis is None else

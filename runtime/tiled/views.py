@@ -17,7 +17,6 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import grid
 from .array import TiledArray, is_tiled
 from .create import from_numpy_like
 
@@ -54,32 +53,20 @@ def link(base: TiledArray, view, derive, write, relayout):
     return view._link(base, lambda b: as_tiled(derive(b), b), write, relayout(layout(base)))
 
 
-def reshape_is_view(t: TiledArray, shape) -> bool:
-    """Whether NumPy's reshape of ``t`` to ``shape`` returns a view (True) or a copy."""
+def reshaped(t: TiledArray, shape):
+    """The stand-in of NumPy's reshape of ``t`` to ``shape`` when that reshape is a view; None when NumPy copies."""
     lay = layout(t)
-    if not grid.known(t.boundaries):
-        return True
     try:
-        lay.reshape(shape, copy=False)
+        return lay.reshape(shape, copy=False)
     except TypeError:  # NumPy < 2.1: no ``copy`` argument; assigning ``shape`` refuses to copy
         v = lay.view()
         try:
             v.shape = shape
         except AttributeError:
-            return False
-    except ValueError:
-        return False
-    return True
-
-
-def reshaped_layout(t: TiledArray, shape):
-    lay = layout(t)
-    try:
-        return lay.reshape(shape, copy=False)
-    except TypeError:
-        v = lay.view()
-        v.shape = shape
+            return None
         return v
+    except ValueError:
+        return None
 
 
 def as_tiled(value, like: TiledArray) -> TiledArray:
