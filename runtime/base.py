@@ -6,9 +6,9 @@ import contextvars
 import sys
 import threading
 import time
-from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
+from concurrent.futures import Future, InvalidStateError
 
-from . import kinds, progress
+from . import drivers, kinds, progress
 from .evaluation import INLINE_ELEMENTS, Evaluation
 from .executors import FUTURES, closed_error
 
@@ -62,7 +62,7 @@ class Runtime:
         self.progress = progress  # True/False, or None: on a terminal only (runtime/progress.py)
         self.inline_elements = inline_elements
         self.name = name or executor.name
-        self._drivers: ThreadPoolExecutor | None = None
+        self._drivers: drivers.DriverPool | None = None
         self._lock = threading.Lock()
         self._pending: set = set()  # LazyCalls not done yet (close() cancels them)
         self._closing = False  # close() has begun: no new lazy calls
@@ -140,12 +140,13 @@ class Runtime:
                 call.set_exception(self.closed_error())
                 return call
             if self._drivers is None:
-                self._drivers = ThreadPoolExecutor(4, thread_name_prefix="phylanx-driver")
+                self._drivers = drivers.DriverPool(4, "phylanx-driver")
             self._pending.add(call)
-            drivers = self._drivers
+            pool = self._drivers
         call.add_done_callback(self._forget)
+        drivers.pending(call)
         # the caller's context (its ``px.profile()`` block) goes with the call to the driver thread
-        drivers.submit(contextvars.copy_context().run, call._run, fn, args, kwargs)
+        pool.submit(contextvars.copy_context().run, call._run, fn, args, kwargs)
         return call
 
     def _forget(self, call):
@@ -162,16 +163,13 @@ class Runtime:
         one raises ``RuntimeError: <phylanx runtime ...: closed> is closed``."""
         with self._lock:
             self._closing = True  # no new lazy calls
-            drivers, pending = self._drivers, list(self._pending)
-        if wait:
-            if drivers is not None:
-                drivers.shutdown(wait=True)
-        else:
+            pool, pending = self._drivers, list(self._pending)
+        if not wait:
             for call in pending:
                 call._closing = True
                 call.cancel()
-            if drivers is not None:
-                drivers.shutdown(wait=False, cancel_futures=True)
+        if pool is not None:
+            pool.shutdown(wait=wait)
         self.closed = True
         self.executor.close()
 

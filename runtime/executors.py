@@ -218,10 +218,18 @@ class LocalPoolExecutor(_LocalFutures):
         slot = getattr(self._local, "slot", None)
         if slot is not None and slot[0] is None:
             slot[0] = run
-        elif self._closed:  # no thread takes it from the queue now: run it here, where it fails its future
-            run()
         else:
-            self._queue.put(run)
+            self._enqueue(run)
+
+    def _enqueue(self, run):
+        # The check and the put are one step under the lock close() takes: a task put after close()'s stop
+        # marks would wait in the queue for a thread that never comes, and whoever waits for it would hang (a
+        # cancelled lazy call's driver did, and the process could not exit).
+        with self._lock:
+            if not self._closed:
+                self._queue.put(run)
+                return
+        run()  # closed: no thread takes it from the queue now; run() fails its future here
 
     def submit(self, fn, args, kwargs, ev=None) -> Future:
         out = Future()
@@ -260,7 +268,7 @@ class LocalPoolExecutor(_LocalFutures):
             out.set_result(result)
 
         if not deps:
-            self._queue.put(run)
+            self._enqueue(run)
             return out
         remaining = [len(deps)]
         lock = self._lock

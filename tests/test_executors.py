@@ -2,6 +2,10 @@
 run against the synchronous executor, the local pool and Dask on real worker processes."""
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+import threading
 import time
 
 import numpy as np
@@ -151,6 +155,66 @@ def test_closing_cancels_pending_lazy_calls(kind, request):
     while any(t.is_alive() for t in rt._drivers._threads):  # the call's work stops at its next task
         assert time.monotonic() < deadline, "the cancelled call kept running"
         time.sleep(0.05)
+
+
+def test_a_task_submitted_while_the_pool_closes_still_ends(monkeypatch):
+    """A task submitted while ``close()`` runs (after submit saw the pool open, before it queued the task) ends,
+    failing with the closed error. Before, it was queued behind the worker threads' stop marks and never ran: a
+    cancelled lazy call's driver waited for it forever, and the process could not exit (a CI run hung so)."""
+    from phylanx_py.runtime import executors
+
+    ex = executors.LocalPoolExecutor(2)
+    assert ex.submit(lambda: 1, (), {}).result(timeout=5) == 1  # the threads are running
+    inside, go_on = threading.Event(), threading.Event()
+    real = executors.collect
+
+    def held_collect(value, out, *rest):  # holds submit between its closed check and its put
+        inside.set()
+        go_on.wait(5)
+        return real(value, out, *rest)
+
+    monkeypatch.setattr(executors, "collect", held_collect)
+    submitted = []
+    t = threading.Thread(target=lambda: submitted.append(ex.submit(lambda: 2, (), {})))
+    t.start()
+    assert inside.wait(5)
+    ex.close()
+    go_on.set()
+    t.join(5)
+    with pytest.raises(RuntimeError, match=r"^<phylanx runtime local: closed> is closed$"):
+        submitted[0].result(timeout=5)
+
+
+def test_a_cancelled_call_still_running_does_not_keep_the_process_alive(tmp_path):
+    """A lazy call that closing cancelled but that runs on where nothing checks (a plain Python loop here; a
+    kernel finishes first too) no longer keeps the interpreter from exiting. Before, the driver threads were
+    concurrent.futures' own, joined at exit: this script ran until the loop's end (hours)."""
+    script = tmp_path / "exit_while_cancelled.py"
+    script.write_text(textwrap.dedent("""
+        import time
+        import phylanx_py as px
+
+        def spin(n):
+            s = 0
+            for i in range(n):
+                s = s + i % 7
+            return s
+
+        f = px.compile(spin)
+        rt = px.runtime.local()
+        with px.using(rt):
+            fut = f.lazy(10**10)
+            time.sleep(0.5)
+            assert fut.running()
+            rt.close()
+        print("cancelled:", fut.cancelled(), flush=True)
+    """))
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - t0
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "cancelled: True\n"
+    assert took < 60, f"the process took {took:.0f} s to exit after its runtime closed"
 
 
 @pytest.mark.parametrize("kind", ["local", "dask"])
