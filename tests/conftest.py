@@ -1,11 +1,37 @@
 """Shared fixtures: every differential and error test runs on each local runtime."""
 from __future__ import annotations
 
+import faulthandler
+import os
+import sys
+import threading
+import time
+
 import pytest
 
 pytest.register_assert_rewrite("helpers")
 
 import phylanx_py as px  # noqa: E402
+
+EXIT_SECONDS = 120
+
+
+def pytest_unconfigure(config):
+    """After the tests, the process must exit: a thread that keeps the interpreter alive is a bug (a CI run once
+    hung 80 minutes after its tests passed, on a driver thread waiting for a lost task). After ``EXIT_SECONDS``
+    this names the threads still alive, prints every thread's stack and exits with status 3 (a failure, never a
+    pass) instead of waiting for CI's time limit."""
+    def watchdog():
+        time.sleep(EXIT_SECONDS)
+        alive = [t.name for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()]
+        sys.stderr.write(f"\nthe test process did not exit {EXIT_SECONDS} s after its tests; threads keeping it "
+                         f"alive: {alive}\n")
+        faulthandler.dump_traceback(all_threads=True)
+        sys.stderr.flush()
+        os._exit(3)
+
+    threading.Thread(target=watchdog, name="exit-watchdog", daemon=True).start()
+
 
 RUNTIMES = {"local": px.runtime.local, "sync": px.runtime.synchronous}
 
