@@ -202,7 +202,7 @@ class CompiledFunction:
         whole = code.whole
         if whole is not None and not kwargs and self._device == "cpu":  # the native tier's whole function
             rt = current()
-            return whole.call(rt, args, lambda: rt.evaluate(code, args, kwargs, HOOKS))
+            return whole.call(rt, args, lambda: rt.evaluate(code, args, kwargs, HOOKS), self.__wrapped__)
         args, kwargs = self._inputs(args, kwargs)
         return current().evaluate(code, args, kwargs, HOOKS)
 

@@ -149,6 +149,104 @@ def test_tiered_compiles_in_the_background_then_runs_native(monkeypatch):
     assert "-> native" in f.explain() and "native runs" in f.explain()
 
 
+def _fill_then_fail(x, k):
+    for i in range(k):
+        x[i] = i * 2.0  # fails at i == len(x)
+    return x
+
+
+def test_while_the_kernel_is_not_ready_calls_run_the_plain_function(monkeypatch):
+    """Before its kernel is ready a whole function runs as the plain function (CPython's speed; the tree's
+    interpreter runs a scalar loop 3-4x slower), and says so in explain()."""
+    monkeypatch.setattr(native_loop, "HOT_SECONDS", 1e9)  # never hot: no kernel, only the plain runs
+    f = px.compile(L.tanh_store)
+    a, b = np.linspace(-1, 1, 10), np.linspace(-1, 1, 10)
+    for _ in range(3):
+        np.testing.assert_array_equal(f(a), L.tanh_store(b))
+        np.testing.assert_array_equal(a, b)
+    where = f"{L.__file__.rsplit('/', 1)[-1]}:{L.tanh_store.__code__.co_firstlineno}"
+    assert f.explain().splitlines()[-1].startswith(f"function at {where} -> the plain function (3 runs) so far (")
+
+
+def test_a_plain_run_that_fails_reruns_through_the_tree_for_its_error(monkeypatch):
+    """A plain run that raises puts back the arrays it changed and the call reruns through the tree: the error is
+    the ExecutionError every tier gives (the primitive, the user's line), and the arrays end as the plain function
+    leaves them (written up to the failing index once, not twice)."""
+    monkeypatch.setattr(native_loop, "HOT_SECONDS", 1e9)
+    f = px.compile(_fill_then_fail)
+    x, want = np.full(4, -1.0), np.full(4, -1.0)
+    with pytest.raises(IndexError) as plain_err:
+        _fill_then_fail(want, 6)
+    f(np.zeros(4), 2)  # a plain run first: the signature (array, small int) is known
+    with pytest.raises(px.ExecutionError) as err:
+        f(x, 6)
+    line = line_of(_fill_then_fail, "x[i] = i * 2.0")
+    assert str(err.value).startswith(f"{__file__}:{line}:9: in primitive 'store_at': IndexError: {plain_err.value}")
+    np.testing.assert_array_equal(x, want)
+    assert "the plain function (1 runs)" in f.explain()
+
+
+def test_a_first_call_does_not_import_numba(tmp_path):
+    """A first call costs about what the plain function costs: it does not import Numba (0.3-0.6 s here) to type
+    its arguments for a kernel that compiles later, in the background (stand-ins of the arrays are typed then)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "first_call.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import numpy as np
+        import phylanx_py as px
+
+        def count_positive(a, n):
+            c = 0
+            for i in range(n):
+                if a[i] > 0:
+                    c += 1
+            return c
+
+        a = np.linspace(-1.0, 1.0, 1001)
+        assert px.compile(count_positive)(a, 1001) == count_positive(a, 1001)
+        print("numba imported:", "numba" in sys.modules)
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "numba imported: False\n"
+
+
+def test_a_background_compile_runs_in_the_compile_process(monkeypatch, tmp_path):
+    """A kernel compiled in the background is compiled first by the compile process (off this interpreter's
+    lock), into the kernel cache: the thread's own compile then loads Numba's machine code from there. The child
+    writes the cache folder this process uses, and the answer is the plain function's."""
+    import glob
+
+    from phylanx_py.primitives import kernel_cache
+    from phylanx_py.runtime.native import compile_process
+
+    monkeypatch.setattr(kernel_cache, "CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(native_loop, "HOT_SECONDS", 0.0)
+    monkeypatch.delenv("PHYLANX_COMPILE_PROCESS", raising=False)
+    compile_process.close()
+    asked = []
+    real_warm = compile_process.warm
+    monkeypatch.setattr(compile_process, "warm", lambda *a: asked.append(real_warm(*a)) or asked[-1])
+    f = px.compile(L.tanh_store)
+    x = np.linspace(-1.0, 1.0, 50)
+    np.testing.assert_array_equal(f(x.copy()), L.tanh_store(x.copy()))  # the plain function; the compile starts
+    deadline = time.monotonic() + 120
+    while "compiling" in f.explain() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert asked == [True]  # the child compiled it
+    child = compile_process._child[0]
+    assert child is not None and child is not False and child.poll() is None
+    assert glob.glob(str(tmp_path / "cache" / "kernels" / "__pycache__" / "native_*.nbi"))
+    np.testing.assert_allclose(f(x.copy()), L.tanh_store(x.copy()), rtol=1e-15)  # Numba's tanh: 1 ulp
+    assert " -> native (whole function" in f.explain()
+    compile_process.close()
+    assert child.poll() == 0  # it ends when its pipe closes
+
+
 @pytest.mark.parametrize("n", [0, 1, 7])
 def test_python_scalars_that_become_numpy_scalars_keep_their_type(forced, n):
     f = run_both(L.accumulate, np.linspace(0, 1, n), np.arange(n))

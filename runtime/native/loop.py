@@ -17,6 +17,7 @@ from phylanx_py.primitives import kernel_cache
 
 from phylanx_py.errors import UnsafeCacheError
 
+from . import compile_process
 from . import kinds as K
 from .analysis import LoopPlan, arrays_written
 from .helpers import helpers_for
@@ -79,10 +80,21 @@ _compiling = {"threads": 0, "interval": None, "set": None}
 _compiling_lock = threading.Lock()
 
 
+_thread = threading.local()
+
+
+def warm_elsewhere(loader: str, source: str, sig) -> None:
+    """In a background compile (``in_background``), have the compile process compile ``source`` first
+    (compile_process.py), so that the thread's own compile is a load from the kernel cache."""
+    if getattr(_thread, "background", False):
+        compile_process.warm(loader, source, sig)
+
+
 def in_background(compile_fn, *args) -> threading.Thread:
     """Run ``compile_fn(*args)`` in a thread of its own (returned), the switch interval short while any such
     thread runs."""
     def run():
+        _thread.background = True
         with _compiling_lock:
             if _compiling["threads"] == 0:
                 _compiling["interval"] = sys.getswitchinterval()
@@ -235,8 +247,9 @@ class NativeLoop:
 
         t0 = time.perf_counter()
         try:
-            module = load_sequential(entry.source)
             sig = tuple(numba.typeof(a) for a in args)
+            warm_elsewhere("load_sequential", entry.source, sig)
+            module = load_sequential(entry.source)
             module.kernel.compile(sig)
             entry.overflow = module._Overflow
             entry.kernel = module.kernel
@@ -321,7 +334,7 @@ def parallel_variant(entry, sig, force, decided=None):
     entry.serial_why = why
     if v is not None:
         entry.parallel = Choice(v, sig, load_kernel_source, force, decided, lambda: _compiling["threads"] > 0,
-                                in_background)
+                                in_background, lambda source: warm_elsewhere("load_kernel_source", source, sig))
 
 
 def load_kernel_source(source):

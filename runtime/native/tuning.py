@@ -65,8 +65,8 @@ class Choice:
     ``force``, else by ``background(fn)`` once a call proved long enough. ``decided()`` is called whenever the
     callable to use changes; no call is measured while ``busy()`` (a compile in the background takes a core)."""
 
-    def __init__(self, variant, sig, load, force, decided=None, busy=lambda: False, background=None):
-        self.variant, self.sig, self.load = variant, sig, load
+    def __init__(self, variant, sig, load, force, decided=None, busy=lambda: False, background=None, warm=None):
+        self.variant, self.sig, self.load, self.warm = variant, sig, load, warm
         self.threads = threads()
         self.forced = force
         self.decided, self.busy, self.background = decided, busy, background
@@ -88,6 +88,8 @@ class Choice:
             with warnings.catch_warnings():
                 # Numba's own doubt about a prange loop (a variable it finds racy) fails the variant: never run it
                 warnings.simplefilter("error", NumbaParallelSafetyWarning)
+                if self.warm is not None:  # in the compile process first, when in the background (loop.py)
+                    self.warm(self.variant.source)
                 module = self.load(self.variant.source)
                 module.kernel.compile(self.sig)
             self.par = module.kernel

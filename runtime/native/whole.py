@@ -156,7 +156,7 @@ def _returnable(low, k):
 
 
 class Entry(L.Entry):
-    __slots__ = ("stages", "guard", "values", "exact", "entry_point", "sig")
+    __slots__ = ("stages", "guard", "values", "exact", "entry_point", "sig", "plain_runs")
 
 
 class WholeFunction:
@@ -177,8 +177,9 @@ class WholeFunction:
         self.quick = None  # the per-call path once a signature runs natively (make_quick)
         self._quick_lock = threading.Lock()
 
-    def call(self, rt, args, fallback):
-        """The call's result from the native kernel, or ``fallback()`` (the ordinary evaluation)."""
+    def call(self, rt, args, fallback, plain=None):
+        """The call's result from the native kernel, or ``fallback()`` (the ordinary evaluation); while the
+        kernel is not ready, ``plain(*args)`` (the plain function) when given (``_plain``)."""
         m = L.current_mode()
         if m == "off" or len(args) != len(self.params) or type(rt) is not Runtime or rt.closed or \
                 profiling.active() is not None:
@@ -205,10 +206,29 @@ class WholeFunction:
             if entry.kernel is None:
                 t0 = time.perf_counter()
                 try:
-                    return fallback()
+                    return fallback() if plain is None else self._plain(rt, entry, args, plain, fallback)
                 finally:
                     entry.interpreted += time.perf_counter() - t0
         return self._run(rt, entry, args, fallback)
+
+    def _plain(self, rt, entry, args, plain, fallback):
+        """The call, while its kernel is not ready, as the plain function: it is the answer by definition and
+        runs at CPython's speed, where the tree's interpreter runs a scalar loop 3-4x slower (the plain function is
+        the floor, DESIGN.md). When it raises, the arrays it may have changed are put back (copied first: a memcpy
+        each, small next to a loop over them) and the call reruns through the tree, whose error names the
+        primitive and the line, as every tier's does. (This signature lowered natively: no printing, no random
+        draws, nothing but its array arguments changes, so a rerun repeats nothing that anyone saw.)"""
+        saved = [(args[i], args[i].copy()) for i in entry.writes]
+        try:
+            out = plain(*args)
+        except Exception:  # noqa: BLE001 - rerun where the error gets its primitive and line
+            for a, copy in saved:
+                a[...] = copy
+            return fallback()
+        entry.plain_runs += 1
+        with rt._lock:
+            rt.counts["calls"] += 1
+        return out
 
     def _entry(self, args):
         try:
@@ -226,7 +246,7 @@ class WholeFunction:
                 # the Numba types of the very arguments the guard was made from: the quick path calls the code
                 # compiled for them without another type check, so they must be what the guard tests (the
                 # compile runs later, in the background, when these arrays may have been changed in place)
-                entry.sig = _signature(args, len(entry.stages) > 1)
+                entry.sig = (tuple(_stand_in(a) for a in args), len(entry.stages) > 1)  # typed when compiled
         return entry
 
     def _lower(self, ks, small) -> Entry:
@@ -234,6 +254,7 @@ class WholeFunction:
         entry.stages = ()
         entry.guard = entry.values = entry.entry_point = entry.sig = None
         entry.exact = False
+        entry.plain_runs = 0
         try:
             names = frozenset(n for n, is_small in zip(self.params, small) if is_small)
             entry.source, low = settle(FunctionLowerer, self.body, self.params, dict(zip(self.params, ks)), [],
@@ -242,14 +263,17 @@ class WholeFunction:
             entry.convert = _converter(low.ret_kind)
         except Decline as e:
             entry.declined = self.reason = str(e)
-        # the arrays copied before a kernel that may stop on an overflow runs (to rerun on the values it started
-        # with): those it may change
-        entry.writes = arrays_written(entry.source, ks, viewed) if entry.checked else ()
+        # the arrays it may change: copied before a kernel that may stop on an overflow runs, and before a plain
+        # run (``_plain``), to rerun on the values the call started with
+        entry.writes = arrays_written(entry.source, ks, viewed) if not entry.declined else ()
         return entry
 
     def _compile(self, entry):
         t0 = time.perf_counter()
         try:
+            if type(entry.sig[0]) is tuple:  # the stand-ins _entry kept: typed here, Numba imported off the call
+                entry.sig = _signature(*entry.sig)
+            L.warm_elsewhere("load_sequential", entry.source, entry.sig)
             module = L.load_sequential(entry.source)
             # the compiled code's own entry, for the types taken with the guard (``_entry``): the quick path calls
             # it, skipping the dispatcher's type matching (its guard has matched them already)
@@ -325,7 +349,8 @@ class WholeFunction:
                              f"compiled in {entry.compile_seconds:.2f} s; {entry.native_runs} native runs"
                              f"{L.threads_note(entry)})")
             else:
-                lines.append(f"function at {self.where} -> loops only so far ({entry.interpreted * 1e3:.1f} ms; "
+                so_far = f"the plain function ({entry.plain_runs} runs)" if entry.plain_runs else "loops only"
+                lines.append(f"function at {self.where} -> {so_far} so far ({entry.interpreted * 1e3:.1f} ms; "
                              f"whole function native after {L.HOT_SECONDS * 1e3:.0f} ms"
                              f"{', compiling' if entry.compiling else ''})")
         return lines
@@ -368,6 +393,24 @@ def _converter(k):
 MISS = object()  # the quick path does not apply: take the general one
 FALLBACK = object()  # run the call interpreted (the kernel declined it and left the arrays as they were)
 _LAYOUT_FLAGS = 0x0001 | 0x0002 | 0x0100 | 0x0400  # C_CONTIGUOUS, F_CONTIGUOUS, ALIGNED, WRITEABLE: _layout's
+
+
+def _stand_in(a):
+    """A value Numba types as it types ``a``, without keeping ``a`` alive until the compile: an array of one or a
+    few elements with its dtype, dimensions, layout and read-only flag (Numba's ``typeof`` reads nothing else but
+    alignment: an unaligned array stands for itself). Typing ``a`` at once would import Numba in the first call,
+    which costs more than the call (0.3-0.6 s here)."""
+    if type(a) is not np.ndarray or not a.flags.aligned:
+        return a
+    nd = a.ndim
+    if a.flags.c_contiguous:
+        s = np.empty((1,) * nd, a.dtype)
+    elif a.flags.f_contiguous:  # F and not C: two dimensions or more
+        s = np.empty((2,) * nd, a.dtype, order="F")
+    else:
+        s = np.empty((4,) * nd, a.dtype)[(slice(None, None, 2),) * nd]
+    s.flags.writeable = a.flags.writeable
+    return s
 
 
 def _signature(args, staged: bool) -> tuple:

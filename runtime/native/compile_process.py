@@ -1,0 +1,127 @@
+"""Compiling native kernels in another process, so that the caller keeps its interpreter lock.
+
+A kernel compiled in a background thread shares the interpreter lock with the caller: Numba's typing and lowering
+are Python, and the caller's calls ran 1.2-1.7x slower (10x at worst) for the seconds a compile took. A background
+compile asks this module first (``warm``): one child process per parent, started on the first request, compiles
+the same generated source for the same types through the verified kernel cache (primitives/kernel_cache.py), so
+Numba's machine code is on disk when the background thread then compiles it itself: that compile is a cache load.
+What runs is still the source generated and compiled in this process (the cache's trust model holds: the child is
+this user's own process writing this user's private cache folder). Any failure of the child (it cannot start,
+the kernel does not compile there, the cache folder is refused) only means the thread compiles as before.
+
+``PHYLANX_COMPILE_PROCESS=0`` keeps every compile in the thread. The child reads requests on its stdin and exits
+at its end, that is when this process exits or closes it."""
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import threading
+
+_HEADER = struct.Struct("<Q")
+_lock = threading.Lock()  # one request at a time on the pipe (the child compiles one kernel at a time anyway)
+_child: list = [None]  # the Popen, or False once it could not be started (no second try)
+
+
+def enabled() -> bool:
+    return os.environ.get("PHYLANX_COMPILE_PROCESS", "1") != "0" and _child[0] is not False
+
+
+def warm(loader: str, source: str, sig) -> bool:
+    """Have the child compile ``source`` (loaded as ``loop.<loader>`` loads it) for the Numba types ``sig``;
+    True when it did. Blocks the calling (background) thread, never holding the interpreter lock meanwhile."""
+    if not enabled():
+        return False
+    from phylanx_py.primitives import kernel_cache
+
+    # the folder this process uses now (a test or a program may have changed it since the child started)
+    request = pickle.dumps((kernel_cache.CACHE_DIR, loader, source, tuple(sig)))
+    with _lock:
+        child = _start()
+        if child is None:
+            return False
+        try:
+            child.stdin.write(_HEADER.pack(len(request)) + request)
+            child.stdin.flush()
+            reply = child.stdout.read(1)
+        except (OSError, ValueError):
+            reply = b""
+        if reply == b"":  # the child died: compile in the thread from now on
+            _stop(child)
+            _child[0] = False
+            return False
+        return reply == b"1"
+
+
+def _start():
+    child = _child[0]
+    if child is not None and child is not False and child.poll() is None:
+        return child
+    if child is False:
+        return None
+    try:
+        child = subprocess.Popen([sys.executable, "-m", "phylanx_py.runtime.native.compile_process"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                 close_fds=True)
+    except OSError:
+        _child[0] = False
+        return None
+    _child[0] = child
+    return child
+
+
+def _stop(child):
+    try:
+        child.kill()
+        child.wait(timeout=5)
+    except Exception:  # noqa: BLE001 - gone already
+        pass
+
+
+def close():
+    """Stop the child (tests; it also ends by itself when this process exits)."""
+    with _lock:
+        child = _child[0]
+        _child[0] = None
+        if child is not None and child is not False:
+            try:
+                child.stdin.close()
+                child.wait(timeout=30)
+            except Exception:  # noqa: BLE001 - then by force
+                _stop(child)
+
+
+def _serve(stdin, stdout):
+    """The child's loop: a request is (cache folder, loader, source, sig); the reply one byte, b"1" compiled, b"0"
+    not."""
+    import warnings
+
+    from numba.core.errors import NumbaParallelSafetyWarning  # imported before the first request comes
+    from phylanx_py.primitives import kernel_cache
+
+    from . import loop
+
+    while True:
+        header = stdin.read(_HEADER.size)
+        if len(header) < _HEADER.size:
+            return
+        kernel_cache.CACHE_DIR, loader, source, sig = pickle.loads(  # noqa: S301 - from our parent
+            stdin.read(_HEADER.unpack(header)[0]))
+        try:
+            with warnings.catch_warnings():
+                # as the parent's compile has it (tuning.Choice.build): nothing Numba doubts gets cached
+                warnings.simplefilter("error", NumbaParallelSafetyWarning)
+                getattr(loop, loader)(source).kernel.compile(sig)
+            ok = b"1"
+        except Exception:  # noqa: BLE001 - the parent's thread compiles it and reports what fails
+            ok = b"0"
+        stdout.write(ok)
+        stdout.flush()
+
+
+if __name__ == "__main__":
+    _replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # whatever prints goes where stderr goes: the pipe carries replies only
+    _serve(sys.stdin.buffer, _replies)
