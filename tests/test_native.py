@@ -168,6 +168,32 @@ def test_while_the_kernel_is_not_ready_calls_run_the_plain_function(monkeypatch)
     assert f.explain().splitlines()[-1].startswith(f"function at {where} -> the plain function (3 runs) so far (")
 
 
+def _nested_sums(a, b):
+    n, m = a.shape
+    for i in range(n):
+        for j in range(m):
+            b[i] += a[i, j]
+    return b
+
+
+def test_nested_loops_take_the_tree_first_and_while_calls_are_long(monkeypatch):
+    """With a loop in a loop the tree can switch the inner loop to native code during a call (the plain function
+    cannot): a first call, whose length is not known, and calls after a long one take the tree; calls after a
+    short one run as the plain function."""
+    from phylanx_py.runtime.native import whole
+
+    monkeypatch.setattr(native_loop, "HOT_SECONDS", 1e9)
+    f = px.compile(_nested_sums)
+    a = np.arange(12.0).reshape(3, 4)
+    np.testing.assert_array_equal(f(a, np.zeros(3)), _nested_sums(a, np.zeros(3)))
+    assert f.explain().splitlines()[-1].split(" -> ")[1].startswith("loops only so far (")
+    np.testing.assert_array_equal(f(a, np.zeros(3)), _nested_sums(a, np.zeros(3)))  # the first was short
+    assert "-> the plain function (1 runs) so far" in f.explain()
+    monkeypatch.setattr(whole, "OSR_SECONDS", 0.0)  # every call is "long" now
+    np.testing.assert_array_equal(f(a, np.zeros(3)), _nested_sums(a, np.zeros(3)))
+    assert "-> the plain function (1 runs) so far" in f.explain()  # the tree
+
+
 def test_a_plain_run_that_fails_reruns_through_the_tree_for_its_error(monkeypatch):
     """A plain run that raises puts back the arrays it changed and the call reruns through the tree: the error is
     the ExecutionError every tier gives (the primitive, the user's line), and the arrays end as the plain function

@@ -155,8 +155,13 @@ def _returnable(low, k):
     return k
 
 
+# a call (of a function with nested loops) at least this long runs through the tree while its kernel is not
+# ready: about a compile's time (Numba takes 0.2-10 s a kernel; most NPBench kernels compile in 1-4 s here)
+OSR_SECONDS = 1.0
+
+
 class Entry(L.Entry):
-    __slots__ = ("stages", "guard", "values", "exact", "entry_point", "sig", "plain_runs")
+    __slots__ = ("stages", "guard", "values", "exact", "entry_point", "sig", "plain_runs", "last")
 
 
 class WholeFunction:
@@ -176,6 +181,10 @@ class WholeFunction:
         self.reason = None
         self.quick = None  # the per-call path once a signature runs natively (make_quick)
         self._quick_lock = threading.Lock()
+        # a loop inside a loop: the tree offers the inner one to the native tier at each outer iteration (a long
+        # call goes native in its course), the plain function cannot (``_plain_now``)
+        self.nested = any(isinstance(inner, (ir.For, ir.While)) for outer in ir.walk(self.body)
+                          if isinstance(outer, (ir.For, ir.While)) for inner in ir.walk(outer.body))
 
     def call(self, rt, args, fallback, plain=None):
         """The call's result from the native kernel, or ``fallback()`` (the ordinary evaluation); while the
@@ -206,10 +215,21 @@ class WholeFunction:
             if entry.kernel is None:
                 t0 = time.perf_counter()
                 try:
-                    return fallback() if plain is None else self._plain(rt, entry, args, plain, fallback)
+                    if plain is not None and self._plain_now(entry):
+                        return self._plain(rt, entry, args, plain, fallback)
+                    return fallback()
                 finally:
-                    entry.interpreted += time.perf_counter() - t0
+                    entry.last = time.perf_counter() - t0
+                    entry.interpreted += entry.last
         return self._run(rt, entry, args, fallback)
+
+    def _plain_now(self, entry) -> bool:
+        """Whether this call, its kernel not ready, runs as the plain function. Yes, unless a loop nests in a loop
+        and the call may be long: the tree then switches the inner loop to native code at an outer iteration as
+        soon as its kernel is ready (on-stack replacement, which a running plain function cannot do), and a call
+        longer than a compile (``OSR_SECONDS``) gains more from that than it loses to the tree's slower
+        interpretation (3-4x a scalar loop). Not knowing yet, a first call takes the tree."""
+        return not self.nested or entry.last < OSR_SECONDS
 
     def _plain(self, rt, entry, args, plain, fallback):
         """The call, while its kernel is not ready, as the plain function: it is the answer by definition and
@@ -255,6 +275,7 @@ class WholeFunction:
         entry.guard = entry.values = entry.entry_point = entry.sig = None
         entry.exact = False
         entry.plain_runs = 0
+        entry.last = float("inf")  # the last interpreted call's seconds (none yet: as long as can be)
         try:
             names = frozenset(n for n, is_small in zip(self.params, small) if is_small)
             entry.source, low = settle(FunctionLowerer, self.body, self.params, dict(zip(self.params, ks)), [],
