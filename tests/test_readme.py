@@ -35,9 +35,9 @@ def doc_pages() -> list[str]:
 
 PAGES = ["README.md", *doc_pages()]  # the pages whose snippets run and whose figures are checked
 # The pages the samples checked below live on (each test reads its sample there).
-LANGUAGE = "README.md"  # the supported subset: the CompileError and ExecutionError samples
-TREES = "README.md"  # how to read a tree, and the profile's headline
-TIERS = "README.md"  # the native tier: lu's explain()
+LANGUAGE = "docs/language.md"  # the supported subset: the CompileError and ExecutionError samples
+TREES = "docs/trees-and-profiles.md"  # how to read a tree, and the profile's headline
+TIERS = "docs/tiers.md"  # the native tier: lu's explain()
 MACHINE = "README.md#where-the-figures-come-from"  # where "this machine" is said, linked from every docs page using it
 
 
@@ -393,9 +393,11 @@ def test_the_figure_check_catches_a_figure_without_its_command():
     assert not unexplained_figures("with the default\n5 ms the busy interpreter starved the compile\n")
 
 
-# --- the README keeps the quick start; links lead somewhere -------------------------------------------------------
+# --- the README is a front page: the quick start, a first example, a map of docs/; links lead somewhere --------
 
 QUICK_START = ('pip install -e . && python examples/lra.py', 'pip install -e ".[test]" && python -m pytest -q')
+FRONT_PAGE_LINES = 300  # what a newcomer reads first; the rest belongs on a docs page
+MAP = "## The documentation"  # the README's map of the docs
 
 
 def test_the_readme_has_the_quick_start_commands_ci_runs():
@@ -404,6 +406,12 @@ def test_the_readme_has_the_quick_start_commands_ci_runs():
     readme, ci = readme_text(), readme_text(".ci/run")
     for command in QUICK_START:
         assert command in readme and command in ci, command
+
+
+def test_the_readme_is_a_front_page():
+    lines = readme_text().splitlines()
+    assert len(lines) <= FRONT_PAGE_LINES, (f"README.md has {len(lines)} lines: move what a newcomer does not need "
+                                            f"first to a docs/ page (and link it from {MAP!r})")
 
 
 def _without_code(text: str) -> str:
@@ -448,6 +456,17 @@ def broken_links(page: str) -> list[str]:
 @pytest.mark.parametrize("page", [*PAGES, "benchmarks/README.md"])
 def test_every_relative_link_leads_to_a_file(page):
     assert broken_links(page) == []
+
+
+def test_the_readme_maps_every_docs_page():
+    """Every docs/*.md page, and benchmarks/README.md, is linked from the README's map of the docs."""
+    readme = readme_text()
+    assert MAP + "\n" in readme, f"README.md has no {MAP!r} section"
+    section = readme.split(MAP + "\n", 1)[1]
+    section = re.split(r"^## ", section, maxsplit=1, flags=re.M)[0]
+    mapped = {os.path.normpath(target.partition("#")[0]) for target in links(section)}
+    missing = [page for page in [*doc_pages(), "benchmarks/README.md"] if page not in mapped]
+    assert not missing, f"{MAP!r} in README.md does not link {missing}"
 
 
 def test_the_link_check_catches_what_it_should():
