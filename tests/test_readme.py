@@ -469,6 +469,30 @@ def test_the_readme_maps_every_docs_page():
     assert not missing, f"{MAP!r} in README.md does not link {missing}"
 
 
+# "(docs/clusters.md: What to know when you use a cluster)", 'README: "Quick start"' in messages and docstrings
+SECTION_REFERENCE = re.compile(r'\b(README(?:\.md)?|docs/[\w-]+\.md):\s+"?([A-Z][^"\n]*?)"?(?=[)."]|\s+gives\b)')
+
+
+def test_the_code_names_pages_and_headings_that_exist():
+    """An error message or docstring that sends the reader to a page's section names a page and a heading that
+    exist (they once said "README: Running on a cluster" after the section had grown and was to move)."""
+    import glob
+
+    found, broken = 0, []
+    for path in sorted(glob.glob(os.path.join(ROOT, "*", "**", "*.py"), recursive=True)):
+        rel = os.path.relpath(path, ROOT)
+        if rel.startswith(("tests", "build")):
+            continue
+        text = open(path, encoding="utf-8").read()
+        for m in SECTION_REFERENCE.finditer(re.sub(r'"\s*\n\s*"', "", text)):  # adjacent literals joined
+            found += 1
+            page = "README.md" if m.group(1).startswith("README") else m.group(1)
+            slug = next(heading_anchors("## " + m.group(2)))
+            if not os.path.exists(os.path.join(ROOT, page)) or slug not in set(heading_anchors(readme_text(page))):
+                broken.append(f"{rel}: {m.group(0)!r}")
+    assert found >= 3 and not broken, broken
+
+
 def test_the_link_check_catches_what_it_should():
     assert links("[a](docs/x.md) `[b](c)` [d](https://e.org/)\n```\n[f](g)\n```\n") == ["docs/x.md", "https://e.org/"]
     assert list(heading_anchors("# A page\n## Tiers and `explain()`\n## Loops: the native tier\n## A page\n"
