@@ -4,7 +4,7 @@ Generated kernels (fused element-wise groups, fused reductions, row products, na
 written to ``<cache>/kernels/<kind>_<sha256>.py`` so that Numba's ``cache=True`` can keep their machine code beside
 them (``__pycache__``) for the next process. ``<cache>`` is ``PHYLANX_CACHE_DIR`` or ``~/.cache/phylanx-py``.
 
-Trust model (README: "The kernel cache and what it trusts"). The cache is data, never code we trust:
+Trust model (docs/kernels.md: "The kernel cache and what it trusts"). The cache is data, never code we trust:
 - What runs is the source generated in this process, compiled from memory. A file on disk whose content differs
   from it (tampered with, truncated, stale) is replaced before Numba looks at it: Numba keys its machine-code cache
   on the file's modification time and size, so rewriting the file also invalidates machine code compiled from

@@ -189,7 +189,7 @@ def check_workers(client) -> dict:
             bad.append(f"worker {worker} has phylanx-py {answer[1]}, this client has {__version__}")
     if bad:
         raise ClusterError("; ".join(bad) + ". Install the same phylanx-py on every worker "
-                           "(README: Running on a cluster).")
+                           "(docs/clusters.md: What to know when you use a cluster).")
     return {w: a[1] for w, a in answers.items()}
 
 

@@ -1,14 +1,17 @@
-"""Every ```python block of README.md runs as written, in order, in one namespace (as a reader pastes them).
+"""Every ```python block of README.md and of each docs/*.md page runs as written, in order, in one namespace per
+page (as a reader pastes them).
 
-A block preceded by the line ``<!-- not run: reason -->`` is skipped; the README uses it only for snippets that
-need a cluster at a fixed address. The blocks run as one script in a subprocess (``@px.compile`` reads the
+A block preceded by the line ``<!-- not run: reason -->`` is skipped; the pages use it only for snippets that
+need a cluster at a fixed address. Each page's blocks run as one script in a subprocess (``@px.compile`` reads the
 source of the functions it compiles, so they must live in a file), in a temporary directory (the files they
 write land there).
 
-The README's samples of output are checked against what the code prints (the tree, the CompileError and
-ExecutionError tracebacks, lu's explain(), the profile's headline, the quick start's output), with ``…`` or
-``...`` where a sample leaves out what varies; and every time, ratio or percentage on README.md and
-benchmarks/README.md is the code's own value, a target, or named with the command that printed it and the load.
+The samples of output are checked against what the code prints (the tree, the CompileError and ExecutionError
+tracebacks, lu's explain(), the profile's headline, the quick start's output), with ``…`` or ``...`` where a
+sample leaves out what varies, on the page each sample lives on; every time, ratio or percentage on README.md,
+docs/*.md and benchmarks/README.md is the code's own value, a target, or named with the command that printed it
+and the load. The README keeps the quick-start commands CI runs, stays a front page, and links every docs page
+from its map of the docs; every relative link of these pages leads to a file (and heading) that exists.
 """
 from __future__ import annotations
 
@@ -24,9 +27,23 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SKIP = re.compile(r"<!--\s*not run:.*-->")
 
 
-def readme_blocks(path=os.path.join(ROOT, "README.md")):
-    """[(first line number, code, skipped)] of every ```python block."""
-    lines = open(path, encoding="utf-8").read().splitlines()
+def doc_pages() -> list[str]:
+    """Every docs/*.md page, as a path from the repository root."""
+    docs = os.path.join(ROOT, "docs")
+    return sorted(f"docs/{n}" for n in os.listdir(docs) if n.endswith(".md")) if os.path.isdir(docs) else []
+
+
+PAGES = ["README.md", *doc_pages()]  # the pages whose snippets run and whose figures are checked
+# The pages the samples checked below live on (each test reads its sample there).
+LANGUAGE = "docs/language.md"  # the supported subset: the CompileError and ExecutionError samples
+TREES = "docs/trees-and-profiles.md"  # how to read a tree, and the profile's headline
+TIERS = "docs/tiers.md"  # the native tier: lu's explain()
+MACHINE = "README.md#where-the-figures-come-from"  # where "this machine" is said, linked from every docs page using it
+
+
+def readme_blocks(page="README.md"):
+    """[(first line number, code, skipped)] of every ```python block of ``page`` (a path from the repository root)."""
+    lines = open(os.path.join(ROOT, page), encoding="utf-8").read().splitlines()
     blocks, i = [], 0
     while i < len(lines):
         if lines[i].strip() == "```python":
@@ -42,31 +59,34 @@ def readme_blocks(path=os.path.join(ROOT, "README.md")):
 
 
 def test_the_extractor_sees_the_blocks_and_the_marker():
-    blocks = readme_blocks()
+    blocks = [block for page in PAGES for block in readme_blocks(page)]
     assert len(blocks) >= 5
     skipped = [code for _, code, skip in blocks if skip]
     # only snippets that talk to a cluster at a fixed address are not run
     assert skipped and all("tcp://127.0.0.1:8786" in code for code in skipped)
 
 
-def test_readme_python_blocks_run_as_written(tmp_path):
+@pytest.mark.parametrize("page", PAGES)
+def test_readme_python_blocks_run_as_written(tmp_path, page):
     out: list[str] = []
-    for lineno, code, skip in readme_blocks():
+    for lineno, code, skip in readme_blocks(page):
         if not skip:
-            out += [""] * (lineno - 1 - len(out))  # so a traceback's line numbers are README.md's
+            out += [""] * (lineno - 1 - len(out))  # so a traceback's line numbers are the page's
             out += code.splitlines()
+    if not out:
+        return  # a page without snippets to run
     script = tmp_path / "readme_blocks.py"
     script.write_text("\n".join(out) + "\n")
     env = {**os.environ, "PHYLANX_PROGRESS": "0"}
     done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
                           timeout=300, env=env)
-    assert done.returncode == 0, f"README block failed (line numbers are README.md's):\n{done.stderr[-4000:]}"
+    assert done.returncode == 0, f"{page} block failed (line numbers are {page}'s):\n{done.stderr[-4000:]}"
 
 
 def test_readme_sample_tree_is_what_the_example_prints():
     import runpy
 
-    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    readme = readme_text(TREES)
     start = readme.index("```\ndefine(lra, lambda(X, y, alpha, iterations),") + 4
     sample = readme[start:readme.index("```", start)].rstrip()
     lra = runpy.run_path(os.path.join(ROOT, "examples", "lra.py"), run_name="example")["lra"]
@@ -74,7 +94,7 @@ def test_readme_sample_tree_is_what_the_example_prints():
     assert sample == printed
 
 
-# --- what the README says about itself, and its samples of output ------------------------------------------------
+# --- what the pages say about themselves, and their samples of output ------------------------------------------------
 
 NUMBER_WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten".split())}
 
@@ -88,18 +108,28 @@ def fenced_blocks(text) -> list[tuple[str, str]]:
     return re.findall(r"^```(\S*)\n(.*?)^```$", text, flags=re.M | re.S)
 
 
-def test_a_count_of_the_snippets_not_run_is_right_or_not_stated():
-    """The README once said "the three that need a scheduler" when four did: a count it states of the snippets
-    that are not run ("N [snippets] that/which need ...", "N [snippets] [are] marked") must be the extractor's
-    (today it states none)."""
-    skipped = sum(skip for _, _, skip in readme_blocks())
-    prose = re.sub(r"^```.*?^```$", "", readme_text(), flags=re.M | re.S).replace("\n", " ")
-    assert "`<!-- not run: ... -->`" in prose, "the README no longer says how snippets that are not run are marked"
+def prose_of(text) -> str:
+    """``text`` without its fenced blocks, on one line."""
+    return re.sub(r"^```.*?^```$", "", text, flags=re.M | re.S).replace("\n", " ")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_count_of_the_snippets_not_run_is_right_or_not_stated(page):
+    """The README once said "the three that need a scheduler" when four did: a count a page states of the snippets
+    that are not run ("N [snippets] that/which need ...", "N [snippets] [are] marked") must be the extractor's:
+    the page's own, or in the README (which speaks for the docs too) the page's or all pages' (today none is
+    stated)."""
+    skipped = sum(skip for _, _, skip in readme_blocks(page))
+    everywhere = sum(skip for p in PAGES for _, _, skip in readme_blocks(p))
+    prose = prose_of(readme_text(page))
+    if page == "README.md":
+        assert "`<!-- not run: ... -->`" in prose, "the README no longer says how snippets that are not run are marked"
     count = r"\b(\d+|" + "|".join(NUMBER_WORDS) + r")\s+(?:\w+\s+)?(?:(?:that|which)\s+need|(?:are\s+)?marked)\b"
     for m in re.finditer(count, prose, flags=re.I):
         word = m.group(1)
         stated = int(word) if word.isdigit() else NUMBER_WORDS[word.lower()]
-        assert stated == skipped, f"the README says {m.group(0)!r}; {skipped} snippets are not run"
+        assert stated == skipped or (page == "README.md" and stated == everywhere), \
+            f"{page} says {m.group(0)!r}; {skipped} snippets are not run there ({everywhere} on all pages)"
 
 
 def _run_bad(tmp_path, what):
@@ -136,16 +166,16 @@ def _without_python_underlines(err: str) -> str:
 def _sample_after(readme: str, marker: str) -> str:
     """The body of the first ``` block whose body contains ``marker``."""
     found = [body for _, body in fenced_blocks(readme) if marker in body]
-    assert found, f"no sample containing {marker!r} in README.md"
+    assert found, f"no sample containing {marker!r} on its page"
     return found[0].rstrip("\n")
 
 
 def test_readme_compile_error_sample_is_what_bad_py_prints(tmp_path):
     """The sample's frames of decorator.py once named lines 147 and 109 long after they moved: it is checked here,
     whole, against what the code prints today."""
-    sample = _sample_after(readme_text(), "phylanx_py.errors.CompileError:")
+    sample = _sample_after(readme_text(LANGUAGE), "phylanx_py.errors.CompileError:")
     printed = _without_python_underlines(_run_bad(tmp_path, "compile")).rstrip("\n")
-    assert sample == printed, ("README.md's CompileError sample is not what `python bad.py compile` prints; "
+    assert sample == printed, (f"{LANGUAGE}'s CompileError sample is not what `python bad.py compile` prints; "
                                f"replace it with:\n{printed}")
 
 
@@ -169,11 +199,12 @@ def _matches_with_elisions(sample: str, printed: str) -> bool:
 
 
 def test_readme_execution_error_sample_is_what_bad_py_prints(tmp_path):
-    sample = _sample_after(readme_text(), "phylanx_py.errors.ExecutionError:")
+    sample = _sample_after(readme_text(LANGUAGE), "phylanx_py.errors.ExecutionError:")
     printed = _without_python_underlines(_run_bad(tmp_path, "run"))
     # Python 3.13 also prints the generated line under the <phylanx ...> frame; 3.10-3.12 print only its name
     printed = re.sub(r'(  File "<phylanx [^\n]*\n)    [^\n]*# bad\.py:\d+: [^\n]*\n', r"\1", printed)
-    assert _matches_with_elisions(sample, printed), f"README.md's ExecutionError sample:\n{sample}\nprinted:\n{printed}"
+    assert _matches_with_elisions(sample, printed), \
+        f"{LANGUAGE}'s ExecutionError sample:\n{sample}\nprinted:\n{printed}"
 
 
 def _pattern(text: str) -> re.Pattern:
@@ -197,7 +228,7 @@ def _comment_lines(lines: list[str]) -> list[str]:
 def test_readme_explain_sample_for_lu_is_what_explain_prints(tmp_path):
     """The lu snippet, saved as lu.py and run; its explain() before and after the background compiles, against the
     README's comment lines, ``…`` standing for times and counts."""
-    code = next(code for _, code, _ in readme_blocks() if "def lu(A):" in code)
+    code = next(code for _, code, _ in readme_blocks(TIERS) if "def lu(A):" in code)
     head, comments = code.split("print(f.explain())\n")
     lines = comments.splitlines()
     later = next(i for i, line in enumerate(lines) if line.startswith("# and, a few calls later"))
@@ -225,7 +256,7 @@ def test_readme_explain_sample_for_lu_is_what_explain_prints(tmp_path):
     before, after = (part.strip("\n").splitlines() for part in done.stdout.split("----\n"))
     for want, got in ((first, before), (second, after)):
         assert len(want) == len(got) and all(_pattern(w).fullmatch(g) for w, g in zip(want, got)), \
-            "README.md says:\n" + "\n".join(want) + "\nexplain() printed:\n" + "\n".join(got)
+            f"{TIERS} says:\n" + "\n".join(want) + "\nexplain() printed:\n" + "\n".join(got)
 
 
 def test_readme_profile_headline_is_what_a_profile_prints():
@@ -235,7 +266,7 @@ def test_readme_profile_headline_is_what_a_profile_prints():
 
     import phylanx_py as px
 
-    readme = readme_text().replace("\n", " ")
+    readme = readme_text(TREES).replace("\n", " ")
     headline = re.search(r"the table starts with a headline, `(wall [^`]*)`", readme).group(1)
     example = runpy.run_path(os.path.join(ROOT, "examples", "lra.py"), run_name="example")
     X, y = example["make_data"](2000, 5)
@@ -319,15 +350,18 @@ def unexplained_figures(text: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("page", ["README.md", "benchmarks/README.md"])
+@pytest.mark.parametrize("page", [*PAGES, "benchmarks/README.md"])
 def test_every_figure_names_its_command_and_load(page):
     """A time, ratio or percentage on the page is the code's own value (CODE_VALUES), a target, or a measurement
     given in the same paragraph, list item or table row (with its header) as the command that printed it
-    (`python ...`, `phylanx-py ...`) and the load it ran under; the page says which machine ("this machine")."""
+    (`python ...`, `phylanx-py ...`) and the load it ran under; the README says which machine ("this machine"),
+    and a docs page that speaks of this machine links to where the README says it."""
     text = readme_text(page)
     assert unexplained_figures(text) == []
     if page == "README.md":
         assert "\"This machine\" is the project's own:" in text
+    elif page.startswith("docs/") and re.search(r"\bthis machine\b", text, flags=re.I):
+        assert f"](../{MACHINE})" in text, f"{page} speaks of this machine without linking ../{MACHINE}"
 
 
 def test_the_figures_that_are_code_values_are_the_codes():
@@ -344,9 +378,9 @@ def test_the_figures_that_are_code_values_are_the_codes():
     fresh = subprocess.run([sys.executable, "-c", "import sys; print(sys.getswitchinterval())"], capture_output=True,
                            text=True, timeout=60)  # (this process's may be lowered while a native compile runs)
     assert float(fresh.stdout) == 0.005
-    readme = re.sub(r"\s+", " ", readme_text())
-    missing = [phrase for phrase in CODE_VALUES if phrase not in readme]
-    assert not missing, f"CODE_VALUES lists phrases README.md no longer has: {missing}"
+    pages = {page: re.sub(r"\s+", " ", readme_text(page)) for page in PAGES}
+    missing = [phrase for phrase in CODE_VALUES if not any(phrase in text for text in pages.values())]
+    assert not missing, f"CODE_VALUES lists phrases README.md and docs/ no longer have: {missing}"
 
 
 def test_the_figure_check_catches_a_figure_without_its_command():
@@ -357,3 +391,111 @@ def test_the_figure_check_catches_a_figure_without_its_command():
     assert not unexplained_figures("| script | target |\n|---|---|\n| `lra.py` | ≤ 1.5× NumPy |\n")
     assert unexplained_figures("A call costs about 5 ms on this machine.\n")  # a code value's figure, elsewhere
     assert not unexplained_figures("with the default\n5 ms the busy interpreter starved the compile\n")
+
+
+# --- the README is a front page: the quick start, a first example, a map of docs/; links lead somewhere --------
+
+QUICK_START = ('pip install -e . && python examples/lra.py', 'pip install -e ".[test]" && python -m pytest -q')
+FRONT_PAGE_LINES = 300  # what a newcomer reads first; the rest belongs on a docs page
+MAP = "## The documentation"  # the README's map of the docs
+
+
+def test_the_readme_has_the_quick_start_commands_ci_runs():
+    """.ci/run runs these two commands and fails when the README no longer says them verbatim; so does this test,
+    before CI does."""
+    readme, ci = readme_text(), readme_text(".ci/run")
+    for command in QUICK_START:
+        assert command in readme and command in ci, command
+
+
+def test_the_readme_is_a_front_page():
+    lines = readme_text().splitlines()
+    assert len(lines) <= FRONT_PAGE_LINES, (f"README.md has {len(lines)} lines: move what a newcomer does not need "
+                                            f"first to a docs/ page (and link it from {MAP!r})")
+
+
+def _without_code(text: str) -> str:
+    """``text`` without fenced blocks and inline code spans (where ``[a](b)`` is code, not a link)."""
+    return re.sub(r"`[^`\n]*`", "", re.sub(r"^```.*?^```$", "", text, flags=re.M | re.S))
+
+
+def links(text: str) -> list[str]:
+    """The targets of the page's Markdown links, ``[text](target)``, outside code."""
+    return re.findall(r"\[[^\]]*\]\(([^)\s]+)\)", _without_code(text))
+
+
+def heading_anchors(text: str) -> set[str]:
+    """The anchors GitHub gives the page's headings: lower case, punctuation dropped, spaces as hyphens, and
+    ``-1``, ``-2`` ... on repeats."""
+    seen: dict[str, int] = {}
+    for line in re.sub(r"^```.*?^```$", "", text, flags=re.M | re.S).splitlines():
+        m = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if m:
+            slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+            n = seen.get(slug, 0)
+            seen[slug] = n + 1
+            yield slug if n == 0 else f"{slug}-{n}"
+
+
+def broken_links(page: str) -> list[str]:
+    """The relative links of ``page`` (a path from the repository root) that lead to no file, or to a heading the
+    file does not have."""
+    text, broken = readme_text(page), []
+    for target in links(text):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):
+            continue  # https:, mailto: ...
+        path, _, anchor = target.partition("#")
+        where = os.path.normpath(os.path.join(os.path.dirname(page), path)) if path else page
+        if not os.path.exists(os.path.join(ROOT, where)):
+            broken.append(f"{target} (no file {where})")
+        elif anchor and where.endswith(".md") and anchor not in set(heading_anchors(readme_text(where))):
+            broken.append(f"{target} (no heading #{anchor} in {where})")
+    return broken
+
+
+@pytest.mark.parametrize("page", [*PAGES, "benchmarks/README.md"])
+def test_every_relative_link_leads_to_a_file(page):
+    assert broken_links(page) == []
+
+
+def test_the_readme_maps_every_docs_page():
+    """Every docs/*.md page, and benchmarks/README.md, is linked from the README's map of the docs."""
+    readme = readme_text()
+    assert MAP + "\n" in readme, f"README.md has no {MAP!r} section"
+    section = readme.split(MAP + "\n", 1)[1]
+    section = re.split(r"^## ", section, maxsplit=1, flags=re.M)[0]
+    mapped = {os.path.normpath(target.partition("#")[0]) for target in links(section)}
+    missing = [page for page in [*doc_pages(), "benchmarks/README.md"] if page not in mapped]
+    assert not missing, f"{MAP!r} in README.md does not link {missing}"
+
+
+# "(docs/clusters.md: What to know when you use a cluster)", 'README: "Quick start"' in messages and docstrings
+SECTION_REFERENCE = re.compile(r'\b(README(?:\.md)?|docs/[\w-]+\.md):\s+"?([A-Z][^"\n]*?)"?(?=[)."]|\s+gives\b)')
+
+
+def test_the_code_names_pages_and_headings_that_exist():
+    """An error message or docstring that sends the reader to a page's section names a page and a heading that
+    exist (they once said "README: Running on a cluster" after the section had grown and was to move)."""
+    import glob
+
+    found, broken = 0, []
+    for path in sorted(glob.glob(os.path.join(ROOT, "*", "**", "*.py"), recursive=True)):
+        rel = os.path.relpath(path, ROOT)
+        if rel.startswith(("tests", "build")):
+            continue
+        text = open(path, encoding="utf-8").read()
+        for m in SECTION_REFERENCE.finditer(re.sub(r'"\s*\n\s*"', "", text)):  # adjacent literals joined
+            found += 1
+            page = "README.md" if m.group(1).startswith("README") else m.group(1)
+            slug = next(heading_anchors("## " + m.group(2)))
+            if not os.path.exists(os.path.join(ROOT, page)) or slug not in set(heading_anchors(readme_text(page))):
+                broken.append(f"{rel}: {m.group(0)!r}")
+    assert found >= 3 and not broken, broken
+
+
+def test_the_link_check_catches_what_it_should():
+    assert links("[a](docs/x.md) `[b](c)` [d](https://e.org/)\n```\n[f](g)\n```\n") == ["docs/x.md", "https://e.org/"]
+    assert list(heading_anchors("# A page\n## Tiers and `explain()`\n## Loops: the native tier\n## A page\n"
+                                "```\n# not a heading\n```\n")) == \
+        ["a-page", "tiers-and-explain", "loops-the-native-tier", "a-page-1"]
+    assert broken_links("README.md") == []

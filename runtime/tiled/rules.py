@@ -3,8 +3,9 @@
 rest.
 
 A NumPy function without a tile rule gathers its tiled inputs to the client and runs there (fallback.py), with a
-``TileFallbackWarning`` naming the primitive and the user's line: correct first, and visible. ``covered()`` is the
-list the README prints (python -c "import phylanx_py as px; print(px.tiled.rules.covered())")."""
+``TileFallbackWarning`` naming the primitive and the user's line: correct first, and visible. ``covered()`` lists them
+(docs/tiled.md: "What there is, and how it behaves" gives the command: python -c "import phylanx_py as px;
+print(px.tiled.rules.covered())")."""
 from __future__ import annotations
 
 import functools
