@@ -173,9 +173,10 @@ class CompiledFunction:
         ``loop at x.py:30 -> interpreted: np.random.rand has no native form (x.py:31)``."""
         code = self._compile()
         loops = getattr(code, "loop_hooks", [])
-        lines = [line for loop in loops for line in loop.explain()]
-        if getattr(code, "whole", None) is not None:
-            lines += code.whole.explain()
+        whole = code.whole.explain() if getattr(code, "whole", None) is not None else []
+        # every signature seen runs as one native kernel: its loops' own native kernels no longer run
+        whole_native = bool(whole) and all(" -> native (whole function" in line for line in whole)
+        lines = [line for loop in loops for line in loop.explain(whole_native)] + whole
         return "\n".join(lines) if lines else "no loops"
 
     # ---- calling -------------------------------------------------------------------------------------

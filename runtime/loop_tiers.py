@@ -69,9 +69,13 @@ class HandOver:
             if hasattr(t, "ran"):
                 t.ran(t0)
 
-    def explain(self) -> list[str]:
+    def explain(self, whole_native: bool = False) -> list[str]:
+        """The tiers' lines; ``whole_native``: the function runs as one native kernel for every signature seen,
+        so the lines of tiers that are part of it (``part_of_whole``: the native loop tier) are left out."""
         lines, earlier = [], False
         for t in self.tiers:
+            if whole_native and getattr(t, "part_of_whole", False):
+                continue
             mine = t.explain()
             # after a tier that met its own kind of inputs (tiled arrays), the next tier's verdict is about others
             lines += [line + " (for NumPy inputs)" for line in mine] if earlier else mine

@@ -136,6 +136,8 @@ class Entry:
 
 
 class NativeLoop:
+    part_of_whole = True  # a function that runs as one native kernel runs this loop in it (HandOver.explain)
+
     """Called by generated code before a loop: the loop's new values of its outputs when it ran natively,
     else None (the interpreted loop runs; ``ran`` then adds its time)."""
 
