@@ -13,6 +13,7 @@ import weakref
 from phylanx_py.primitives.backends import to_device
 from phylanx_py.runtime import current
 from phylanx_py.runtime.code import ProgramCode
+from phylanx_py.runtime.floor import enabled as floor_enabled
 from phylanx_py.runtime.native.whole import FALLBACK, MISS
 
 from . import pickling
@@ -174,9 +175,10 @@ class CompiledFunction:
         code = self._compile()
         loops = getattr(code, "loop_hooks", [])
         whole = code.whole.explain() if getattr(code, "whole", None) is not None else []
+        floor = code.floor.explain() if getattr(code, "floor", None) is not None else []
         # every signature seen runs as one native kernel: its loops' own native kernels no longer run
         whole_native = bool(whole) and all(" -> native (whole function" in line for line in whole)
-        lines = [line for loop in loops for line in loop.explain(whole_native)] + whole
+        lines = [line for loop in loops for line in loop.explain(whole_native)] + whole + floor
         return "\n".join(lines) if lines else "no loops"
 
     # ---- calling -------------------------------------------------------------------------------------
@@ -200,12 +202,22 @@ class CompiledFunction:
         code = self._code
         if code is None:
             code = self._compiled()
-        whole = code.whole
-        if whole is not None and not kwargs and self._device == "cpu":  # the native tier's whole function
-            rt = current()
-            return whole.call(rt, args, lambda: rt.evaluate(code, args, kwargs, HOOKS), self.__wrapped__)
+        rt = current()
+        if self._device == "cpu":
+            floor = code.floor
+
+            def tree():
+                return rt.evaluate(code, args, kwargs, HOOKS)
+
+            def chosen():  # the plain function or the tree, the faster (runtime/floor.py)
+                return tree() if floor is None else floor.call(rt, args, kwargs, self.__wrapped__, tree)
+
+            whole = code.whole
+            if whole is not None and not kwargs:  # the native tier's whole function
+                return whole.call(rt, args, chosen, self.__wrapped__ if floor_enabled() else None, tree)
+            return chosen()
         args, kwargs = self._inputs(args, kwargs)
-        return current().evaluate(code, args, kwargs, HOOKS)
+        return rt.evaluate(code, args, kwargs, HOOKS)
 
     def lazy(self, *args, **kwargs):
         """A future of the call's result, returned at once (``.result()``, ``.done()``)."""

@@ -9,6 +9,7 @@ from phylanx_py import ir
 from phylanx_py.errors import ExecutionError
 
 from .codegen import Generator
+from .floor import Floor
 from .native.whole import whole_function
 
 
@@ -54,6 +55,7 @@ class ProgramCode:
         self._factory, self.source, self.linemap = self._build(fast=True)
         self._profiled = None  # the same program without inline fast paths, built when first profiled
         self.whole = whole_function(program) if self.native_loops else None  # the native tier's whole function
+        self.floor = Floor.of(program) if native else None  # the plain function as the floor (floor.py)
 
     def _build(self, fast: bool):
         gen = Generator(self.program, self.namespaces, fast=fast, native=self.native)

@@ -15,6 +15,11 @@ import phylanx_py as px  # noqa: E402
 
 EXIT_SECONDS = 120
 
+# The plain function as the floor (runtime/floor.py) is off in tests unless a test turns it on: most tests are about
+# what the tree does (fusion, tasks, native loops, counts); the differential and error suites turn it on in two of
+# their three passes (``native_tier``), tests/test_floor.py and the tier's own tests in test_native.py turn it on.
+os.environ["PHYLANX_FLOOR"] = "0"
+
 
 def pytest_unconfigure(config):
     """After the tests, the process must exit: a thread that keeps the interpreter alive is a bug (a CI run once
@@ -49,11 +54,14 @@ def runtime(request):
 
 @pytest.fixture(params=["off", "default", "force"])
 def native_tier(request, monkeypatch):
-    """The native loop tier off (PHYLANX_NATIVE=0), as it is by default (loops go native once hot, so rarely in
-    small tests) and forced on every loop that qualifies (PHYLANX_NATIVE=force): the differential and error
-    suites run under all three."""
+    """The native loop tier off (PHYLANX_NATIVE=0, and the plain function not the floor: PHYLANX_FLOOR=0), as it is
+    by default (loops go native once hot, so rarely in small tests) and forced on every loop that qualifies
+    (PHYLANX_NATIVE=force): the differential and error suites run under all three."""
     if request.param != "default":
         monkeypatch.setenv("PHYLANX_NATIVE", "force" if request.param == "force" else "0")
     else:
         monkeypatch.delenv("PHYLANX_NATIVE", raising=False)
+    # "off" is the tree alone: the plain function is not the floor either (runtime/floor.py), so every call of the
+    # suites runs the tree on both local runtimes there; by default and forced, calls may run the plain function
+    monkeypatch.setenv("PHYLANX_FLOOR", "0" if request.param == "off" else "1")
     return request.param

@@ -1,6 +1,7 @@
 """The native loop tier: same answer as the plain function, or the loop stays interpreted and says why."""
 from __future__ import annotations
 
+import os
 import time
 import warnings
 
@@ -158,6 +159,7 @@ def _fill_then_fail(x, k):
 def test_while_the_kernel_is_not_ready_calls_run_the_plain_function(monkeypatch):
     """Before its kernel is ready a whole function runs as the plain function (CPython's speed; the tree's
     interpreter runs a scalar loop 3-4x slower), and says so in explain()."""
+    monkeypatch.setenv("PHYLANX_FLOOR", "1")  # off elsewhere in the suite (conftest.py)
     monkeypatch.setattr(native_loop, "HOT_SECONDS", 1e9)  # never hot: no kernel, only the plain runs
     f = px.compile(L.tanh_store)
     a, b = np.linspace(-1, 1, 10), np.linspace(-1, 1, 10)
@@ -182,6 +184,7 @@ def test_nested_loops_take_the_tree_first_and_while_calls_are_long(monkeypatch):
     short one run as the plain function."""
     from phylanx_py.runtime.native import whole
 
+    monkeypatch.setenv("PHYLANX_FLOOR", "1")
     monkeypatch.setattr(native_loop, "HOT_SECONDS", 1e9)
     f = px.compile(_nested_sums)
     a = np.arange(12.0).reshape(3, 4)
@@ -198,6 +201,7 @@ def test_a_plain_run_that_fails_reruns_through_the_tree_for_its_error(monkeypatc
     """A plain run that raises puts back the arrays it changed and the call reruns through the tree: the error is
     the ExecutionError every tier gives (the primitive, the user's line), and the arrays end as the plain function
     leaves them (written up to the failing index once, not twice)."""
+    monkeypatch.setenv("PHYLANX_FLOOR", "1")
     monkeypatch.setattr(native_loop, "HOT_SECONDS", 1e9)
     f = px.compile(_fill_then_fail)
     x, want = np.full(4, -1.0), np.full(4, -1.0)
@@ -236,7 +240,8 @@ def test_a_first_call_does_not_import_numba(tmp_path):
         assert px.compile(count_positive)(a, 1001) == count_positive(a, 1001)
         print("numba imported:", "numba" in sys.modules)
     """))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k != "PHYLANX_FLOOR"}  # as a user runs it
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "numba imported: False\n"
 
@@ -253,6 +258,7 @@ def test_a_background_compile_runs_in_the_compile_process(monkeypatch, tmp_path)
     monkeypatch.setattr(kernel_cache, "CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(native_loop, "HOT_SECONDS", 0.0)
     monkeypatch.delenv("PHYLANX_COMPILE_PROCESS", raising=False)
+    monkeypatch.setenv("PHYLANX_FLOOR", "1")
     compile_process.close()
     asked = []
     real_warm = compile_process.warm

@@ -9,8 +9,8 @@ What runs is still the source generated and compiled in this process (the cache'
 this user's own process writing this user's private cache folder). Any failure of the child (it cannot start,
 the kernel does not compile there, the cache folder is refused) only means the thread compiles as before.
 
-``PHYLANX_COMPILE_PROCESS=0`` keeps every compile in the thread. The child reads requests on its stdin and exits
-at its end, that is when this process exits or closes it."""
+``PHYLANX_COMPILE_PROCESS=0`` keeps every compile in the thread. The child (compile_child.py) reads requests on its
+stdin and exits at its end, that is when this process exits or closes it."""
 from __future__ import annotations
 
 import os
@@ -20,7 +20,9 @@ import subprocess
 import sys
 import threading
 
-_HEADER = struct.Struct("<Q")
+from phylanx_py.primitives import kernel_cache
+
+HEADER = struct.Struct("<Q")
 _lock = threading.Lock()  # one request at a time on the pipe (the child compiles one kernel at a time anyway)
 _child: list = [None]  # the Popen, or False once it could not be started (no second try)
 
@@ -34,8 +36,6 @@ def warm(loader: str, source: str, sig) -> bool:
     True when it did. Blocks the calling (background) thread, never holding the interpreter lock meanwhile."""
     if not enabled():
         return False
-    from phylanx_py.primitives import kernel_cache
-
     # the folder this process uses now (a test or a program may have changed it since the child started)
     request = pickle.dumps((kernel_cache.CACHE_DIR, loader, source, tuple(sig)))
     with _lock:
@@ -43,7 +43,7 @@ def warm(loader: str, source: str, sig) -> bool:
         if child is None:
             return False
         try:
-            child.stdin.write(_HEADER.pack(len(request)) + request)
+            child.stdin.write(HEADER.pack(len(request)) + request)
             child.stdin.flush()
             reply = child.stdout.read(1)
         except (OSError, ValueError):
@@ -62,7 +62,7 @@ def _start():
     if child is False:
         return None
     try:
-        child = subprocess.Popen([sys.executable, "-m", "phylanx_py.runtime.native.compile_process"],
+        child = subprocess.Popen([sys.executable, "-m", "phylanx_py.runtime.native.compile_child"],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                  close_fds=True)
     except OSError:
@@ -91,37 +91,3 @@ def close():
                 child.wait(timeout=30)
             except Exception:  # noqa: BLE001 - then by force
                 _stop(child)
-
-
-def _serve(stdin, stdout):
-    """The child's loop: a request is (cache folder, loader, source, sig); the reply one byte, b"1" compiled, b"0"
-    not."""
-    import warnings
-
-    from numba.core.errors import NumbaParallelSafetyWarning  # imported before the first request comes
-    from phylanx_py.primitives import kernel_cache
-
-    from . import loop
-
-    while True:
-        header = stdin.read(_HEADER.size)
-        if len(header) < _HEADER.size:
-            return
-        kernel_cache.CACHE_DIR, loader, source, sig = pickle.loads(  # noqa: S301 - from our parent
-            stdin.read(_HEADER.unpack(header)[0]))
-        try:
-            with warnings.catch_warnings():
-                # as the parent's compile has it (tuning.Choice.build): nothing Numba doubts gets cached
-                warnings.simplefilter("error", NumbaParallelSafetyWarning)
-                getattr(loop, loader)(source).kernel.compile(sig)
-            ok = b"1"
-        except Exception:  # noqa: BLE001 - the parent's thread compiles it and reports what fails
-            ok = b"0"
-        stdout.write(ok)
-        stdout.flush()
-
-
-if __name__ == "__main__":
-    _replies = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # whatever prints goes where stderr goes: the pipe carries replies only
-    _serve(sys.stdin.buffer, _replies)

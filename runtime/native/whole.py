@@ -186,9 +186,11 @@ class WholeFunction:
         self.nested = any(isinstance(inner, (ir.For, ir.While)) for outer in ir.walk(self.body)
                           if isinstance(outer, (ir.For, ir.While)) for inner in ir.walk(outer.body))
 
-    def call(self, rt, args, fallback, plain=None):
+    def call(self, rt, args, fallback, plain=None, tree=None):
         """The call's result from the native kernel, or ``fallback()`` (the ordinary evaluation); while the
-        kernel is not ready, ``plain(*args)`` (the plain function) when given (``_plain``)."""
+        kernel is not ready, ``plain(*args)`` (the plain function) or ``tree()`` (the evaluation of the tree, by
+        default ``fallback``), as ``_plain_now`` decides."""
+        tree = tree or fallback
         m = L.current_mode()
         if m == "off" or len(args) != len(self.params) or type(rt) is not Runtime or rt.closed or \
                 profiling.active() is not None:
@@ -216,8 +218,8 @@ class WholeFunction:
                 t0 = time.perf_counter()
                 try:
                     if plain is not None and self._plain_now(entry):
-                        return self._plain(rt, entry, args, plain, fallback)
-                    return fallback()
+                        return self._plain(rt, entry, args, plain, tree)
+                    return tree()
                 finally:
                     entry.last = time.perf_counter() - t0
                     entry.interpreted += entry.last
@@ -242,6 +244,8 @@ class WholeFunction:
         try:
             out = plain(*args)
         except Exception:  # noqa: BLE001 - rerun where the error gets its primitive and line
+            out = FALLBACK
+        if out is FALLBACK:  # outside the except block: the tree's error is not chained to the plain run's
             for a, copy in saved:
                 a[...] = copy
             return fallback()

@@ -1,0 +1,213 @@
+"""The plain function as the floor of a call on the local runtime: it or the tree, whichever has run faster.
+
+DESIGN.md's first rule: no call is slower than the undecorated function. On NumPy code that others wrote the tree
+often is (NPBench, calls 2-6: 42 of 54 kernels under 0.9x NumPy): every operation pays the evaluator's dispatch,
+and a call whose operations are all small gains nothing from tasks. The plain function is the answer by
+definition (promise 1), so a call may run it. Per signature (the arguments' types, shapes and dtypes) the two are
+timed: the first call runs the plain function, the second the tree, then the faster one runs, and the other is
+timed again at calls 4, 8, 16, 32 and every 64th after (the tree improves as its fused and native kernels compile
+in the background). That probing is the price of finding where the tree wins (fused element-wise chains, tasks
+on both cores): at most one call in 64 once settled.
+
+Which calls may run the plain function (``Floor.of``): only on the local runtime (``px.runtime.local()``: the
+synchronous one is for debugging the tree, Dask runs the work on the cluster), outside ``px.profile()`` (which
+times the tree's nodes), on arguments of plain Python and NumPy values, and for programs whose rerun no one can
+see: no printing, raising, asserting or random draws, no calls of callables passed in, no stores to enclosing
+functions' names. An error in a plain run must still be the ExecutionError naming the primitive and the line, so
+the call then reruns through the tree: the arrays the program may change are copied before a plain run and put
+back first (only the parameters it stores into, when every other array it changes is one it made itself; all
+array arguments otherwise), and a call whose lists or dicts it may change runs through the tree. ``PHYLANX_FLOOR=0``
+turns this off."""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+from phylanx_py.primitives import IO, MUTATES, STATE
+from phylanx_py.primitives import lookup as lookup_primitive
+
+from phylanx_py import ir
+
+from . import profiling
+from .base import Runtime
+from .executors import LocalPoolExecutor
+
+_SCALARS = frozenset({int, float, bool, complex, str, bytes, type(None)})
+_CONTAINERS = (list, tuple, dict)
+# calls whose value is a new array (never a view of an argument): a name bound only to these may be changed freely
+_FRESH = frozenset({"zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like", "array",
+                    "copy", "method.copy", "arange", "linspace", "eye", "identity", "operator.add", "operator.sub",
+                    "operator.mul", "operator.truediv", "operator.floordiv", "operator.mod", "operator.pow",
+                    "operator.neg", "operator.matmul", "dot", "matmul"})
+PROBES = (4, 8, 16, 32)  # calls at which the slower way is timed again; then every PROBE_EVERY-th
+PROBE_EVERY = 64
+KEYS_KEPT = 64  # signatures remembered per function (a program calling it with ever new shapes starts over)
+_FAILED = object()
+
+
+def enabled() -> bool:
+    return os.environ.get("PHYLANX_FLOOR", "1") != "0"
+
+
+class _Times:
+    __slots__ = ("plain", "tree", "calls")
+
+    def __init__(self):
+        self.plain = self.tree = None
+        self.calls = 0
+
+
+class Floor:
+    """The choice between the plain function and the tree for one compiled function (module docstring)."""
+
+    def __init__(self, copies, mutates):
+        self.copies = copies  # indices of the parameters to copy before a plain run, or None: every array
+        self.mutates = mutates  # whether the program changes anything in place (lists and dicts included)
+        self.times: dict = {}
+        self.plain_runs = self.tree_runs = 0
+
+    @classmethod
+    def of(cls, program: ir.Program) -> Floor | None:
+        """The Floor of ``program``, or None when a rerun of it could be seen (module docstring)."""
+        entry = program.function(program.entry)
+        params = list(entry.params) + list(entry.kwonly)
+        fresh = _fresh_names(entry)
+        copies, mutates = set(), False
+        for name, fn in program.functions:
+            for n in ir.walk(fn.body):
+                t = type(n)
+                if t is ir.Apply and type(n.func) not in (ir.FuncRef, ir.Lambda):
+                    return None  # a callable passed in: what it does is unknown
+                if t in (ir.SetVar, ir.StoreName) and n.depth != 0:
+                    return None
+                target = None
+                if t is ir.StoreItem:
+                    target = n.obj
+                elif t is ir.Call:
+                    effect = lookup_primitive(n.prim).effect
+                    if effect == IO or effect == STATE:
+                        return None
+                    out = dict(n.kwargs).get("out")
+                    if out is not None:
+                        target = out
+                    elif effect == MUTATES and n.args:
+                        target = n.args[0]
+                else:
+                    continue
+                if target is None:
+                    continue
+                mutates = True
+                if copies is None:
+                    continue
+                if name == program.entry and type(target) is ir.Var and target.depth == 0:
+                    if target.name in params:
+                        copies.add(params.index(target.name))
+                        continue
+                    if target.name in fresh:
+                        continue
+                copies = None  # an alias it may have made, or another function's store: copy every array
+        return cls(None if copies is None else tuple(sorted(copies)), mutates)
+
+    def call(self, rt, args, kwargs, plain, tree):
+        """The call's result: ``plain(*args, **kwargs)`` or ``tree()``, as chosen (module docstring)."""
+        if type(rt) is not Runtime or type(rt.executor) is not LocalPoolExecutor or rt.closed or \
+                profiling.active() is not None or not enabled():
+            return tree()
+        key = _key(args, kwargs, self.mutates)
+        if key is None:
+            return tree()
+        times = self.times.get(key)
+        if times is None:
+            if len(self.times) >= KEYS_KEPT:
+                self.times.clear()
+            times = self.times[key] = _Times()
+        n = times.calls
+        times.calls = n + 1
+        if times.plain is None:
+            use_plain = True
+        elif times.tree is None:
+            use_plain = False
+        else:
+            use_plain = times.plain <= times.tree
+            if n in PROBES or n % PROBE_EVERY == 0:
+                use_plain = not use_plain
+        t0 = time.perf_counter()
+        if not use_plain:
+            out = tree()
+            times.tree = _mean(times.tree, time.perf_counter() - t0)
+            self.tree_runs += 1
+            return out
+        arrays = [a for a in (args if self.copies is None else (args[i] for i in self.copies if i < len(args)))
+                  if type(a) is np.ndarray]
+        if self.copies is None:
+            arrays += [v for v in kwargs.values() if type(v) is np.ndarray]
+        saved = [(a, a.copy()) for a in arrays]
+        try:
+            out = plain(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - rerun where the error gets its primitive and line
+            out = _FAILED
+        if out is _FAILED:  # outside the except block: the tree's error is not chained to the plain run's
+            for a, copy in saved:
+                a[...] = copy
+            return tree()
+        times.plain = _mean(times.plain, time.perf_counter() - t0)
+        self.plain_runs += 1
+        with rt._lock:
+            rt.counts["calls"] += 1
+        return out
+
+    def explain(self) -> list[str]:
+        if not self.plain_runs:
+            return []
+        return [f"calls: {self.plain_runs} ran as the plain function, {self.tree_runs} through the tree (the "
+                f"faster one per signature, timed)"]
+
+
+def _mean(old, new):
+    return new if old is None else 0.5 * old + 0.5 * new
+
+
+def _key(args, kwargs, mutates):
+    """The signature the times are kept for, or None when an argument is not a plain value (a future, a tiled or
+    GPU array, a list or dict the program may change)."""
+    key = []
+    for a in (*args, *kwargs.values()):
+        t = type(a)
+        if t is np.ndarray:
+            key.append((a.shape, a.dtype.num))
+        elif t in _SCALARS or isinstance(a, np.generic):
+            key.append(t)
+        elif t in _CONTAINERS:
+            if mutates and t is not tuple:
+                return None
+            items = a.values() if t is dict else a
+            if not all(type(v) in _SCALARS or type(v) is np.ndarray or isinstance(v, np.generic) for v in items):
+                return None
+            key.append((t, len(a)))
+        else:
+            return None
+    if kwargs:
+        key.append(tuple(kwargs))
+    return tuple(key)
+
+
+def _fresh_names(fn: ir.Function) -> frozenset:
+    """Names of ``fn`` bound only to new arrays (``_FRESH`` calls, fused element-wise groups)."""
+    values: dict = {}
+    for n in ir.walk(fn.body):
+        if type(n) is ir.Assign:
+            targets = [n.target] if type(n.target) is ir.StoreName else None
+            if targets is None:  # a, b = ...: not followed
+                for s in ir.walk(n.target):
+                    if type(s) is ir.StoreName:
+                        values.setdefault(s.name, []).append(None)
+                continue
+            values.setdefault(n.target.name, []).append(n.value)
+        elif type(n) is ir.For:
+            for s in ir.walk(n.target):
+                if type(s) is ir.StoreName:
+                    values.setdefault(s.name, []).append(None)
+    return frozenset(name for name, vs in values.items()
+                     if all(type(v) is ir.Fused or (type(v) is ir.Call and v.prim in _FRESH and
+                                                    "out" not in dict(v.kwargs)) for v in vs))

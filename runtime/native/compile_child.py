@@ -1,0 +1,41 @@
+"""The compile process's side (compile_process.py starts it as ``python -m phylanx_py.runtime.native.compile_child``):
+requests on stdin, one reply byte each on stdout."""
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import warnings
+
+from phylanx_py.primitives import kernel_cache
+
+from . import loop
+from .compile_process import HEADER
+
+
+def serve(stdin, stdout):
+    """A request is (cache folder, loader, source, sig); the reply one byte, b"1" compiled, b"0" not."""
+    from numba.core.errors import NumbaParallelSafetyWarning  # this process compiles kernels: Numba at once
+
+    while True:
+        header = stdin.read(HEADER.size)
+        if len(header) < HEADER.size:
+            return
+        kernel_cache.CACHE_DIR, loader, source, sig = pickle.loads(  # noqa: S301 - from our parent
+            stdin.read(HEADER.unpack(header)[0]))
+        try:
+            with warnings.catch_warnings():
+                # as the parent's compile has it (tuning.Choice.build): nothing Numba doubts gets cached
+                warnings.simplefilter("error", NumbaParallelSafetyWarning)
+                getattr(loop, loader)(source).kernel.compile(sig)
+            ok = b"1"
+        except Exception:  # noqa: BLE001 - the parent's thread compiles it and reports what fails
+            ok = b"0"
+        stdout.write(ok)
+        stdout.flush()
+
+
+if __name__ == "__main__":
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # whatever prints goes where stderr goes: the pipe carries replies only
+    serve(sys.stdin.buffer, replies)

@@ -1,0 +1,156 @@
+"""The plain function as the floor (runtime/floor.py): on the local runtime a call runs the plain function or the
+tree, whichever was timed faster for its signature; errors stay the tree's; programs whose rerun could be seen, and
+other runtimes, always take the tree."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import phylanx_py as px
+
+
+def _scale_rows(A, s):
+    B = A * s
+    return B / np.sum(B, axis=1, keepdims=True)
+
+
+def _normalise_in_place(A):
+    A /= np.sum(A)
+    return A
+
+
+def _store_then_fail(A, i):
+    A[0] = 7.0
+    return A[i]
+
+
+def _alias_then_fail(A, i):
+    B = A
+    B[1] = 5.0
+    return A[i]
+
+
+def _prints(x):
+    print("x is", x)
+    return x + 1
+
+
+def _appends(items, v):
+    items.append(v)
+    return len(items)
+
+
+class _Spy:
+    """Counts the calls of a compiled function's plain function (set as its ``__wrapped__``)."""
+
+    def __init__(self, fn):
+        self.fn, self.calls = fn, 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return self.fn(*args, **kwargs)
+
+
+@pytest.fixture
+def local():
+    rt = px.runtime.local()
+    with px.using(rt):
+        yield rt
+    rt.close()
+
+
+@pytest.fixture(autouse=True)
+def _floor_on(monkeypatch):
+    monkeypatch.setenv("PHYLANX_FLOOR", "1")  # off in the rest of the suite (conftest.py)
+
+
+def _compiled_with_spy(fn):
+    f = px.compile(fn)
+    assert f.tree is not None  # translated from the real function first
+    spy = f.__wrapped__ = _Spy(fn)
+    return f, spy
+
+
+def test_first_call_plain_second_tree_then_the_faster(local):
+    f, spy = _compiled_with_spy(_scale_rows)
+    A = np.arange(1.0, 13.0).reshape(3, 4)
+    for n in range(1, 7):
+        np.testing.assert_allclose(f(A, 2.0), _scale_rows(A, 2.0), rtol=1e-15)
+        if n == 1:
+            assert spy.calls == 1  # the plain function first
+        if n == 2:
+            assert spy.calls == 1  # then the tree, timed
+    assert 1 <= spy.calls <= 5
+    tree_runs = 6 - spy.calls
+    assert f.explain().splitlines()[-1] == (f"calls: {spy.calls} ran as the plain function, {tree_runs} through "
+                                            f"the tree (the faster one per signature, timed)")
+    # a new signature (another shape) starts with the plain function again
+    before = spy.calls
+    f(np.ones((2, 2)), 1.0)
+    assert spy.calls == before + 1
+
+
+def test_a_plain_run_that_fails_reruns_through_the_tree(local, monkeypatch):
+    """The error is the tree's ExecutionError, the same as with the floor off, and the parameter the program
+    stores into ends as the plain function leaves it (stored once)."""
+    monkeypatch.setenv("PHYLANX_FLOOR", "0")
+    with pytest.raises(px.ExecutionError) as tree_err:
+        px.compile(_store_then_fail)(np.zeros(3), 5)
+    monkeypatch.setenv("PHYLANX_FLOOR", "1")
+    f, spy = _compiled_with_spy(_store_then_fail)
+    A = np.zeros(3)
+    with pytest.raises(px.ExecutionError) as err:
+        f(A, 5)
+    assert spy.calls == 1  # it ran plain first
+    assert str(err.value) == str(tree_err.value)
+    assert "in primitive" in str(err.value) and "IndexError" in str(err.value)
+    np.testing.assert_array_equal(A, [7.0, 0.0, 0.0])
+
+
+def test_an_array_changed_through_an_alias_is_put_back_too(local):
+    f, spy = _compiled_with_spy(_alias_then_fail)
+    assert f._code.floor.copies is None  # B = A: every array argument is copied
+    A, want = np.zeros(3), np.zeros(3)
+    with pytest.raises(IndexError):
+        _alias_then_fail(want, 9)
+    with pytest.raises(px.ExecutionError):
+        f(A, 9)
+    assert spy.calls == 1
+    np.testing.assert_array_equal(A, want)
+
+
+def test_a_parameter_stored_into_is_the_only_copy(local):
+    f, _ = _compiled_with_spy(_normalise_in_place)
+    f(np.ones(4))
+    assert f._code.floor.copies == (0,)
+
+
+@pytest.mark.parametrize("fn, args", [(_prints, (1.0,)), (_appends, ([1, 2], 3))])
+def test_programs_whose_rerun_could_be_seen_take_the_tree(local, fn, args, capsys):
+    f, spy = _compiled_with_spy(fn)
+    for _ in range(3):
+        f(*[list(a) if isinstance(a, list) else a for a in args])
+    assert spy.calls == 0
+    if fn is _prints:
+        assert capsys.readouterr().out == "x is 1.0\n" * 3
+
+
+def test_the_synchronous_runtime_and_the_switch_take_the_tree(monkeypatch):
+    A = np.arange(6.0).reshape(2, 3)
+    with px.using(px.runtime.synchronous()):
+        f, spy = _compiled_with_spy(_scale_rows)
+        f(A, 1.0)
+        f(A, 1.0)
+        assert spy.calls == 0
+    monkeypatch.setenv("PHYLANX_FLOOR", "0")
+    with px.using(px.runtime.local()):
+        f, spy = _compiled_with_spy(_scale_rows)
+        f(A, 1.0)
+        assert spy.calls == 0
+
+
+def test_inside_a_profile_the_tree_runs(local):
+    f, spy = _compiled_with_spy(_scale_rows)
+    with px.profile():
+        f(np.ones((2, 2)), 1.0)
+    assert spy.calls == 0
