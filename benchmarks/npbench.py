@@ -124,16 +124,19 @@ def relative_error(ref, val) -> float:
     return float(np.linalg.norm(np.asarray(ref) - np.asarray(val)) / np.linalg.norm(ref))
 
 
-def validate(ref: list, val: list, info: dict) -> tuple[bool, str]:
-    """(valid, why not): NPBench's rule for each output pair (``np.allclose`` with the kernel's rtol/atol, else the
-    relative norm error under norm_error), and as many outputs of the same shapes."""
+def validate(ref: list, val: list, info: dict, same_function: bool = False) -> tuple[bool, str]:
+    """(valid, why not): NPBench's rule for each pair of outputs (``zip``: as many as the shorter list has):
+    ``np.allclose`` with the kernel's rtol/atol, else the relative norm error under norm_error. ``same_function``
+    (the compiled NumPy function itself) also asks for as many outputs, of the same shapes: NPBench's own versions
+    may differ there (adi's ``_numba_n`` returns nothing, its NumPy version ``u``, which is also an output
+    argument), the compiled function may not."""
     import numpy as np
 
     rtol, atol, norm_error = info.get("rtol", 1e-5), info.get("atol", 1e-8), info.get("norm_error", 1e-5)
-    if len(ref) != len(val):
+    if same_function and len(ref) != len(val):
         return False, f"{len(val)} outputs, NumPy gives {len(ref)}"
     for i, (r, v) in enumerate(zip(ref, val)):
-        if np.shape(r) != np.shape(v):
+        if same_function and np.shape(r) != np.shape(v):
             return False, f"output {i}: shape {np.shape(v)}, NumPy's {np.shape(r)}"
         try:
             if np.allclose(r, v, rtol=rtol, atol=atol):
@@ -194,9 +197,7 @@ def tier_summary(explain: str) -> str:
         head, _, state = line.partition(" -> ")
         where = head.rsplit(":", 1)[-1]
         par = " par" if "in parallel chosen" in state or "in parallel (forced)" in state else ""
-        if state.startswith("native (whole function"):
-            short = "native" + par
-        elif state.startswith("native"):
+        if state.startswith("native"):  # a loop's kernel, or the whole function's ("native (whole function, ...")
             short = "native" + par
         elif state.startswith("interpreted so far") or state.startswith("loops only so far"):
             short = "so far" + (" (compiling)" if "compiling" in state else "")
@@ -205,8 +206,10 @@ def tier_summary(explain: str) -> str:
             short = "interp: " + (reason.rsplit(" (", 1)[0] if reason.endswith(")") else reason)
         else:
             short = state
-        (whole if head.startswith("function at") else loops).append(short if head.startswith("function at")
-                                                                    else f"L{where} {short}")
+        if head.startswith("function at"):
+            whole.append(short)
+        else:
+            loops.append(f"L{where} {short}")
     if any(w.startswith("native") for w in whole):
         return "whole fn " + next(w for w in whole if w.startswith("native"))
     parts = list(dict.fromkeys(loops))
@@ -289,7 +292,7 @@ def run_one(suite: str, name: str, preset: str, repeat: int, settle: float, numb
         px_call = Caller(f, data, info)
         seconds, out = px_call()
         row["px_first"] = time.perf_counter() - t0  # px.compile and the first call
-        row["px_valid"], row["px_why"] = validate(ref, out, info)
+        row["px_valid"], row["px_why"] = validate(ref, out, info, same_function=True)
     except Exception as e:  # noqa: BLE001
         row["px_error"], px_call = _error(e), None
     # early, phylanx-py: calls 2-6, interleaved with NumPy's
@@ -323,7 +326,7 @@ def run_one(suite: str, name: str, preset: str, repeat: int, settle: float, numb
                 ts.append(seconds)
             row["np_settled"], row["px_settled"] = statistics.median(clean + busy), statistics.median(ts)
             row["settled_busy"] = len(busy)  # NumPy calls a compile still overlapped (settling ran out of time)
-            valid, why = validate(ref, out, info)
+            valid, why = validate(ref, out, info, same_function=True)
             row["px_valid_settled"] = valid
             if not valid:
                 row["px_why"] = (row.get("px_why") or "") + f" settled: {why}"
@@ -360,7 +363,9 @@ def run_child(opts, name: str, preset: str) -> dict:
         out, err = proc.communicate(timeout=opts.timeout)
         if proc.returncode != 0:
             last = [line for line in err.strip().splitlines() if line.strip()]
-            problem = f"exit status {proc.returncode}" + (f": {last[-1][:200]}" if last else "")
+            problem = f"exit status {proc.returncode}" + (f" ({signal.Signals(-proc.returncode).name})"
+                                                          if proc.returncode < 0 else "") + \
+                (f": {last[-1][:200]}" if last else "")
     except subprocess.TimeoutExpired:
         _kill(proc)
         out, err = proc.communicate()
@@ -373,7 +378,9 @@ def run_child(opts, name: str, preset: str) -> dict:
             shutil.rmtree(cache, ignore_errors=True)
     rows = [line[len(ROW_MARK):] for line in out.splitlines() if line.startswith(ROW_MARK)]
     row = json.loads(rows[-1]) if rows else {"name": name, "preset": preset}
-    if problem:
+    if problem and rows and row.get("stage") is None:  # the row was complete: the process died on its way out
+        row["exit_crash"] = problem
+    elif problem:
         row["crash"] = problem + (f" (during {row['stage']})" if row.get("stage") else "")
     return row
 
@@ -417,6 +424,8 @@ def problem(row: dict) -> str:
         return f"px wrong: {row['px_why'].strip()}"
     if row.get("nb_why"):
         return f"numba wrong: {row['nb_why']}"
+    if row.get("exit_crash"):
+        return f"crashed at exit, the row complete: {row['exit_crash']}"
     return ""
 
 
@@ -568,6 +577,9 @@ def main(argv=None):
                        "versions": versions, "suite": opts.suite, "presets": presets, "repeat": opts.repeat,
                        "settle_seconds": opts.settle_seconds, "cold": opts.cold, "rows": rows}, fh, indent=1)
         print(f"rows saved to {opts.json}")
+    died = [f"{r['name']} ({r['preset']})" for r in rows if "crash" in r or "exit_crash" in r]
+    if died:
+        print(f"child processes that crashed or timed out: {', '.join(died)}")
     wrong = [r["name"] for r in rows if r.get("px_valid") is False or r.get("px_valid_settled") is False]
     if wrong:  # a fast wrong answer must not pass unnoticed (errors and crashes are in their rows)
         print(f"phylanx-py gave a wrong answer: {', '.join(wrong)}")
