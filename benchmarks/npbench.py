@@ -324,8 +324,11 @@ def run_one(suite: str, name: str, preset: str, repeat: int, settle: float, numb
                 np_timed()
                 seconds, out = px_call()
                 ts.append(seconds)
-            row["np_settled"], row["px_settled"] = statistics.median(clean + busy), statistics.median(ts)
-            row["settled_busy"] = len(busy)  # NumPy calls a compile still overlapped (settling ran out of time)
+            # NumPy's calls a compile still overlapped (settling ran out of time) are left out as in the early
+            # rounds; with none left, its early median stands in
+            row["np_settled"] = statistics.median(clean) if clean else row["np_early"]
+            row["px_settled"], row["settled_busy"] = statistics.median(ts), len(busy)
+            row["np_settled_clean"], row["np_settled_busy"] = clean[:], busy[:]
             valid, why = validate(ref, out, info, same_function=True)
             row["px_valid_settled"] = valid
             if not valid:
