@@ -21,9 +21,10 @@ around the call, garbage collection off, as ``timeit`` does); the outputs are th
    compile is left (``_common.settle_native``); then 5 rounds of NumPy and the compiled function: "settled".
 
 NumPy's figure for the early ratios is the median of its calls in 1 and 2 that no background compile of
-phylanx-py overlapped: the compile thread takes the interpreter lock (and shortens the switch interval) while it
-runs, which slowed NumPy's Python-level loops in this process about twofold (seidel_2d, jacobi_1d), and NPBench
-runs each framework in a process of its own. The slowdown is reported ("np slowed"), not counted.
+phylanx-py overlapped: while a compile runs, its thread competes for the interpreter lock and the switch interval
+is shortened, which slowed NumPy's Python-level loops in the same process about twofold on a 2-core machine
+(seidel_2d, jacobi_1d), and NPBench runs each framework in a process of its own. The slowdown is reported ("np
+slowed"), not counted.
 
 Each validation is NPBench's rule: ``np.allclose(ref, val, rtol, atol)`` or else the relative error
 ``norm(ref - val) / norm(ref)`` under ``norm_error`` (1e-5, 1e-8, 1e-5, or the kernel's own in its bench_info), for
