@@ -279,6 +279,46 @@ def test_a_background_compile_runs_in_the_compile_process(monkeypatch, tmp_path)
     assert child.poll() == 0  # it ends when its pipe closes
 
 
+def test_at_exit_no_compile_starts_here_and_running_ones_are_waited_for(monkeypatch):
+    """At interpreter exit a background compile does not start Numba's work in this process (a daemon thread inside
+    LLVM while the interpreter finalised crashed the process); one that only waits for the compile process's reply
+    does not hold the exit, and stops when the reply comes; one compiling here is waited for."""
+    import threading
+
+    from phylanx_py.runtime.native import compile_process
+
+    monkeypatch.setattr(native_loop, "_exit", {"exiting": False, "inside": 0})
+    replied, steps = threading.Event(), []
+    monkeypatch.setattr(compile_process, "warm", lambda *a: replied.wait(10))
+
+    def compile_fn():
+        steps.append("typing")
+        native_loop.warm_elsewhere("load_sequential", "source", ())
+        steps.append("compiling here")
+
+    t = native_loop.in_background(compile_fn)
+    deadline = time.monotonic() + 10
+    while native_loop._exit["inside"] != 0 or not steps:  # waiting for the reply: not inside
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    t0 = time.monotonic()
+    native_loop._at_exit()
+    assert time.monotonic() - t0 < 1  # the exit did not wait for the reply
+    replied.set()
+    t.join(10)
+    assert steps == ["typing"]  # stopped: no compile in this process after the exit began
+    later = []
+    native_loop.in_background(lambda: later.append(1)).join(10)
+    assert later == []  # and none starts
+
+    monkeypatch.setattr(native_loop, "_exit", {"exiting": False, "inside": 0})
+    started, done = threading.Event(), threading.Event()
+    native_loop.in_background(lambda: (started.set(), time.sleep(0.5), done.set()))
+    assert started.wait(10)
+    native_loop._at_exit()
+    assert done.is_set()  # the exit waited for the compile running here
+
+
 @pytest.mark.parametrize("n", [0, 1, 7])
 def test_python_scalars_that_become_numpy_scalars_keep_their_type(forced, n):
     f = run_both(L.accumulate, np.linspace(0, 1, n), np.arange(n))

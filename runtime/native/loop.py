@@ -81,13 +81,52 @@ _compiling_lock = threading.Lock()
 
 
 _thread = threading.local()
+# Background compiles and interpreter exit: a daemon thread still inside Numba/LLVM while the interpreter finalises
+# crashed the process (SIGSEGV at exit, 1 run in 6 of NPBench's fdtd_2d). At exit (``_at_exit``) no compile starts
+# in this process any more, and those running are waited for (EXIT_WAIT_SECONDS at most); a thread only waiting
+# for the compile process's reply is not waited for, and stops when the reply comes.
+EXIT_WAIT_SECONDS = 120
+_exit = {"exiting": False, "inside": 0}  # "inside": background threads compiling in this process now
+_exit_cond = threading.Condition()
+
+
+class Exiting(Exception):
+    """The interpreter is exiting: a background compile stops instead of starting Numba's work."""
 
 
 def warm_elsewhere(loader: str, source: str, sig) -> None:
     """In a background compile (``in_background``), have the compile process compile ``source`` first
     (compile_process.py), so that the thread's own compile is a load from the kernel cache."""
-    if getattr(_thread, "background", False):
+    if not getattr(_thread, "background", False):
+        return
+    _inside(False)
+    try:
         compile_process.warm(loader, source, sig)
+    finally:
+        _inside(True)
+
+
+def _inside(now: bool):
+    """This background thread compiles in this process from now (True) or not (False); raises Exiting rather
+    than start to when the interpreter is exiting."""
+    with _exit_cond:
+        if now and _exit["exiting"]:
+            raise Exiting("the interpreter is exiting")
+        if getattr(_thread, "inside", False) != now:
+            _exit["inside"] += 1 if now else -1
+            _thread.inside = now
+            _exit_cond.notify_all()
+
+
+def _at_exit():
+    with _exit_cond:
+        _exit["exiting"] = True
+        _exit_cond.wait_for(lambda: _exit["inside"] <= 0, timeout=EXIT_WAIT_SECONDS)
+
+
+_register_at_exit = getattr(threading, "_register_atexit", None)  # before atexit hooks and finalisation
+if _register_at_exit is not None:
+    _register_at_exit(_at_exit)
 
 
 def in_background(compile_fn, *args) -> threading.Thread:
@@ -95,6 +134,10 @@ def in_background(compile_fn, *args) -> threading.Thread:
     thread runs."""
     def run():
         _thread.background = True
+        try:
+            _inside(True)
+        except Exiting:
+            return
         with _compiling_lock:
             if _compiling["threads"] == 0:
                 _compiling["interval"] = sys.getswitchinterval()
@@ -103,7 +146,10 @@ def in_background(compile_fn, *args) -> threading.Thread:
             _compiling["threads"] += 1
         try:
             compile_fn(*args)
+        except Exiting:
+            pass
         finally:
+            _inside(False)
             with _compiling_lock:
                 _compiling["threads"] -= 1
                 # put it back unless the program set an interval of its own meanwhile: that one stays
