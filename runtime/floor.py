@@ -42,6 +42,7 @@ _FRESH = frozenset({"zeros", "ones", "empty", "full", "zeros_like", "ones_like",
                     "operator.neg", "operator.matmul", "dot", "matmul"})
 PROBES = (4, 8, 16, 32)  # calls at which the slower way is timed again; then every PROBE_EVERY-th
 PROBE_EVERY = 64
+AGEING = 1.25  # growth of a kept best time per sample of that way (``_mean``)
 KEYS_KEPT = 64  # signatures remembered per function (a program calling it with ever new shapes starts over)
 _FAILED = object()
 
@@ -72,9 +73,9 @@ class Floor:
         """The Floor of ``program``, or None when a rerun of it could be seen (module docstring)."""
         entry = program.function(program.entry)
         params = list(entry.params) + list(entry.kwonly)
-        fresh = _fresh_names(entry)
         copies, mutates = set(), False
         for name, fn in program.functions:
+            fresh = _fresh_names(fn)
             for n in ir.walk(fn.body):
                 t = type(n)
                 if t is ir.Apply and type(n.func) not in (ir.FuncRef, ir.Lambda):
@@ -100,13 +101,13 @@ class Floor:
                 mutates = True
                 if copies is None:
                     continue
-                if name == program.entry and type(target) is ir.Var and target.depth == 0:
-                    if target.name in params:
+                if type(target) is ir.Var and target.depth == 0:
+                    if target.name in fresh:  # an array the function made itself (in any of the functions)
+                        continue
+                    if name == program.entry and target.name in params:
                         copies.add(params.index(target.name))
                         continue
-                    if target.name in fresh:
-                        continue
-                copies = None  # an alias it may have made, or another function's store: copy every array
+                copies = None  # an alias it may have made, another function's parameter: copy every array
         return cls(None if copies is None else tuple(sorted(copies)), mutates)
 
     def call(self, rt, args, kwargs, plain, tree):
@@ -165,7 +166,10 @@ class Floor:
 
 
 def _mean(old, new):
-    return new if old is None else 0.5 * old + 0.5 * new
+    """The time kept for one way: its best, which a later sample replaces when lower or when the best has aged
+    (each sample lets it grow by AGEING): one slow call on a busy machine does not flip the choice, and a way that
+    got faster (kernels compiled) or slower for good is followed within a few samples."""
+    return new if old is None else min(new, old * AGEING)
 
 
 def _key(args, kwargs, mutates):
@@ -208,6 +212,7 @@ def _fresh_names(fn: ir.Function) -> frozenset:
             for s in ir.walk(n.target):
                 if type(s) is ir.StoreName:
                     values.setdefault(s.name, []).append(None)
-    return frozenset(name for name, vs in values.items()
-                     if all(type(v) is ir.Fused or (type(v) is ir.Call and v.prim in _FRESH and
+    params = set(fn.params) | set(fn.kwonly)  # bound to an argument first, whatever they are bound to later
+    return frozenset(name for name, vs in values.items() if name not in params and
+                     all(type(v) is ir.Fused or (type(v) is ir.Call and v.prim in _FRESH and
                                                     "out" not in dict(v.kwargs)) for v in vs))

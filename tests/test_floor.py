@@ -119,10 +119,36 @@ def test_an_array_changed_through_an_alias_is_put_back_too(local):
     np.testing.assert_array_equal(A, want)
 
 
+def _rebinds_after_storing(A, B):
+    A[0] = 7.0
+    A = np.zeros(2)
+    A[1] = 1.0
+    return A + B[:2]
+
+
+def _fills(A, B):
+    out = _fill(np.empty(3))
+    return out[:2] + A[:2] + B[:2]
+
+
+def _fill(x):
+    x[:] = 2.0
+    return x
+
+
 def test_a_parameter_stored_into_is_the_only_copy(local):
     f, _ = _compiled_with_spy(_normalise_in_place)
     f(np.ones(4))
     assert f._code.floor.copies == (0,)
+    # a parameter rebound to a new array after a store into it is still copied; an array another function gets
+    # as its parameter may be an argument: every array is copied
+    g, _ = _compiled_with_spy(_rebinds_after_storing)
+    assert g._code.floor.copies == (0,)
+    h, _ = _compiled_with_spy(_fills)
+    assert h._code.floor.copies is None
+    A, B = np.ones(3), np.ones(3)
+    np.testing.assert_array_equal(g(A.copy(), B), _rebinds_after_storing(A.copy(), B))
+    np.testing.assert_array_equal(h(A, B), _fills(A, B))
 
 
 @pytest.mark.parametrize("fn, args", [(_prints, (1.0,)), (_appends, ([1, 2], 3))])
