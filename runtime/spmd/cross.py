@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 
+from .deferred import EXACT_LIMIT
 from .shard import NotSpmd, Shard, Transposed, is_shard
 
 _GATHERED = {"min": np.min, "max": np.max, "any": np.any, "all": np.all, "prod": np.prod}
@@ -51,7 +52,8 @@ def reduce(kind, x, axis=None, keepdims=False, dtype=None, ddof=0):
         return x.owned_rows(getattr(np, kind)(own, axis=axes, keepdims=keepdims, **kw, **extra))
     rank = x.rank
     if kind == "sum":
-        return rank.defer(np.sum(own, axis=axes, keepdims=True, **kw), lambda t: _finish(t, axes, keepdims))
+        part = np.sum(own, axis=axes, keepdims=True, **kw)
+        return rank.defer(part, lambda t: _finish(t, axes, keepdims), _exact(x, own, axes, part))
     if kind in ("mean", "var", "std"):
         return _moments(kind, x, own, axes, keepdims, dtype, ddof)
     if kind in ("argmin", "argmax"):
@@ -73,6 +75,20 @@ def reduce(kind, x, axis=None, keepdims=False, dtype=None, ddof=0):
                              "which has no identity")
         return _finish(fn(np.zeros((0,) * 1, own.dtype), **kw).reshape((1,) * nd), axes, keepdims)
     return _finish(fn(parts[has], axis=0), axes, keepdims)
+
+
+def _exact(x, own, axes, part) -> bool:
+    """Is the sum over the ranks of ``part`` (``own`` summed over ``axes``) an integer below 2**53 on every rank,
+    whatever the data: a count of true elements, or a sum of small integers over few enough of them? Decided from
+    shapes and dtypes only (the same on every rank)."""
+    if part.dtype.kind not in "iu" or own.dtype.kind not in "biu" or own.dtype.itemsize > 4:
+        return False
+    rows = x.n if x.ragged is None else x.ragged[0].n
+    bound = int(rows) * int(np.prod([own.shape[a] for a in axes if a != 0]))
+    if own.dtype.kind != "b":
+        info = np.iinfo(own.dtype)
+        bound *= max(-int(info.min), int(info.max))
+    return bound < EXACT_LIMIT and bound <= np.iinfo(part.dtype).max  # (a sum in int8 wraps, as NumPy's does)
 
 
 def group_sums(rank, x, labels, lo, hi):
@@ -135,7 +151,7 @@ def _from_group_sums(kind, x, axis):
         if found is None:
             return None
         counts = found[1]
-        return x.rank.defer(np.array(counts[j] if j < len(counts) else 0, np.int64), _scalar)
+        return x.rank.defer(np.array(counts[j] if j < len(counts) else 0, np.int64), _scalar, exact=True)
     return None
 
 
@@ -158,7 +174,7 @@ def _moments(kind, x, own, axes, keepdims, dtype, ddof):
     both = np.concatenate([s.ravel(), np.array([count], acc)])
     if kind == "mean":
         return rank.defer(both, lambda t: _finish(mean_of(t)[0].astype(out_dtype, copy=False), axes, keepdims))
-    mean, n = mean_of(rank.allreduce(both))
+    mean, n = mean_of(rank.sum_now(both))
     d = own - mean
     sq = (d * np.conj(d)).real if np.iscomplexobj(d) else d * d
     real = np.zeros(1, out_dtype).real.dtype
