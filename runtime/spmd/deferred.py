@@ -8,8 +8,10 @@ part waiting, they travel as int64 with any int64 sums); any other dtype (float3
 travels in a message of its own. Float64 parts are added exactly as before (the same additions in the same order),
 so packing changes no bit of any result.
 
-A waiting sum's own ``finish`` (a mean's division, a warning for an empty selection) runs when its value is first
-used, never for a value nobody reads.
+Arithmetic on waiting sums waits too (``derived``): ``np.sum(X[m], axis=0) / np.sum(m)`` is a value computed when
+first used, so the k sums and k counts of k-means' loop over clusters all wait for one message instead of forcing
+one each (spmd/kind.py decides which operations). A waiting sum's own ``finish`` (a mean's division, a warning
+for an empty selection) runs when its value is first used, never for a value nobody reads.
 
 Every rank queues the same parts in the same order and uses them in the same order, so the messages match.
 """
@@ -20,6 +22,7 @@ import operator
 import numpy as np
 
 EXACT_LIMIT = 2 ** 53  # integers below this and their sums are exact in float64
+MAX_DEPTH = 16  # a value derived from deferred values this many times over is computed at once
 _F64, _I64 = np.dtype(np.float64), np.dtype(np.int64)
 
 
@@ -61,6 +64,12 @@ class Deferred:
     def __init__(self, rank, part, finish, exact=False, depth=0):
         self.rank, self.part, self.finish, self.exact, self.depth = rank, part, finish, exact, depth
         self.total, self.value, self.done = None, None, False
+
+    @classmethod
+    def derived(cls, rank, compute, depth):
+        """A value ``compute()`` makes from deferred values ``depth - 1`` derivations deep (at most MAX_DEPTH:
+        resolving a chain recurses through it)."""
+        return cls(rank, None, compute, depth=depth)
 
     def get(self):
         if not self.done:
