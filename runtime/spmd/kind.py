@@ -15,6 +15,7 @@ from .. import kinds
 from ..evaluation import run_primitive
 from . import cross, local, protocol  # noqa: F401 - protocol fills the shard's NumPy face
 from .deferred import MAX_DEPTH
+from .fission import Apart
 from .shard import Deferred, NotSpmd, Shard, Transposed, global_shape, has_deferred, is_shard, resolve
 
 
@@ -129,6 +130,8 @@ class SpmdKind:
             lazy = _lazy(site, args, LAZY[prim.name])
             if lazy is not None:
                 return lazy
+        elif prim.name == "operator.getitem" and len(args) == 2 and type(args[0]) is Apart:
+            return args[0][args[1]]  # fission.py's check, over values that must stay as they are
         if prim.name in KEEPS_DEFERRED and not any(is_shard(a) for a in args):
             return ev.run_inline(site, args, kwargs)
         if has_deferred(args) or has_deferred(kwargs):

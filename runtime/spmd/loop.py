@@ -29,7 +29,7 @@ from ..native.analysis import _names
 from ..tiled import views
 from ..tiled.array import TiledArray
 from ..training.driver import STALL_SECONDS
-from . import driver
+from . import driver, fission
 from . import kind as _kind  # noqa: F401 - shards become a value kind on the ranks
 from . import rank as rank_task
 from .shard import holds
@@ -110,6 +110,7 @@ class SpmdLoop:
                     self.halo.add(_root(n.args[0]).name)  # x[::-1][1:] too: its rows are x's
         self.key = uuid.uuid4().hex
         self._job_parts = None
+        self.split = False  # the rank program has loops split by fission.py (it takes an Apart)
         self.declined: dict = {}  # signature -> reason
         self.reason = None  # the latest reason it did not run, for explain()
         self.report = None  # what the latest segment did
@@ -141,13 +142,16 @@ class SpmdLoop:
         if self._job_parts is None:
             loop = self.loop
             tick = ir.Expr(ir.Call("operator.getitem", (ir.Var(TICK), ir.Const(0)), (), loop.loc), loop.loc)
-            body = ir.Block((tick,) + tuple(loop.body.stmts), loop.body.loc)
+            split, temps = fission.split_loops(loop.body)  # inner loops whose sums can go out together
+            self.split = bool(temps)
+            body = ir.Block((tick,) + tuple(split.stmts), loop.body.loc)
             loop = ir.For(loop.target, loop.iter, body, loop.orelse, loop.loc) if isinstance(loop, ir.For) else \
                 ir.While(loop.cond, body, loop.orelse, loop.loc)
             ret = ir.Return(ir.Call("python.tuple", tuple(ir.Var(o) for o in self.outputs), (), loop.loc), loop.loc)
             used = set(self.params)
-            fn = ir.Function("__phylanx_spmd_loop", tuple(self.params) + (TICK,), ir.Block((loop, ret), loop.loc),
-                             tuple(n for n in self.fn.locals if n not in used), (), loop.loc)
+            fn = ir.Function("__phylanx_spmd_loop", tuple(self.params) + (TICK,) + ((fission.APART,) if temps else ()),
+                             ir.Block((loop, ret), loop.loc),
+                             tuple(n for n in self.fn.locals if n not in used) + temps, (), loop.loc)
             funcs = tuple((n, f) for n, f in self.program.functions if n != fn.name) + ((fn.name, fn),)
             prog = ir.Program(fn.name, funcs, self.program.defaults, self.program.kwdefaults)
             ns: dict = {}
@@ -237,6 +241,8 @@ class SpmdLoop:
             else:
                 params.append(("rep", a))
         params.append(("rep", Ticker()))
+        if self.split:
+            params.append(("rep", fission.Apart()))
         writeback = tuple(n for n, a in zip(self.params, args) if n in self.mutable
                           and type(a) in (np.ndarray, list, dict, set))
 
