@@ -288,6 +288,7 @@ class SpmdLoop:
         self.report = {"workers": len(ranks), "iterations": stats[0]["iterations"],
                        "allreduce": stats[0]["allreduce"], "allgather": stats[0]["allgather"],
                        "halo": stats[0]["halo"], "values": stats[0]["values"],
+                       "messages": stats[0]["messages"], "reductions": stats[0]["reductions"],
                        "sent": sum(s["sent"] for s in stats),
                        # rank tasks (none when the ranks were started directly) and the result's tile pieces
                        "tasks": sum(fut is not None for fut, _ in results) + sum(len(tile_rows) for _ in made)}
@@ -311,9 +312,13 @@ class SpmdLoop:
             v = r[k.split()[0]] / it
             if v:
                 coll.append(f"{v:.3g} {k}{'' if v == 1 else ('es' if k.endswith('exchange') else 's')}")
+        m = r["messages"] / it
+        batched = r["reductions"] / it if r["reductions"] > r["allreduce"] else 0
         return [head + f"SPMD over {r['workers']} workers: {r['iterations']} iterations, "
                 f"{', '.join(coll) or 'no collectives'} per iteration ({r['values'] / it:.0f} values), "
-                f"{r['tasks']} tasks for the whole loop, {r['sent'] / 1e6:.2f} MB sent between ranks"]
+                f"{r['tasks']} tasks for the whole loop, {r['sent'] / 1e6:.2f} MB sent between ranks in "
+                f"{m:.3g} message{'' if m == 1 else 's'} per iteration"
+                + (f" ({batched:.3g} reductions batched)" if batched else "")]
 
 
 class _Decline(Exception):

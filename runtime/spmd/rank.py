@@ -216,6 +216,7 @@ def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data,
             elif rank == 0 and nm in job.writeback:
                 back[nm] = resolve(v)
         ctx.stats["sent"] = group.sent
+        ctx.stats["messages"] = group.messages  # counted by the group: what the report says went between ranks
         if tiled:
             with _LOCK:
                 _TILES[(name, rank)] = {nm: list(ts) for nm, ts in tiled.items()}
