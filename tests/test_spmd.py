@@ -222,6 +222,38 @@ def test_worker_killed_mid_segment(fault_cluster, attempt):
     np.testing.assert_allclose(w, P.lra(Xn, yn, 0.5, 4000), rtol=1e-8)
 
 
+def test_worker_killed_mid_segment_of_batched_kmeans(fault_cluster):
+    """The same with k-means' batched sums and counts (split loop, waiting arithmetic): the rerun's answer is
+    NumPy's."""
+    procs = fault_cluster
+    while len(procs.alive_workers()) < 2:
+        procs.add_worker()
+    procs.wait_for_workers(2)
+    f = px.compile(S.kmeans_masked)
+    X, C0 = _blobs(n=40_000, seed=26)
+    with px.runtime.dask(procs.address) as runtime, px.using(runtime):
+        fut = f.lazy(px.tiled.from_array(X, tiles=(4, 1)), C0, 1500)
+        with Client(procs.address) as c:
+            deadline = time.monotonic() + 120
+            while True:
+                now = c.run(seg.running)
+                if any(v and v > 5 for r in now.values() for v in r.values()):
+                    break
+                assert time.monotonic() < deadline, "the segment never started"
+                assert not fut.done(), "the segment finished before the worker could be killed"
+                time.sleep(0.02)
+            victim = sorted(c.nthreads())[0]
+            pid = c.run(os.getpid, workers=[victim])[victim]
+        (proc,) = [w for w in procs.alive_workers() if w.pid == pid]
+        procs.kill_worker(proc)
+        C, labels = fut.result(timeout=240)
+        labels = np.asarray(labels)
+        assert "SPMD over 1 workers" in f.explain(), f.explain()
+    Cr, lr = S.kmeans_masked(X, C0, 1500)
+    np.testing.assert_allclose(C, Cr, rtol=1e-8)
+    np.testing.assert_array_equal(labels, lr)
+
+
 @pytest.mark.parametrize("address", ["new", "same"])
 def test_a_worker_restarted_by_its_nanny_is_not_waited_on(address):
     """A worker killed between calls and restarted by its nanny (at a new address, or at the same one when workers
@@ -284,6 +316,68 @@ def test_masked_sums_by_label_match_numpy(rt):
     np.testing.assert_allclose(out, ref, rtol=RTOL, equal_nan=True)
     assert np.isnan(out[4, 4:]).all() and out[4, 0] == 0
     _spmd(f)
+
+
+# ---- batched collectives -------------------------------------------------------------------------------------
+def _blobs(n=3000, k=8, seed=20):
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(-10.0, 10.0, (k, 2))
+    X = centres[rng.integers(0, k, n)] + rng.standard_normal((n, 2))
+    return X, X[:k].copy()
+
+
+@pytest.mark.parametrize("prog", [S.kmeans_masked, S.kmeans_comprehension])
+@pytest.mark.parametrize("tiles", [2, 3])
+def test_kmeans_sums_and_counts_go_in_one_message_per_iteration(rt, prog, tiles):
+    """Textbook k-means (per centroid a mask, ``np.sum(X[mask], axis=0) / np.sum(mask)``): NumPy's answer, and the 8
+    sums (2 values each) and 8 counts of an iteration reach the other rank as one allreduce of 24 values. They went
+    as 16 allreduces of 1-2 values: a count and a sum had different dtypes, and each division, then each store,
+    needed its values at once. The messages are counted by the ranks' ring groups."""
+    X, C0 = _blobs()
+    f = px.compile(prog)
+    C, labels = f(px.tiled.from_array(X, tiles=(tiles, 1)), C0, 5)
+    Cr, lr = prog(X, C0, 5)
+    np.testing.assert_allclose(C, Cr, rtol=RTOL)
+    np.testing.assert_array_equal(np.asarray(labels), lr)
+    text = _spmd(f)
+    assert "5 iterations, 1 allreduce per iteration (24 values)" in text, text
+    assert "in 1 message per iteration (16 reductions batched)" in text, text
+
+
+@pytest.mark.parametrize("prog", [S.running_sums_through_a_view, S.running_sums_in_place])
+def test_stores_read_back_in_the_loop_keep_their_order(rt, prog):
+    """A loop over labels whose stores the next iteration reads (through a view of the array, or the array itself)
+    is not split: NumPy's running sums, one message per label."""
+    X, _ = _data(n=400, d=3, seed=21)
+    labels = np.random.default_rng(22).integers(0, 4, 400)
+    f = px.compile(prog)
+    out = f(px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(labels, tiles=(2,)), 4, 2)
+    np.testing.assert_allclose(out, prog(X, labels, 4, 2), rtol=RTOL)
+    assert "2 iterations, 3 allreduces per iteration" in _spmd(f), f.explain()
+
+
+def test_a_count_travels_with_float_sums_and_big_integers_stay_exact(rt):
+    X, _ = _data(n=500, d=3, seed=23)
+    labels = np.random.default_rng(24).integers(0, 5, 500)
+    Xt, lt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(labels, tiles=(2,))
+    f = px.compile(S.sums_and_counts)
+    np.testing.assert_allclose(f(Xt, lt, 3), S.sums_and_counts(X, labels, 3), rtol=RTOL)
+    assert "3 iterations, 1 allreduce per iteration (4 values)" in _spmd(f), f.explain()
+    g = px.compile(S.sums_counts_and_big_integers)
+    out, total = g(Xt, lt, 3)
+    ref, ref_total = S.sums_counts_and_big_integers(X, labels, 3)
+    np.testing.assert_allclose(out, ref, rtol=RTOL)
+    assert total == ref_total and ref_total > 2 ** 53 and type(total) is type(ref_total), (total, ref_total)
+    assert "2 allreduces per iteration (5 values)" in _spmd(g), g.explain()  # int64 data: a message of its own
+
+
+def test_a_long_chain_of_values_from_waiting_sums(rt):
+    X, _ = _data(n=300, d=3, seed=25)
+    f = px.compile(S.long_chain)
+    np.testing.assert_allclose(f(px.tiled.from_array(X, tiles=(2, 1)), 3), S.long_chain(X, 3), rtol=RTOL)
+    text = _spmd(f)
+    # the 40 sums of an iteration in 10 messages over 3 iterations, not 120: a chain is resolved every 16 steps
+    assert "3 iterations, 3.33 allreduces per iteration (40 values)" in text, text
 
 
 @pytest.mark.parametrize("prog", [S.first_row_loop, S.column_broadcast_loop])
