@@ -93,12 +93,14 @@ def _exact(x, own, axes, part) -> bool:
 
 def group_sums(rank, x, labels, lo, hi):
     """Per-label sums of ``x``'s rows ``[lo, hi)`` and per-label counts (``np.bincount``, one pass per column),
-    kept on the rank for the latest (x, labels): k-means' ``[X[labels == j].mean(axis=0) for j in range(k)]`` reads
-    k entries of one table instead of k masked copies of X. None when the labels are not small non-negative ints."""
+    kept on the rank for the latest labels: k-means' ``[X[labels == j].mean(axis=0) for j in range(k)]`` reads
+    k entries of one table instead of k masked copies of X. ``x`` None: the counts only (any table over the same
+    labels has them: ``np.sum(X[m], axis=0) / np.sum(m)`` makes one table, not one per query). None when the
+    labels are not small non-negative ints."""
+    for (_, _, a, b), hit in rank.groups.items():  # (a few entries: the latest labels only)
+        if hit[1] is labels and (a, b) == (lo, hi) and (hit[0] is x or (x is None and hit[3] is not None)):
+            return hit[2], hit[3]
     key = (id(x), id(labels), lo, hi)
-    hit = rank.groups.get(key)
-    if hit is not None and hit[0] is x and hit[1] is labels:
-        return hit[2], hit[3]
     lab = labels.local(lo, hi)
     if lab.size and (lab.min() < 0 or lab.max() > 4 * lab.size + 1024):
         return None
@@ -111,7 +113,8 @@ def group_sums(rank, x, labels, lo, hi):
         cols = rows.reshape(len(rows), -1)
         sums = np.stack([np.bincount(lab, weights=cols[:, c], minlength=k) for c in range(cols.shape[1])], axis=1)
         sums = sums.reshape((k,) + rows.shape[1:])
-    rank.groups.clear()  # the latest only: last iteration's labels are gone
+    if len(rank.groups) >= 4 or any(hit[1] is not labels for hit in rank.groups.values()):
+        rank.groups.clear()  # the latest labels only: last iteration's are gone
     rank.groups[key] = (x, labels, sums, counts)
     return sums, counts
 
