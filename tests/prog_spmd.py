@@ -212,3 +212,23 @@ def long_chain(X, iterations):
         for j in range(40):
             s = s + X[:, j % X.shape[1]].sum() * 0.5
     return s
+
+
+def loops_that_stay_whole(X, labels, rows, k, iterations):
+    """Loops over labels the planner must not split: a store into the loop's own variable, an in-place change
+    before the store, a call of a function value."""
+    out = np.zeros((k, X.shape[1]))
+    seen = []
+    for _ in range(iterations):
+        for row in rows:
+            row[0] = np.sum(X[labels == 0])
+        for j in range(k):
+            seen.append(j)
+            out[j] = np.sum(X[labels == j], axis=0)
+        for j in range(k):
+            out[j] = np.sum(X[labels == j], axis=0) * _weight(j)
+    return out, seen
+
+
+def _weight(j):
+    return 1.0 + j

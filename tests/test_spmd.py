@@ -344,6 +344,31 @@ def test_kmeans_sums_and_counts_go_in_one_message_per_iteration(rt, prog, tiles)
     assert "in 1 message per iteration (16 reductions batched)" in text, text
 
 
+def _split(prog):
+    """The segment loop's body of ``prog`` as the ranks get it (runtime/spmd/fission.py), and its new names."""
+    from phylanx_py.runtime.spmd import fission
+
+    from phylanx_py import ir
+
+    tree = px.compile(prog).tree
+    loop = next(s for s in tree.function(tree.entry).body.stmts if isinstance(s, (ir.For, ir.While)))
+    body, temps = fission.split_loops(loop.body)
+    return str(ir.Program("f", (("f", ir.Function("f", (), body)),))), temps
+
+
+def test_the_planner_splits_only_loops_whose_stores_nothing_reads():
+    """IR level: k-means' loop over clusters is split behind a run-time check of the target and every value read
+    from outside; a loop reading its target, storing into its own variable, changing something in place or
+    calling a function value is not."""
+    text, temps = _split(S.kmeans_masked)
+    assert len(temps) == 4, temps
+    assert "__phylanx_spmd_apart, python.tuple@152:9(1, new, __px_spmd_it1, labels, points)" in text, text
+    assert "method.append@152:9(__px_spmd_buf1, python.tuple@152:9(j, operator.truediv@154:22(" in text, text
+    assert _split(S.running_sums_through_a_view)[1]  # split: the run-time check finds the view
+    assert _split(S.running_sums_in_place)[1] == ()
+    assert _split(S.loops_that_stay_whole)[1] == ()
+
+
 @pytest.mark.parametrize("prog", [S.running_sums_through_a_view, S.running_sums_in_place])
 def test_stores_read_back_in_the_loop_keep_their_order(rt, prog):
     """A loop over labels whose stores the next iteration reads (through a view of the array, or the array itself)

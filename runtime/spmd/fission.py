@@ -134,6 +134,8 @@ def _plan(loop: ir.For):
         return None
     targets = {st.target.obj.name for st in stores}
     stored = set(stored)
+    if targets & stored:
+        return None  # ``for row in rows: row[0] = ...``: each iteration stores into another array
     free: dict = {}
     globals_: dict = {}
 
