@@ -232,3 +232,21 @@ def loops_that_stay_whole(X, labels, rows, k, iterations):
 
 def _weight(j):
     return 1.0 + j
+
+
+def unused_ratio(X, iterations):
+    """A value made from sums over the ranks that nothing reads: NumPy still computes it, and warns (0/0)."""
+    total = 0.0
+    for _ in range(iterations):
+        ratio = X.sum() * 0.0 / 0.0  # noqa: F841
+        total = total + X.sum()
+    return total
+
+
+def unused_bad_shape(X, iterations):
+    """The same raising: NumPy's shape error, though nothing reads the value."""
+    total = 0.0
+    for _ in range(iterations):
+        bad = X.sum(axis=0) + np.zeros(X.shape[1] + 1)  # noqa: F841
+        total = total + X.sum()
+    return total

@@ -344,6 +344,25 @@ def test_kmeans_sums_and_counts_go_in_one_message_per_iteration(rt, prog, tiles)
     assert "in 1 message per iteration (16 reductions batched)" in text, text
 
 
+def test_values_nobody_reads_still_warn_and_raise_as_in_numpy(rt):
+    """Values made from waiting sums are computed when first read, and at the latest when the next iteration
+    starts: one nobody reads still gives NumPy's warning, and NumPy's error (the loop then runs on the client and
+    raises there)."""
+    X, _ = _data(n=200, d=3, seed=27)
+    Xt = px.tiled.from_array(X, tiles=(2, 1))
+    f = px.compile(S.unused_ratio)
+    with pytest.warns(RuntimeWarning, match="invalid value encountered"):
+        ref = S.unused_ratio(X, 2)
+    with pytest.warns(RuntimeWarning, match="invalid value encountered"):
+        np.testing.assert_allclose(f(Xt, 2), ref, rtol=RTOL)
+    _spmd(f)
+    g = px.compile(S.unused_bad_shape)
+    with pytest.raises(ValueError, match="could not be broadcast"):
+        S.unused_bad_shape(X, 2)
+    with pytest.raises(ExecutionError, match="could not be broadcast"):
+        g(Xt, 2)
+
+
 def _split(prog):
     """The segment loop's body of ``prog`` as the ranks get it (runtime/spmd/fission.py), and its new names."""
     from phylanx_py.runtime.spmd import fission
@@ -401,8 +420,8 @@ def test_a_long_chain_of_values_from_waiting_sums(rt):
     f = px.compile(S.long_chain)
     np.testing.assert_allclose(f(px.tiled.from_array(X, tiles=(2, 1)), 3), S.long_chain(X, 3), rtol=RTOL)
     text = _spmd(f)
-    # the 40 sums of an iteration in 10 messages over 3 iterations, not 120: a chain is resolved every 16 steps
-    assert "3 iterations, 3.33 allreduces per iteration (40 values)" in text, text
+    # an iteration's 40 sums in 3 messages, not 40: a chain is resolved every 16 steps (and when the next starts)
+    assert "3 iterations, 3 allreduces per iteration (40 values)" in text, text
 
 
 @pytest.mark.parametrize("prog", [S.first_row_loop, S.column_broadcast_loop])

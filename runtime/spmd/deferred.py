@@ -11,7 +11,9 @@ so packing changes no bit of any result.
 Arithmetic on waiting sums waits too (``derived``): ``np.sum(X[m], axis=0) / np.sum(m)`` is a value computed when
 first used, so the k sums and k counts of k-means' loop over clusters all wait for one message instead of forcing
 one each (spmd/kind.py decides which operations). A waiting sum's own ``finish`` (a mean's division, a warning
-for an empty selection) runs when its value is first used, never for a value nobody reads.
+for an empty selection) and a derived value run when first used, and at the latest when the next iteration starts
+(``Rank.settle``): a value nobody reads is computed too, so its errors and warnings happen as in NumPy, in the
+iteration that made it.
 
 Every rank queues the same parts in the same order and uses them in the same order, so the messages match.
 """
@@ -64,6 +66,7 @@ class Deferred:
     def __init__(self, rank, part, finish, exact=False, depth=0):
         self.rank, self.part, self.finish, self.exact, self.depth = rank, part, finish, exact, depth
         self.total, self.value, self.done = None, None, False
+        rank.made.append(self)
 
     @classmethod
     def derived(cls, rank, compute, depth):

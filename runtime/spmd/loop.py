@@ -44,13 +44,15 @@ def mode() -> str:
 
 class Ticker:
     """``tick[0]`` counts an iteration of the rank's loop (the first statement of its body on the ranks), and sends
-    the sums the last iteration left waiting: batches never span iterations, so waiting sums stay few and small."""
+    the sums the last iteration left waiting and computes what it made of them (``Rank.settle``): batches never
+    span iterations, so waiting sums stay few and small, and what a value nobody read raises or warns is raised
+    or warned in its iteration."""
 
     def __getitem__(self, _):
         rank = getattr(rank_task._CURRENT, "rank", None)
         if rank is not None:
             rank.stats["iterations"] += 1
-            rank.flush()
+            rank.settle()
 
 
 def _walk_outside_lambdas(node):

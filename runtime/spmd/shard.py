@@ -93,6 +93,7 @@ class Rank:
         self.a, self.b = self.starts[rank], self.starts[rank] + self.counts[rank]
         self.stats = {"allreduce": 0, "allgather": 0, "halo": 0, "values": 0, "iterations": 0, "reductions": 0}
         self.pending: list = []  # Deferred sums waiting for their allreduce
+        self.made: list = []  # every Deferred made since the last settle (computed then, if nothing read it)
         self.groups: dict = {}  # per-label sums of the latest (X, labels) (cross.group_sums)
 
     def defer(self, part, finish, exact=False):
@@ -108,6 +109,15 @@ class Rank:
         pending, self.pending = self.pending, []
         if pending:
             send(self, pending)
+
+    def settle(self):
+        """Send what waits, and compute every value made from sums over the ranks since the last settle, in the
+        order they were made (the loop's ticker, at each iteration's start): values nobody reads are computed too,
+        so their errors and warnings happen in the iteration that made them, as in NumPy."""
+        self.flush()
+        made, self.made = self.made, []
+        for d in made:
+            d.get()
 
     def sum_now(self, part, exact=False):
         """The sum over the ranks of ``part``, now: it goes with the sums waiting in the queue (one message)."""
