@@ -3,6 +3,7 @@
     python benchmarks/kmeans.py --runtime local                 # 1,000,000 x 2 float64, k=8, 10 iterations
     python benchmarks/kmeans.py --n 100000 --repeats 2          # a quick smoke run
     python benchmarks/kmeans.py --runtime dask                  # also dask.array on the same cluster
+    python benchmarks/kmeans.py --runtime dask --form masked    # the textbook form: per centroid a mask, sum / count
 
 ``kmeans`` below is what a NumPy user writes (distances by broadcasting, ``argmin``, each centroid the mean of its
 points selected by a boolean mask); ``px.compile(kmeans)`` compiles that very function, and ``kmeans(...)`` called
@@ -10,7 +11,12 @@ plainly is the NumPy baseline. The reference for what fusion could reach is a ha
 (``kmeans_numba``: distance + argmin + per-cluster sums in one parallel pass over X, 2 threads). With ``--runtime
 dask`` the compiled function runs on a 2-worker LocalCluster (its NumPy input X is sent to the cluster on every
 call) and is compared with the natural dask.array program on the same cluster, end to end (``from_array`` +
-``persist`` + iterations) and on X already persisted.
+``persist`` + iterations) and on X already persisted; a further row calls it on X already tiled on the workers
+(``px.tiled.from_array``, persisted once, as dask.array's second row): the loop then runs as an SPMD segment
+(one task per worker, reductions as allreduces between them), whose ``explain()`` line is printed.
+
+``--form masked`` times ``kmeans_masked`` instead, the textbook form (per centroid a boolean mask, then
+``np.sum(X[mask], axis=0) / np.sum(mask)`` stored in a new array); the dask.array program stays as it is.
 
 The first compiled call (compile + run) is reported apart from the steady state (median of ``--repeats`` calls).
 Targets: local <= 0.2x NumPy (issue 5); dask runtime >= 5x faster than dask.array (issue 4). Centroids must agree
@@ -42,6 +48,20 @@ def kmeans(X, C, iterations):
     return C, labels
 
 
+def kmeans_masked(X, C, iterations):
+    k = C.shape[0]
+    for _ in range(iterations):
+        d = ((X[:, None, :] - C[None, :, :]) ** 2).sum(axis=2)
+        labels = d.argmin(axis=1)
+        new = np.zeros_like(C)
+        for j in range(k):
+            mask = labels == j
+            new[j] = np.sum(X[mask], axis=0) / np.sum(mask)
+        C = new
+    return C, labels
+
+
+FORMS = {"mean": kmeans, "masked": kmeans_masked}
 kmeans_compiled = px.compile(kmeans)
 
 
@@ -125,6 +145,9 @@ def main(argv=None) -> int:
     ap.add_argument("--k", type=int, default=8)
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=None, help="default 5; 3 with --runtime dask")
+    ap.add_argument("--form", choices=sorted(FORMS), default="mean",
+                    help="mean: C = np.array([X[labels == j].mean(axis=0) ...]); masked: kmeans_masked")
+    ap.add_argument("--tiles", type=int, default=DASK_CHUNKS, help="row tiles of the TiledArray X (dask)")
     args = ap.parse_args(argv)
     if args.repeats is None:
         args.repeats = 3 if args.runtime == "dask" else 5
@@ -133,25 +156,36 @@ def main(argv=None) -> int:
     load0 = os.getloadavg()
     X, C0 = make_data(args.n, args.k)
     call = (X, C0, args.iterations)
+    plain = FORMS[args.form]
+    compiled = kmeans_compiled if plain is kmeans else px.compile(plain)
     print(f"k-means {args.n:,} x 2 float64, k={args.k}, {args.iterations} iterations, median of {args.repeats} "
-          f"repeats, runtime={args.runtime}; {os.cpu_count()} cores, Numba threads={numba.get_num_threads()}")
+          f"repeats, runtime={args.runtime}, form={args.form}; {os.cpu_count()} cores, Numba threads="
+          f"{numba.get_num_threads()}")
     print(f"load average at start (1/5/15 min): {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
 
     t0 = time.perf_counter()
     r_numba = kmeans_numba(*call)  # the first call compiles the kernel
     first_numba = time.perf_counter() - t0
     t_numba = median_time(lambda: kmeans_numba(*call), args.repeats, warmup=0)
-    r_numpy = kmeans(*call)
-    t_numpy = median_time(lambda: kmeans(*call), args.repeats, warmup=0)
+    r_numpy = plain(*call)
+    t_numpy = median_time(lambda: plain(*call), args.repeats, warmup=0)
 
     rt = make_runtime(args.runtime)
-    dask_array = None
+    dask_array = spmd = None
     try:
         with px.using(rt):
             t0 = time.perf_counter()
-            r_px = kmeans_compiled(*call)  # first call compiles; it is also the result we check
+            r_px = compiled(*call)  # first call compiles; it is also the result we check
             first_px = time.perf_counter() - t0
-            t_px = median_time(lambda: kmeans_compiled(*call), args.repeats, warmup=0)
+            t_px = median_time(lambda: compiled(*call), args.repeats, warmup=0)
+            if args.runtime == "dask":
+                Xt = px.tiled.from_array(X, tiles=(args.tiles, 1)).persist(wait=True)
+                r_spmd = compiled(Xt, C0, args.iterations)  # warm-up, and the result we check
+                r_spmd = (r_spmd[0], np.asarray(r_spmd[1]))
+                t_spmd = median_time(lambda: compiled(Xt, C0, args.iterations), args.repeats, warmup=0)
+                spmd = {"r": r_spmd, "t": t_spmd,
+                        "explain": [line for line in compiled.explain().splitlines() if "SPMD" in line]}
+                Xt = None
         if args.runtime == "dask":
             client = rt.executor.client
 
@@ -178,6 +212,9 @@ def main(argv=None) -> int:
     rows = [row("numpy (plain kmeans)", t_numpy),
             row(f"numba hand-written fused kernel, {numba.get_num_threads()} threads", t_numba),
             row(f"phylanx-py ({args.runtime}), compiled kmeans", t_px)]
+    if spmd:
+        rows.append(row(f"phylanx-py (dask), compiled kmeans, X tiled on the workers ({args.tiles} tiles)",
+                        spmd["t"]))
     if dask_array:
         rows += [row("dask.array, end to end: persist X + iterations", dask_array["e2e"]),
                  row("dask.array, X already persisted: iterations", dask_array["persisted"])]
@@ -188,7 +225,8 @@ def main(argv=None) -> int:
     print(f"first call (compile + run): phylanx-py {first_px * 1e3:.1f} ms, numba {first_numba * 1e3:.1f} ms")
 
     ok = True
-    checks = [("phylanx-py", r_px), ("numba", r_numba)] + ([("dask.array", dask_array["r"])] if dask_array else [])
+    checks = [("phylanx-py", r_px), ("numba", r_numba)] + ([("dask.array", dask_array["r"])] if dask_array else []) \
+        + ([("phylanx-py on tiled X", spmd["r"])] if spmd else [])
     for name, (C, labels) in checks:
         c_ok = np.allclose(C, r_numpy[0], rtol=1e-9, atol=1e-12)
         l_ok = np.array_equal(labels, r_numpy[1])
@@ -200,6 +238,11 @@ def main(argv=None) -> int:
     if dask_array:
         print(f"dask.array / phylanx-py = {dask_array['e2e'] / t_px:.2f}x end to end, "
               f"{dask_array['persisted'] / t_px:.2f}x vs persisted X (target >= 5x, issue 4)")
+    if spmd:
+        print(f"dask.array on persisted X / phylanx-py on tiled X = {dask_array['persisted'] / spmd['t']:.2f}x; "
+              f"numpy / phylanx-py on tiled X = {t_numpy / spmd['t']:.2f}x")
+        for line in spmd["explain"]:
+            print(line)
     print(f"load average at end (1/5/15 min): {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
     return 0 if ok else 1
 

@@ -138,3 +138,115 @@ def reversed_tail_sum(x, n):
     for _ in range(n):
         s += np.sum(x[::-1][1:])  # a slice of a slice: the rows are x's
     return s
+
+
+# ---- batched collectives: reductions with no data dependency between them go as one message ------------------
+def kmeans_masked(points, centroids, iterations):
+    """The textbook k-means: per centroid a boolean mask, its points' sum over its count, stored in a new array.
+    The k sums and k counts of an iteration do not depend on each other: one message (runtime/spmd/fission.py)."""
+    k = centroids.shape[0]
+    for _ in range(iterations):
+        d = ((points[:, None, :] - centroids[None, :, :]) ** 2).sum(axis=2)
+        labels = d.argmin(axis=1)
+        new = np.zeros_like(centroids)
+        for j in range(k):
+            mask = labels == j
+            new[j] = np.sum(points[mask], axis=0) / np.sum(mask)
+        centroids = new
+    return centroids, labels
+
+
+def kmeans_comprehension(points, centroids, iterations):
+    """The same, the new centroids built by a list comprehension."""
+    k = centroids.shape[0]
+    for _ in range(iterations):
+        d = ((points[:, None, :] - centroids[None, :, :]) ** 2).sum(axis=2)
+        labels = d.argmin(axis=1)
+        centroids = np.array([np.sum(points[labels == j], axis=0) / np.sum(labels == j) for j in range(k)])
+    return centroids, labels
+
+
+def running_sums_through_a_view(X, labels, k, iterations):
+    """Each row of ``out`` adds the row before it, read through a view of ``out``: the stores must be seen in order,
+    so the loop over labels cannot be split (the run-time check finds the shared memory)."""
+    out = np.zeros((k, X.shape[1]))
+    for _ in range(iterations):
+        before = out[:-1]
+        for j in range(1, k):
+            out[j] = np.sum(X[labels == j], axis=0) + before[j - 1]
+    return out
+
+
+def running_sums_in_place(X, labels, k, iterations):
+    """The same reading ``out`` itself (never split: seen in the tree)."""
+    out = np.zeros((k, X.shape[1]))
+    for _ in range(iterations):
+        for j in range(1, k):
+            out[j] = np.sum(X[labels == j], axis=0) + out[j - 1]
+    return out
+
+
+def sums_and_counts(X, labels, iterations):
+    """A float sum and a count (an integer below 2**53: it travels as float64 with the sum, one message)."""
+    out = np.zeros(X.shape[1] + 1)
+    for i in range(iterations):
+        out = out + np.concatenate([X.sum(axis=0), [np.sum(labels > i)]])
+    return out
+
+
+def sums_counts_and_big_integers(X, labels, iterations):
+    """The same and an int64 sum of data past 2**53 (it must stay exact: a message of its own)."""
+    out = np.zeros(X.shape[1] + 1)
+    total = 0
+    for i in range(iterations):
+        total = total + np.sum((labels + i) * (2 ** 48 + 1))
+        out = out + np.concatenate([X.sum(axis=0), [np.sum(labels > i)]])
+    return out, total
+
+
+def long_chain(X, iterations):
+    """One value added to 40 times from sums over the ranks: values computed from waiting sums wait a bounded
+    number of steps (a chain of them is resolved recursively)."""
+    s = 0.0
+    for _ in range(iterations):
+        for j in range(40):
+            s = s + X[:, j % X.shape[1]].sum() * 0.5
+    return s
+
+
+def loops_that_stay_whole(X, labels, rows, k, iterations):
+    """Loops over labels the planner must not split: a store into the loop's own variable, an in-place change
+    before the store, a call of a function value."""
+    out = np.zeros((k, X.shape[1]))
+    seen = []
+    for _ in range(iterations):
+        for row in rows:
+            row[0] = np.sum(X[labels == 0])
+        for j in range(k):
+            seen.append(j)
+            out[j] = np.sum(X[labels == j], axis=0)
+        for j in range(k):
+            out[j] = np.sum(X[labels == j], axis=0) * _weight(j)
+    return out, seen
+
+
+def _weight(j):
+    return 1.0 + j
+
+
+def unused_ratio(X, iterations):
+    """A value made from sums over the ranks that nothing reads: NumPy still computes it, and warns (0/0)."""
+    total = 0.0
+    for _ in range(iterations):
+        ratio = X.sum() * 0.0 / 0.0  # noqa: F841
+        total = total + X.sum()
+    return total
+
+
+def unused_bad_shape(X, iterations):
+    """The same raising: NumPy's shape error, though nothing reads the value."""
+    total = 0.0
+    for _ in range(iterations):
+        bad = X.sum(axis=0) + np.zeros(X.shape[1] + 1)  # noqa: F841
+        total = total + X.sum()
+    return total

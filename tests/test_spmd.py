@@ -222,6 +222,38 @@ def test_worker_killed_mid_segment(fault_cluster, attempt):
     np.testing.assert_allclose(w, P.lra(Xn, yn, 0.5, 4000), rtol=1e-8)
 
 
+def test_worker_killed_mid_segment_of_batched_kmeans(fault_cluster):
+    """The same with k-means' batched sums and counts (split loop, waiting arithmetic): the rerun's answer is
+    NumPy's."""
+    procs = fault_cluster
+    while len(procs.alive_workers()) < 2:
+        procs.add_worker()
+    procs.wait_for_workers(2)
+    f = px.compile(S.kmeans_masked)
+    X, C0 = _blobs(n=40_000, seed=26)
+    with px.runtime.dask(procs.address) as runtime, px.using(runtime):
+        fut = f.lazy(px.tiled.from_array(X, tiles=(4, 1)), C0, 1500)
+        with Client(procs.address) as c:
+            deadline = time.monotonic() + 120
+            while True:
+                now = c.run(seg.running)
+                if any(v and v > 5 for r in now.values() for v in r.values()):
+                    break
+                assert time.monotonic() < deadline, "the segment never started"
+                assert not fut.done(), "the segment finished before the worker could be killed"
+                time.sleep(0.02)
+            victim = sorted(c.nthreads())[0]
+            pid = c.run(os.getpid, workers=[victim])[victim]
+        (proc,) = [w for w in procs.alive_workers() if w.pid == pid]
+        procs.kill_worker(proc)
+        C, labels = fut.result(timeout=240)
+        labels = np.asarray(labels)
+        assert "SPMD over 1 workers" in f.explain(), f.explain()
+    Cr, lr = S.kmeans_masked(X, C0, 1500)
+    np.testing.assert_allclose(C, Cr, rtol=1e-8)
+    np.testing.assert_array_equal(labels, lr)
+
+
 @pytest.mark.parametrize("address", ["new", "same"])
 def test_a_worker_restarted_by_its_nanny_is_not_waited_on(address):
     """A worker killed between calls and restarted by its nanny (at a new address, or at the same one when workers
@@ -284,6 +316,112 @@ def test_masked_sums_by_label_match_numpy(rt):
     np.testing.assert_allclose(out, ref, rtol=RTOL, equal_nan=True)
     assert np.isnan(out[4, 4:]).all() and out[4, 0] == 0
     _spmd(f)
+
+
+# ---- batched collectives -------------------------------------------------------------------------------------
+def _blobs(n=3000, k=8, seed=20):
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(-10.0, 10.0, (k, 2))
+    X = centres[rng.integers(0, k, n)] + rng.standard_normal((n, 2))
+    return X, X[:k].copy()
+
+
+@pytest.mark.parametrize("prog", [S.kmeans_masked, S.kmeans_comprehension])
+@pytest.mark.parametrize("tiles", [2, 3])
+def test_kmeans_sums_and_counts_go_in_one_message_per_iteration(rt, prog, tiles):
+    """Textbook k-means (per centroid a mask, ``np.sum(X[mask], axis=0) / np.sum(mask)``): NumPy's answer, and the 8
+    sums (2 values each) and 8 counts of an iteration reach the other rank as one allreduce of 24 values. They went
+    as 16 allreduces of 1-2 values: a count and a sum had different dtypes, and each division, then each store,
+    needed its values at once. The messages are counted by the ranks' ring groups."""
+    X, C0 = _blobs()
+    f = px.compile(prog)
+    C, labels = f(px.tiled.from_array(X, tiles=(tiles, 1)), C0, 5)
+    Cr, lr = prog(X, C0, 5)
+    np.testing.assert_allclose(C, Cr, rtol=RTOL)
+    np.testing.assert_array_equal(np.asarray(labels), lr)
+    text = _spmd(f)
+    assert "5 iterations, 1 allreduce per iteration (24 values)" in text, text
+    assert "in 1 message per iteration (16 reductions batched)" in text, text
+
+
+def test_values_nobody_reads_still_warn_and_raise_as_in_numpy(rt):
+    """Values made from waiting sums are computed when first read, and at the latest when the next iteration
+    starts: one nobody reads still gives NumPy's warning, and NumPy's error (the loop then runs on the client and
+    raises there)."""
+    X, _ = _data(n=200, d=3, seed=27)
+    Xt = px.tiled.from_array(X, tiles=(2, 1))
+    f = px.compile(S.unused_ratio)
+    with pytest.warns(RuntimeWarning, match="invalid value encountered"):
+        ref = S.unused_ratio(X, 2)
+    with pytest.warns(RuntimeWarning, match="invalid value encountered"):
+        np.testing.assert_allclose(f(Xt, 2), ref, rtol=RTOL)
+    _spmd(f)
+    g = px.compile(S.unused_bad_shape)
+    with pytest.raises(ValueError, match="could not be broadcast"):
+        S.unused_bad_shape(X, 2)
+    with pytest.raises(ExecutionError, match="could not be broadcast"):
+        g(Xt, 2)
+
+
+def _split(prog):
+    """The segment loop's body of ``prog`` as the ranks get it (runtime/spmd/fission.py), and its new names."""
+    from phylanx_py.runtime.spmd import fission
+
+    from phylanx_py import ir
+
+    tree = px.compile(prog).tree
+    loop = next(s for s in tree.function(tree.entry).body.stmts if isinstance(s, (ir.For, ir.While)))
+    body, temps = fission.split_loops(loop.body)
+    return str(ir.Program("f", (("f", ir.Function("f", (), body)),))), temps
+
+
+def test_the_planner_splits_only_loops_whose_stores_nothing_reads():
+    """IR level: k-means' loop over clusters is split behind a run-time check of the target and every value read
+    from outside; a loop reading its target, storing into its own variable, changing something in place or
+    calling a function value is not."""
+    text, temps = _split(S.kmeans_masked)
+    assert len(temps) == 4, temps
+    assert "__phylanx_spmd_apart, python.tuple@152:9(1, new, __px_spmd_it1, labels, points)" in text, text
+    assert "method.append@152:9(__px_spmd_buf1, python.tuple@152:9(j, operator.truediv@154:22(" in text, text
+    assert _split(S.running_sums_through_a_view)[1]  # split: the run-time check finds the view
+    assert _split(S.running_sums_in_place)[1] == ()
+    assert _split(S.loops_that_stay_whole)[1] == ()
+
+
+@pytest.mark.parametrize("prog", [S.running_sums_through_a_view, S.running_sums_in_place])
+def test_stores_read_back_in_the_loop_keep_their_order(rt, prog):
+    """A loop over labels whose stores the next iteration reads (through a view of the array, or the array itself)
+    is not split: NumPy's running sums, one message per label."""
+    X, _ = _data(n=400, d=3, seed=21)
+    labels = np.random.default_rng(22).integers(0, 4, 400)
+    f = px.compile(prog)
+    out = f(px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(labels, tiles=(2,)), 4, 2)
+    np.testing.assert_allclose(out, prog(X, labels, 4, 2), rtol=RTOL)
+    assert "2 iterations, 3 allreduces per iteration" in _spmd(f), f.explain()
+
+
+def test_a_count_travels_with_float_sums_and_big_integers_stay_exact(rt):
+    X, _ = _data(n=500, d=3, seed=23)
+    labels = np.random.default_rng(24).integers(0, 5, 500)
+    Xt, lt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(labels, tiles=(2,))
+    f = px.compile(S.sums_and_counts)
+    np.testing.assert_allclose(f(Xt, lt, 3), S.sums_and_counts(X, labels, 3), rtol=RTOL)
+    assert "3 iterations, 1 allreduce per iteration (4 values)" in _spmd(f), f.explain()
+    g = px.compile(S.sums_counts_and_big_integers)
+    out, total = g(Xt, lt, 3)
+    ref, ref_total = S.sums_counts_and_big_integers(X, labels, 3)
+    np.testing.assert_allclose(out, ref, rtol=RTOL)
+    assert total == ref_total and ref_total > 2 ** 53 and type(total) is type(ref_total), (total, ref_total)
+    assert "2 allreduces per iteration (5 values)" in _spmd(g), g.explain()  # int64 data: a message of its own
+
+
+def test_a_long_chain_of_values_from_waiting_sums(rt):
+    X, _ = _data(n=300, d=3, seed=25)
+    f = px.compile(S.long_chain)
+    np.testing.assert_allclose(f(px.tiled.from_array(X, tiles=(2, 1)), 3), S.long_chain(X, 3), rtol=RTOL)
+    text = _spmd(f)
+    # an iteration's 40 sums in 3 messages, not 40: a chain is resolved every 16 steps (and when the next starts)
+    assert "3 iterations, 3 allreduces per iteration (40 values)" in text, text
 
 
 @pytest.mark.parametrize("prog", [S.first_row_loop, S.column_broadcast_loop])

@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 
+from .deferred import EXACT_LIMIT
 from .shard import NotSpmd, Shard, Transposed, is_shard
 
 _GATHERED = {"min": np.min, "max": np.max, "any": np.any, "all": np.all, "prod": np.prod}
@@ -51,7 +52,8 @@ def reduce(kind, x, axis=None, keepdims=False, dtype=None, ddof=0):
         return x.owned_rows(getattr(np, kind)(own, axis=axes, keepdims=keepdims, **kw, **extra))
     rank = x.rank
     if kind == "sum":
-        return rank.defer(np.sum(own, axis=axes, keepdims=True, **kw), lambda t: _finish(t, axes, keepdims))
+        part = np.sum(own, axis=axes, keepdims=True, **kw)
+        return rank.defer(part, lambda t: _finish(t, axes, keepdims), _exact(x, own, axes, part))
     if kind in ("mean", "var", "std"):
         return _moments(kind, x, own, axes, keepdims, dtype, ddof)
     if kind in ("argmin", "argmax"):
@@ -75,14 +77,30 @@ def reduce(kind, x, axis=None, keepdims=False, dtype=None, ddof=0):
     return _finish(fn(parts[has], axis=0), axes, keepdims)
 
 
+def _exact(x, own, axes, part) -> bool:
+    """Is the sum over the ranks of ``part`` (``own`` summed over ``axes``) an integer below 2**53 on every rank,
+    whatever the data: a count of true elements, or a sum of small integers over few enough of them? Decided from
+    shapes and dtypes only (the same on every rank)."""
+    if part.dtype.kind not in "iu" or own.dtype.kind not in "biu" or own.dtype.itemsize > 4:
+        return False
+    rows = x.n if x.ragged is None else x.ragged[0].n
+    bound = int(rows) * int(np.prod([own.shape[a] for a in axes if a != 0]))
+    if own.dtype.kind != "b":
+        info = np.iinfo(own.dtype)
+        bound *= max(-int(info.min), int(info.max))
+    return bound < EXACT_LIMIT and bound <= np.iinfo(part.dtype).max  # (a sum in int8 wraps, as NumPy's does)
+
+
 def group_sums(rank, x, labels, lo, hi):
     """Per-label sums of ``x``'s rows ``[lo, hi)`` and per-label counts (``np.bincount``, one pass per column),
-    kept on the rank for the latest (x, labels): k-means' ``[X[labels == j].mean(axis=0) for j in range(k)]`` reads
-    k entries of one table instead of k masked copies of X. None when the labels are not small non-negative ints."""
+    kept on the rank for the latest labels: k-means' ``[X[labels == j].mean(axis=0) for j in range(k)]`` reads
+    k entries of one table instead of k masked copies of X. ``x`` None: the counts only (any table over the same
+    labels has them: ``np.sum(X[m], axis=0) / np.sum(m)`` makes one table, not one per query). None when the
+    labels are not small non-negative ints."""
+    for (_, _, a, b), hit in rank.groups.items():  # (a few entries: the latest labels only)
+        if hit[1] is labels and (a, b) == (lo, hi) and (hit[0] is x or (x is None and hit[3] is not None)):
+            return hit[2], hit[3]
     key = (id(x), id(labels), lo, hi)
-    hit = rank.groups.get(key)
-    if hit is not None and hit[0] is x and hit[1] is labels:
-        return hit[2], hit[3]
     lab = labels.local(lo, hi)
     if lab.size and (lab.min() < 0 or lab.max() > 4 * lab.size + 1024):
         return None
@@ -95,7 +113,8 @@ def group_sums(rank, x, labels, lo, hi):
         cols = rows.reshape(len(rows), -1)
         sums = np.stack([np.bincount(lab, weights=cols[:, c], minlength=k) for c in range(cols.shape[1])], axis=1)
         sums = sums.reshape((k,) + rows.shape[1:])
-    rank.groups.clear()  # the latest only: last iteration's labels are gone
+    if len(rank.groups) >= 4 or any(hit[1] is not labels for hit in rank.groups.values()):
+        rank.groups.clear()  # the latest labels only: last iteration's are gone
     rank.groups[key] = (x, labels, sums, counts)
     return sums, counts
 
@@ -135,7 +154,7 @@ def _from_group_sums(kind, x, axis):
         if found is None:
             return None
         counts = found[1]
-        return x.rank.defer(np.array(counts[j] if j < len(counts) else 0, np.int64), _scalar)
+        return x.rank.defer(np.array(counts[j] if j < len(counts) else 0, np.int64), _scalar, exact=True)
     return None
 
 
@@ -158,7 +177,7 @@ def _moments(kind, x, own, axes, keepdims, dtype, ddof):
     both = np.concatenate([s.ravel(), np.array([count], acc)])
     if kind == "mean":
         return rank.defer(both, lambda t: _finish(mean_of(t)[0].astype(out_dtype, copy=False), axes, keepdims))
-    mean, n = mean_of(rank.allreduce(both))
+    mean, n = mean_of(rank.sum_now(both))
     d = own - mean
     sq = (d * np.conj(d)).real if np.iscomplexobj(d) else d * d
     real = np.zeros(1, out_dtype).real.dtype

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 from phylanx_py.primitives import lookup
 
 from phylanx_py.errors import RAISED_AS_IS, ExecutionError
 
 from .. import kinds
+from ..evaluation import run_primitive
 from . import cross, local, protocol  # noqa: F401 - protocol fills the shard's NumPy face
+from .deferred import MAX_DEPTH
+from .fission import Apart
 from .shard import Deferred, NotSpmd, Shard, Transposed, global_shape, has_deferred, is_shard, resolve
 
 
@@ -80,6 +84,41 @@ RULES = {"fused.rowdot": _rowdot, "fused.sum_argmin": _sum_argmin}
 # Primitives that keep a deferred sum as it is (a list being built): resolving it there would send the sums of a
 # comprehension one allreduce at a time.
 KEEPS_DEFERRED = frozenset({"method.append", "method.insert", "python.list", "python.tuple", "python.dict"})
+# Arithmetic on deferred sums is deferred too (deferred.py): ``np.sum(X[m], axis=0) / np.sum(m)`` for each of k
+# clusters then waits, and the k sums and counts go in one message. The other operands must not change before the
+# value is computed: scalars, or small arrays (copied).
+# (fused.elementwise: a chain of them, after its spec and locations)
+LAZY = {f"operator.{n}": 0 for n in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos")}
+LAZY["fused.elementwise"] = 2
+LAZY_COPY_ELEMENTS = 4096
+_SCALARS = (int, float, complex, bool, np.generic)
+
+
+def _lazy(site, args, fixed):
+    """A deferred value of ``site``'s operation over ``args`` (some deferred; the first ``fixed`` are constants of
+    the call site), or None when it must run now."""
+    rank, depth, operands = None, 0, list(args[:fixed])
+    for a in args[fixed:]:
+        t = type(a)
+        if t is Deferred:
+            if a.done:
+                a = a.value  # (a value already: scalars and small arrays are checked below)
+                t = type(a)
+            elif a.depth >= MAX_DEPTH:
+                return None
+            else:
+                rank, depth = a.rank, max(depth, a.depth + 1)
+                operands.append(a)
+                continue
+        if t is np.ndarray and a.size <= LAZY_COPY_ELEMENTS and not a.dtype.hasobject:
+            a = a.copy()
+        elif t is np.ndarray or not isinstance(a, _SCALARS):
+            return None
+        operands.append(a)
+    if rank is None:
+        return None
+    operands = tuple(operands)
+    return Deferred.derived(rank, lambda: run_primitive(site.prim, site.loc, resolve(operands), {}), depth)
 
 
 class SpmdKind:
@@ -87,6 +126,12 @@ class SpmdKind:
 
     def call(self, ev, site, args, kwargs):
         prim = site.prim
+        if prim.name in LAZY and not kwargs:
+            lazy = _lazy(site, args, LAZY[prim.name])
+            if lazy is not None:
+                return lazy
+        elif prim.name == "operator.getitem" and len(args) == 2 and type(args[0]) is Apart:
+            return args[0][args[1]]  # fission.py's check, over values that must stay as they are
         if prim.name in KEEPS_DEFERRED and not any(is_shard(a) for a in args):
             return ev.run_inline(site, args, kwargs)
         if has_deferred(args) or has_deferred(kwargs):

@@ -29,7 +29,7 @@ from ..native.analysis import _names
 from ..tiled import views
 from ..tiled.array import TiledArray
 from ..training.driver import STALL_SECONDS
-from . import driver
+from . import driver, fission
 from . import kind as _kind  # noqa: F401 - shards become a value kind on the ranks
 from . import rank as rank_task
 from .shard import holds
@@ -43,12 +43,16 @@ def mode() -> str:
 
 
 class Ticker:
-    """``tick[0]`` counts an iteration of the rank's loop (the first statement of its body on the ranks)."""
+    """``tick[0]`` counts an iteration of the rank's loop (the first statement of its body on the ranks), and sends
+    the sums the last iteration left waiting and computes what it made of them (``Rank.settle``): batches never
+    span iterations, so waiting sums stay few and small, and what a value nobody read raises or warns is raised
+    or warned in its iteration."""
 
     def __getitem__(self, _):
         rank = getattr(rank_task._CURRENT, "rank", None)
         if rank is not None:
             rank.stats["iterations"] += 1
+            rank.settle()
 
 
 def _walk_outside_lambdas(node):
@@ -108,6 +112,7 @@ class SpmdLoop:
                     self.halo.add(_root(n.args[0]).name)  # x[::-1][1:] too: its rows are x's
         self.key = uuid.uuid4().hex
         self._job_parts = None
+        self.split = False  # the rank program has loops split by fission.py (it takes an Apart)
         self.declined: dict = {}  # signature -> reason
         self.reason = None  # the latest reason it did not run, for explain()
         self.report = None  # what the latest segment did
@@ -139,13 +144,16 @@ class SpmdLoop:
         if self._job_parts is None:
             loop = self.loop
             tick = ir.Expr(ir.Call("operator.getitem", (ir.Var(TICK), ir.Const(0)), (), loop.loc), loop.loc)
-            body = ir.Block((tick,) + tuple(loop.body.stmts), loop.body.loc)
+            split, temps = fission.split_loops(loop.body)  # inner loops whose sums can go out together
+            self.split = bool(temps)
+            body = ir.Block((tick,) + tuple(split.stmts), loop.body.loc)
             loop = ir.For(loop.target, loop.iter, body, loop.orelse, loop.loc) if isinstance(loop, ir.For) else \
                 ir.While(loop.cond, body, loop.orelse, loop.loc)
             ret = ir.Return(ir.Call("python.tuple", tuple(ir.Var(o) for o in self.outputs), (), loop.loc), loop.loc)
             used = set(self.params)
-            fn = ir.Function("__phylanx_spmd_loop", tuple(self.params) + (TICK,), ir.Block((loop, ret), loop.loc),
-                             tuple(n for n in self.fn.locals if n not in used), (), loop.loc)
+            fn = ir.Function("__phylanx_spmd_loop", tuple(self.params) + (TICK,) + ((fission.APART,) if temps else ()),
+                             ir.Block((loop, ret), loop.loc),
+                             tuple(n for n in self.fn.locals if n not in used) + temps, (), loop.loc)
             funcs = tuple((n, f) for n, f in self.program.functions if n != fn.name) + ((fn.name, fn),)
             prog = ir.Program(fn.name, funcs, self.program.defaults, self.program.kwdefaults)
             ns: dict = {}
@@ -235,6 +243,8 @@ class SpmdLoop:
             else:
                 params.append(("rep", a))
         params.append(("rep", Ticker()))
+        if self.split:
+            params.append(("rep", fission.Apart()))
         writeback = tuple(n for n, a in zip(self.params, args) if n in self.mutable
                           and type(a) in (np.ndarray, list, dict, set))
 
@@ -280,6 +290,7 @@ class SpmdLoop:
         self.report = {"workers": len(ranks), "iterations": stats[0]["iterations"],
                        "allreduce": stats[0]["allreduce"], "allgather": stats[0]["allgather"],
                        "halo": stats[0]["halo"], "values": stats[0]["values"],
+                       "messages": stats[0]["messages"], "reductions": stats[0]["reductions"],
                        "sent": sum(s["sent"] for s in stats),
                        # rank tasks (none when the ranks were started directly) and the result's tile pieces
                        "tasks": sum(fut is not None for fut, _ in results) + sum(len(tile_rows) for _ in made)}
@@ -303,9 +314,13 @@ class SpmdLoop:
             v = r[k.split()[0]] / it
             if v:
                 coll.append(f"{v:.3g} {k}{'' if v == 1 else ('es' if k.endswith('exchange') else 's')}")
+        m = r["messages"] / it
+        batched = r["reductions"] / it if r["reductions"] > r["allreduce"] else 0
         return [head + f"SPMD over {r['workers']} workers: {r['iterations']} iterations, "
                 f"{', '.join(coll) or 'no collectives'} per iteration ({r['values'] / it:.0f} values), "
-                f"{r['tasks']} tasks for the whole loop, {r['sent'] / 1e6:.2f} MB sent between ranks"]
+                f"{r['tasks']} tasks for the whole loop, {r['sent'] / 1e6:.2f} MB sent between ranks in "
+                f"{m:.3g} message{'' if m == 1 else 's'} per iteration"
+                + (f" ({batched:.3g} reductions batched)" if batched else "")]
 
 
 class _Decline(Exception):

@@ -196,6 +196,7 @@ def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data,
             finally:
                 _CURRENT.rank = None
             values = dict(zip(job.outputs, resolve(tuple(result))))
+            ctx.settle()  # what the last iteration made and nothing read: its errors and warnings, as in NumPy
         warned = list(dict.fromkeys((w.category, str(w.message)) for w in caught))
         rep, tiled, meta, back = {}, {}, {}, {}
         for nm, v in values.items():
@@ -216,6 +217,7 @@ def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data,
             elif rank == 0 and nm in job.writeback:
                 back[nm] = resolve(v)
         ctx.stats["sent"] = group.sent
+        ctx.stats["messages"] = group.messages  # counted by the group: what the report says went between ranks
         if tiled:
             with _LOCK:
                 _TILES[(name, rank)] = {nm: list(ts) for nm, ts in tiled.items()}

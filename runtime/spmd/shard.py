@@ -16,9 +16,9 @@ Anything a shard cannot do exactly raises ``NotSpmd``: the segment is abandoned 
 """
 from __future__ import annotations
 
-import operator
-
 import numpy as np
+
+from .deferred import Deferred, has_deferred, holds, resolve, send  # noqa: F401 - used through this module too
 
 
 class NotSpmd(Exception):
@@ -91,35 +91,43 @@ class Rank:
         self.progress, self.name, self.done = progress, name, 0  # collectives finished, for the driver's watch
         self.starts, self.counts = tuple(starts), tuple(counts)
         self.a, self.b = self.starts[rank], self.starts[rank] + self.counts[rank]
-        self.stats = {"allreduce": 0, "allgather": 0, "halo": 0, "values": 0, "iterations": 0}
+        self.stats = {"allreduce": 0, "allgather": 0, "halo": 0, "values": 0, "iterations": 0, "reductions": 0}
         self.pending: list = []  # Deferred sums waiting for their allreduce
+        self.made: list = []  # every Deferred made since the last settle (computed then, if nothing read it)
         self.groups: dict = {}  # per-label sums of the latest (X, labels) (cross.group_sums)
 
-    def defer(self, part, finish):
-        """A sum over the ranks of ``part``, made when first used (see Deferred): ``finish(total)`` its value."""
+    def defer(self, part, finish, exact=False):
+        """A sum over the ranks of ``part``, made when first used (deferred.py): ``finish(total)`` its value.
+        ``exact``: the total is an integer below 2**53 (a count), so it may travel with float64 sums."""
         part = np.asarray(part)  # (np.ascontiguousarray would make a 0-d sum 1-d)
-        d = Deferred(self, part if part.flags.c_contiguous else part.copy(), finish)
+        d = Deferred(self, part if part.flags.c_contiguous else part.copy(), finish, exact)
         self.pending.append(d)
         return d
 
     def flush(self):
-        """Every waiting sum in one allreduce per dtype (the same queue, in the same order, on every rank)."""
+        """Every waiting sum in one message (deferred.send; the same queue, in the same order, on every rank)."""
         pending, self.pending = self.pending, []
-        groups: dict = {}
-        for d in pending:
-            groups.setdefault(d.part.dtype, []).append(d)
-        for ds in groups.values():
-            total = self.allreduce(np.concatenate([d.part.ravel() for d in ds]))
-            at = 0
-            for d in ds:
-                k = d.part.size
-                d.value, d.done = d.finish(total[at:at + k].reshape(d.part.shape)), True
-                d.part = None
-                at += k
+        if pending:
+            send(self, pending)
 
-    def allreduce(self, values: np.ndarray) -> np.ndarray:
+    def settle(self):
+        """Send what waits, and compute every value made from sums over the ranks since the last settle, in the
+        order they were made (the loop's ticker, at each iteration's start): values nobody reads are computed too,
+        so their errors and warnings happen in the iteration that made them, as in NumPy."""
+        self.flush()
+        made, self.made = self.made, []
+        for d in made:
+            d.get()
+
+    def sum_now(self, part, exact=False):
+        """The sum over the ranks of ``part``, now: it goes with the sums waiting in the queue (one message)."""
+        return self.defer(part, lambda t: t, exact).get()
+
+    def allreduce(self, values: np.ndarray, parts: int = 1) -> np.ndarray:
+        """One message: ``values`` summed over the ranks (``parts``: how many reductions it carries)."""
         buf = np.ascontiguousarray(values).ravel().copy()
         self.stats["allreduce"] += 1
+        self.stats["reductions"] += parts
         self.stats["values"] += buf.size
         out = self.group.allreduce(buf).reshape(np.shape(values))
         self.tick()
@@ -201,7 +209,8 @@ class Shard:
     @property
     def shape(self):
         if self.n is None:  # ragged: the global row count is the sum of the ranks' counts
-            self.n = int(self.rank.allreduce(np.array([self.data.shape[0]], np.int64))[0])
+            # a count of rows: it goes with the sums waiting in the queue, as float64 when that is exact
+            self.n = int(self.rank.sum_now(np.array([self.data.shape[0]], np.int64), exact=True)[0])
         return (self.n,) + self.data.shape[1:]
 
     @property
@@ -387,123 +396,3 @@ def global_shape(x):
     if type(x) is Shard:
         return x.shape if x.ragged is None else (None,) + x.data.shape[1:]
     return np.shape(x)
-
-
-class Deferred:
-    """A sum over the ranks that is not needed yet (``X[labels == j].mean(axis=0)`` for each of k clusters): its
-    partial result waits in the rank's queue and the first use of any waiting value sends them all in one
-    allreduce. Every rank queues and uses the same values in the same order, so the batches match. Used as its
-    value by NumPy, operators, conversions and attribute access (the shard kind resolves it before a primitive
-    runs)."""
-
-    __array_priority__ = 300
-    __slots__ = ("rank", "part", "finish", "value", "done")
-
-    def __init__(self, rank, part, finish):
-        self.rank, self.part, self.finish, self.value, self.done = rank, part, finish, None, False
-
-    def get(self):
-        if not self.done:
-            self.rank.flush()
-        return self.value
-
-    def __array__(self, dtype=None, copy=None):
-        v = np.asarray(self.get())
-        return v if dtype is None else v.astype(dtype, copy=False)
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        return getattr(ufunc, method)(*resolve(inputs), **resolve(kwargs))
-
-    def __array_function__(self, func, types, args, kwargs):
-        return func(*resolve(args), **resolve(kwargs))
-
-    def __getattr__(self, name):
-        if name in Deferred.__slots__:
-            raise AttributeError(name)
-        return getattr(self.get(), name)
-
-    def __getitem__(self, key):
-        return self.get()[resolve(key)]
-
-    def __bool__(self):
-        return bool(self.get())
-
-    def __float__(self):
-        return float(self.get())
-
-    def __int__(self):
-        return int(self.get())
-
-    def __index__(self):
-        return self.get().__index__()
-
-    def __complex__(self):
-        return complex(self.get())
-
-    def __len__(self):
-        return len(self.get())
-
-    def __iter__(self):
-        return iter(self.get())
-
-    def __repr__(self):
-        return repr(self.get())
-
-    __hash__ = None
-
-
-def _deferred_binary(name):
-    fn = getattr(operator, name)
-
-    def op(self, other):
-        return fn(self.get(), resolve(other))
-
-    def rop(self, other):
-        return fn(resolve(other), self.get())
-
-    return op, rop
-
-
-for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift",
-              "rshift"):
-    _op, _rop = _deferred_binary(_name if _name not in ("and", "or") else _name + "_")
-    setattr(Deferred, f"__{_name}__", _op)
-    setattr(Deferred, f"__r{_name}__", _rop)
-for _name in ("lt", "le", "gt", "ge", "eq", "ne"):
-    setattr(Deferred, f"__{_name}__", _deferred_binary(_name)[0])
-def _deferred_unary(fn):
-    return lambda self: fn(self.get())
-
-
-for _name in ("neg", "pos", "abs", "invert"):
-    setattr(Deferred, f"__{_name}__", _deferred_unary(getattr(operator, _name)))
-
-
-def resolve(value):
-    """``value`` with deferred sums replaced by their values (top level, lists, tuples and dicts)."""
-    t = type(value)
-    if t is Deferred:
-        return value.get()
-    if t is tuple or t is list:
-        if any(type(v) is Deferred or type(v) in (tuple, list, dict) for v in value):
-            return t(resolve(v) for v in value)
-        return value
-    if t is dict:
-        return {k: resolve(v) for k, v in value.items()}
-    return value
-
-
-def holds(value, types) -> bool:
-    """Is a value of ``types`` in ``value`` (top level, or nested in lists, tuples and dicts)?"""
-    t = type(value)
-    if t in types:
-        return True
-    if t is tuple or t is list:
-        return any(holds(v, types) for v in value)
-    if t is dict:
-        return any(holds(v, types) for v in value.values())
-    return False
-
-
-def has_deferred(value) -> bool:
-    return holds(value, (Deferred,))

@@ -216,6 +216,7 @@ class Group:
         self.left = self.right = None  # comms
         self._seq = 0
         self.sent = 0  # payload bytes this rank wrote, for the profile
+        self.messages = 0  # collectives this rank took part in (the group's own set-up not counted)
         self.comm_seconds = 0.0
         self._tmp = None
         self._want_shared = shared
@@ -248,7 +249,7 @@ class Group:
         over the ring, so every rank takes the same decision) and able to map /dev/shm."""
         key = shm.host_key() if self._want_shared and shm.usable() else 0
         sent = self.sent
-        keys = self.allgather(np.array([key], np.int64))[:, 0]
+        keys = self._allgather(np.array([key], np.int64))[:, 0]
         self.sent = sent  # the group's own set-up messages are not the caller's traffic
         self.shared = bool(keys[0] != 0 and np.all(keys == keys[0]))
         if self.shared:
@@ -275,13 +276,13 @@ class Group:
         region = None
         try:
             name[:len(path)] = np.frombuffer(path.encode(), np.uint8)
-            path = bytes(self.allgather(name)[0]).rstrip(b"\0").decode()
+            path = bytes(self._allgather(name)[0]).rstrip(b"\0").decode()
             if path:
                 try:
                     region = shm.Region(path, self.size, self.rank, capacity, buf.dtype)
                 except (OSError, ValueError):
                     region = None
-            ok = self.allgather(np.array([region is not None], np.int8))
+            ok = self._allgather(np.array([region is not None], np.int8))
         except BaseException:
             if region is not None:
                 region.close()
@@ -328,6 +329,7 @@ class Group:
         """The sum of ``buf`` (1-D, contiguous) over the ranks, as ``allreduce`` computes it, but not necessarily
         in ``buf``: through shared memory, for a large buffer, a read-only array of the region, to be read before
         this rank's next collective."""
+        self.messages += 1
         if self.size == 1:
             return buf
         region = self._region(buf) if self.shared else None
@@ -460,7 +462,7 @@ class Group:
         2(n-1)/n of the buffer (a small buffer: gathered whole, see SMALL_BYTES)."""
         n = self.size
         if buf.nbytes <= SMALL_BYTES:  # latency-bound: every rank's buffer to every rank (n-1 steps, not 2(n-1)),
-            parts = self.allgather(buf)  # then the same additions in rank order on every rank
+            parts = self._allgather(buf)  # then the same additions in rank order on every rank
             buf[...] = parts[0]
             for part in parts[1:]:
                 buf += part
@@ -487,6 +489,10 @@ class Group:
     def allgather(self, buf: np.ndarray) -> np.ndarray:
         """Every rank's ``buf`` (the same shape and dtype on every rank), stacked in rank order: the ring passes
         each rank's buffer round in n-1 steps. Every rank ends with the same array."""
+        self.messages += 1
+        return self._allgather(buf)
+
+    def _allgather(self, buf: np.ndarray) -> np.ndarray:
         n, r = self.size, self.rank
         out = np.empty((n,) + np.shape(buf), np.asarray(buf).dtype)
         out[r] = buf
@@ -505,6 +511,7 @@ class Group:
         ``last`` (its last rows) to the right one, while ``from_right`` receives the right neighbour's first rows
         and ``from_left`` the left neighbour's last rows. The ends of a non-periodic array get (and ignore) the
         other end's rows: every rank sends and receives the same messages, so no rank waits on another."""
+        self.messages += 1
         if self.size == 1:
             return
 
@@ -517,6 +524,7 @@ class Group:
     def neighbour_mean(self, buf: np.ndarray) -> np.ndarray:
         """``buf`` becomes the mean of itself and its ring neighbours' (one neighbour when there are two ranks)."""
         n = self.size
+        self.messages += 1
         if n == 1:
             return buf
         if self._tmp is None or self._tmp.size < 2 * buf.size or self._tmp.dtype != buf.dtype:
