@@ -86,7 +86,10 @@ class Floor:
                 if t is ir.StoreItem:
                     target = n.obj
                 elif t is ir.Call:
-                    effect = lookup_primitive(n.prim).effect
+                    try:
+                        effect = lookup_primitive(n.prim).effect
+                    except Exception:  # noqa: BLE001 - a primitive not known here: nothing is known of its effects
+                        return None
                     if effect == IO or effect == STATE:
                         return None
                     out = dict(n.kwargs).get("out")
