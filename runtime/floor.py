@@ -4,7 +4,8 @@ DESIGN.md's first rule: no call is slower than the undecorated function. On NumP
 often is (NPBench, calls 2-6: 42 of 54 kernels under 0.9x NumPy): every operation pays the evaluator's dispatch,
 and a call whose operations are all small gains nothing from tasks. The plain function is the answer by
 definition (promise 1), so a call may run it. Per signature (the arguments' types, shapes and dtypes) the two are
-timed: the first call runs the plain function, the second the tree, then the faster one runs, and the other is
+timed: the first call runs the plain function, the second the tree, then the one whose median of its last three
+times is lower runs, and the other is
 timed again at calls 4, 8, 16, 32 and every 64th after (the tree improves as its fused and native kernels compile
 in the background). That probing is the price of finding where the tree wins (fused element-wise chains, tasks
 on both cores): at most one call in 64 once settled.
@@ -42,7 +43,7 @@ _FRESH = frozenset({"zeros", "ones", "empty", "full", "zeros_like", "ones_like",
                     "operator.neg", "operator.matmul", "dot", "matmul"})
 PROBES = (4, 8, 16, 32)  # calls at which the slower way is timed again; then every PROBE_EVERY-th
 PROBE_EVERY = 64
-AGEING = 1.25  # growth of a kept best time per sample of that way (``_mean``)
+SAMPLES = 3  # the recent times kept per way; the one compared is their median (``_typical``)
 KEYS_KEPT = 64  # signatures remembered per function (a program calling it with ever new shapes starts over)
 _FAILED = object()
 
@@ -55,7 +56,8 @@ class _Times:
     __slots__ = ("plain", "tree", "calls")
 
     def __init__(self):
-        self.plain = self.tree = None
+        self.plain: list = []  # recent times of each way, seconds
+        self.tree: list = []
         self.calls = 0
 
 
@@ -128,18 +130,18 @@ class Floor:
             times = self.times[key] = _Times()
         n = times.calls
         times.calls = n + 1
-        if times.plain is None:
+        if not times.plain:
             use_plain = True
-        elif times.tree is None:
+        elif not times.tree:
             use_plain = False
         else:
-            use_plain = times.plain <= times.tree
+            use_plain = _typical(times.plain) <= _typical(times.tree)
             if n in PROBES or n % PROBE_EVERY == 0:
                 use_plain = not use_plain
         t0 = time.perf_counter()
         if not use_plain:
             out = tree()
-            times.tree = _mean(times.tree, time.perf_counter() - t0)
+            _add(times.tree, time.perf_counter() - t0)
             self.tree_runs += 1
             return out
         arrays = [a for a in (args if self.copies is None else (args[i] for i in self.copies if i < len(args)))
@@ -155,7 +157,7 @@ class Floor:
             for a, copy in saved:
                 a[...] = copy
             return tree()
-        times.plain = _mean(times.plain, time.perf_counter() - t0)
+        _add(times.plain, time.perf_counter() - t0)
         self.plain_runs += 1
         with rt._lock:
             rt.counts["calls"] += 1
@@ -168,11 +170,18 @@ class Floor:
                 f"faster one per signature, timed)"]
 
 
-def _mean(old, new):
-    """The time kept for one way: its best, which a later sample replaces when lower or when the best has aged
-    (each sample lets it grow by AGEING): one slow call on a busy machine does not flip the choice, and a way that
-    got faster (kernels compiled) or slower for good is followed within a few samples."""
-    return new if old is None else min(new, old * AGEING)
+def _add(samples: list, seconds: float):
+    samples.append(seconds)
+    if len(samples) > SAMPLES:
+        del samples[0]
+
+
+def _typical(samples: list) -> float:
+    """The median of a way's recent times (of two, the slower): neither the best case (the tree's two independent
+    histograms of NPBench's azimint_hist ran in parallel on idle cores once, 2.5 ms against a typical 7 ms, and that
+    best kept the slower tree chosen) nor one slow call on a busy machine decides, and a way that got faster (kernels
+    compiled) is followed within a few samples."""
+    return sorted(samples)[len(samples) // 2]
 
 
 def _key(args, kwargs, mutates):
