@@ -165,9 +165,12 @@ _BUILTINS_NATIVE = {"len", "range", "abs", "min", "max", "int", "float", "bool"}
 
 
 def _lowering(op: Operator) -> Lowering | None:
-    """The operator in a native loop kernel: its Python spelling, which Numba compiles."""
-    if op.kind == "identity" or op.name == "matmul":
+    """The operator in a native loop kernel: its Python spelling, which Numba compiles (``@``: Numba's ``np.dot``,
+    for the shapes and dtypes runtime/native/calls.py's ``_product`` takes)."""
+    if op.kind == "identity":
         return None
+    if op.name == "matmul":
+        return Lowering("np.dot({0}, {1})", inexact=True)
     return Lowering(f"({op.template})", pyint=_CHECKED.get(op.name), pyscalar=_PYSCALAR.get(op.name),
                     inexact=op.name == "pow")
 
@@ -194,7 +197,8 @@ def _operator(op: Operator):
     if op.inplace:
         # ``x op= v``: a new value on scalars; in place on an array with no task pending that might read it
         register(f"operator.{op.inplace}", getattr(operator, op.inplace), effect=MUTATES,
-                 display=f"__{op.inplace}", inline=Inline("{kernel}({0}, {1})", "inplace"), lowering=_lowering(op))
+                 display=f"__{op.inplace}", inline=Inline("{kernel}({0}, {1})", "inplace"),
+                 lowering=_lowering(op) if op.name != "matmul" else None)  # ``A @= B``: no native form
 
 
 def _register_python_ops():

@@ -30,6 +30,8 @@ def native(name: str, inexact: bool = False) -> Lowering | None:
         return Lowering("_px_sum({0})")
     if name in ("remainder", "mod"):  # Numba's np.remainder traps (SIGFPE) on int64 -2**63 % -1; its % does not
         return Lowering("({0} % {1})")
+    if name in ("dot", "matmul"):  # 1-D/2-D float products (runtime/native/calls.py ``_product``): BLAS's last bit
+        return Lowering("np.dot({0}, {1})", inexact=True)
     return call_lowering(f"np.{name}", inexact=inexact) if name in NUMBA_CALLABLE else None
 
 

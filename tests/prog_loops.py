@@ -431,3 +431,47 @@ def two_nests(a, b):
     for i in range(b.shape[0]):
         b[i] = a[i] * s
     return b, s
+
+
+# matrix products inside loops (native: Numba's np.dot; inexact, so stored but never compared)
+def cholesky_dot(A):
+    n = A.shape[0]
+    for i in range(n):
+        for j in range(i):
+            A[i, j] -= np.dot(A[i, :j], A[j, :j])
+            A[i, j] /= A[j, j]
+        A[i, i] -= np.dot(A[i, :i], A[i, :i])
+        A[i, i] = np.sqrt(A[i, i])
+    return A
+
+
+def lu_matmul(A):
+    n = A.shape[0]
+    for i in range(n):
+        for j in range(i):
+            A[i, j] -= A[i, :j] @ A[:j, j]
+            A[i, j] /= A[j, j]
+        for j in range(i, n):
+            A[i, j] -= A[i, :i] @ A[:i, j]
+    return A
+
+
+def matvec_steps(M, x, steps):
+    for _ in range(steps):
+        y = np.matmul(M, x)
+        x = y / np.sqrt(np.dot(y, y))
+    return x
+
+
+def products_of_blocks(A, B, out):
+    for k in range(out.shape[0]):
+        out[k] = A[k] @ B
+    return out
+
+
+def dot_compared(a, b):
+    c = 0
+    for i in range(a.shape[0]):
+        if np.dot(a[i], b) > 0.5:
+            c += 1
+    return c

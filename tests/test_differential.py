@@ -10,6 +10,7 @@ import prog_calls
 import prog_config
 import prog_control
 import prog_imports
+import prog_loops
 import prog_numpy
 import pytest
 from helpers import check, check_against, compiled
@@ -218,6 +219,10 @@ MORE_NUMPY = [
     case(p.int_division_mixed, np.array([7, -7, 3])), case(p.where_and_masks, np.array([3.0, -1.0, 0.5, -2.0])),
     case(p.outer_products, np.array([1.0, 2.0]), np.array([3.0, -1.0])),
     case(p.numpy_python_interplay, np.array([1.5, 2.25])),
+    # matrix products inside loops (native forms when forced: Numba's np.dot)
+    case(prog_loops.cholesky_dot, np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])),
+    case(prog_loops.lu_matmul, np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])),
+    case(prog_loops.matvec_steps, np.array([[2.0, 1.0], [1.0, 3.0]]), np.array([1.0, 0.0]), 4),
 ]
 
 BIG = np.linspace(-1.0, 1.0, 70_000)

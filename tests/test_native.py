@@ -319,6 +319,48 @@ def test_at_exit_no_compile_starts_here_and_running_ones_are_waited_for(monkeypa
     assert done.is_set()  # the exit waited for the compile running here
 
 
+def _spd(n, dtype=np.float64):
+    M = np.random.default_rng(n).random((n, n))
+    return (M @ M.T + n * np.eye(n)).astype(dtype)
+
+
+@pytest.mark.parametrize("fn, args", [
+    (L.cholesky_dot, lambda: (_spd(12),)),
+    (L.lu_matmul, lambda: (_spd(9),)),
+    (L.matvec_steps, lambda: (_spd(6), np.ones(6), 5)),
+    (L.products_of_blocks, lambda: (_spd(4).reshape(2, 2, 4)[0].copy(), _spd(4), np.zeros((2, 4)))),
+])
+def test_matrix_products_in_loops_run_natively(forced, fn, args):
+    """``@``, ``np.dot`` and ``np.matmul`` of 1-D/2-D float arrays of one dtype run natively (Numba's np.dot;
+    strided slices too), with the plain function's answer to float tolerance."""
+    f = run_both(fn, *args())
+    assert "-> native" in f.explain() and "has no native form" not in f.explain()
+
+
+def test_float32_matrix_products_in_loops_agree_to_float32_rounding(forced):
+    """In float32 the products' summation order (BLAS's) shows at float32's precision: the answer agrees with the
+    plain function's to a few float32 ulps, as NumPy's own BLAS calls agree with each other."""
+    A = _spd(9, np.float32)
+    f = px.compile(L.lu_matmul)
+    got, want = f(A.copy()), L.lu_matmul(A.copy())
+    assert got.dtype == want.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=0)
+    assert "-> native" in f.explain()
+
+
+def test_a_matrix_product_is_never_compared_natively(forced):
+    """A product's last bit may differ from NumPy's BLAS: comparing it would change a count, so the loop stays
+    interpreted and says why."""
+    a, b = np.random.default_rng(1).random((20, 3)), np.full(3, 0.3)
+    f = run_both(L.dot_compared, a, b)
+    assert "inexact result" in f.explain()
+
+
+def test_a_matrix_product_of_mixed_dtypes_stays_interpreted(forced):
+    f = run_both(L.products_of_blocks, np.ones((2, 4), np.float32), np.ones((4, 4)), np.zeros((2, 4)))
+    assert "a matrix product of other than 1-D/2-D arrays of one dtype, float64 or float32" in f.explain()
+
+
 @pytest.mark.parametrize("n", [0, 1, 7])
 def test_python_scalars_that_become_numpy_scalars_keep_their_type(forced, n):
     f = run_both(L.accumulate, np.linspace(0, 1, n), np.arange(n))

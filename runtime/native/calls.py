@@ -150,6 +150,27 @@ class CallRules:
             self.fail("np.sum other than of a 1-D float64/float32/int64 array (NumPy's summation order)", n)
         return f"_px_sum({atoms[0]})", a.dtype.type(3)
 
+    def _product(self, n, atoms, ks):
+        """``a @ b``, ``np.dot``, ``np.matmul`` of two 1-D or 2-D arrays of one float dtype, as Numba's ``np.dot``
+        (BLAS through SciPy: its last bit may differ from NumPy's BLAS, so the result is inexact: stored, never
+        compared). The same for these shapes: a vector product is a scalar, a matrix-vector product a vector."""
+        if len(ks) != 2 or any(type(k) is not np.ndarray for k in ks):
+            self.fail("a matrix product of other than two arrays", n)
+        a, b = ks
+        if a.dtype != b.dtype or a.dtype not in (np.float64, np.float32) or not (1 <= a.ndim <= 2 and 1 <= b.ndim <= 2):
+            self.fail("a matrix product of other than 1-D/2-D arrays of one dtype, float64 or float32", n)
+        k = np.dot(a, b)
+        return f"np.dot({atoms[0]}, {atoms[1]})", (k if type(k) is np.ndarray else a.dtype.type(3)), True
+
+    def c_operator_matmul(self, n, atoms, ks, kwargs):
+        return self._product(n, atoms, ks)
+
+    def c_dot(self, n, atoms, ks, kwargs):
+        return self._product(n, atoms, ks)
+
+    def c_matmul(self, n, atoms, ks, kwargs):
+        return self._product(n, atoms, ks)
+
     def _alloc(self, n, atoms, ks, kwargs, fn):
         shape = ks[0]
         if K.is_int(shape):

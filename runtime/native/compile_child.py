@@ -27,7 +27,7 @@ def serve(stdin, stdout):
             with warnings.catch_warnings():
                 # as the parent's compile has it (tuning.Choice.build): nothing Numba doubts gets cached
                 warnings.simplefilter("error", NumbaParallelSafetyWarning)
-                getattr(loop, loader)(source).kernel.compile(sig)
+                loop.compile_quietly(getattr(loop, loader)(source).kernel, sig)
             ok = b"1"
         except Exception:  # noqa: BLE001 - the parent's thread compiles it and reports what fails
             ok = b"0"

@@ -11,6 +11,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 from phylanx_py.primitives import kernel_cache
@@ -127,6 +128,16 @@ def _at_exit():
 _register_at_exit = getattr(threading, "_register_atexit", None)  # before atexit hooks and finalisation
 if _register_at_exit is not None:
     _register_at_exit(_at_exit)
+
+
+def compile_quietly(kernel, sig):
+    """``kernel.compile(sig)`` without Numba's performance advice (``np.dot`` on a strided slice is told it would be
+    faster on a contiguous one: the user's code took that slice, and the plain function makes the same call)."""
+    from numba.core.errors import NumbaPerformanceWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumbaPerformanceWarning)
+        return kernel.compile(sig)
 
 
 def in_background(compile_fn, *args) -> threading.Thread:
@@ -298,7 +309,7 @@ class NativeLoop:
             sig = tuple(numba.typeof(a) for a in args)
             warm_elsewhere("load_sequential", entry.source, sig)
             module = load_sequential(entry.source)
-            module.kernel.compile(sig)
+            compile_quietly(module.kernel, sig)
             entry.overflow = module._Overflow
             entry.kernel = module.kernel
             STATS["compiled"] += 1

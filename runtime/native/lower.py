@@ -482,8 +482,9 @@ class Lowerer(CallRules, BlockWriter):
         ks = [k for _, k, _ in args]
         special = getattr(self, "c_" + name.replace(".", "_"), None)
         if special is not None:
-            src, k = special(n, atoms, ks, kwargs)
-            return src, k, tainted or (name == "operator.getitem" and self.arrays_tainted)
+            src, k, *inexact = special(n, atoms, ks, kwargs)  # (src, kind) or (src, kind, inexact)
+            return src, k, tainted or bool(inexact and inexact[0]) or (
+                name == "operator.getitem" and self.arrays_tainted)
         if name.startswith("operator.i") and name[9:] in _ARRAY_INPLACE and type(ks[0]) is np.ndarray:
             K.run(prim.kernel, *ks)  # NumPy's casting rule for the in-place update
             self.int_power(n, ks[0])

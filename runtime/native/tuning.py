@@ -81,13 +81,14 @@ class Choice:
             self.build()
 
     def build(self):
-        from numba.core.errors import NumbaParallelSafetyWarning
+        from numba.core.errors import NumbaParallelSafetyWarning, NumbaPerformanceWarning
 
         t0 = time.perf_counter()
         try:
             with warnings.catch_warnings():
                 # Numba's own doubt about a prange loop (a variable it finds racy) fails the variant: never run it
                 warnings.simplefilter("error", NumbaParallelSafetyWarning)
+                warnings.simplefilter("ignore", NumbaPerformanceWarning)  # np.dot on a strided slice (loop.py)
                 if self.warm is not None:  # in the compile process first, when in the background (loop.py)
                     self.warm(self.variant.source)
                 module = self.load(self.variant.source)

@@ -302,7 +302,7 @@ class WholeFunction:
             module = L.load_sequential(entry.source)
             # the compiled code's own entry, for the types taken with the guard (``_entry``): the quick path calls
             # it, skipping the dispatcher's type matching (its guard has matched them already)
-            entry.entry_point = module.kernel.compile(entry.sig)
+            entry.entry_point = L.compile_quietly(module.kernel, entry.sig)
             entry.overflow = module._Overflow
             entry.kernel = module.kernel
             L.STATS["compiled"] += 1
