@@ -5,10 +5,10 @@ often is (NPBench, calls 2-6: 42 of 54 kernels under 0.9x NumPy): every operatio
 and a call whose operations are all small gains nothing from tasks. The plain function is the answer by
 definition (promise 1), so a call may run it. Per signature (the arguments' types, shapes and dtypes) the two are
 timed: the first call runs the plain function, the second the tree, then the one whose median of its last three
-times is lower runs, and the other is
-timed again at calls 4, 8, 16, 32 and every 64th after (the tree improves as its fused and native kernels compile
-in the background). That probing is the price of finding where the tree wins (fused element-wise chains, tasks
-on both cores): at most one call in 64 once settled.
+times is lower runs, and the other is timed again at calls 4, 8, 16, 32 and every 64th after, and the tree at the
+next call after a native kernel got ready (the tree improves as its fused and native kernels compile in the
+background). That probing is the price of finding where the tree wins (fused element-wise chains, tasks on both
+cores, loops gone native): at most one call in 64 once settled.
 
 Which calls may run the plain function (``Floor.of``): only on the local runtime (``px.runtime.local()``: the
 synchronous one is for debugging the tree, Dask runs the work on the cluster), outside ``px.profile()`` (which
@@ -33,6 +33,7 @@ from phylanx_py import ir
 from . import profiling
 from .base import Runtime
 from .executors import LocalPoolExecutor
+from .native.loop import STATS as NATIVE_STATS
 
 _SCALARS = frozenset({int, float, bool, complex, str, bytes, type(None)})
 _CONTAINERS = (list, tuple, dict)
@@ -53,12 +54,13 @@ def enabled() -> bool:
 
 
 class _Times:
-    __slots__ = ("plain", "tree", "calls")
+    __slots__ = ("plain", "tree", "calls", "kernels")
 
     def __init__(self):
         self.plain: list = []  # recent times of each way, seconds
         self.tree: list = []
         self.calls = 0
+        self.kernels = 0  # native kernels compiled in this process when the tree last ran
 
 
 class Floor:
@@ -138,8 +140,11 @@ class Floor:
             use_plain = _typical(times.plain) <= _typical(times.tree)
             if n in PROBES or n % PROBE_EVERY == 0:
                 use_plain = not use_plain
+            elif use_plain and NATIVE_STATS["compiled"] != times.kernels:
+                use_plain = False  # a native kernel is ready since the tree last ran: maybe one of its loops
         t0 = time.perf_counter()
         if not use_plain:
+            times.kernels = NATIVE_STATS["compiled"]
             out = tree()
             _add(times.tree, time.perf_counter() - t0)
             self.tree_runs += 1

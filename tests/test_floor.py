@@ -90,6 +90,28 @@ def test_first_call_plain_second_tree_then_the_faster(local):
     assert spy.calls == before + 1
 
 
+def test_a_native_kernel_getting_ready_has_the_tree_timed_again(local, monkeypatch):
+    """The tree may have become the faster way when a native kernel got ready (a loop of it gone native): the next
+    call runs the tree, not only at the fixed probes."""
+    from phylanx_py.runtime import floor
+
+    f, spy = _compiled_with_spy(_scale_rows)
+    A = np.ones((3, 3))
+    f(A, 1.0)  # call 1: plain
+    f(A, 1.0)  # call 2: the tree
+    for _ in range(3):  # calls 3-5: plain, plain, the tree (the probe at call 5); the plain function kept faster
+        times = next(iter(f._code.floor.times.values()))
+        times.plain[:], times.tree[:] = [0.0], [1.0]
+        f(A, 1.0)
+    assert spy.calls == 3
+    times.plain[:], times.tree[:] = [0.0], [1.0]
+    monkeypatch.setitem(floor.NATIVE_STATS, "compiled", floor.NATIVE_STATS["compiled"] + 1)
+    f(A, 1.0)  # call 6: no fixed probe, but a kernel is new
+    assert spy.calls == 3
+    f(A, 1.0)  # call 7: the plain function again (its times are still the better)
+    assert spy.calls == 4
+
+
 def test_a_plain_run_that_fails_reruns_through_the_tree(local, monkeypatch):
     """The error is the tree's ExecutionError, the same as with the floor off, and the parameter the program
     stores into ends as the plain function leaves it (stored once)."""
