@@ -197,6 +197,34 @@ def test_nested_loops_take_the_tree_first_and_while_calls_are_long(monkeypatch):
     assert "-> the plain function (1 runs) so far" in f.explain()  # the tree
 
 
+def test_a_new_kernel_slower_than_the_plain_function_is_dropped(monkeypatch):
+    """The plain function is the floor for a whole-function kernel too: once ready, the kernel's first runs are
+    timed against plain runs alternating with them (new ones: plain runs during the compile were slowed by it), and a
+    kernel whose median is over the plain runs' is declined, saying so; the calls go back to the floor's choice."""
+    from phylanx_py.runtime.native import whole
+
+    monkeypatch.setenv("PHYLANX_FLOOR", "1")
+    monkeypatch.setattr(native_loop, "HOT_SECONDS", 0.0)
+    f = px.compile(L.tanh_store)
+    a = np.linspace(-1.0, 1.0, 50)
+    f(a.copy())  # plain; the compile starts
+    deadline = time.monotonic() + 120
+    while "compiling" in f.explain() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    entry = next(iter(f._code.whole.entries.values()))
+    assert entry.kernel is not None and entry.measuring and entry.plain_times == []
+    f(a.copy())  # a native run, timed
+    assert entry.native_runs == 1 and len(entry.native_times) == 1
+    f(a.copy())  # then a plain run, timed
+    assert len(entry.plain_times) == 1
+    entry.native_times[:] = [1.0] * whole.MEASURED  # as if the kernel took a second a call
+    entry.plain_times[:] = [0.001] * (whole.MEASURED - 1)
+    np.testing.assert_allclose(f(a.copy()), L.tanh_store(a.copy()), rtol=1e-15)  # the last plain run: decided
+    assert not entry.measuring and entry.declined.startswith("the plain function is faster (")
+    assert "-> interpreted: the plain function is faster (" in f.explain()
+    np.testing.assert_allclose(f(a.copy()), L.tanh_store(a.copy()), rtol=1e-15)
+
+
 def test_a_plain_run_that_fails_reruns_through_the_tree_for_its_error(monkeypatch):
     """A plain run that raises puts back the arrays it changed and the call reruns through the tree: the error is
     the ExecutionError every tier gives (the primitive, the user's line), and the arrays end as the plain function

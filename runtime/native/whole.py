@@ -158,10 +158,16 @@ def _returnable(low, k):
 # a call (of a function with nested loops) at least this long runs through the tree while its kernel is not
 # ready: about a compile's time (Numba takes 0.2-10 s a kernel; most NPBench kernels compile in 1-4 s here)
 OSR_SECONDS = 1.0
+MEASURED = 3  # a new kernel's first runs timed against as many recent plain runs (``_measured``)
+
+
+def _median(xs):
+    return sorted(xs)[len(xs) // 2]
 
 
 class Entry(L.Entry):
-    __slots__ = ("stages", "guard", "values", "exact", "entry_point", "sig", "plain_runs", "last")
+    __slots__ = ("stages", "guard", "values", "exact", "entry_point", "sig", "plain_runs", "last", "plain_times",
+                 "native_times", "measuring")
 
 
 class WholeFunction:
@@ -223,6 +229,8 @@ class WholeFunction:
                 finally:
                     entry.last = time.perf_counter() - t0
                     entry.interpreted += entry.last
+        if entry.measuring and plain is not None and len(entry.plain_times) < len(entry.native_times):
+            return self._plain(rt, entry, args, plain, tree)  # a plain run to time the new kernel against
         return self._run(rt, entry, args, fallback)
 
     def _plain_now(self, entry) -> bool:
@@ -241,10 +249,15 @@ class WholeFunction:
         primitive and the line, as every tier's does. (This signature lowered natively: no printing, no random
         draws, nothing but its array arguments changes, so a rerun repeats nothing that anyone saw.)"""
         saved = [(args[i], args[i].copy()) for i in entry.writes]
+        t0 = time.perf_counter()
         try:
             out = plain(*args)
         except Exception:  # noqa: BLE001 - rerun where the error gets its primitive and line
             out = FALLBACK
+        else:
+            entry.plain_times = entry.plain_times[-(MEASURED - 1):] + [time.perf_counter() - t0]
+            if entry.measuring:
+                self._decide(entry)
         if out is FALLBACK:  # outside the except block: the tree's error is not chained to the plain run's
             for a, copy in saved:
                 a[...] = copy
@@ -279,6 +292,8 @@ class WholeFunction:
         entry.guard = entry.values = entry.entry_point = entry.sig = None
         entry.exact = False
         entry.plain_runs = 0
+        entry.plain_times, entry.native_times = [], []  # recent seconds of plain runs; of the kernel's first runs
+        entry.measuring = False  # the kernel is ready and timed against the plain function (``_measured``)
         entry.last = float("inf")  # the last interpreted call's seconds (none yet: as long as can be)
         try:
             names = frozenset(n for n, is_small in zip(self.params, small) if is_small)
@@ -304,6 +319,10 @@ class WholeFunction:
             # it, skipping the dispatcher's type matching (its guard has matched them already)
             entry.entry_point = L.compile_quietly(module.kernel, entry.sig)
             entry.overflow = module._Overflow
+            # timed against the plain function first (``_measured``), unless forced or never run plain; plain runs
+            # timed while this compile ran were slowed by it (about 2x): the comparison takes new ones
+            entry.measuring = entry.plain_runs > 0 and L.current_mode() != "force"
+            entry.plain_times = []
             entry.kernel = module.kernel
             L.STATS["compiled"] += 1
             self._requick()
@@ -325,15 +344,34 @@ class WholeFunction:
         saved = [(args[i], args[i].copy()) for i in entry.writes] if entry.checked else ()
         stage = np.zeros(1, np.int64) if len(entry.stages) > 1 else None
         run = entry.kernel if entry.parallel is None else entry.parallel.runner(entry.kernel)
+        t0 = time.perf_counter()
         try:
             out = run(*args) if stage is None else run(stage, *args)
         except Exception as e:
             if self.failed(entry, e, stage, saved) is FALLBACK:
                 return fallback()
+        if entry.measuring:
+            entry.native_times.append(time.perf_counter() - t0)
+            self._decide(entry)
         entry.native_runs += 1
         with rt._lock:
             rt.counts["calls"] += 1
         return out if entry.convert is None else entry.convert(out)
+
+    def _decide(self, entry):
+        """After ``MEASURED`` runs of a kernel that just got ready and as many plain runs alternating with them, the
+        kernel is kept when its median is not over the plain runs' (the plain function is the floor: a
+        whole-function kernel of array-slice arithmetic ran NPBench's heat_3d at 0.54x NumPy, Numba allocating a
+        temporary per operation), else the signature is declined and its calls go back to the floor's choice
+        (runtime/floor.py)."""
+        if len(entry.native_times) < MEASURED or len(entry.plain_times) < MEASURED:
+            return
+        entry.measuring = False
+        native, plain = _median(entry.native_times), _median(entry.plain_times)
+        if native > plain:
+            entry.declined = self.reason = (f"the plain function is faster ({plain * 1e3:.3g} ms a call against "
+                                            f"{native * 1e3:.3g} ms native)")
+        self._requick()
 
     def failed(self, entry, e, stage, saved):
         """After the kernel raised ``e``: FALLBACK when the call is to run interpreted (nothing changed, or the
@@ -360,8 +398,8 @@ class WholeFunction:
     def _requick(self):
         """Rebuild ``quick`` from the entries that run natively now."""
         with self._quick_lock:
-            self.quick = make_quick(self, [e for e in self.entries.values()
-                                           if e.kernel is not None and not e.declined and e.guard is not None])
+            self.quick = make_quick(self, [e for e in self.entries.values() if e.kernel is not None and
+                                           not e.declined and not e.measuring and e.guard is not None])
 
     def explain(self) -> list[str]:
         lines = []
