@@ -200,7 +200,7 @@ def _key(args, kwargs, mutates):
         elif t in _SCALARS or isinstance(a, np.generic):
             key.append(t)
         elif t in _CONTAINERS:
-            if mutates and t is not tuple:
+            if mutates:  # an array in it may be changed: it is not copied before a plain run
                 return None
             items = a.values() if t is dict else a
             if not all(type(v) in _SCALARS or type(v) is np.ndarray or isinstance(v, np.generic) for v in items):

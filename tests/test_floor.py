@@ -40,6 +40,11 @@ def _appends(items, v):
     return len(items)
 
 
+def _store_in_tuple(pair):
+    pair[0][0] += 1.0
+    return pair[1]
+
+
 class _Spy:
     """Counts the calls of a compiled function's plain function (set as its ``__wrapped__``)."""
 
@@ -173,8 +178,10 @@ def test_a_parameter_stored_into_is_the_only_copy(local):
     np.testing.assert_array_equal(h(A, B), _fills(A, B))
 
 
-@pytest.mark.parametrize("fn, args", [(_prints, (1.0,)), (_appends, ([1, 2], 3))])
+@pytest.mark.parametrize("fn, args", [(_prints, (1.0,)), (_appends, ([1, 2], 3)),
+                                      (_store_in_tuple, ((np.zeros(2), np.ones(2)),))])
 def test_programs_whose_rerun_could_be_seen_take_the_tree(local, fn, args, capsys):
+    """Printing, and containers holding what the program changes (not copied before a plain run)."""
     f, spy = _compiled_with_spy(fn)
     for _ in range(3):
         f(*[list(a) if isinstance(a, list) else a for a in args])
