@@ -213,6 +213,7 @@ def test_a_new_kernel_slower_than_the_plain_function_is_dropped(monkeypatch):
         time.sleep(0.05)
     entry = next(iter(f._code.whole.entries.values()))
     assert entry.kernel is not None and entry.measuring and entry.plain_times == []
+    entry.plain_before[:] = [0.0]  # no plain run before was slow enough to keep the kernel at once
     f(a.copy())  # a native run, timed
     assert entry.native_runs == 1 and len(entry.native_times) == 1
     f(a.copy())  # then a plain run, timed
@@ -223,6 +224,25 @@ def test_a_new_kernel_slower_than_the_plain_function_is_dropped(monkeypatch):
     assert not entry.measuring and entry.declined.startswith("the plain function is faster (")
     assert "-> interpreted: the plain function is faster (" in f.explain()
     np.testing.assert_allclose(f(a.copy()), L.tanh_store(a.copy()), rtol=1e-15)
+
+
+def test_a_new_kernel_clearly_faster_than_the_plain_runs_before_it_is_kept_at_once(monkeypatch):
+    from phylanx_py.runtime.native import whole
+
+    monkeypatch.setenv("PHYLANX_FLOOR", "1")
+    monkeypatch.setattr(native_loop, "HOT_SECONDS", 0.0)
+    f = px.compile(L.tanh_store)
+    a = np.linspace(-1.0, 1.0, 50)
+    f(a.copy())
+    deadline = time.monotonic() + 120
+    while "compiling" in f.explain() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    entry = next(iter(f._code.whole.entries.values()))
+    assert entry.measuring
+    entry.plain_before[:] = [1.0]  # as if the plain runs had taken a second
+    f(a.copy())
+    assert not entry.measuring and not entry.declined and entry.plain_times == [] and whole.CLEARLY_FASTER > 1
+    assert f._code.whole.quick is not None  # straight from the call from now on
 
 
 def test_a_plain_run_that_fails_reruns_through_the_tree_for_its_error(monkeypatch):

@@ -158,7 +158,10 @@ def _returnable(low, k):
 # a call (of a function with nested loops) at least this long runs through the tree while its kernel is not
 # ready: about a compile's time (Numba takes 0.2-10 s a kernel; most NPBench kernels compile in 1-4 s here)
 OSR_SECONDS = 1.0
-MEASURED = 3  # a new kernel's first runs timed against as many recent plain runs (``_measured``)
+MEASURED = 3  # a new kernel's first runs timed against as many recent plain runs (``_decide``)
+# a new kernel's first run this many times faster than the fastest plain run before it is kept at once: a compile
+# slowed those plain runs about 2x, not more (NPBench's lu: 0.2 ms native against 5-8 ms plain)
+CLEARLY_FASTER = 4
 
 
 def _median(xs):
@@ -167,7 +170,7 @@ def _median(xs):
 
 class Entry(L.Entry):
     __slots__ = ("stages", "guard", "values", "exact", "entry_point", "sig", "plain_runs", "last", "plain_times",
-                 "native_times", "measuring")
+                 "plain_before", "native_times", "measuring")
 
 
 class WholeFunction:
@@ -293,7 +296,8 @@ class WholeFunction:
         entry.exact = False
         entry.plain_runs = 0
         entry.plain_times, entry.native_times = [], []  # recent seconds of plain runs; of the kernel's first runs
-        entry.measuring = False  # the kernel is ready and timed against the plain function (``_measured``)
+        entry.plain_before = []  # the plain runs' seconds while the kernel compiled
+        entry.measuring = False  # the kernel is ready and timed against the plain function (``_decide``)
         entry.last = float("inf")  # the last interpreted call's seconds (none yet: as long as can be)
         try:
             names = frozenset(n for n, is_small in zip(self.params, small) if is_small)
@@ -319,10 +323,10 @@ class WholeFunction:
             # it, skipping the dispatcher's type matching (its guard has matched them already)
             entry.entry_point = L.compile_quietly(module.kernel, entry.sig)
             entry.overflow = module._Overflow
-            # timed against the plain function first (``_measured``), unless forced or never run plain; plain runs
+            # timed against the plain function first (``_decide``), unless forced or never run plain; plain runs
             # timed while this compile ran were slowed by it (about 2x): the comparison takes new ones
             entry.measuring = entry.plain_runs > 0 and L.current_mode() != "force"
-            entry.plain_times = []
+            entry.plain_before, entry.plain_times = entry.plain_times, []
             entry.kernel = module.kernel
             L.STATS["compiled"] += 1
             self._requick()
@@ -351,8 +355,13 @@ class WholeFunction:
             if self.failed(entry, e, stage, saved) is FALLBACK:
                 return fallback()
         if entry.measuring:
-            entry.native_times.append(time.perf_counter() - t0)
-            self._decide(entry)
+            seconds = time.perf_counter() - t0
+            entry.native_times.append(seconds)
+            if not entry.plain_times and seconds * CLEARLY_FASTER < min(entry.plain_before, default=0.0):
+                entry.measuring = False  # no doubt, whatever the compile slowed: no plain runs to compare
+                self._requick()
+            else:
+                self._decide(entry)
         entry.native_runs += 1
         with rt._lock:
             rt.counts["calls"] += 1
