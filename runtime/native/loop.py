@@ -193,10 +193,10 @@ class Entry:
 
 
 class NativeLoop:
-    part_of_whole = True  # a function that runs as one native kernel runs this loop in it (HandOver.explain)
-
     """Called by generated code before a loop: the loop's new values of its outputs when it ran natively,
     else None (the interpreted loop runs; ``ran`` then adds its time)."""
+
+    part_of_whole = True  # a function that runs as one native kernel runs this loop in it (HandOver.explain)
 
     def __init__(self, fn, loop, where: str, inner: bool = False):
         self.plan = LoopPlan(fn, loop)
