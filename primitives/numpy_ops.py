@@ -69,12 +69,16 @@ bincount unique int64 int32 int16 int8 uint8 bool_
 """.split())
 # Element-wise in fused kernels too (the other element-wise functions are declared in ufuncs.py).
 FUSED = {"where": "({1} if {0} else {2})"}
+# Always a new array, never a view of an argument (``Primitive.fresh``).
+FRESH = set("""
+zeros ones empty full zeros_like ones_like empty_like full_like array copy arange linspace eye identity dot matmul
+""".split())
 
 
 def _numpy(name, fn, **rules):
     """A NumPy function as a primitive: its rules from the tables above, plain bytecode on small inputs."""
     return register(name, fn, obj=fn, grad=GRADS.get(name), nondiff=name in NONDIFF, fused=FUSED.get(name),
-                    inline=CALL, lowering=native(name), **rules)
+                    inline=CALL, lowering=native(name), fresh=name in FRESH, **rules)
 
 
 def _register_numpy():

@@ -162,6 +162,8 @@ _MATH_NATIVE = set("sqrt exp log log10 log2 log1p expm1 sin cos tan asin acos at
                    "fabs hypot isnan isinf isfinite trunc copysign".split())
 _MATH_INEXACT = set("exp log log10 log2 log1p expm1 sin cos tan asin acos atan atan2 sinh cosh tanh hypot".split())
 _BUILTINS_NATIVE = {"len", "range", "abs", "min", "max", "int", "float", "bool"}
+# Operators whose value is always a new array (``Primitive.fresh``)
+_FRESH_OPERATORS = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "matmul"}
 
 
 def _lowering(op: Operator) -> Lowering | None:
@@ -193,7 +195,8 @@ def _operator(op: Operator):
              inline=Inline(op.template, guard), fused=fused, fused_cupy=fused,
              inexact=op.name == "pow", int_unsafe=op.name in _INT_UNSAFE,
              ordered=op.kind == "compare" and op.name not in ("eq", "ne"), comparison=op.kind == "compare",
-             grad=vjp.matmul_vjp if op.name == "matmul" else None, lowering=_lowering(op))
+             grad=vjp.matmul_vjp if op.name == "matmul" else None, lowering=_lowering(op),
+             fresh=op.name in _FRESH_OPERATORS)
     if op.inplace:
         # ``x op= v``: a new value on scalars; in place on an array with no task pending that might read it
         register(f"operator.{op.inplace}", getattr(operator, op.inplace), effect=MUTATES,
@@ -237,7 +240,7 @@ def _register_python_ops():
     register("python.set_shape", set_shape, effect=MUTATES, display="set_shape")
     for method in PURE_METHODS:
         register(f"method.{method}", MethodKernel(method), display=f".{method}", grad=_METHOD_GRADS.get(method),
-                 inline=Inline(f"{{0}}.{method}({{rest}})", "small", kwargs=True))
+                 inline=Inline(f"{{0}}.{method}({{rest}})", "small", kwargs=True), fresh=method == "copy")
     for method in MUTATING_METHODS:
         resolve = _MUTATING_RESOLVE.get(method, "deep")
         register(f"method.{method}", MethodKernel(method), effect=MUTATES, display=f".{method}", resolve=resolve,

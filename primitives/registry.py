@@ -88,6 +88,9 @@ class Primitive:
     comparison: bool = False  # a comparison (its boolean flips on a 1-ULP difference: see ``inexact``)
     inline: Inline | None = None  # plain-bytecode form (runtime/codegen.py)
     lowering: Lowering | None = None  # its form inside a native loop kernel; None: loops using it stay interpreted
+    # Its value is a new array, never a view of an argument: a name bound only to such values names an array the
+    # function made itself (runtime/floor.py copies no argument for stores into it)
+    fresh: bool = False
     # Tile rule: ``tile(ops, *args, **kwargs)``, ``ops`` being the runtime's tile operations (runtime/tiled/ops.py).
     # NumPy's own functions reach tiled arrays through NEP 13/18 (TiledArray.__array_function__) and need none.
     tile: Callable | None = None

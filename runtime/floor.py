@@ -37,11 +37,6 @@ from .native.loop import STATS as NATIVE_STATS
 
 _SCALARS = frozenset({int, float, bool, complex, str, bytes, type(None)})
 _CONTAINERS = (list, tuple, dict)
-# calls whose value is a new array (never a view of an argument): a name bound only to these may be changed freely
-_FRESH = frozenset({"zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like", "array",
-                    "copy", "method.copy", "arange", "linspace", "eye", "identity", "operator.add", "operator.sub",
-                    "operator.mul", "operator.truediv", "operator.floordiv", "operator.mod", "operator.pow",
-                    "operator.neg", "operator.matmul", "dot", "matmul"})
 PROBES = (4, 8, 16, 32)  # calls at which the slower way is timed again; then every PROBE_EVERY-th
 PROBE_EVERY = 64
 SAMPLES = 3  # the recent times kept per way; the one compared is their median (``_typical``)
@@ -214,22 +209,30 @@ def _key(args, kwargs, mutates):
 
 
 def _fresh_names(fn: ir.Function) -> frozenset:
-    """Names of ``fn`` bound only to new arrays (``_FRESH`` calls, fused element-wise groups)."""
+    """Names of ``fn`` bound only to new arrays (calls of ``fresh`` primitives, fused element-wise groups)."""
     values: dict = {}
     for n in ir.walk(fn.body):
         if type(n) is ir.Assign:
-            targets = [n.target] if type(n.target) is ir.StoreName else None
-            if targets is None:  # a, b = ...: not followed
-                for s in ir.walk(n.target):
-                    if type(s) is ir.StoreName:
-                        values.setdefault(s.name, []).append(None)
+            if type(n.target) is ir.StoreName:
+                values.setdefault(n.target.name, []).append(n.value)
                 continue
-            values.setdefault(n.target.name, []).append(n.value)
+            for s in ir.walk(n.target):  # a, b = ...: not followed
+                if type(s) is ir.StoreName:
+                    values.setdefault(s.name, []).append(None)
         elif type(n) is ir.For:
             for s in ir.walk(n.target):
                 if type(s) is ir.StoreName:
                     values.setdefault(s.name, []).append(None)
     params = set(fn.params) | set(fn.kwonly)  # bound to an argument first, whatever they are bound to later
-    return frozenset(name for name, vs in values.items() if name not in params and
-                     all(type(v) is ir.Fused or (type(v) is ir.Call and v.prim in _FRESH and
-                                                    "out" not in dict(v.kwargs)) for v in vs))
+    return frozenset(name for name, vs in values.items() if name not in params and all(_is_fresh(v) for v in vs))
+
+
+def _is_fresh(value) -> bool:
+    if type(value) is ir.Fused:
+        return True
+    if type(value) is not ir.Call or "out" in dict(value.kwargs):
+        return False
+    try:
+        return lookup_primitive(value.prim).fresh
+    except Exception:  # noqa: BLE001 - a primitive not known here: not known to be new
+        return False
