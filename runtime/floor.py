@@ -62,7 +62,9 @@ class Floor:
     """The choice between the plain function and the tree for one compiled function (module docstring)."""
 
     def __init__(self, copies, mutates):
-        self.copies = copies  # indices of the parameters to copy before a plain run, or None: every array
+        # the parameters to copy before a plain run, (position, name) each (passed by position or by keyword), or
+        # None: every array argument
+        self.copies = copies
         self.mutates = mutates  # whether the program changes anything in place (lists and dicts included)
         self.times: dict = {}
         self.plain_runs = self.tree_runs = 0
@@ -107,7 +109,7 @@ class Floor:
                     if target.name in fresh:  # an array the function made itself (in any of the functions)
                         continue
                     if name == program.entry and target.name in params:
-                        copies.add(params.index(target.name))
+                        copies.add((params.index(target.name), target.name))
                         continue
                 copies = None  # an alias it may have made, another function's parameter: copy every array
         return cls(None if copies is None else tuple(sorted(copies)), mutates)
@@ -144,10 +146,11 @@ class Floor:
             _add(times.tree, time.perf_counter() - t0)
             self.tree_runs += 1
             return out
-        arrays = [a for a in (args if self.copies is None else (args[i] for i in self.copies if i < len(args)))
-                  if type(a) is np.ndarray]
         if self.copies is None:
-            arrays += [v for v in kwargs.values() if type(v) is np.ndarray]
+            arrays = [a for a in (*args, *kwargs.values()) if type(a) is np.ndarray]
+        else:
+            arrays = [a for a in (args[i] if i < len(args) else kwargs.get(name) for i, name in self.copies)
+                      if type(a) is np.ndarray]
         saved = [(a, a.copy()) for a in arrays]
         try:
             out = plain(*args, **kwargs)

@@ -24,6 +24,11 @@ def _store_then_fail(A, i):
     return A[i]
 
 
+def _halve_then_fail(A, i):
+    A /= 2.0
+    return A[i]
+
+
 def _alias_then_fail(A, i):
     B = A
     B[1] = 5.0
@@ -134,6 +139,20 @@ def test_a_plain_run_that_fails_reruns_through_the_tree(local, monkeypatch):
     np.testing.assert_array_equal(A, [7.0, 0.0, 0.0])
 
 
+def test_a_parameter_passed_by_keyword_is_put_back_too(local):
+    """The parameter the program stores into is copied whether it comes by position or by keyword: the failed plain
+    run's halving is undone before the tree reruns, so it happens once, as in the plain function."""
+    f, spy = _compiled_with_spy(_halve_then_fail)
+    assert f._code.floor.copies == ((0, "A"),)
+    A, want = np.ones(3), np.ones(3)
+    with pytest.raises(IndexError):
+        _halve_then_fail(A=want, i=9)
+    with pytest.raises(px.ExecutionError):
+        f(A=A, i=9)
+    assert spy.calls == 1
+    np.testing.assert_array_equal(A, want)
+
+
 def test_an_array_changed_through_an_alias_is_put_back_too(local):
     f, spy = _compiled_with_spy(_alias_then_fail)
     assert f._code.floor.copies is None  # B = A: every array argument is copied
@@ -166,11 +185,11 @@ def _fill(x):
 def test_a_parameter_stored_into_is_the_only_copy(local):
     f, _ = _compiled_with_spy(_normalise_in_place)
     f(np.ones(4))
-    assert f._code.floor.copies == (0,)
+    assert f._code.floor.copies == ((0, "A"),)
     # a parameter rebound to a new array after a store into it is still copied; an array another function gets
     # as its parameter may be an argument: every array is copied
     g, _ = _compiled_with_spy(_rebinds_after_storing)
-    assert g._code.floor.copies == (0,)
+    assert g._code.floor.copies == ((0, "A"),)
     h, _ = _compiled_with_spy(_fills)
     assert h._code.floor.copies is None
     A, B = np.ones(3), np.ones(3)
