@@ -39,7 +39,7 @@ _SCALARS = frozenset({int, float, bool, complex, str, bytes, type(None)})
 _CONTAINERS = (list, tuple, dict)
 PROBES = (4, 8, 16, 32)  # calls at which the slower way is timed again; then every PROBE_EVERY-th
 PROBE_EVERY = 64
-SAMPLES = 3  # the recent times kept per way; the one compared is their median (``_typical``)
+SAMPLES = 3  # the recent times kept per way; the one compared is their median (``typical``)
 KEYS_KEPT = 64  # signatures remembered per function (a program calling it with ever new shapes starts over)
 _FAILED = object()
 
@@ -134,7 +134,7 @@ class Floor:
         elif not times.tree:
             use_plain = False
         else:
-            use_plain = _typical(times.plain) <= _typical(times.tree)
+            use_plain = typical(times.plain) <= typical(times.tree)
             if n in PROBES or n % PROBE_EVERY == 0:
                 use_plain = not use_plain
             elif use_plain and NATIVE_STATS["compiled"] != times.kernels:
@@ -143,7 +143,7 @@ class Floor:
         if not use_plain:
             times.kernels = NATIVE_STATS["compiled"]
             out = tree()
-            _add(times.tree, time.perf_counter() - t0)
+            add(times.tree, time.perf_counter() - t0)
             self.tree_runs += 1
             return out
         if self.copies is None:
@@ -151,16 +151,10 @@ class Floor:
         else:
             arrays = [a for a in (args[i] if i < len(args) else kwargs.get(name) for i, name in self.copies)
                       if type(a) is np.ndarray]
-        saved = [(a, a.copy()) for a in arrays]
-        try:
-            out = plain(*args, **kwargs)
-        except Exception:  # noqa: BLE001 - rerun where the error gets its primitive and line
-            out = _FAILED
-        if out is _FAILED:  # outside the except block: the tree's error is not chained to the plain run's
-            for a, copy in saved:
-                a[...] = copy
-            return tree()
-        _add(times.plain, time.perf_counter() - t0)
+        out, ran = plain_run(plain, args, kwargs, arrays, tree)
+        if ran is None:
+            return out
+        add(times.plain, time.perf_counter() - t0)  # the copies included: they are the plain way's cost here
         self.plain_runs += 1
         with rt._lock:
             rt.counts["calls"] += 1
@@ -173,13 +167,31 @@ class Floor:
                 f"faster one per signature, timed)"]
 
 
-def _add(samples: list, seconds: float):
+def plain_run(plain, args, kwargs, arrays, tree):
+    """``(plain(*args, **kwargs), its seconds)``; when it raises, ``(tree(), None)``: ``arrays`` (copied before the
+    run, the ones it may change) are put back and the call reruns through the tree, whose error names the primitive
+    and the line as every tier's does. (The whole-function tier's plain runs come here too.)"""
+    saved = [(a, a.copy()) for a in arrays]
+    t0 = time.perf_counter()
+    try:
+        out = plain(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - rerun where the error gets its primitive and line
+        out = _FAILED
+    if out is _FAILED:  # outside the except block: the tree's error is not chained to the plain run's
+        for a, copy in saved:
+            a[...] = copy
+        return tree(), None
+    return out, time.perf_counter() - t0
+
+
+def add(samples: list, seconds: float, keep: int = SAMPLES):
+    """Append ``seconds`` to a way's recent times, keeping the last ``keep``."""
     samples.append(seconds)
-    if len(samples) > SAMPLES:
+    if len(samples) > keep:
         del samples[0]
 
 
-def _typical(samples: list) -> float:
+def typical(samples: list) -> float:
     """The median of a way's recent times (of two, the slower): neither the best case (the tree's two independent
     histograms of NPBench's azimint_hist ran in parallel on idle cores once, 2.5 ms against a typical 7 ms, and that
     best kept the slower tree chosen) nor one slow call on a busy machine decides, and a way that got faster (kernels

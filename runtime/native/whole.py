@@ -21,7 +21,7 @@ from phylanx_py.primitives import kernel_cache
 from phylanx_py import ir
 from phylanx_py.errors import ConfigurationError, ExecutionError, UnsafeCacheError
 
-from .. import profiling, select
+from .. import floor, profiling, select
 from ..base import Runtime
 from . import kinds as K
 from . import loop as L
@@ -164,10 +164,6 @@ MEASURED = 3  # a new kernel's first runs timed against as many recent plain run
 CLEARLY_FASTER = 4
 
 
-def _median(xs):
-    return sorted(xs)[len(xs) // 2]
-
-
 class Entry(L.Entry):
     __slots__ = ("stages", "guard", "values", "exact", "entry_point", "sig", "plain_runs", "last", "plain_times",
                  "plain_before", "native_times", "measuring")
@@ -244,27 +240,19 @@ class WholeFunction:
         interpretation (3-4x a scalar loop). Not knowing yet, a first call takes the tree."""
         return not self.nested or entry.last < OSR_SECONDS
 
-    def _plain(self, rt, entry, args, plain, fallback):
+    def _plain(self, rt, entry, args, plain, tree):
         """The call, while its kernel is not ready, as the plain function: it is the answer by definition and
         runs at CPython's speed, where the tree's interpreter runs a scalar loop 3-4x slower (the plain function is
         the floor, DESIGN.md). When it raises, the arrays it may have changed are put back (copied first: a memcpy
         each, small next to a loop over them) and the call reruns through the tree, whose error names the
         primitive and the line, as every tier's does. (This signature lowered natively: no printing, no random
         draws, nothing but its array arguments changes, so a rerun repeats nothing that anyone saw.)"""
-        saved = [(args[i], args[i].copy()) for i in entry.writes]
-        t0 = time.perf_counter()
-        try:
-            out = plain(*args)
-        except Exception:  # noqa: BLE001 - rerun where the error gets its primitive and line
-            out = FALLBACK
-        else:
-            entry.plain_times = entry.plain_times[-(MEASURED - 1):] + [time.perf_counter() - t0]
-            if entry.measuring:
-                self._decide(entry)
-        if out is FALLBACK:  # outside the except block: the tree's error is not chained to the plain run's
-            for a, copy in saved:
-                a[...] = copy
-            return fallback()
+        out, seconds = floor.plain_run(plain, args, {}, [args[i] for i in entry.writes], tree)
+        if seconds is None:
+            return out
+        floor.add(entry.plain_times, seconds, MEASURED)
+        if entry.measuring:
+            self._decide(entry)
         entry.plain_runs += 1
         with rt._lock:
             rt.counts["calls"] += 1
@@ -348,13 +336,14 @@ class WholeFunction:
         saved = [(args[i], args[i].copy()) for i in entry.writes] if entry.checked else ()
         stage = np.zeros(1, np.int64) if len(entry.stages) > 1 else None
         run = entry.kernel if entry.parallel is None else entry.parallel.runner(entry.kernel)
-        t0 = time.perf_counter()
+        measuring = entry.measuring  # only a new kernel's first runs are timed
+        t0 = time.perf_counter() if measuring else 0.0
         try:
             out = run(*args) if stage is None else run(stage, *args)
         except Exception as e:
             if self.failed(entry, e, stage, saved) is FALLBACK:
                 return fallback()
-        if entry.measuring:
+        if measuring:
             seconds = time.perf_counter() - t0
             entry.native_times.append(seconds)
             if not entry.plain_times and seconds * CLEARLY_FASTER < min(entry.plain_before, default=0.0):
@@ -376,7 +365,7 @@ class WholeFunction:
         if len(entry.native_times) < MEASURED or len(entry.plain_times) < MEASURED:
             return
         entry.measuring = False
-        native, plain = _median(entry.native_times), _median(entry.plain_times)
+        native, plain = floor.typical(entry.native_times), floor.typical(entry.plain_times)
         if native > plain:
             entry.declined = self.reason = (f"the plain function is faster ({plain * 1e3:.3g} ms a call against "
                                             f"{native * 1e3:.3g} ms native)")
