@@ -14,7 +14,7 @@ from phylanx_py.primitives.backends import to_device
 from phylanx_py.runtime import current
 from phylanx_py.runtime.code import ProgramCode
 from phylanx_py.runtime.floor import enabled as floor_enabled
-from phylanx_py.runtime.native.whole import FALLBACK, MISS
+from phylanx_py.runtime.loop_tiers import FALLBACK, MISS
 
 from . import pickling
 from .draw import draw
@@ -83,7 +83,7 @@ class CompiledFunction:
             raise TypeError(f"@compile takes a Python function, not {type(fn).__name__}")
         functools.update_wrapper(self, fn)
         self.__wrapped__ = fn
-        self._whole = None  # the native whole function whose quick path calls try first (_refresh)
+        self._whole = None  # the whole-function tier whose quick path calls try first (_refresh)
         self.optimize, self._disable, self.debug = optimize, disable, debug
         # fusion of element-wise chains into Numba kernels: on unless fuse=False or PHYLANX_FUSE=0
         self.fuse = fuse if fuse is not None else _fuse_default()
@@ -188,8 +188,8 @@ class CompiledFunction:
         return to_device(tuple(args)), to_device(dict(kwargs))
 
     def __call__(self, *args, **kwargs):
-        # the native tier's quick path first (its guards choose; a call it does not take goes on below): on a small
-        # kernel this call's own cost is what the caller sees over the kernel's, so it reads two attributes
+        # a whole-function tier's quick path first (its guards choose; a call it does not take goes on below): on
+        # a small kernel this call's own cost is what the caller sees over the kernel's, so it reads two attributes
         whole = self._whole
         if whole is not None and not kwargs:
             quick = whole.quick
@@ -213,7 +213,7 @@ class CompiledFunction:
                 return tree() if floor is None else floor.call(rt, args, kwargs, self.__wrapped__, tree)
 
             whole = code.whole
-            if whole is not None and not kwargs:  # the native tier's whole function
+            if whole is not None and not kwargs:  # a tier that runs the whole function (loop_tiers.py)
                 return whole.call(rt, args, chosen, self.__wrapped__ if floor_enabled() else None, tree)
             return chosen()
         args, kwargs = self._inputs(args, kwargs)

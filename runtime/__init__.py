@@ -1,6 +1,7 @@
 """Evaluation of the IR as futures: executors, runtimes, and the evaluator (never parses Python)."""
 from __future__ import annotations
 
+from . import native as _native  # noqa: F401 - registers the native tier (loop_tiers.py)
 from .base import Runtime
 from .dask_runtime import dask as _dask
 from .executors import LocalPoolExecutor, SynchronousExecutor

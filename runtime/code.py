@@ -8,9 +8,9 @@ import types
 from phylanx_py import ir
 from phylanx_py.errors import ExecutionError
 
+from . import loop_tiers
 from .codegen import Generator
 from .floor import Floor
-from .native.whole import whole_function
 
 
 def _annotate(source: str, linemap: dict) -> str:
@@ -54,7 +54,9 @@ class ProgramCode:
         self.entry = program.entry
         self._factory, self.source, self.linemap = self._build(fast=True)
         self._profiled = None  # the same program without inline fast paths, built when first profiled
-        self.whole = whole_function(program) if self.native_loops else None  # the native tier's whole function
+        # a tier that runs the entry as a whole (the native tier's whole function: loop_tiers.py), when one of
+        # its loops may run native code
+        self.whole = loop_tiers.function_tier(program) if self.native_loops else None
         self.floor = Floor.of(program) if native else None  # the plain function as the floor (floor.py)
 
     def _build(self, fast: bool):
@@ -70,7 +72,7 @@ class ProgramCode:
         code = _rename_functions(compile(source, filename, "exec"), {v: k for k, v in gen.fnames.items()})
         exec(code, env)  # noqa: S102 - our own generated source
         if fast:
-            self.native_loops = gen.native_loops  # the native tier's loops
+            self.native_loops = gen.native_loops  # loops offered to tiers that run native code
             self.loop_hooks = gen.loop_hooks  # every loop's tiers, for explain()
         return env["__pxr_factory"], annotated, gen.linemap
 

@@ -28,7 +28,6 @@ from .evaluation import CallSite
 from .executors import FUTURES
 from .kinds import TYPES as KIND_TYPES
 from .loop_tiers import UNBOUND
-from .native import mode as native_mode
 from .values import PxFunction, call_value, read_global
 
 # Values that plain bytecode handles inline: Python and NumPy scalars.
@@ -69,9 +68,10 @@ class Generator(StatementEmitter):
         # Atoms known to hold a tuple of this length (tuple displays, and the single-assignment temps the
         # canonicaliser stores them in): ``A[i, j]`` tests the items' types instead of taking the slow path.
         self.tuple_len: dict[str, int] = {}
-        # the native tier (runtime/native): one NativeLoop per outermost loop that may qualify
-        self.native = native and fast and native_mode() != "off"
-        self.native_loops: list = []
+        # whether loops may go to tiers that run native code (loop_tiers.py): not in a profiled build (every
+        # primitive call goes through the Evaluation there) nor where the caller says not (an SPMD rank's program)
+        self.native = native and fast
+        self.native_loops: list = []  # those tiers' loops (``native_code``), for code.py and the benchmarks
         self.loop_hooks: list = []  # every loop's HandOver (loop_tiers.py), for explain()
         self.raw_namespaces = namespaces
         self.fn_stack: list = []

@@ -9,7 +9,6 @@ from phylanx_py import ir
 
 from . import loop_tiers
 from .loop_tiers import HandOver
-from .native import NativeLoop
 from .source_blocks import BlockWriter
 
 
@@ -66,22 +65,19 @@ class StatementEmitter(BlockWriter):
     @contextlib.contextmanager
     def native_loop(self, n):
         """Before an outermost loop: offer it to the loop tiers (loop_tiers.py: the SPMD tier on tiled inputs,
-        then the native tier); the interpreted loop (emitted inside this context) runs when none takes it.
+        then the native tier, as registered); the interpreted loop (emitted inside this context) runs when none
+        takes it.
         Loops inside a loop that a tier may take are part of that loop."""
         plan = None
         if self.native_depth <= 1 and self.fn_stack:
             where = f"{n.loc.filename.rsplit('/', 1)[-1]}:{n.loc.lineno}"
             fn = self.fn_stack[-1]
-            # a loop directly inside a loop that a tier may take is offered to the native tier each time it
-            # starts: while the outer loop runs interpreted (its kernel is used from its next start, the next
+            # a loop directly inside a loop that a tier may take is offered to the nested tiers (native) each time
+            # it starts: while the outer loop runs interpreted (its kernel is used from its next start, the next
             # call), this one goes native as soon as its kernel is ready, at the outer loop's next iteration
-            tiers = [] if self.native_depth else \
-                [t for t in (f(fn, n, where, self.program, self.raw_namespaces) for f in loop_tiers.FACTORIES)
-                 if t is not None]
-            if self.native:
-                native = NativeLoop(fn, n, where, inner=bool(self.native_depth))
-                self.native_loops.append(native)
-                tiers.append(native)
+            tiers = loop_tiers.tiers_for(fn, n, where, self.program, self.raw_namespaces,
+                                         inner=bool(self.native_depth), native=self.native)
+            self.native_loops += [t for t in tiers if getattr(t, "native_code", False)]
             if tiers:
                 plan = HandOver(tiers, where)
                 self.loop_hooks.append(plan)

@@ -33,7 +33,7 @@ from phylanx_py import ir
 from . import profiling
 from .base import Runtime
 from .executors import LocalPoolExecutor
-from .native.loop import STATS as NATIVE_STATS
+from .loop_tiers import READY
 
 _SCALARS = frozenset({int, float, bool, complex, str, bytes, type(None)})
 _CONTAINERS = (list, tuple, dict)
@@ -137,11 +137,11 @@ class Floor:
             use_plain = typical(times.plain) <= typical(times.tree)
             if n in PROBES or n % PROBE_EVERY == 0:
                 use_plain = not use_plain
-            elif use_plain and NATIVE_STATS["compiled"] != times.kernels:
+            elif use_plain and READY["kernels"] != times.kernels:
                 use_plain = False  # a native kernel is ready since the tree last ran: maybe one of its loops
         t0 = time.perf_counter()
         if not use_plain:
-            times.kernels = NATIVE_STATS["compiled"]
+            times.kernels = READY["kernels"]
             out = tree()
             add(times.tree, time.perf_counter() - t0)
             self.tree_runs += 1

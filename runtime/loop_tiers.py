@@ -1,12 +1,24 @@
 """Tiers that may run a whole loop in place of the interpreter, asked in order before the loop starts.
 
 Generated code calls one ``HandOver`` per outermost loop with the values of the loop's free variables; the first
-tier that runs the loop returns its outputs, else the interpreted loop runs. Tiers that need more than this module
-(the SPMD tier needs tiled arrays and Dask) register a factory here when their package is imported, as value kinds
-do (kinds.py): codegen never imports them. The native tier (runtime/native) is codegen's own and comes last."""
+tier that runs the loop returns its outputs, else the interpreted loop runs. Tiers register a factory here when
+their package is imported, as value kinds do (kinds.py), so codegen and the decorator know none of them by name:
+the SPMD tier (runtime/spmd: tiled arrays on Dask) and the native tier (runtime/native: Numba kernels, asked last).
+
+A tier may also take a whole function (``register_function``): its ``call`` runs a call of the program's entry,
+and its ``quick(args)``, when not None, is tried before anything else per call and returns the result, ``MISS``
+(not this call: take the general path) or ``FALLBACK`` (run this call through the tree)."""
 from __future__ import annotations
 
-FACTORIES: list = []  # factory(fn, loop, where, program, namespaces) -> tier or None
+# (factory, native, nested, order): ``factory(fn, loop, where, program, namespaces, **extra) -> tier or None``;
+# ``native``: its tiers run native code (not offered in programs built without, such as profiled ones);
+# ``nested``: also offered loops inside a loop a tier may take (called with ``inner=True`` for those)
+FACTORIES: list = []
+FUNCTION_FACTORIES: list = []  # factory(program) -> whole-function tier or None
+MISS = object()  # a whole-function tier's quick path does not apply to this call: take the general path
+FALLBACK = object()  # run this call through the tree (the tier declined it and left the arguments as they were)
+# kernels made ready by any tier in this process: the floor (floor.py) tries the tree again after one lands
+READY = {"kernels": 0}
 
 
 class _Unbound:
@@ -25,10 +37,46 @@ class _Unbound:
 UNBOUND = _Unbound()
 
 
-def register(factory):
-    if factory not in FACTORIES:
-        FACTORIES.append(factory)
+def register(factory, *, native: bool = False, nested: bool = False, order: int = 0):
+    """Offer outermost loops to ``factory``'s tiers from now on; lower ``order`` first (the native tier: last)."""
+    if all(f[0] is not factory for f in FACTORIES):
+        FACTORIES.append((factory, native, nested, order))
+        FACTORIES.sort(key=lambda f: f[3])
     return factory
+
+
+def register_function(factory):
+    if factory not in FUNCTION_FACTORIES:
+        FUNCTION_FACTORIES.append(factory)
+    return factory
+
+
+def tiers_for(fn, loop, where, program, namespaces, *, inner: bool, native: bool) -> list:
+    """The tiers that may take this loop: ``inner``, a loop inside one a tier may take; ``native``, the program
+    may run native code."""
+    tiers = []
+    for factory, makes_native, nested, _ in FACTORIES:
+        if (makes_native and not native) or (inner and not nested):
+            continue
+        tier = factory(fn, loop, where, program, namespaces, inner=inner) if nested else \
+            factory(fn, loop, where, program, namespaces)
+        if tier is not None:
+            tiers.append(tier)
+    return tiers
+
+
+def function_tier(program):
+    """The first registered tier that takes ``program``'s entry as a whole function, or None."""
+    for factory in FUNCTION_FACTORIES:
+        tier = factory(program)
+        if tier is not None:
+            return tier
+    return None
+
+
+def kernel_ready():
+    """A tier made a kernel ready (the floor's cue to time the tree again)."""
+    READY["kernels"] += 1
 
 
 class HandOver:

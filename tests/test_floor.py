@@ -115,7 +115,7 @@ def test_a_native_kernel_getting_ready_has_the_tree_timed_again(local, monkeypat
         f(A, 1.0)
     assert spy.calls == 3
     times.plain[:], times.tree[:] = [0.0], [1.0]
-    monkeypatch.setitem(floor.NATIVE_STATS, "compiled", floor.NATIVE_STATS["compiled"] + 1)
+    monkeypatch.setitem(floor.READY, "kernels", floor.READY["kernels"] + 1)
     f(A, 1.0)  # call 6: no fixed probe, but a kernel is new
     assert spy.calls == 3
     f(A, 1.0)  # call 7: the plain function again (its times are still the better)

@@ -14,7 +14,7 @@ import types
 import numpy as np
 import pytest
 from phylanx_py.primitives import kernel_cache
-from phylanx_py.runtime.native import loop as native_loop
+from phylanx_py.runtime.native import tiering as native_tiering
 from phylanx_py.runtime.native import tuning as native_tuning
 
 import phylanx_py as px
@@ -257,7 +257,7 @@ def test_a_native_compile_on_a_refused_folder_raises_at_the_call(refused, fn, mo
     with pytest.raises(px.UnsafeCacheError, match="PHYLANX_CACHE_DIR"):
         px.compile(fn)(*args)
     monkeypatch.delenv("PHYLANX_NATIVE")  # tiered: the call that finds the loop hot raises, before the thread
-    monkeypatch.setattr(native_loop, "HOT_SECONDS", 0.0)
+    monkeypatch.setattr(native_tiering, "HOT_SECONDS", 0.0)
     f = px.compile(fn)
     for _ in range(2):  # at every call while the folder is unsafe
         with pytest.raises(px.UnsafeCacheError, match="PHYLANX_CACHE_DIR"):
@@ -282,7 +282,7 @@ def _another_hot_loop(n):
 
 
 def test_a_refusal_met_in_the_background_compile_is_raised_at_the_next_call(refused, monkeypatch):
-    monkeypatch.setattr(native_loop, "HOT_SECONDS", 0.0)
+    monkeypatch.setattr(native_tiering, "HOT_SECONDS", 0.0)
     monkeypatch.setattr(kernel_cache, "check", lambda: None)  # the folder turns unsafe after the caller checked
     f = px.compile(_another_hot_loop)
     with pytest.raises(px.UnsafeCacheError, match=str(refused)):

@@ -9,7 +9,7 @@ import numpy as np
 import prog_loops as L
 import pytest
 from helpers import assert_same, check
-from phylanx_py.runtime.native import loop as native_loop
+from phylanx_py.runtime.native import tiering as native_tiering
 from phylanx_py.runtime.native import tuning as native_tuning
 
 import phylanx_py as px
@@ -139,7 +139,7 @@ def test_off_switch(monkeypatch):
 
 
 def test_tiered_compiles_in_the_background_then_runs_native(monkeypatch):
-    monkeypatch.setattr(native_loop, "HOT_SECONDS", 0.0)
+    monkeypatch.setattr(native_tiering, "HOT_SECONDS", 0.0)
     f = px.compile(L.tanh_store)
     a = np.linspace(-1, 1, 10)
     f(a)  # interpreted; with HOT_SECONDS = 0 the compile starts in the background at once
@@ -160,7 +160,7 @@ def test_while_the_kernel_is_not_ready_calls_run_the_plain_function(monkeypatch)
     """Before its kernel is ready a whole function runs as the plain function (CPython's speed; the tree's
     interpreter runs a scalar loop 3-4x slower), and says so in explain()."""
     monkeypatch.setenv("PHYLANX_FLOOR", "1")  # off elsewhere in the suite (conftest.py)
-    monkeypatch.setattr(native_loop, "HOT_SECONDS", 1e9)  # never hot: no kernel, only the plain runs
+    monkeypatch.setattr(native_tiering, "HOT_SECONDS", 1e9)  # never hot: no kernel, only the plain runs
     f = px.compile(L.tanh_store)
     a, b = np.linspace(-1, 1, 10), np.linspace(-1, 1, 10)
     for _ in range(3):
@@ -185,7 +185,7 @@ def test_nested_loops_take_the_tree_first_and_while_calls_are_long(monkeypatch):
     from phylanx_py.runtime.native import whole
 
     monkeypatch.setenv("PHYLANX_FLOOR", "1")
-    monkeypatch.setattr(native_loop, "HOT_SECONDS", 1e9)
+    monkeypatch.setattr(native_tiering, "HOT_SECONDS", 1e9)
     f = px.compile(_nested_sums)
     a = np.arange(12.0).reshape(3, 4)
     np.testing.assert_array_equal(f(a, np.zeros(3)), _nested_sums(a, np.zeros(3)))
@@ -204,7 +204,7 @@ def test_a_new_kernel_slower_than_the_plain_function_is_dropped(monkeypatch):
     from phylanx_py.runtime.native import whole
 
     monkeypatch.setenv("PHYLANX_FLOOR", "1")
-    monkeypatch.setattr(native_loop, "HOT_SECONDS", 0.0)
+    monkeypatch.setattr(native_tiering, "HOT_SECONDS", 0.0)
     f = px.compile(L.tanh_store)
     a = np.linspace(-1.0, 1.0, 50)
     f(a.copy())  # plain; the compile starts
@@ -230,7 +230,7 @@ def test_a_new_kernel_clearly_faster_than_the_plain_runs_before_it_is_kept_at_on
     from phylanx_py.runtime.native import whole
 
     monkeypatch.setenv("PHYLANX_FLOOR", "1")
-    monkeypatch.setattr(native_loop, "HOT_SECONDS", 0.0)
+    monkeypatch.setattr(native_tiering, "HOT_SECONDS", 0.0)
     f = px.compile(L.tanh_store)
     a = np.linspace(-1.0, 1.0, 50)
     f(a.copy())
@@ -250,7 +250,7 @@ def test_a_plain_run_that_fails_reruns_through_the_tree_for_its_error(monkeypatc
     the ExecutionError every tier gives (the primitive, the user's line), and the arrays end as the plain function
     leaves them (written up to the failing index once, not twice)."""
     monkeypatch.setenv("PHYLANX_FLOOR", "1")
-    monkeypatch.setattr(native_loop, "HOT_SECONDS", 1e9)
+    monkeypatch.setattr(native_tiering, "HOT_SECONDS", 1e9)
     f = px.compile(_fill_then_fail)
     x, want = np.full(4, -1.0), np.full(4, -1.0)
     with pytest.raises(IndexError) as plain_err:
@@ -304,7 +304,7 @@ def test_a_background_compile_runs_in_the_compile_process(monkeypatch, tmp_path)
     from phylanx_py.runtime.native import compile_process
 
     monkeypatch.setattr(kernel_cache, "CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(native_loop, "HOT_SECONDS", 0.0)
+    monkeypatch.setattr(native_tiering, "HOT_SECONDS", 0.0)
     monkeypatch.delenv("PHYLANX_COMPILE_PROCESS", raising=False)
     monkeypatch.setenv("PHYLANX_FLOOR", "1")
     compile_process.close()
@@ -335,35 +335,35 @@ def test_at_exit_no_compile_starts_here_and_running_ones_are_waited_for(monkeypa
 
     from phylanx_py.runtime.native import compile_process
 
-    monkeypatch.setattr(native_loop, "_exit", {"exiting": False, "inside": 0})
+    monkeypatch.setattr(native_tiering, "_exit", {"exiting": False, "inside": 0})
     replied, steps = threading.Event(), []
     monkeypatch.setattr(compile_process, "warm", lambda *a: replied.wait(10))
 
     def compile_fn():
         steps.append("typing")
-        native_loop.warm_elsewhere("load_sequential", "source", ())
+        native_tiering.warm_elsewhere("load_sequential", "source", ())
         steps.append("compiling here")
 
-    t = native_loop.in_background(compile_fn)
+    t = native_tiering.in_background(compile_fn)
     deadline = time.monotonic() + 10
-    while native_loop._exit["inside"] != 0 or not steps:  # waiting for the reply: not inside
+    while native_tiering._exit["inside"] != 0 or not steps:  # waiting for the reply: not inside
         assert time.monotonic() < deadline
         time.sleep(0.01)
     t0 = time.monotonic()
-    native_loop._at_exit()
+    native_tiering._at_exit()
     assert time.monotonic() - t0 < 1  # the exit did not wait for the reply
     replied.set()
     t.join(10)
     assert steps == ["typing"]  # stopped: no compile in this process after the exit began
     later = []
-    native_loop.in_background(lambda: later.append(1)).join(10)
+    native_tiering.in_background(lambda: later.append(1)).join(10)
     assert later == []  # and none starts
 
-    monkeypatch.setattr(native_loop, "_exit", {"exiting": False, "inside": 0})
+    monkeypatch.setattr(native_tiering, "_exit", {"exiting": False, "inside": 0})
     started, done = threading.Event(), threading.Event()
-    native_loop.in_background(lambda: (started.set(), time.sleep(0.5), done.set()))
+    native_tiering.in_background(lambda: (started.set(), time.sleep(0.5), done.set()))
     assert started.wait(10)
-    native_loop._at_exit()
+    native_tiering._at_exit()
     assert done.is_set()  # the exit waited for the compile running here
 
 
@@ -696,12 +696,12 @@ def test_background_compiles_run_with_a_short_switch_interval_and_put_it_back():
         seen.append((tag, sys.getswitchinterval()))
         release.wait(10)
 
-    first = native_loop.in_background(compile_fn, "a")
-    second = native_loop.in_background(compile_fn, "b")
+    first = native_tiering.in_background(compile_fn, "a")
+    second = native_tiering.in_background(compile_fn, "b")
     deadline = time.monotonic() + 10
     while len(seen) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
-    short = min(before, native_loop.COMPILE_SWITCH_INTERVAL)
+    short = min(before, native_tiering.COMPILE_SWITCH_INTERVAL)
     assert [tag for tag, _ in sorted(seen)] == ["a", "b"]
     assert [interval for _, interval in seen] == [pytest.approx(short, rel=1e-6)] * 2  # (held in microseconds)
     release.set()
@@ -710,7 +710,7 @@ def test_background_compiles_run_with_a_short_switch_interval_and_put_it_back():
     # an interval the program sets while a compile runs is its own: the compile's end leaves it
     seen.clear()
     release.clear()
-    third = native_loop.in_background(compile_fn, "c")
+    third = native_tiering.in_background(compile_fn, "c")
     while not seen and time.monotonic() < deadline + 10:
         time.sleep(0.01)
     try:
@@ -728,17 +728,17 @@ def test_the_entry_point_is_compiled_for_the_types_its_guard_tests(forced, monke
     between the call that made the entry and the compile."""
     from phylanx_py.runtime.native import whole
 
-    load = whole.L.load_kernel
+    load = whole.T.load_kernel
     a = np.linspace(0.5, 2.0, 8)
 
     def changing(source):
         a.dtype = np.int64  # in place, while the kernel is being made
         return load(source)
 
-    monkeypatch.setattr(whole.L, "load_kernel", changing)
+    monkeypatch.setattr(whole.T, "load_kernel", changing)
     f = px.compile(L.scaled_sum)
     f(a, 2.0)
-    monkeypatch.setattr(whole.L, "load_kernel", load)
+    monkeypatch.setattr(whole.T, "load_kernel", load)
     b = np.linspace(0.5, 2.0, 8)
     assert f._compile().whole.quick is not None
     assert_same(f(b, 2.0), L.scaled_sum(b, 2.0))

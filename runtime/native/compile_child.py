@@ -9,7 +9,7 @@ import warnings
 
 from phylanx_py.primitives import kernel_cache
 
-from . import loop
+from . import tiering
 from .compile_process import HEADER
 
 
@@ -27,7 +27,7 @@ def serve(stdin, stdout):
             with warnings.catch_warnings():
                 # as the parent's compile has it (tuning.Choice.build): nothing Numba doubts gets cached
                 warnings.simplefilter("error", NumbaParallelSafetyWarning)
-                loop.compile_quietly(getattr(loop, loader)(source).kernel, sig)
+                tiering.compile_quietly(getattr(tiering, loader)(source).kernel, sig)
             ok = b"1"
         except Exception:  # noqa: BLE001 - the parent's thread compiles it and reports what fails
             ok = b"0"

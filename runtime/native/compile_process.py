@@ -32,7 +32,7 @@ def enabled() -> bool:
 
 
 def warm(loader: str, source: str, sig) -> bool:
-    """Have the child compile ``source`` (loaded as ``loop.<loader>`` loads it) for the Numba types ``sig``;
+    """Have the child compile ``source`` (loaded as ``tiering.<loader>`` loads it) for the Numba types ``sig``;
     True when it did. Blocks the calling (background) thread, never holding the interpreter lock meanwhile."""
     if not enabled():
         return False

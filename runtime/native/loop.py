@@ -1,215 +1,40 @@
-"""A loop at one place in a program, as native code: its kernels by argument kinds, compiled when the loop
-proves hot (in a background thread while the interpreter goes on), run as one mutating step.
-
-Modes (``PHYLANX_NATIVE``): ``0`` off; ``1`` (default) tiered: a loop becomes native after it has spent
-``HOT_SECONDS`` interpreted, compiled in the background, used from the next time the loop starts; ``force``:
-every loop that qualifies is compiled at its first run and runs natively (the differential suite's second pass).
-"""
+"""A loop at one place in a program, as native code: its kernels by argument kinds (tiering.py's ``Signatures``),
+compiled when the loop proves hot (in a background thread while the interpreter goes on), run as one mutating
+step. The modes are tiering.py's (``PHYLANX_NATIVE``)."""
 from __future__ import annotations
 
-import os
-import sys
-import threading
 import time
-import warnings
 
 import numpy as np
-from phylanx_py.primitives import kernel_cache
 
-from phylanx_py.errors import UnsafeCacheError
-
-from . import compile_process
 from . import kinds as K
+from . import tiering as T
 from .analysis import LoopPlan, arrays_written
-from .helpers import helpers_for
 from .kinds import Decline
-from .lower import SMALL, lower
-from .outline import outline
-from .parallel import variant
-from .tuning import Choice, threads
-
-HOT_SECONDS = 0.05  # interpreted time after which a loop is compiled (Numba takes 0.2-10 s per kernel)
-# counts of what the tier did in this process: "native" runs, "declined" signatures with their reasons
-STATS: dict = {"compiled": 0, "declined": {}}
+from .lower import lower
+from .tiering import GIVE_UP, Entry, Signatures, current_mode, mode
 
 
-def mode() -> str:
-    raw = os.environ.get("PHYLANX_NATIVE")
-    m = {"0": "off", "off": "off", "force": "force"}.get((raw or "1").strip().lower(), "on")
-    _MODE[:] = [m, _raw_mode()]
-    return m
-
-
-_MODE = ["on", None]  # the last mode() and the variable's raw value it came from
-# os.environ.get costs about 1 us (it encodes the key and decodes the value): per call, compare the raw value
-# in os.environ's own dict instead (CPython keeps it in ``_data`` under the encoded key; elsewhere, the slow way)
-_ENV_DATA = getattr(os.environ, "_data", None)
-_ENV_KEY = os.environ.encodekey("PHYLANX_NATIVE") if _ENV_DATA is not None and hasattr(os.environ, "encodekey") \
-    else None
-
-
-def _raw_mode():
-    return _ENV_DATA.get(_ENV_KEY) if _ENV_KEY is not None else os.environ.get("PHYLANX_NATIVE")
-
-
-def current_mode() -> str:
-    """mode(), re-read only when the variable changed (the per-call check)."""
-    return _MODE[0] if _MODE[1] == _raw_mode() else mode()
-
-
-def raise_refusal(entry):
-    """Raise the kernel cache's refusal that a compile of ``entry`` met (in a background thread, or in this one):
-    the user hears of a cache folder others can write to, as from the fused kernels, instead of getting slower code
-    silently. Once: the loop is compiled again when it is hot again, and refused again while the folder is unsafe."""
-    err, entry.refused = entry.refused, None
-    raise err
-
-
-def load_kernel(source: str):
-    """The kernel module of ``source`` (its helpers + kernel) through the verified kernel cache
-    (primitives/kernel_cache.py): Numba's disk cache finds it again in another process; what runs is always the
-    source generated here, never a file's content or unpickled code from elsewhere."""
-    return kernel_cache.load_or_build("native", source)
-
-
-# A background compile is Python calling LLVM through ctypes, which gives up the GIL at every call and then waits
-# a whole switch interval (5 ms) to get it back from an interpreter thread that keeps it: a kernel that compiles in
-# 0.5 s alone was still compiling after four interpreted calls of 1 s (heat_1d, 1000 steps, fresh cache), so the
-# loop never went native. While a compile runs, the interval is COMPILE_SWITCH_INTERVAL.
-COMPILE_SWITCH_INTERVAL = 2e-4
-_compiling = {"threads": 0, "interval": None, "set": None}
-_compiling_lock = threading.Lock()
-
-
-_thread = threading.local()
-# Background compiles and interpreter exit: a daemon thread still inside Numba/LLVM while the interpreter finalises
-# crashed the process (SIGSEGV at exit, 1 run in 6 of NPBench's fdtd_2d). At exit (``_at_exit``) no compile starts
-# in this process any more, and those running are waited for (EXIT_WAIT_SECONDS at most); a thread only waiting
-# for the compile process's reply is not waited for, and stops when the reply comes.
-EXIT_WAIT_SECONDS = 120
-_exit = {"exiting": False, "inside": 0}  # "inside": background threads compiling in this process now
-_exit_cond = threading.Condition()
-
-
-class Exiting(Exception):
-    """The interpreter is exiting: a background compile stops instead of starting Numba's work."""
-
-
-def warm_elsewhere(loader: str, source: str, sig) -> None:
-    """In a background compile (``in_background``), have the compile process compile ``source`` first
-    (compile_process.py), so that the thread's own compile is a load from the kernel cache."""
-    if not getattr(_thread, "background", False):
-        return
-    _inside(False)
-    try:
-        compile_process.warm(loader, source, sig)
-    finally:
-        _inside(True)
-
-
-def _inside(now: bool):
-    """This background thread compiles in this process from now (True) or not (False); raises Exiting rather
-    than start to when the interpreter is exiting."""
-    with _exit_cond:
-        if now and _exit["exiting"]:
-            raise Exiting("the interpreter is exiting")
-        if getattr(_thread, "inside", False) != now:
-            _exit["inside"] += 1 if now else -1
-            _thread.inside = now
-            _exit_cond.notify_all()
-
-
-def _at_exit():
-    with _exit_cond:
-        _exit["exiting"] = True
-        _exit_cond.wait_for(lambda: _exit["inside"] <= 0, timeout=EXIT_WAIT_SECONDS)
-
-
-_register_at_exit = getattr(threading, "_register_atexit", None)  # before atexit hooks and finalisation
-if _register_at_exit is not None:
-    _register_at_exit(_at_exit)
-
-
-def compile_quietly(kernel, sig):
-    """``kernel.compile(sig)`` without Numba's performance advice (``np.dot`` on a strided slice is told it would be
-    faster on a contiguous one: the user's code took that slice, and the plain function makes the same call)."""
-    from numba.core.errors import NumbaPerformanceWarning
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", NumbaPerformanceWarning)
-        return kernel.compile(sig)
-
-
-def in_background(compile_fn, *args) -> threading.Thread:
-    """Run ``compile_fn(*args)`` in a thread of its own (returned), the switch interval short while any such
-    thread runs."""
-    def run():
-        _thread.background = True
-        try:
-            _inside(True)
-        except Exiting:
-            return
-        with _compiling_lock:
-            if _compiling["threads"] == 0:
-                _compiling["interval"] = sys.getswitchinterval()
-                sys.setswitchinterval(min(_compiling["interval"], COMPILE_SWITCH_INTERVAL))
-                _compiling["set"] = sys.getswitchinterval()  # (held in microseconds: read back, not computed)
-            _compiling["threads"] += 1
-        try:
-            compile_fn(*args)
-        except Exiting:
-            pass
-        finally:
-            _inside(False)
-            with _compiling_lock:
-                _compiling["threads"] -= 1
-                # put it back unless the program set an interval of its own meanwhile: that one stays
-                if _compiling["threads"] == 0 and sys.getswitchinterval() == _compiling["set"]:
-                    sys.setswitchinterval(_compiling["interval"])
-
-    thread = threading.Thread(target=run, daemon=True, name="phylanx-native-compile")
-    thread.start()
-    return thread
-
-
-class Entry:
-    """One signature of a loop: its source, kernel, state and the reason it was declined."""
-
-    __slots__ = ("kinds", "source", "checked", "kernel", "overflow", "declined", "compiling", "compile_seconds",
-                 "interpreted", "native_runs", "writes", "flags", "convert", "parallel", "serial_why", "refused")
-
-    def __init__(self, kinds):
-        self.kinds = kinds
-        self.source = self.kernel = self.overflow = self.declined = None
-        self.refused = None  # the kernel cache's refusal met by a compile in the background, for the next call
-        self.checked = self.compiling = False
-        self.compile_seconds = self.interpreted = 0.0
-        self.convert = None
-        self.parallel = None  # tuning.Choice: the kernel's parallel variant and whether it runs
-        self.serial_why = None  # why the kernel has no parallel variant (None: not known yet)
-        self.native_runs = 0
-        self.writes = ()
-        self.flags = {}
-
-
-class NativeLoop:
+class NativeLoop(Signatures):
     """Called by generated code before a loop: the loop's new values of its outputs when it ran natively,
     else None (the interpreted loop runs; ``ran`` then adds its time)."""
 
     part_of_whole = True  # a function that runs as one native kernel runs this loop in it (HandOver.explain)
+    native_code = True  # runs native code (codegen's ``native_loops``)
+
+    @classmethod
+    def factory(cls, fn, loop, where, program, namespaces, inner=False):
+        """The loop tier's factory (loop_tiers.py): a NativeLoop unless the tier is off."""
+        return cls(fn, loop, where, inner=inner) if mode() != "off" else None
 
     def __init__(self, fn, loop, where: str, inner: bool = False):
+        super().__init__(where)
         self.plan = LoopPlan(fn, loop)
-        self.where = where
         # a loop inside an outermost one is offered each time it starts: after GIVE_UP declines of its argument
         # kinds in a row, with no signature ever taken, it is left interpreted for good (``dead``)
         self.inner, self.dead, self._misses = inner, False, 0
-        self.entries: dict = {}
-        self.fast: dict = {}  # _fast_key -> entry: the per-call path
-        self._declined: set = set()  # fast keys whose kinds the tier declines (see __call__)
-        self._declined_types: set = set()  # (position, type) of arguments that decline whatever their value
         self.last = None
-        self.reason = self.plan.reason  # the latest decline, for explain()
+        self.reason = self.plan.reason
 
     @property
     def params(self):
@@ -228,50 +53,13 @@ class NativeLoop:
         m = current_mode()
         if m == "off" or self.plan.reason:
             return None
-        fast = _fast_key(args)
-        entry = self.fast.get(fast) if fast is not None else None
+        entry = self.entry(args)
         if entry is None:
-            # argument kinds already declined: a loop started on every iteration of an outer one (a list among
-            # its free variables) would pay a raised and formatted Decline each time, about 4 us
-            if fast in self._declined or (self._declined_types and any(
-                    (i, type(a)) in self._declined_types for i, a in enumerate(args))):
-                self._missed()
-                return None
-            ks = []
-            for i, (a, n) in enumerate(zip(args, self.plan.params)):
-                try:
-                    ks.append(K.of_value(a, n))
-                except Decline as e:
-                    self.reason = str(e)
-                    if fast is not None:  # the fast key decides the kinds
-                        _remember(self._declined, fast)
-                    elif type(a) not in _VALUE_DECIDES:  # a list, a dict, None ...: its type decides
-                        _remember(self._declined_types, (i, type(a)))
-                    self._missed()
-                    return None
-            ks = tuple(ks)
-            # one entry per layout too: Numba compiles C, F and strided arrays (and read-only ones) apart
-            small = _small(args)
-            key = tuple(K.key(k) for k in ks) + tuple(_layout(a) for a in args if type(a) is np.ndarray) + small
-            entry = self.entries.get(key)
-            if entry is None:
-                entry = self.entries[key] = self._lower(ks, small)
-            if fast is not None:
-                self.fast[fast] = entry
-        self.last = entry
-        if entry.declined:
+            self._missed()
             return None
-        if entry.kernel is None:
-            if m == "force":
-                self._compile(entry, args)
-            elif entry.interpreted >= HOT_SECONDS and not entry.compiling:
-                kernel_cache.check()  # a refused cache folder is this call's error, not a decline in the thread
-                entry.compiling = True
-                in_background(self._compile, entry, args)
-            if entry.refused is not None:
-                raise_refusal(entry)
-            if entry.kernel is None:
-                return None
+        self.last = entry
+        if entry.declined or self.ready(entry, args, m) is None:
+            return None
         return self._run(ev, entry, args)
 
     def _missed(self):
@@ -284,7 +72,7 @@ class NativeLoop:
         if self.last is not None:
             self.last.interpreted += time.perf_counter() - t0
 
-    def _lower(self, ks, small) -> Entry:
+    def _lower(self, ks, small, args) -> Entry:
         entry = Entry(ks)
         viewed = frozenset()
         try:
@@ -294,37 +82,10 @@ class NativeLoop:
                                                                      self.plan.outputs, names)
         except Decline as e:
             entry.declined = str(e)
-            self.reason = entry.declined
-            STATS["declined"][f"{self.where}: {entry.declined}"] = True
         # the arrays copied before a kernel that may stop on an overflow runs (to rerun on the values it started
         # with): those it may change
         entry.writes = arrays_written(entry.source, ks, viewed) if entry.checked else ()
         return entry
-
-    def _compile(self, entry, args):
-        import numba
-
-        t0 = time.perf_counter()
-        try:
-            sig = tuple(numba.typeof(a) for a in args)
-            warm_elsewhere("load_sequential", entry.source, sig)
-            module = load_sequential(entry.source)
-            compile_quietly(module.kernel, sig)
-            entry.overflow = module._Overflow
-            entry.kernel = module.kernel
-            STATS["compiled"] += 1
-        except UnsafeCacheError as e:  # the folder turned unsafe since the caller checked: the next call raises it
-            entry.refused = e
-            return
-        except Exception as e:  # noqa: BLE001 - a typing failure declines this signature
-            entry.declined = f"Numba: {_first_line(e)}"
-            self.reason = entry.declined
-            STATS["declined"][f"{self.where}: {entry.declined}"] = True
-            return
-        finally:
-            entry.compile_seconds += time.perf_counter() - t0
-            entry.compiling = False
-        parallel_variant(entry, sig, mode() == "force")  # the sequential kernel runs meanwhile
 
     def _run(self, ev, entry, args):
         if ev.pending:
@@ -333,17 +94,10 @@ class NativeLoop:
         run = entry.kernel if entry.parallel is None else entry.parallel.runner(entry.kernel)
         try:
             out = run(*args)
-        except _numba_errors() as e:  # typing for arguments not seen when compiling: nothing ran yet
-            entry.declined = f"Numba: {_first_line(e)}"
-            self.reason = entry.declined
-            return None
-        except entry.overflow:
-            for a, copy in saved:
-                a[...] = copy
-            entry.declined = ("a Python int grew past 2**63, or a value that may be a Python or a NumPy scalar "
-                              "was divided by zero: the loop reran interpreted")
-            self.reason = entry.declined
-            return None
+        except Exception as e:
+            if self.undone(entry, e, saved, "the loop"):
+                return None
+            raise
         entry.native_runs += 1
         convert = entry.convert
         if convert is None:
@@ -363,54 +117,14 @@ class NativeLoop:
                                  for i, kind, flag in conv)
 
     def explain(self) -> list[str]:
-        lines = []
         if not self.entries:
             state = f"interpreted: {self.reason}" if self.reason else ("not run yet" if mode() != "off" else "off")
             return [f"loop at {self.where} -> {state}"]
-        for entry in self.entries.values():
-            sig = ", ".join(K.describe(k) for k in entry.kinds)
-            if entry.declined:
-                lines.append(f"loop at {self.where} -> interpreted: {entry.declined}")
-            elif entry.kernel is not None:
-                lines.append(f"loop at {self.where} -> native ({len(entry.kinds)} args: {sig}; compiled in "
-                             f"{entry.compile_seconds:.2f} s; {entry.native_runs} native runs{threads_note(entry)})")
-            else:
-                lines.append(f"loop at {self.where} -> interpreted so far ({entry.interpreted * 1e3:.1f} ms; "
-                             f"native after {HOT_SECONDS * 1e3:.0f} ms{', compiling' if entry.compiling else ''})")
-        return lines
+        return super().explain()
 
-
-def parallel_variant(entry, sig, force, decided=None):
-    """Give ``entry`` (its sequential kernel compiled for ``sig``) its parallel variant (tuning.Choice: compiled
-    once a call proves long enough, at once when ``force``), when a loop of it may run in parallel (parallel.py),
-    or the reason it has none."""
-    try:
-        v, why = variant(entry.source, sig)
-    except Exception as e:  # noqa: BLE001 - a source the analysis cannot read stays sequential, and says why
-        v, why = None, f"not analysed ({type(e).__name__}: {e})"
-    if v is not None and threads() < 2:
-        v, why = None, "one thread"
-    entry.serial_why = why
-    if v is not None:
-        entry.parallel = Choice(v, sig, load_kernel_source, force, decided, lambda: _compiling["threads"] > 0,
-                                in_background, lambda source: warm_elsewhere("load_kernel_source", source, sig))
-
-
-def load_kernel_source(source):
-    return load_kernel(helpers_for(source) + "\n\n" + source)
-
-
-def load_sequential(source):
-    """A sequential kernel's module: its fast loop versions outlined (outline.py); parallel variants load as
-    generated (``load_kernel_source``)."""
-    return load_kernel_source(outline(source))
-
-
-def threads_note(entry) -> str:
-    """The kernel's threads for explain(): its parallel loops and what was chosen, or why it has none."""
-    if entry.parallel is not None:
-        return f"; {entry.parallel.describe()}"
-    return f"; sequential: {entry.serial_why}" if entry.serial_why else ""
+    def _waiting(self, entry) -> str:
+        return (f"interpreted so far ({entry.interpreted * 1e3:.1f} ms; native after {T.HOT_SECONDS * 1e3:.0f} ms"
+                f"{', compiling' if entry.compiling else ''})")
 
 
 def _restore(value, kind):
@@ -428,60 +142,3 @@ def _same(out):
 def _as_is(kind) -> bool:
     """Numba returns values of this kind as the plain loop would have them (arrays: the very objects)."""
     return type(kind) is np.ndarray or type(kind) in (int, float, bool)
-
-
-def _layout(a):
-    f = a.flags
-    return (f.c_contiguous, f.f_contiguous, f.writeable, f.aligned)
-
-
-DECLINED_KEEP = 64
-GIVE_UP = 16
-_VALUE_DECIDES = (int, tuple, np.ndarray)  # kinds.of_value looks at these values (range, items, dtype), not types
-
-
-def _remember(declined: set, key):
-    if len(declined) < DECLINED_KEEP:
-        declined.add(key)
-
-
-def _fast_key(args):
-    """A cheap key of the arguments' kinds (None: use the full path): dtype, ndim and flags (layout, writeable)
-    of arrays, type of scalars, and whether Python ints are small (see ``_small``)."""
-    key = []
-    for a in args:
-        t = type(a)
-        if t is np.ndarray:
-            key.append((a.dtype, a.ndim, a.flags.num))
-        elif t is int:
-            if -SMALL < a < SMALL:
-                key.append(0)
-            elif -9223372036854775808 <= a <= 9223372036854775807:
-                key.append(t)
-            else:
-                return None
-        elif t is float or t is bool or (t in _SCALAR_TYPES):
-            key.append(t)
-        else:
-            return None
-    return tuple(key)
-
-
-def _small(args) -> tuple:
-    """Which arguments are Python ints below 2**40 in magnitude: index arithmetic on them needs no checks."""
-    return tuple(type(a) is int and -SMALL < a < SMALL for a in args)
-
-
-_SCALAR_TYPES = frozenset(d.type for d in K.DTYPES)
-
-
-def _numba_errors():
-    from numba.core.errors import NumbaError
-
-    return NumbaError
-
-
-def _first_line(e) -> str:
-    text = str(e).strip().splitlines()
-    useful = [t for t in text if t.strip() and not t.startswith("Failed in")]
-    return (useful[0] if useful else type(e).__name__)[:200]

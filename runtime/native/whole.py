@@ -16,19 +16,21 @@ import threading
 import time
 
 import numpy as np
-from phylanx_py.primitives import kernel_cache
 
 from phylanx_py import ir
-from phylanx_py.errors import ConfigurationError, ExecutionError, UnsafeCacheError
+from phylanx_py.errors import ConfigurationError, ExecutionError
 
-from .. import floor, profiling, select
+from .. import floor, profiling
 from ..base import Runtime
+from ..loop_tiers import FALLBACK
 from . import kinds as K
-from . import loop as L
+from . import tiering as T
 from .analysis import arrays_written
 from .calls import SHAPE
 from .kinds import Decline
 from .lower import ALLOCATIONS, Lowerer, settle
+from .quick import guard as _guard
+from .quick import make_quick
 
 
 def whole_function(program: ir.Program):
@@ -164,15 +166,19 @@ MEASURED = 3  # a new kernel's first runs timed against as many recent plain run
 CLEARLY_FASTER = 4
 
 
-class Entry(L.Entry):
+class Entry(T.Entry):
     __slots__ = ("stages", "guard", "values", "exact", "entry_point", "sig", "plain_runs", "last", "plain_times",
                  "plain_before", "native_times", "measuring")
 
 
-class WholeFunction:
+class WholeFunction(T.Signatures):
     """The entry function of a program as native kernels by argument kinds (see the module docstring)."""
 
+    noun = "function"
+    native_note = "whole function, "
+
     def __init__(self, fn: ir.Function):
+        super().__init__(f"{fn.loc.filename.rsplit('/', 1)[-1]}:{fn.loc.lineno}")
         self.fn = fn
         stmts = fn.body.stmts
         if stmts and isinstance(stmts[-1], ir.Return):
@@ -180,10 +186,6 @@ class WholeFunction:
         else:
             self.body, self.ret = fn.body, ir.Const(None, loc=fn.loc)
         self.params = list(fn.params)
-        self.where = f"{fn.loc.filename.rsplit('/', 1)[-1]}:{fn.loc.lineno}"
-        self.entries: dict = {}
-        self.fast: dict = {}
-        self.reason = None
         self.quick = None  # the per-call path once a signature runs natively (make_quick)
         self._quick_lock = threading.Lock()
         # a loop inside a loop: the tree offers the inner one to the native tier at each outer iteration (a long
@@ -196,38 +198,22 @@ class WholeFunction:
         kernel is not ready, ``plain(*args)`` (the plain function) or ``tree()`` (the evaluation of the tree, by
         default ``fallback``), as ``_plain_now`` decides."""
         tree = tree or fallback
-        m = L.current_mode()
+        m = T.current_mode()
         if m == "off" or len(args) != len(self.params) or type(rt) is not Runtime or rt.closed or \
                 profiling.active() is not None:
             return fallback()
-        fast = L._fast_key(args)
-        entry = self.fast.get(fast) if fast is not None else None
-        if entry is None:
-            entry = self._entry(args)
-            if entry is None:
-                return fallback()
-            if fast is not None:
-                self.fast[fast] = entry
-        if entry.declined:
+        entry = self.entry(args)
+        if entry is None or entry.declined:
             return fallback()
-        if entry.kernel is None:
-            if m == "force":
-                self._compile(entry)
-            elif entry.interpreted >= L.HOT_SECONDS and not entry.compiling:
-                kernel_cache.check()  # a refused cache folder is this call's error, not a decline in the thread
-                entry.compiling = True
-                L.in_background(self._compile, entry)
-            if entry.refused is not None:
-                L.raise_refusal(entry)
-            if entry.kernel is None:
-                t0 = time.perf_counter()
-                try:
-                    if plain is not None and self._plain_now(entry):
-                        return self._plain(rt, entry, args, plain, tree)
-                    return tree()
-                finally:
-                    entry.last = time.perf_counter() - t0
-                    entry.interpreted += entry.last
+        if self.ready(entry, args, m) is None:
+            t0 = time.perf_counter()
+            try:
+                if plain is not None and self._plain_now(entry):
+                    return self._plain(rt, entry, args, plain, tree)
+                return tree()
+            finally:
+                entry.last = time.perf_counter() - t0
+                entry.interpreted += entry.last
         if entry.measuring and plain is not None and len(entry.plain_times) < len(entry.native_times):
             return self._plain(rt, entry, args, plain, tree)  # a plain run to time the new kernel against
         return self._run(rt, entry, args, fallback)
@@ -258,26 +244,7 @@ class WholeFunction:
             rt.counts["calls"] += 1
         return out
 
-    def _entry(self, args):
-        try:
-            ks = tuple(K.of_value(a, n) for a, n in zip(args, self.params))
-        except Decline as e:
-            self.reason = str(e)
-            return None
-        small = L._small(args)
-        key = tuple(K.key(k) for k in ks) + tuple(L._layout(a) for a in args if type(a) is np.ndarray) + small
-        entry = self.entries.get(key)
-        if entry is None:
-            entry = self.entries[key] = self._lower(ks, small)
-            entry.guard, entry.values, entry.exact = _guard(args, small)
-            if not entry.declined:
-                # the Numba types of the very arguments the guard was made from: the quick path calls the code
-                # compiled for them without another type check, so they must be what the guard tests (the
-                # compile runs later, in the background, when these arrays may have been changed in place)
-                entry.sig = (tuple(_stand_in(a) for a in args), len(entry.stages) > 1)  # typed when compiled
-        return entry
-
-    def _lower(self, ks, small) -> Entry:
+    def _lower(self, ks, small, args) -> Entry:
         entry = Entry(ks)
         entry.stages = ()
         entry.guard = entry.values = entry.entry_point = entry.sig = None
@@ -294,43 +261,39 @@ class WholeFunction:
             entry.checked, entry.stages, viewed = low.checked, low.stages, low.viewed
             entry.convert = _converter(low.ret_kind)
         except Decline as e:
-            entry.declined = self.reason = str(e)
+            entry.declined = str(e)
         # the arrays it may change: copied before a kernel that may stop on an overflow runs, and before a plain
         # run (``_plain``), to rerun on the values the call started with
         entry.writes = arrays_written(entry.source, ks, viewed) if not entry.declined else ()
+        entry.guard, entry.values, entry.exact = _guard(args, small)
+        if not entry.declined:
+            # the Numba types of the very arguments the guard was made from: the quick path calls the code
+            # compiled for them without another type check, so they must be what the guard tests (the compile
+            # runs later, in the background, when these arrays may have been changed in place)
+            entry.sig = (tuple(_stand_in(a) for a in args), len(entry.stages) > 1)  # typed when compiled
         return entry
 
-    def _compile(self, entry):
-        t0 = time.perf_counter()
-        try:
-            if type(entry.sig[0]) is tuple:  # the stand-ins _entry kept: typed here, Numba imported off the call
-                entry.sig = _signature(*entry.sig)
-            L.warm_elsewhere("load_sequential", entry.source, entry.sig)
-            module = L.load_sequential(entry.source)
-            # the compiled code's own entry, for the types taken with the guard (``_entry``): the quick path calls
-            # it, skipping the dispatcher's type matching (its guard has matched them already)
-            entry.entry_point = L.compile_quietly(module.kernel, entry.sig)
-            entry.overflow = module._Overflow
-            # timed against the plain function first (``_decide``), unless forced or never run plain; plain runs
-            # timed while this compile ran were slowed by it (about 2x): the comparison takes new ones
-            entry.measuring = entry.plain_runs > 0 and L.current_mode() != "force"
-            entry.plain_before, entry.plain_times = entry.plain_times, []
-            entry.kernel = module.kernel
-            L.STATS["compiled"] += 1
-            self._requick()
-        except UnsafeCacheError as e:  # the folder turned unsafe since the caller checked: the next call raises it
-            entry.refused = e
-            return
-        except Exception as e:  # noqa: BLE001 - a typing failure declines this signature
-            entry.declined = self.reason = f"Numba: {L._first_line(e)}"
-            return
-        finally:
-            entry.compile_seconds += time.perf_counter() - t0
-            entry.compiling = False
-        # its parallel variant, compiled once a call proves long enough (at once when forced)
-        L.parallel_variant(entry, entry.sig, L.current_mode() == "force", self._requick)
-        if entry.parallel is not None:
-            self._requick()
+    def _held(self, args):
+        return ()  # the compile types the stand-ins ``_lower`` kept: the call's arrays are not held meanwhile
+
+    def _signature(self, entry, args) -> tuple:
+        if type(entry.sig[0]) is tuple:  # the stand-ins: typed here, Numba imported off the call
+            entry.sig = _signature(*entry.sig)
+        return entry.sig
+
+    def _install(self, entry, module, compiled):
+        # the compiled code's own entry, for the types taken with the guard (``_lower``): the quick path calls it,
+        # skipping the dispatcher's type matching (its guard has matched them already)
+        entry.entry_point = compiled
+        # timed against the plain function first (``_decide``), unless forced or never run plain; plain runs
+        # timed while this compile ran were slowed by it (about 2x): the comparison takes new ones
+        entry.measuring = entry.plain_runs > 0 and T.current_mode() != "force"
+        entry.plain_before, entry.plain_times = entry.plain_times, []
+        entry.kernel = module.kernel
+        self._requick()
+
+    def _changed(self):
+        self._requick()
 
     def _run(self, rt, entry, args, fallback):
         saved = [(args[i], args[i].copy()) for i in entry.writes] if entry.checked else ()
@@ -367,8 +330,8 @@ class WholeFunction:
         entry.measuring = False
         native, plain = floor.typical(entry.native_times), floor.typical(entry.plain_times)
         if native > plain:
-            entry.declined = self.reason = (f"the plain function is faster ({plain * 1e3:.3g} ms a call against "
-                                            f"{native * 1e3:.3g} ms native)")
+            self.decline(entry, f"the plain function is faster ({plain * 1e3:.3g} ms a call against "
+                                f"{native * 1e3:.3g} ms native)")
         self._requick()
 
     def failed(self, entry, e, stage, saved):
@@ -377,16 +340,7 @@ class WholeFunction:
         the setup's error: the kernel cache's refusal, met before the kernel ran)."""
         if isinstance(e, ConfigurationError):
             raise e
-        if isinstance(e, L._numba_errors()):  # typing for arguments not seen when compiling: nothing ran yet
-            entry.declined = self.reason = f"Numba: {L._first_line(e)}"
-            self._requick()
-            return FALLBACK
-        if isinstance(e, entry.overflow):
-            for a, copy in saved:
-                a[...] = copy
-            entry.declined = self.reason = ("a Python int grew past 2**63, or a value that may be a Python or a "
-                                            "NumPy scalar was divided by zero: the call reran interpreted")
-            self._requick()
+        if self.undone(entry, e, saved, "the call"):
             return FALLBACK
         node, is_loop = entry.stages[int(stage[0]) if stage is not None else 0]
         if not is_loop:
@@ -399,22 +353,10 @@ class WholeFunction:
             self.quick = make_quick(self, [e for e in self.entries.values() if e.kernel is not None and
                                            not e.declined and not e.measuring and e.guard is not None])
 
-    def explain(self) -> list[str]:
-        lines = []
-        for entry in self.entries.values():
-            sig = ", ".join(K.describe(k) for k in entry.kinds)
-            if entry.declined:
-                lines.append(f"function at {self.where} -> interpreted: {entry.declined}")
-            elif entry.kernel is not None:
-                lines.append(f"function at {self.where} -> native (whole function, {len(entry.kinds)} args: {sig}; "
-                             f"compiled in {entry.compile_seconds:.2f} s; {entry.native_runs} native runs"
-                             f"{L.threads_note(entry)})")
-            else:
-                so_far = f"the plain function ({entry.plain_runs} runs)" if entry.plain_runs else "loops only"
-                lines.append(f"function at {self.where} -> {so_far} so far ({entry.interpreted * 1e3:.1f} ms; "
-                             f"whole function native after {L.HOT_SECONDS * 1e3:.0f} ms"
-                             f"{', compiling' if entry.compiling else ''})")
-        return lines
+    def _waiting(self, entry) -> str:
+        so_far = f"the plain function ({entry.plain_runs} runs)" if entry.plain_runs else "loops only"
+        return (f"{so_far} so far ({entry.interpreted * 1e3:.1f} ms; whole function native after "
+                f"{T.HOT_SECONDS * 1e3:.0f} ms{', compiling' if entry.compiling else ''})")
 
 
 def _converter(k):
@@ -445,17 +387,6 @@ def _converter(k):
     return lambda out: one(out, k, None, None)
 
 
-# ---- the per-call path ----------------------------------------------------------------------------------------
-# Once a signature runs natively, a call is checked against its arguments by one generated expression per
-# signature (types, dtypes by identity, ndim, layout flags, the small-int test) instead of building a key: the
-# decorator's call, this check and the bookkeeping cost about 1 us over the kernel, where the general path
-# (``call``) costs about 3 us. A call the check does not match (another signature, another runtime, a profile
-# being recorded, the mode changed) takes the general path.
-MISS = object()  # the quick path does not apply: take the general one
-FALLBACK = object()  # run the call interpreted (the kernel declined it and left the arrays as they were)
-_LAYOUT_FLAGS = 0x0001 | 0x0002 | 0x0100 | 0x0400  # C_CONTIGUOUS, F_CONTIGUOUS, ALIGNED, WRITEABLE: _layout's
-
-
 def _stand_in(a):
     """A value Numba types as it types ``a``, without keeping ``a`` alive until the compile: an array of one or a
     few elements with its dtype, dimensions, layout and read-only flag (Numba's ``typeof`` reads nothing else but
@@ -479,88 +410,3 @@ def _signature(args, staged: bool) -> tuple:
     import numba
 
     return ((numba.typeof(np.zeros(1, np.int64)),) if staged else ()) + tuple(numba.typeof(a) for a in args)
-
-
-def _guard(args, small):
-    """(source of a test that ``a0, a1, ...`` have the kinds of ``args``, the names it uses, whether passing it
-    fixes the Numba types of the arguments), or (None, None, False) for arguments the test does not cover
-    (tuples): the key of ``_entry`` is what decides then."""
-    tests, values, exact = [], {}, True
-    for i, (a, is_small) in enumerate(zip(args, small)):
-        t, v = type(a), f"a{i}"
-        if t is np.ndarray:
-            values[f"_d{i}"] = a.dtype
-            tests.append(f"type({v}) is _ndarray and {v}.dtype is _d{i} and {v}.ndim == {a.ndim} and "
-                         f"{v}.flags.num & {_LAYOUT_FLAGS} == {a.flags.num & _LAYOUT_FLAGS}")
-        elif t is int:
-            s = L.SMALL
-            tests.append(f"type({v}) is int and -{s} < {v} < {s}" if is_small else
-                         f"type({v}) is int and not -{s} < {v} < {s} and {K.INT64[0]} <= {v} < {K.INT64[1]}")
-        elif t in (float, bool) or isinstance(a, np.generic):
-            values[f"_t{i}"] = t
-            tests.append(f"type({v}) is _t{i}")
-            exact = exact and (t in (float, bool) or issubclass(t, (np.number, np.bool_)))  # not datetime64's unit
-        else:
-            return None, None, False
-    return " and ".join(f"({x})" for x in tests) or "True", values, exact
-
-
-def make_quick(whole: WholeFunction, entries):
-    """The quick path of ``whole`` over ``entries`` (signatures with a kernel): a function of the call's argument
-    tuple to its result, MISS or FALLBACK (on the current runtime); None when there is nothing to run natively."""
-    if not entries:
-        return None
-    n = len(whole.params)
-    names = ", ".join(f"a{i}" for i in range(n)) + ("," if n == 1 else "")
-    env_get = L._ENV_DATA.get if L._ENV_KEY is not None else None
-    ns = dict(_MISS=MISS, _FALLBACK=FALLBACK, _ndarray=np.ndarray, _Runtime=Runtime,
-              _active=profiling._active.get, _failed=whole.failed,
-              _env_get=env_get or (lambda _key: L._raw_mode()), _KEY=L._ENV_KEY, _RAW=L._raw_mode(),
-              _stages=threading.local(), _zeros=np.zeros, _i64=np.int64,
-              _using=select._current.get, _select=select, _open=select._open)
-    # the runtime as ``select.current()`` finds it, read inline (a call of it costs 0.2 us here): a ``using``
-    # block's, else the default; while ``using`` blocks are open in other threads, which one this thread follows
-    # is current()'s decision (the general path). Arguments unpacked first: a wrong count is a MISS
-    lines = ["def quick(args):",
-             "    try:",
-             f"        {names} = args" if n else "        () = args",
-             "    except ValueError:",
-             "        return _MISS",
-             "    if _env_get(_KEY) != _RAW:",
-             "        return _MISS",
-             "    rt = _using()",
-             "    if rt is None:",
-             "        if _open:",
-             "            return _MISS",
-             "        rt = _select._default",
-             "    if type(rt) is not _Runtime or rt.closed or _active() is not None:",
-             "        return _MISS"]
-    for j, e in enumerate(entries):
-        for name, value in e.values.items():
-            ns[f"{name}_{j}"] = value
-        ns[f"_e{j}"], ns[f"_c{j}"] = e, e.convert
-        seq = e.entry_point if e.exact else e.kernel
-        ns[f"_k{j}"] = seq if e.parallel is None else e.parallel.runner(seq)
-        guard = re.sub(r"\b(_[dt]\d+)\b", rf"\1_{j}", e.guard)
-        lines.append(f"    if {guard}:")
-        saved = "[" + ", ".join(f"(a{i}, a{i}.copy())" for i in e.writes) + "]" if e.writes else "()"
-        call = ", ".join((["st"] if len(e.stages) > 1 else []) + [f"a{i}" for i in range(n)])
-        if len(e.stages) > 1:  # one stage array per thread: kernels run without the GIL
-            lines += ["        try:",
-                      "            st = _stages.st",
-                      "        except AttributeError:",
-                      "            st = _stages.st = _zeros(1, _i64)"]
-        lines += [f"        saved = {saved}",
-                  "        try:",
-                  f"            out = _k{j}({call})",
-                  "        except Exception as exc:",
-                  f"            if _failed(_e{j}, exc, {'st' if len(e.stages) > 1 else 'None'}, saved) is _FALLBACK:",
-                  "                return _FALLBACK",
-                  f"        _e{j}.native_runs += 1",
-                  # display counters: no lock (CPython does not switch threads inside these bytecodes; a lost
-                  # count under free threading would only make the CLI's summary low)
-                  '        rt.counts["calls"] += 1',
-                  f"        return {'out' if e.convert is None else f'_c{j}(out)'}"]
-    lines.append("    return _MISS")
-    exec(compile("\n".join(lines) + "\n", f"<phylanx quick path of {whole.where}>", "exec"), ns)  # noqa: S102 - our own source
-    return ns["quick"]

@@ -1,0 +1,431 @@
+"""What the native tier's loops (loop.py) and whole functions (whole.py) share: the mode, the per-signature
+entries (``Signatures``: argument kinds to an Entry, lowered at its first call), the decision to compile (forced, or
+hot after ``HOT_SECONDS`` interpreted, in the background), the compile itself through the verified kernel cache
+and the compile process, the parallel variant, the declines, and ``explain()``'s lines.
+
+Modes (``PHYLANX_NATIVE``): ``0`` off; ``1`` (default) tiered: a loop becomes native after it has spent
+``HOT_SECONDS`` interpreted, compiled in the background, used from the next time the loop starts; ``force``:
+every loop that qualifies is compiled at its first run and runs natively (the differential suite's second pass).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+import warnings
+
+import numpy as np
+from phylanx_py.primitives import kernel_cache
+
+from phylanx_py.errors import UnsafeCacheError
+
+from ..loop_tiers import kernel_ready
+from . import compile_process
+from . import kinds as K
+from .helpers import helpers_for
+from .kinds import Decline
+from .lower import SMALL
+from .outline import outline
+from .parallel import variant
+from .tuning import Choice, threads
+
+HOT_SECONDS = 0.05  # interpreted time after which a loop is compiled (Numba takes 0.2-10 s per kernel)
+# counts of what the tier did in this process: "native" runs, "declined" signatures with their reasons
+STATS: dict = {"compiled": 0, "declined": {}}
+
+
+def mode() -> str:
+    raw = os.environ.get("PHYLANX_NATIVE")
+    m = {"0": "off", "off": "off", "force": "force"}.get((raw or "1").strip().lower(), "on")
+    _MODE[:] = [m, _raw_mode()]
+    return m
+
+
+_MODE = ["on", None]  # the last mode() and the variable's raw value it came from
+# os.environ.get costs about 1 us (it encodes the key and decodes the value): per call, compare the raw value
+# in os.environ's own dict instead (CPython keeps it in ``_data`` under the encoded key; elsewhere, the slow way)
+_ENV_DATA = getattr(os.environ, "_data", None)
+_ENV_KEY = os.environ.encodekey("PHYLANX_NATIVE") if _ENV_DATA is not None and hasattr(os.environ, "encodekey") \
+    else None
+
+
+def _raw_mode():
+    return _ENV_DATA.get(_ENV_KEY) if _ENV_KEY is not None else os.environ.get("PHYLANX_NATIVE")
+
+
+def current_mode() -> str:
+    """mode(), re-read only when the variable changed (the per-call check)."""
+    return _MODE[0] if _MODE[1] == _raw_mode() else mode()
+
+
+def raise_refusal(entry):
+    """Raise the kernel cache's refusal that a compile of ``entry`` met (in a background thread, or in this one):
+    the user hears of a cache folder others can write to, as from the fused kernels, instead of getting slower code
+    silently. Once: the loop is compiled again when it is hot again, and refused again while the folder is unsafe."""
+    err, entry.refused = entry.refused, None
+    raise err
+
+
+def load_kernel(source: str):
+    """The kernel module of ``source`` (its helpers + kernel) through the verified kernel cache
+    (primitives/kernel_cache.py): Numba's disk cache finds it again in another process; what runs is always the
+    source generated here, never a file's content or unpickled code from elsewhere."""
+    return kernel_cache.load_or_build("native", source)
+
+
+# A background compile is Python calling LLVM through ctypes, which gives up the GIL at every call and then waits
+# a whole switch interval (5 ms) to get it back from an interpreter thread that keeps it: a kernel that compiles in
+# 0.5 s alone was still compiling after four interpreted calls of 1 s (heat_1d, 1000 steps, fresh cache), so the
+# loop never went native. While a compile runs, the interval is COMPILE_SWITCH_INTERVAL.
+COMPILE_SWITCH_INTERVAL = 2e-4
+_compiling = {"threads": 0, "interval": None, "set": None}
+_compiling_lock = threading.Lock()
+
+
+_thread = threading.local()
+# Background compiles and interpreter exit: a daemon thread still inside Numba/LLVM while the interpreter finalises
+# crashed the process (SIGSEGV at exit, 1 run in 6 of NPBench's fdtd_2d). At exit (``_at_exit``) no compile starts
+# in this process any more, and those running are waited for (EXIT_WAIT_SECONDS at most); a thread only waiting
+# for the compile process's reply is not waited for, and stops when the reply comes.
+EXIT_WAIT_SECONDS = 120
+_exit = {"exiting": False, "inside": 0}  # "inside": background threads compiling in this process now
+_exit_cond = threading.Condition()
+
+
+class Exiting(Exception):
+    """The interpreter is exiting: a background compile stops instead of starting Numba's work."""
+
+
+def warm_elsewhere(loader: str, source: str, sig) -> None:
+    """In a background compile (``in_background``), have the compile process compile ``source`` first
+    (compile_process.py), so that the thread's own compile is a load from the kernel cache."""
+    if not getattr(_thread, "background", False):
+        return
+    _inside(False)
+    try:
+        compile_process.warm(loader, source, sig)
+    finally:
+        _inside(True)
+
+
+def _inside(now: bool):
+    """This background thread compiles in this process from now (True) or not (False); raises Exiting rather
+    than start to when the interpreter is exiting."""
+    with _exit_cond:
+        if now and _exit["exiting"]:
+            raise Exiting("the interpreter is exiting")
+        if getattr(_thread, "inside", False) != now:
+            _exit["inside"] += 1 if now else -1
+            _thread.inside = now
+            _exit_cond.notify_all()
+
+
+def _at_exit():
+    with _exit_cond:
+        _exit["exiting"] = True
+        _exit_cond.wait_for(lambda: _exit["inside"] <= 0, timeout=EXIT_WAIT_SECONDS)
+
+
+_register_at_exit = getattr(threading, "_register_atexit", None)  # before atexit hooks and finalisation
+if _register_at_exit is not None:
+    _register_at_exit(_at_exit)
+
+
+def compile_quietly(kernel, sig):
+    """``kernel.compile(sig)`` without Numba's performance advice (``np.dot`` on a strided slice is told it would be
+    faster on a contiguous one: the user's code took that slice, and the plain function makes the same call)."""
+    from numba.core.errors import NumbaPerformanceWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumbaPerformanceWarning)
+        return kernel.compile(sig)
+
+
+def in_background(compile_fn, *args) -> threading.Thread:
+    """Run ``compile_fn(*args)`` in a thread of its own (returned), the switch interval short while any such
+    thread runs."""
+    def run():
+        _thread.background = True
+        try:
+            _inside(True)
+        except Exiting:
+            return
+        with _compiling_lock:
+            if _compiling["threads"] == 0:
+                _compiling["interval"] = sys.getswitchinterval()
+                sys.setswitchinterval(min(_compiling["interval"], COMPILE_SWITCH_INTERVAL))
+                _compiling["set"] = sys.getswitchinterval()  # (held in microseconds: read back, not computed)
+            _compiling["threads"] += 1
+        try:
+            compile_fn(*args)
+        except Exiting:
+            pass
+        finally:
+            _inside(False)
+            with _compiling_lock:
+                _compiling["threads"] -= 1
+                # put it back unless the program set an interval of its own meanwhile: that one stays
+                if _compiling["threads"] == 0 and sys.getswitchinterval() == _compiling["set"]:
+                    sys.setswitchinterval(_compiling["interval"])
+
+    thread = threading.Thread(target=run, daemon=True, name="phylanx-native-compile")
+    thread.start()
+    return thread
+
+
+class Entry:
+    """One signature of a loop: its source, kernel, state and the reason it was declined."""
+
+    __slots__ = ("kinds", "source", "checked", "kernel", "overflow", "declined", "compiling", "compile_seconds",
+                 "interpreted", "native_runs", "writes", "flags", "convert", "parallel", "serial_why", "refused")
+
+    def __init__(self, kinds):
+        self.kinds = kinds
+        self.source = self.kernel = self.overflow = self.declined = None
+        self.refused = None  # the kernel cache's refusal met by a compile in the background, for the next call
+        self.checked = self.compiling = False
+        self.compile_seconds = self.interpreted = 0.0
+        self.convert = None
+        self.parallel = None  # tuning.Choice: the kernel's parallel variant and whether it runs
+        self.serial_why = None  # why the kernel has no parallel variant (None: not known yet)
+        self.native_runs = 0
+        self.writes = ()
+        self.flags = {}
+
+
+class Signatures:
+    """A loop or a whole function as native kernels by argument signature. Subclasses give ``params``, ``where``,
+    ``_lower(kinds, small, args)`` (a new Entry: its source, or ``declined``), ``_install(entry, module, compiled)``
+    (a compiled kernel goes live) and ``_waiting(entry)`` (explain()'s line while the kernel is not ready)."""
+
+    noun = "loop"  # explain()'s "loop at x.py:3 -> ..."
+    native_note = ""  # what explain() says of a native kernel before its arguments
+
+    def __init__(self, where: str):
+        self.where = where
+        self.entries: dict = {}
+        self.fast: dict = {}  # _fast_key -> entry: the per-call path
+        self._declined: set = set()  # fast keys whose kinds the tier declines (see ``entry``)
+        self._declined_types: set = set()  # (position, type) of arguments that decline whatever their value
+        self.reason = None  # the latest decline, for explain()
+
+    def entry(self, args):
+        """The Entry of the arguments' signature (lowered at its first call), or None when their kinds decline.
+        Kinds already declined are remembered by their fast key or type: a loop started on every iteration of an
+        outer one (a list among its free variables) would pay a raised and formatted Decline each time, ~4 us."""
+        fast = _fast_key(args)
+        entry = self.fast.get(fast) if fast is not None else None
+        if entry is not None:
+            return entry
+        if fast in self._declined or (self._declined_types and any(
+                (i, type(a)) in self._declined_types for i, a in enumerate(args))):
+            return None
+        ks = []
+        for i, (a, n) in enumerate(zip(args, self.params)):
+            try:
+                ks.append(K.of_value(a, n))
+            except Decline as e:
+                self.reason = str(e)
+                if fast is not None:  # the fast key decides the kinds
+                    _remember(self._declined, fast)
+                elif type(a) not in _VALUE_DECIDES:  # a list, a dict, None ...: its type decides
+                    _remember(self._declined_types, (i, type(a)))
+                return None
+        ks = tuple(ks)
+        # one entry per layout too: Numba compiles C, F and strided arrays (and read-only ones) apart
+        small = _small(args)
+        key = tuple(K.key(k) for k in ks) + tuple(_layout(a) for a in args if type(a) is np.ndarray) + small
+        entry = self.entries.get(key)
+        if entry is None:
+            entry = self.entries[key] = self._lower(ks, small, args)
+            if entry.declined:
+                self.decline(entry, entry.declined)
+        if fast is not None:
+            self.fast[fast] = entry
+        return entry
+
+    def ready(self, entry, args, m: str):
+        """The entry's kernel, or None while it is not ready: compiled now when ``m`` is "force", in the
+        background once the entry has run ``HOT_SECONDS`` interpreted. A compile in the background that met the
+        kernel cache's refusal raises it here, in the caller."""
+        if entry.kernel is None:
+            if m == "force":
+                self._compile(entry, args)
+            elif entry.interpreted >= HOT_SECONDS and not entry.compiling:
+                kernel_cache.check()  # a refused cache folder is this call's error, not a decline in the thread
+                entry.compiling = True
+                in_background(self._compile, entry, self._held(args))
+            if entry.refused is not None:
+                raise_refusal(entry)
+        return entry.kernel
+
+    def _compile(self, entry, args):
+        """Compile the entry's sequential kernel for its signature (in the compile process first when in the
+        background, then a load from the kernel cache here), then its parallel variant when it has one."""
+        t0 = time.perf_counter()
+        try:
+            sig = self._signature(entry, args)
+            warm_elsewhere("load_sequential", entry.source, sig)
+            module = load_sequential(entry.source)
+            compiled = compile_quietly(module.kernel, sig)
+            entry.overflow = module._Overflow
+            self._install(entry, module, compiled)
+            STATS["compiled"] += 1
+            kernel_ready()
+        except UnsafeCacheError as e:  # the folder turned unsafe since the caller checked: the next call raises it
+            entry.refused = e
+            return
+        except Exiting:
+            raise
+        except Exception as e:  # noqa: BLE001 - a typing failure declines this signature
+            self.decline(entry, f"Numba: {_first_line(e)}")
+            return
+        finally:
+            entry.compile_seconds += time.perf_counter() - t0
+            entry.compiling = False
+        # its parallel variant, compiled once a call proves long enough (at once when forced); the sequential
+        # kernel runs meanwhile
+        parallel_variant(entry, sig, current_mode() == "force", self._changed)
+        if entry.parallel is not None:
+            self._changed()
+
+    def _held(self, args):
+        """What a background compile keeps of the call's arguments (``_signature`` types them)."""
+        return args
+
+    def _signature(self, entry, args) -> tuple:
+        import numba
+
+        return tuple(numba.typeof(a) for a in args)
+
+    def _install(self, entry, module, compiled):
+        entry.kernel = module.kernel
+
+    def _changed(self):
+        """An entry's kernel, variant or decline changed (whole functions rebuild their quick path)."""
+
+    def decline(self, entry, reason: str):
+        entry.declined = self.reason = reason
+        STATS["declined"][f"{self.where}: {reason}"] = True
+        self._changed()
+
+    def undone(self, entry, e, saved, what: str) -> bool:
+        """After the kernel raised ``e``: True when the call is to rerun interpreted, the signature declined
+        (Numba's typing of arguments not seen when compiling: nothing ran yet; or a Python int past 2**63 / a
+        division by zero of an Either value: the arrays the kernel may have changed are put back from ``saved``
+        first). ``what`` reran: "the loop", "the call"."""
+        if isinstance(e, _numba_errors()):
+            self.decline(entry, f"Numba: {_first_line(e)}")
+            return True
+        if isinstance(e, entry.overflow):
+            for a, copy in saved:
+                a[...] = copy
+            self.decline(entry, "a Python int grew past 2**63, or a value that may be a Python or a NumPy scalar "
+                                f"was divided by zero: {what} reran interpreted")
+            return True
+        return False
+
+    def explain(self) -> list[str]:
+        lines = []
+        for entry in self.entries.values():
+            sig = ", ".join(K.describe(k) for k in entry.kinds)
+            head = f"{self.noun} at {self.where} ->"
+            if entry.declined:
+                lines.append(f"{head} interpreted: {entry.declined}")
+            elif entry.kernel is not None:
+                lines.append(f"{head} native ({self.native_note}{len(entry.kinds)} args: {sig}; compiled in "
+                             f"{entry.compile_seconds:.2f} s; {entry.native_runs} native runs{threads_note(entry)})")
+            else:
+                lines.append(f"{head} {self._waiting(entry)}")
+        return lines
+
+
+def parallel_variant(entry, sig, force, decided=None):
+    """Give ``entry`` (its sequential kernel compiled for ``sig``) its parallel variant (tuning.Choice: compiled
+    once a call proves long enough, at once when ``force``), when a loop of it may run in parallel (parallel.py),
+    or the reason it has none."""
+    try:
+        v, why = variant(entry.source, sig)
+    except Exception as e:  # noqa: BLE001 - a source the analysis cannot read stays sequential, and says why
+        v, why = None, f"not analysed ({type(e).__name__}: {e})"
+    if v is not None and threads() < 2:
+        v, why = None, "one thread"
+    entry.serial_why = why
+    if v is not None:
+        entry.parallel = Choice(v, sig, load_kernel_source, force, decided, lambda: _compiling["threads"] > 0,
+                                in_background, lambda source: warm_elsewhere("load_kernel_source", source, sig))
+
+
+def load_kernel_source(source):
+    return load_kernel(helpers_for(source) + "\n\n" + source)
+
+
+def load_sequential(source):
+    """A sequential kernel's module: its fast loop versions outlined (outline.py); parallel variants load as
+    generated (``load_kernel_source``)."""
+    return load_kernel_source(outline(source))
+
+
+def threads_note(entry) -> str:
+    """The kernel's threads for explain(): its parallel loops and what was chosen, or why it has none."""
+    if entry.parallel is not None:
+        return f"; {entry.parallel.describe()}"
+    return f"; sequential: {entry.serial_why}" if entry.serial_why else ""
+
+
+def _layout(a):
+    f = a.flags
+    return (f.c_contiguous, f.f_contiguous, f.writeable, f.aligned)
+
+
+DECLINED_KEEP = 64
+GIVE_UP = 16
+_VALUE_DECIDES = (int, tuple, np.ndarray)  # kinds.of_value looks at these values (range, items, dtype), not types
+
+
+def _remember(declined: set, key):
+    if len(declined) < DECLINED_KEEP:
+        declined.add(key)
+
+
+def _fast_key(args):
+    """A cheap key of the arguments' kinds (None: use the full path): dtype, ndim and flags (layout, writeable)
+    of arrays, type of scalars, and whether Python ints are small (see ``_small``)."""
+    key = []
+    for a in args:
+        t = type(a)
+        if t is np.ndarray:
+            key.append((a.dtype, a.ndim, a.flags.num))
+        elif t is int:
+            if -SMALL < a < SMALL:
+                key.append(0)
+            elif -9223372036854775808 <= a <= 9223372036854775807:
+                key.append(t)
+            else:
+                return None
+        elif t is float or t is bool or (t in _SCALAR_TYPES):
+            key.append(t)
+        else:
+            return None
+    return tuple(key)
+
+
+def _small(args) -> tuple:
+    """Which arguments are Python ints below 2**40 in magnitude: index arithmetic on them needs no checks."""
+    return tuple(type(a) is int and -SMALL < a < SMALL for a in args)
+
+
+_SCALAR_TYPES = frozenset(d.type for d in K.DTYPES)
+
+
+def _numba_errors():
+    from numba.core.errors import NumbaError
+
+    return NumbaError
+
+
+def _first_line(e) -> str:
+    text = str(e).strip().splitlines()
+    useful = [t for t in text if t.strip() and not t.startswith("Failed in")]
+    return (useful[0] if useful else type(e).__name__)[:200]
