@@ -475,3 +475,40 @@ def dot_compared(a, b):
         if np.dot(a[i], b) > 0.5:
             c += 1
     return c
+
+
+def _doubled(x):
+    return x * 2.0
+
+
+def rebound_targets(x):
+    """Two loops bind ``j`` in turn and nothing reads the value either leaves (the call of ``_doubled`` keeps the
+    whole-function tier out: these are the loop tier's)."""
+    y = _doubled(x)
+    for j in range(1, x.shape[0]):
+        y[j] = y[j] + 0.5 * y[j - 1]
+    for j in range(x.shape[0] - 2, -1, -1):
+        y[j] = y[j] - 0.25 * y[j + 1]
+    return y
+
+
+def target_read_after(x, n):
+    y = _doubled(x)
+    j = -1
+    for j in range(n):
+        y[j] += 1.0
+    return y, j
+
+
+def target_maybe_unbound(x, n):
+    y = _doubled(x)
+    for j in range(n):
+        y[j] += 1.0
+    return y[0] + j
+
+
+def prefix_sums(x):
+    y = x * 1.0  # with every array operation a task (inline_elements=1), ``y`` is a future when the loop starts
+    for i in range(1, x.shape[0]):
+        y[i] = y[i - 1] + x[i]
+    return _doubled(y)

@@ -1123,3 +1123,38 @@ def test_a_kernel_module_holds_the_helpers_its_source_names_and_theirs():
                   and isinstance(c.func, ast.Name) and c.func.id.startswith("_")}
         known = set(defined(text)) | set(re.findall(r"^class (\w+)", text, re.M))
         assert called <= known, (name, called - known)
+
+
+def test_a_first_loop_whose_variable_a_later_loop_binds_again_goes_native(forced):
+    # before: the first loop's ``j`` was an argument, unbound when it starts, and no tier took it ("not run yet")
+    f = run_both(L.rebound_targets, np.linspace(0.0, 1.0, 40))
+    lines = f.explain().splitlines()
+    assert len(lines) == 2 and all(" -> native (2 args: float64[:], float64[:]" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("n", [0, 3])
+def test_a_loop_variable_read_after_the_loop_keeps_its_value(forced, n):
+    f = run_both(L.target_read_after, np.arange(5.0), n)
+    assert "loop at prog_loops.py:" in f.explain() and "-> native (3 args" in f.explain()
+
+
+def test_a_loop_variable_unbound_after_an_empty_loop_is_the_plain_functions_error(forced):
+    f = px.compile(L.target_maybe_unbound)
+    with pytest.raises(UnboundLocalError):
+        L.target_maybe_unbound(np.arange(5.0), 0)
+    with pytest.raises(px.ExecutionError, match=r"in primitive '__add': UnboundLocalError: cannot access local "
+                                                 r"variable 'j'") as info:
+        f(np.arange(5.0), 0)
+    assert isinstance(info.value.__cause__, UnboundLocalError)
+    assert_same(f(np.arange(5.0), 2), L.target_maybe_unbound(np.arange(5.0), 2))
+
+
+def test_a_loop_over_an_array_a_task_is_still_making_goes_native(forced):
+    # every array operation a task of the pool: ``y`` is a future when the loop starts (before: "y is a Future")
+    x = np.linspace(0.0, 1.0, 64)
+    with px.runtime.using(px.runtime.local(inline_elements=1)) as rt:
+        f = px.compile(L.prefix_sums)
+        for _ in range(3):
+            assert_same(f(x), L.prefix_sums(x))
+        rt.close()
+    assert "-> native (2 args: float64[:], float64[:]" in f.explain(), f.explain()

@@ -43,7 +43,11 @@ class LoopPlan:
         _names(fn.body, out_reads, out_writes, out_closures, skip=loop)
         outside = out_reads | out_writes | set(fn.params) | set(fn.kwonly)
         used = reads | writes
-        self.params = sorted(n for n in used if n in outside)
+        # the loop's own target, when nothing reads the value it leaves: the kernel's own name (a first loop
+        # ``for j in ...`` whose ``j`` a later loop binds again would otherwise take ``j`` unbound, and no tier
+        # takes an unbound argument)
+        own = _own_target(fn, loop)
+        self.params = sorted(n for n in used if n in outside and n != own)
         self.outputs = [n for n in self.params if n in writes]
         self.reason = None
         if closures & used or out_closures & used:
@@ -53,6 +57,58 @@ class LoopPlan:
                 else "it makes a function"
         elif any(isinstance(v, ir.Var) and v.depth != 0 for v in ir.walk(loop)):
             self.reason = "it uses an enclosing function's variables"
+
+
+def _own_target(fn, loop):
+    """The name a ``for`` loop binds (``for j in ...``) when no statement can read the value the loop leaves in it:
+    not a parameter, not read by the loop's iterable or ``else``, and after the loop (the loop directly in the
+    function's body, or in ``if`` branches of it) every path either binds it again before reading it or never reads
+    it. Loops that run again bind it first: a later ``for j in ...`` passes (its body reads its own ``j``; if it
+    runs zero times ``j`` keeps ours, so the statements after it are looked at too). Else None."""
+    if not isinstance(loop, ir.For) or not isinstance(loop.target, ir.StoreName):
+        return None
+    name = loop.target.name
+    if name in fn.params or name in fn.kwonly or _reads(loop.iter, name) or _reads(loop.orelse, name):
+        return None
+    path = _path(fn.body, loop)
+    if path is None:  # inside a loop, a try ...: the value may be read again
+        return None
+    for block, i in reversed(path):  # the loop's own block, then each enclosing block after its ``if``
+        for stmt in block.stmts[i + 1:]:
+            use = _first_use(stmt, name)
+            if use == "read":
+                return None
+            if use == "bound":
+                return name
+    return name
+
+
+def _path(block, target):
+    """[(block, index)] from ``block`` down to the statement ``target`` through ``if`` branches only, or None."""
+    for i, stmt in enumerate(block.stmts):
+        if stmt is target:
+            return [(block, i)]
+        if isinstance(stmt, ir.If):
+            for branch in (stmt.then, stmt.orelse):
+                p = _path(branch, target)
+                if p is not None:
+                    return [(block, i)] + p
+    return None
+
+
+def _reads(node, name) -> bool:
+    return any(isinstance(v, ir.Var) and v.name == name for v in ir.walk(node))
+
+
+def _first_use(stmt, name) -> str:
+    """"read" when ``stmt`` may read ``name``'s value from before it, "bound" when it binds ``name`` first on every
+    path, else "none"."""
+    if isinstance(stmt, ir.Assign) and isinstance(stmt.target, ir.StoreName) and stmt.target.name == name:
+        return "read" if _reads(stmt.value, name) else "bound"
+    if isinstance(stmt, ir.For) and isinstance(stmt.target, ir.StoreName) and stmt.target.name == name:
+        # its body reads its own binding; zero iterations leave the old value for the statements after it
+        return "read" if _reads(stmt.iter, name) or _reads(stmt.orelse, name) else "none"
+    return "read" if _reads(stmt, name) else "none"
 
 
 _READ_ATTRS = frozenset({"shape", "size", "ndim", "dtype"})
