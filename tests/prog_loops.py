@@ -512,3 +512,9 @@ def prefix_sums(x):
     for i in range(1, x.shape[0]):
         y[i] = y[i - 1] + x[i]
     return _doubled(y)
+
+
+def cumulate(x):
+    for i in range(1, x.shape[0]):
+        x[i] += x[i - 1]
+    return x
