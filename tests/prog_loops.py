@@ -518,3 +518,54 @@ def cumulate(x):
     for i in range(1, x.shape[0]):
         x[i] += x[i - 1]
     return x
+
+
+def rebound_temporaries(x):
+    """Each loop binds ``t`` and ``u`` before reading them and the next loop binds them again (NPBench's vadv):
+    neither loop takes them as arguments."""
+    y = _doubled(x)
+    for k in range(1):
+        t = 0.5 * y[k + 1]
+        u = t * 2.0
+        y[k] = t + u
+    for k in range(1, x.shape[0] - 1):
+        t = 0.25 * (y[k - 1] + y[k + 1])
+        if t > 0.5:
+            u = t
+        else:
+            u = -t
+        y[k] = t - u * 0.5
+    return y
+
+
+def temporary_read_by_later_loop(x):
+    y = _doubled(x)
+    for i in range(3):
+        t = y[i] * 2.0
+        y[i] = t
+    for i in range(3, 5):
+        y[i] = t + y[i]
+        t = y[i]
+    return y
+
+
+def temporary_through_empty_loop(x, n):
+    y = _doubled(x)
+    for i in range(3):
+        t = y[i] * 2.0
+    for _ in range(n):
+        t = 1.0
+    return y + t
+
+
+def temporary_bound_on_one_path(x):
+    y = _doubled(x)
+    t = 0.0
+    for i in range(x.shape[0]):
+        if y[i] > 1.0:
+            t = y[i]
+        y[i] = t
+    for i in range(2):
+        t = 3.0
+        y[i] += t
+    return y

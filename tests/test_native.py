@@ -1179,3 +1179,23 @@ def test_a_whole_function_kernel_that_cannot_overflow_copies_nothing_per_call(fo
         tracemalloc.stop()
     assert out is x and out[-1] == 1_000_000.0
     assert peak < 1_000_000, peak
+
+
+def test_loops_whose_temporaries_later_loops_bind_again_go_native(forced):
+    # before: ``t``, ``u`` and ``k`` were arguments of the first loop, unbound when it starts ("not run yet")
+    f = run_both(L.rebound_temporaries, np.linspace(0.0, 2.0, 30))
+    lines = f.explain().splitlines()
+    assert len(lines) == 2 and " -> native (1 args: float64[:];" in lines[0] and \
+        " -> native (2 args: float64[:], float64[:];" in lines[1], lines
+
+
+@pytest.mark.parametrize("program, args", [
+    (L.temporary_read_by_later_loop, (np.arange(6.0),)),
+    (L.temporary_through_empty_loop, (np.arange(6.0), 0)),
+    (L.temporary_through_empty_loop, (np.arange(6.0), 2)),
+    (L.temporary_bound_on_one_path, (np.linspace(0.0, 2.0, 9),)),
+])
+def test_a_value_a_later_statement_may_read_stays_the_loops_output(forced, program, args):
+    # (a loop whose output is not bound before it stays interpreted: with zero iterations it would leave it unbound)
+    f = run_both(program, *args)
+    assert "-> native" in f.explain(), f.explain()

@@ -43,11 +43,11 @@ class LoopPlan:
         _names(fn.body, out_reads, out_writes, out_closures, skip=loop)
         outside = out_reads | out_writes | set(fn.params) | set(fn.kwonly)
         used = reads | writes
-        # the loop's own target, when nothing reads the value it leaves: the kernel's own name (a first loop
-        # ``for j in ...`` whose ``j`` a later loop binds again would otherwise take ``j`` unbound, and no tier
-        # takes an unbound argument)
-        own = _own_target(fn, loop)
-        self.params = sorted(n for n in used if n in outside and n != own)
+        # names the loop binds before it reads them, whose values nothing reads after it: the kernel's own (a
+        # first loop ``for j in ...`` whose ``j`` a later loop binds again would otherwise take ``j`` unbound, and
+        # no tier takes an unbound argument)
+        own = _own_names(fn, loop, writes & outside)
+        self.params = sorted(n for n in used if n in outside and n not in own)
         self.outputs = [n for n in self.params if n in writes]
         self.reason = None
         if closures & used or out_closures & used:
@@ -59,28 +59,43 @@ class LoopPlan:
             self.reason = "it uses an enclosing function's variables"
 
 
-def _own_target(fn, loop):
-    """The name a ``for`` loop binds (``for j in ...``) when no statement can read the value the loop leaves in it:
-    not a parameter, not read by the loop's iterable or ``else``, and after the loop (the loop directly in the
-    function's body, or in ``if`` branches of it) every path either binds it again before reading it or never reads
-    it. Loops that run again bind it first: a later ``for j in ...`` passes (its body reads its own ``j``; if it
-    runs zero times ``j`` keeps ours, so the statements after it are looked at too). Else None."""
-    if not isinstance(loop, ir.For) or not isinstance(loop.target, ir.StoreName):
-        return None
-    name = loop.target.name
-    if name in fn.params or name in fn.kwonly or _reads(loop.iter, name) or _reads(loop.orelse, name):
-        return None
+def _own_names(fn, loop, names) -> set:
+    """Those of ``names`` (bound by ``loop``) that the loop binds before reading them in every iteration (the
+    target of a ``for``, or a name whose first use in the body is an assignment not reading it) and whose value no
+    statement after the loop can read: not parameters, not read by the loop's iterable or ``else``, and after the
+    loop (directly in the function's body, or in ``if`` branches of it) every path binds them again before reading
+    them or never reads them. A later ``for j in ...`` passes (its body reads its own ``j``; if it runs zero times
+    ``j`` keeps ours, so the statements after it are looked at too)."""
+    if not isinstance(loop, (ir.For, ir.While)):
+        return set()
     path = _path(fn.body, loop)
-    if path is None:  # inside a loop, a try ...: the value may be read again
-        return None
+    if path is None:  # inside a loop, a try ...: the values may be read again
+        return set()
+    head = loop.iter if isinstance(loop, ir.For) else loop.cond
+    target = loop.target.name if isinstance(loop, ir.For) and isinstance(loop.target, ir.StoreName) else None
+    own = set()
+    for name in names:
+        if name in fn.params or name in fn.kwonly or _reads(head, name) or _reads(loop.orelse, name):
+            continue
+        if name != target and not _bound_first(loop.body, name):
+            continue
+        if not _read_after(path, name):
+            own.add(name)
+    return own
+
+
+def _bound_first(body, name) -> bool:
+    """Whether every path through ``body`` binds ``name`` before it reads it."""
+    return _block_use(body, name) == "bound"
+
+
+def _read_after(path, name) -> bool:
     for block, i in reversed(path):  # the loop's own block, then each enclosing block after its ``if``
         for stmt in block.stmts[i + 1:]:
             use = _first_use(stmt, name)
-            if use == "read":
-                return None
-            if use == "bound":
-                return name
-    return name
+            if use != "none":
+                return use == "read"
+    return False
 
 
 def _path(block, target):
@@ -102,13 +117,31 @@ def _reads(node, name) -> bool:
 
 def _first_use(stmt, name) -> str:
     """"read" when ``stmt`` may read ``name``'s value from before it, "bound" when it binds ``name`` first on every
-    path, else "none"."""
+    path, else "none" (it leaves the value as it was, on some path at least)."""
     if isinstance(stmt, ir.Assign) and isinstance(stmt.target, ir.StoreName) and stmt.target.name == name:
         return "read" if _reads(stmt.value, name) else "bound"
-    if isinstance(stmt, ir.For) and isinstance(stmt.target, ir.StoreName) and stmt.target.name == name:
-        # its body reads its own binding; zero iterations leave the old value for the statements after it
-        return "read" if _reads(stmt.iter, name) or _reads(stmt.orelse, name) else "none"
+    if isinstance(stmt, ir.If):
+        if _reads(stmt.cond, name):
+            return "read"
+        uses = {_block_use(stmt.then, name), _block_use(stmt.orelse, name)}
+        return "read" if "read" in uses else "bound" if uses == {"bound"} else "none"
+    if isinstance(stmt, (ir.For, ir.While)):
+        # a loop may run zero times: at best it leaves the value for the statements after it
+        if _reads(stmt.iter if isinstance(stmt, ir.For) else stmt.cond, name) or _reads(stmt.orelse, name):
+            return "read"
+        if isinstance(stmt, ir.For) and isinstance(stmt.target, ir.StoreName) and stmt.target.name == name:
+            return "none"  # its body reads its own binding
+        return "none" if _block_use(stmt.body, name) != "read" else "read"
     return "read" if _reads(stmt, name) else "none"
+
+
+def _block_use(block, name) -> str:
+    """The first use of ``name`` on the paths through ``block`` (see ``_first_use``)."""
+    for stmt in block.stmts:
+        use = _first_use(stmt, name)
+        if use != "none":
+            return use
+    return "none"
 
 
 _READ_ATTRS = frozenset({"shape", "size", "ndim", "dtype"})
