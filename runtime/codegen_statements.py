@@ -90,7 +90,9 @@ class StatementEmitter(BlockWriter):
         self.emit(f"if {k}.live:")
         self.indent += 1
         for p in plan.params:
-            if p in plan.outputs:  # assigned by the loop: it may not be bound yet
+            if p in plan.globals:  # a module's data global: read as every read of it is (a NameError if unset)
+                names.append(f"__pxr_global({self.namespaces[plan.globals[p]]}, {p!r})")
+            elif p in plan.outputs:  # assigned by the loop: it may not be bound yet
                 v = self.temp()
                 self.emit("try:")
                 self.emit(f"    {v} = {p}")

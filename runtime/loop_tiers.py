@@ -91,6 +91,11 @@ class HandOver:
             names += [p for p in t.params if p not in names]
         self.params = sorted(names)
         self.outputs = [p for p in self.params if any(p in t.outputs for t in tiers)]
+        # parameters that are module data globals, not names of the function (name -> module key): generated code
+        # passes the global's value read as the interpreter reads it (a tier's ``globals``)
+        self.globals = {}
+        for t in tiers:
+            self.globals.update(getattr(t, "globals", {}))
         self._picks = [tuple(self.params.index(p) for p in t.params) for t in tiers]
         self.reason = None if any(t.static_reason is None for t in tiers) else tiers[-1].static_reason
         # False once every tier has given up on this loop for good (``dead``): generated code then skips the

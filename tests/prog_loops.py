@@ -569,3 +569,28 @@ def temporary_bound_on_one_path(x):
         t = 3.0
         y[i] += t
     return y
+
+
+DAMPING = 0.5  # module data globals that loops read (tests change them between calls)
+WEIGHTS = np.array([0.25, 0.5, 0.25])
+
+
+def damped_smoothing(x):
+    y = _doubled(x)
+    for i in range(1, x.shape[0] - 1):
+        y[i] = DAMPING * (WEIGHTS[0] * y[i - 1] + WEIGHTS[1] * y[i] + WEIGHTS[2] * y[i + 1])
+    return y
+
+
+def scale_into_global(x):
+    y = _doubled(x)
+    for i in range(WEIGHTS.shape[0]):
+        WEIGHTS[i] = WEIGHTS[i] * y[i]
+    return y
+
+
+def reads_missing_global(x):
+    y = _doubled(x)
+    for i in range(x.shape[0]):
+        y[i] += NOT_DEFINED_YET  # noqa: F821 - a test defines it, then deletes it
+    return y

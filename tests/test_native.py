@@ -1199,3 +1199,38 @@ def test_a_value_a_later_statement_may_read_stays_the_loops_output(forced, progr
     # (a loop whose output is not bound before it stays interpreted: with zero iterations it would leave it unbound)
     f = run_both(program, *args)
     assert "-> native" in f.explain(), f.explain()
+
+
+def test_a_loop_reading_module_globals_goes_native_and_sees_their_new_values(forced, monkeypatch):
+    # before: "global expressions" (NPBench's vadv reads BET_M, BET_P in four loops)
+    x = np.linspace(0.0, 1.0, 20)
+    f = run_both(L.damped_smoothing, x)
+    assert " -> native (4 args: float, float64[:], float64[:], float64[:];" in f.explain(), f.explain()
+    monkeypatch.setattr(L, "DAMPING", 2.0)
+    monkeypatch.setattr(L, "WEIGHTS", np.array([1.0, -1.0, 3.0]))
+    assert_same(f(x), L.damped_smoothing(x))
+    assert "2 native runs" in f.explain()
+
+
+def test_a_loop_storing_into_a_global_array_changes_it_as_the_plain_function_does(forced, monkeypatch):
+    monkeypatch.setattr(L, "WEIGHTS", np.array([1.0, 2.0, 3.0]))
+    want_out = L.scale_into_global(np.arange(1.0, 5.0))
+    want = L.WEIGHTS.copy()
+    monkeypatch.setattr(L, "WEIGHTS", np.array([1.0, 2.0, 3.0]))
+    f = px.compile(L.scale_into_global)
+    assert_same(f(np.arange(1.0, 5.0)), want_out)
+    assert_same(L.WEIGHTS, want)
+    assert "-> native" in f.explain()
+
+
+def test_a_global_deleted_after_compiling_is_the_plain_functions_name_error(forced, monkeypatch):
+    monkeypatch.setattr(L, "NOT_DEFINED_YET", 1.5, raising=False)
+    f = px.compile(L.reads_missing_global)
+    assert_same(f(np.arange(3.0)), L.reads_missing_global(np.arange(3.0)))
+    assert "-> native" in f.explain()
+    monkeypatch.delattr(L, "NOT_DEFINED_YET")
+    with pytest.raises(NameError):
+        L.reads_missing_global(np.arange(3.0))
+    with pytest.raises(px.ExecutionError, match="name 'NOT_DEFINED_YET' is not defined") as info:
+        f(np.arange(3.0))
+    assert isinstance(info.value.__cause__, NameError)

@@ -47,7 +47,17 @@ class LoopPlan:
         # first loop ``for j in ...`` whose ``j`` a later loop binds again would otherwise take ``j`` unbound, and
         # no tier takes an unbound argument)
         own = _own_names(fn, loop, writes & outside)
-        self.params = sorted(n for n in used if n in outside and n not in own)
+        # module data globals the loop reads (``BET_M = 0.5`` at a module's top): arguments of the kernel under
+        # their own names, read when the loop starts (``globals``: name -> module, for the hand-over); Python
+        # makes a name assigned in a function local throughout it, so none is also a local of the loop
+        gl = {}
+        for g in ir.walk(loop):
+            if isinstance(g, ir.Global):
+                gl.setdefault(g.name, set()).add(g.module)
+        self.globals = {name: next(iter(mods)) for name, mods in gl.items() if len(mods) == 1 and name not in used}
+        if self.globals:
+            self.loop = _globals_as_names(loop, self.globals)
+        self.params = sorted([n for n in used if n in outside and n not in own] + list(self.globals))
         self.outputs = [n for n in self.params if n in writes]
         self.reason = None
         if closures & used or out_closures & used:
@@ -57,6 +67,32 @@ class LoopPlan:
                 else "it makes a function"
         elif any(isinstance(v, ir.Var) and v.depth != 0 for v in ir.walk(loop)):
             self.reason = "it uses an enclosing function's variables"
+
+
+def _globals_as_names(node, names):
+    """``node`` with every ``Global`` read of ``names`` a ``Var`` of that name (unchanged subtrees kept)."""
+    import dataclasses
+
+    if isinstance(node, ir.Global) and node.name in names:
+        return ir.Var(name=node.name, depth=0, loc=node.loc)
+    changes = {}
+    for f in dataclasses.fields(node):
+        if f.name == "loc":
+            continue
+        old = getattr(node, f.name)
+        new = _globals_in(old, names)
+        if new is not old:
+            changes[f.name] = new
+    return dataclasses.replace(node, **changes) if changes else node
+
+
+def _globals_in(value, names):
+    if isinstance(value, ir.Node):
+        return _globals_as_names(value, names)
+    if isinstance(value, tuple):
+        items = tuple(_globals_in(v, names) for v in value)
+        return value if all(a is b for a, b in zip(items, value)) else items
+    return value
 
 
 def _own_names(fn, loop, names) -> set:

@@ -46,6 +46,10 @@ class NativeLoop(Signatures):
         return self.plan.outputs
 
     @property
+    def globals(self):
+        return self.plan.globals  # parameters that are module globals (name -> module): the hand-over reads them
+
+    @property
     def static_reason(self):
         return self.plan.reason
 
