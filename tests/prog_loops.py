@@ -475,3 +475,34 @@ def dot_compared(a, b):
         if np.dot(a[i], b) > 0.5:
             c += 1
     return c
+
+
+# NEP 50: a Python int operand of small-int arithmetic takes the other operand's dtype (uint8 ^ int is uint8);
+# NumPy raises OverflowError when it does not fit, and compares it exactly
+def crc16(data, poly=0x8408):
+    crc = 0xFFFF
+    for b in data:
+        cur_byte = 0xFF & b
+        for _ in range(0, 8):
+            if (crc & 0x0001) ^ (cur_byte & 0x0001):
+                crc = (crc >> 1) ^ poly
+            else:
+                crc >>= 1
+            cur_byte >>= 1
+    crc = (~crc & 0xFFFF)
+    crc = (crc << 8) | ((crc >> 8) & 0xFF)
+    return crc & 0xFFFF
+
+
+def small_int_plus_int(a, k):
+    for i in range(len(a)):
+        a[i] = a[i] + k  # k outside the dtype's range: OverflowError
+    return a
+
+
+def small_int_below_int(a, k):
+    c = 0
+    for i in range(len(a)):
+        if a[i] < k:  # exact, whatever k
+            c += 1
+    return c

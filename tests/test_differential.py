@@ -223,6 +223,10 @@ MORE_NUMPY = [
     case(prog_loops.cholesky_dot, np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])),
     case(prog_loops.lu_matmul, np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])),
     case(prog_loops.matvec_steps, np.array([[2.0, 1.0], [1.0, 3.0]]), np.array([1.0, 0.0]), 4),
+    # NEP 50: Python int operands of small-int arithmetic (native forms when forced: cast, checked to fit)
+    case(prog_loops.crc16, np.array([0, 1, 49, 127, 128, 255], dtype=np.uint8)),
+    case(prog_loops.small_int_plus_int, np.array([0, 200, 255], dtype=np.uint8), 100),
+    case(prog_loops.small_int_below_int, np.array([-5, 0, 7], dtype=np.int8), 300),
 ]
 
 BIG = np.linspace(-1.0, 1.0, 70_000)
@@ -371,6 +375,8 @@ RAISES = [
     case(p.missing_key, {"a": 1}), case(p.add_str_int, "s"), case(p.raise_value_error, -2),
     case(p.chained_array_truth, np.array([1, 2])), case(p.arith, 1, 0), case(p.iter_list, 5),
     case(p.builtins_conversions, "x"),
+    case(prog_loops.small_int_plus_int, np.array([1, 2], dtype=np.uint8), 256),
+    case(prog_loops.small_int_plus_int, np.array([1, 2], dtype=np.int16), -40000),
 ]
 
 

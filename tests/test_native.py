@@ -1123,3 +1123,44 @@ def test_a_kernel_module_holds_the_helpers_its_source_names_and_theirs():
                   and isinstance(c.func, ast.Name) and c.func.id.startswith("_")}
         known = set(defined(text)) | set(re.findall(r"^class (\w+)", text, re.M))
         assert called <= known, (name, called - known)
+
+
+def test_crc16_with_python_int_operands_of_uint8_runs_natively(forced):
+    """NEP 50: ``(crc & 1) ^ (byte & 1)`` is uint8 (the Python int takes uint8), as NPBench's crc16 computes."""
+    data = np.random.default_rng(3).integers(0, 256, 300, dtype=np.uint8)
+    f = run_both(L.crc16, data, 0x8408)
+    assert "-> native (whole function" in f.explain() and "has no native form" not in f.explain()
+    assert type(f(data, 0x8408)) is int
+
+
+@pytest.mark.parametrize("dtype, k", [(np.uint8, 3), (np.uint8, 255), (np.int8, -128), (np.int16, 1000),
+                                      (np.uint32, 7)])
+def test_python_int_operand_of_small_int_arithmetic_wraps_natively(forced, dtype, k):
+    a = np.array([0, 5, 100, np.iinfo(dtype).max], dtype=dtype)
+    f = run_both(L.small_int_plus_int, a, k)
+    assert "-> native" in f.explain()
+
+
+@pytest.mark.parametrize("dtype, k", [(np.uint8, 256), (np.uint8, -1), (np.int8, 128), (np.int16, -40000)])
+def test_python_int_operand_that_does_not_fit_raises_as_numpy_does(forced, dtype, k):
+    """NumPy 2 raises OverflowError for a Python int outside the dtype's range: the native kernel stops, the
+    arrays are put back and the loop reruns interpreted, whose error names the line and the primitive."""
+    a = np.array([1, 2, 3], dtype=dtype)
+    with pytest.raises(OverflowError) as plain:
+        L.small_int_plus_int(a.copy(), k)
+    f = px.compile(L.small_int_plus_int)
+    f(a.copy(), 1)  # compiled natively for these kinds
+    assert "-> native" in f.explain()
+    b = a.copy()
+    with pytest.raises(px.ExecutionError) as err:
+        f(b, k)
+    assert type(err.value.__cause__) is OverflowError and str(err.value.__cause__) == str(plain.value)
+    assert err.value.lineno == line_of(L.small_int_plus_int, "a[i] + k")
+    assert "prog_loops.py" in str(err.value) and "__add" in str(err.value)
+    np.testing.assert_array_equal(b, a)
+
+
+@pytest.mark.parametrize("k", [-1, 0, 2, 300, 2**40])
+def test_small_int_compared_with_any_python_int_exactly(forced, k):
+    f = run_both(L.small_int_below_int, np.array([0, 1, 2, 255], dtype=np.uint8), k)
+    assert "-> native" in f.explain()

@@ -78,6 +78,16 @@ def _apart(a, b):
     return ahi <= blo or bhi <= alo
 
 
+# A Python int operand of small-int NumPy arithmetic (NEP 50: it takes the other operand's dtype, uint8 + x is
+# uint8): NumPy raises OverflowError when it is outside that dtype's range; the loop reruns interpreted, which
+# raises it at its line
+@numba.njit(cache=True, nogil=True, inline="always")
+def _ck_fit(x, lo, hi):
+    if x < lo or x > hi:
+        raise _Overflow()
+    return x
+
+
 # The checks never compute an overflowing product or sum: LLVM may assume signed arithmetic does not wrap.
 @numba.njit(cache=True, nogil=True)
 def _ck_add(a, b):

@@ -16,7 +16,7 @@ import threading
 import time
 
 import numpy as np
-from phylanx_py.primitives import kernel_cache
+from phylanx_py.primitives import MUTATES, kernel_cache, lookup
 
 from phylanx_py import ir
 from phylanx_py.errors import ConfigurationError, ExecutionError, UnsafeCacheError
@@ -64,6 +64,14 @@ class FunctionLowerer(Lowerer):
                  bounds=None, manual=True, counters=frozenset(), ret=None):
         super().__init__(body, inputs, outputs, tainted, arrays_tainted, widened, bounds, manual, counters)
         self.ret = ret
+        self.named, self.not_scalars = set(), set()
+
+    def bind(self, node, name, k, t):
+        # the names ever bound to a number, and those bound to anything else (``_mutates``)
+        self.named.add(name)
+        if not K.is_scalar(k):
+            self.not_scalars.add(name)
+        return super().bind(node, name, k, t)
 
     def s_Assign(self, n):
         """A name bound once, outside loops, to a bounded Python int (``n = A.shape[0]``) keeps its bound, as a
@@ -101,7 +109,8 @@ class FunctionLowerer(Lowerer):
                 if mutated and not is_loop:
                     self.fail("a statement that may raise after a loop changed values", s)
                 stages.append((s, start, is_loop))
-            mutated = mutated or is_loop or _mutates(s, fresh)
+            # a loop changing only scalars and arrays made here (crc16's) changes nothing the caller sees
+            mutated = mutated or _mutates(s, fresh, self.named - self.not_scalars)
         src, k, _ = self.expr(self.ret)
         if _may_raise([src]):
             if mutated:
@@ -130,14 +139,15 @@ def _may_raise(lines) -> bool:
     return any(_RAISING.search(re.sub(r"\.shape\[\d+\]", "", line)) for line in lines)
 
 
-def _mutates(stmt, fresh) -> bool:
-    """Whether a statement outside loops may change an array the caller sees (a store, an in-place operator on
-    anything but an array in ``fresh``)."""
+def _mutates(stmt, fresh, scalars=frozenset()) -> bool:
+    """Whether a statement (a loop too) may change an array the caller sees (a store, an in-place operator on
+    anything but an array in ``fresh`` or a name in ``scalars``, which hold numbers)."""
     def local(obj):
-        return isinstance(obj, ir.Var) and obj.name in fresh
+        return isinstance(obj, ir.Var) and (obj.name in fresh or obj.name in scalars)
 
     return any((isinstance(s, ir.StoreItem) and not local(s.obj)) or
-               (isinstance(s, ir.Call) and s.prim.startswith("operator.i") and not local(s.args[0]))
+               (isinstance(s, ir.Call) and (s.prim.startswith("operator.i") or lookup(s.prim).effect == MUTATES)
+                and not (s.args and local(s.args[0])))
                for s in ir.walk(stmt))
 
 
