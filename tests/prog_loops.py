@@ -506,3 +506,27 @@ def small_int_below_int(a, k):
         if a[i] < k:  # exact, whatever k
             c += 1
     return c
+
+
+# a 1-D array indexed by an int array (NPBench's spmv: uint32 CSR indices); the dtype of an array as an argument
+def spmv(A_row, A_col, A_val, x):
+    y = np.empty(A_row.size - 1, A_val.dtype)
+    for i in range(A_row.size - 1):
+        cols = A_col[A_row[i]:A_row[i + 1]]
+        vals = A_val[A_row[i]:A_row[i + 1]]
+        y[i] = vals @ x[cols]
+    return y
+
+
+def gather_sum(x, idx):
+    s = 0.0
+    for k in range(3):
+        g = x[idx]
+        s += g[k]
+    return s
+
+
+def scatter_store(x, idx):
+    for k in range(2):
+        x[idx] = k
+    return x

@@ -227,6 +227,10 @@ MORE_NUMPY = [
     case(prog_loops.crc16, np.array([0, 1, 49, 127, 128, 255], dtype=np.uint8)),
     case(prog_loops.small_int_plus_int, np.array([0, 200, 255], dtype=np.uint8), 100),
     case(prog_loops.small_int_below_int, np.array([-5, 0, 7], dtype=np.int8), 300),
+    # a 1-D array indexed by an int array, np.empty(n, a.dtype) (native forms when forced: _px_take, a.dtype)
+    case(prog_loops.spmv, np.array([0, 2, 2, 4], dtype=np.uint32), np.array([1, 0, 2, 1], dtype=np.uint32),
+         np.array([1.5, -2.0, 0.25, 4.0]), np.array([3.0, 1.0, -1.0])),
+    case(prog_loops.gather_sum, np.arange(5.0), np.array([-1, 0, -5, 2])),
 ]
 
 BIG = np.linspace(-1.0, 1.0, 70_000)

@@ -1164,3 +1164,40 @@ def test_python_int_operand_that_does_not_fit_raises_as_numpy_does(forced, dtype
 def test_small_int_compared_with_any_python_int_exactly(forced, k):
     f = run_both(L.small_int_below_int, np.array([0, 1, 2, 255], dtype=np.uint8), k)
     assert "-> native" in f.explain()
+
+
+def _csr(m, n, nnz, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    counts = np.bincount(rng.integers(0, m, nnz), minlength=m)
+    row = np.concatenate([[0], np.cumsum(counts)]).astype(dtype)
+    col = rng.integers(0, n, nnz).astype(dtype)
+    return row, col, rng.random(nnz), rng.random(n)
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.int64, np.int32])
+def test_spmv_with_int_index_arrays_runs_natively(forced, dtype):
+    """``x[cols]`` with a 1-D int array (uint32 as NPBench's spmv has it) and ``np.empty(n, a.dtype)``."""
+    f = run_both(L.spmv, *_csr(30, 20, 90, dtype))
+    assert "-> native (whole function" in f.explain() and "has no native form" not in f.explain()
+
+
+def test_negative_indices_in_an_index_array_count_from_the_end(forced):
+    f = run_both(L.gather_sum, np.arange(5.0), np.array([-1, 0, -5, 2]))
+    assert "-> native" in f.explain()
+
+
+def test_an_index_array_out_of_bounds_raises_index_error_at_its_line(forced):
+    x, idx = np.arange(5.0), np.array([0, 5, 1])
+    with pytest.raises(IndexError):
+        L.gather_sum(x, idx)
+    f = px.compile(L.gather_sum)
+    with pytest.raises(px.ExecutionError) as err:
+        f(x, idx)
+    assert isinstance(err.value.__cause__, IndexError)
+    assert "prog_loops.py" in str(err.value)
+    assert err.value.lineno in (line_of(L.gather_sum, "for k"), line_of(L.gather_sum, "x[idx]"))
+
+
+def test_a_store_through_an_index_array_stays_interpreted(forced):
+    f = run_both(L.scatter_store, np.arange(5.0), np.array([1, 3]))
+    assert "indexing with int64[:]" in f.explain()
