@@ -240,7 +240,8 @@ def _register_python_ops():
     register("python.set_shape", set_shape, effect=MUTATES, display="set_shape")
     for method in PURE_METHODS:
         register(f"method.{method}", MethodKernel(method), display=f".{method}", grad=_METHOD_GRADS.get(method),
-                 inline=Inline(f"{{0}}.{method}({{rest}})", "small", kwargs=True), fresh=method == "copy")
+                 inline=Inline(f"{{0}}.{method}({{rest}})", "small", kwargs=True), fresh=method == "copy",
+                 lowering=Lowering("{0}.copy()", moves=True) if method == "copy" else None)
     for method in MUTATING_METHODS:
         resolve = _MUTATING_RESOLVE.get(method, "deep")
         register(f"method.{method}", MethodKernel(method), effect=MUTATES, display=f".{method}", resolve=resolve,

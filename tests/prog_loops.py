@@ -530,3 +530,37 @@ def scatter_store(x, idx):
     for k in range(2):
         x[idx] = k
     return x
+
+
+# arrays moved, copied or allocated in a loop, any dtype: np.flip (a view), .copy(), np.copy, np.*_like
+def durbin(r):
+    y = np.empty_like(r)
+    alpha = -r[0]
+    beta = 1.0
+    y[0] = -r[0]
+    for k in range(1, r.shape[0]):
+        beta *= 1.0 - alpha * alpha
+        alpha = -(r[k] + np.dot(np.flip(r[:k]), y[:k])) / beta
+        y[:k] += alpha * np.flip(y[:k])
+        y[k] = alpha
+    return y
+
+
+def moved_arrays(a):
+    out = np.zeros_like(a)
+    for i in range(a.shape[0]):
+        f = np.flip(a)
+        c = a.copy()
+        d = np.copy(a)
+        e = np.empty_like(a)
+        e[:] = f
+        o = np.ones_like(a)
+        out[i] = f[i] + c[i] + d[i] + e[i] + o[i]
+    return out
+
+
+def store_through_flip(a, n):
+    for i in range(n):
+        v = np.flip(a)
+        v[0] = v[0] + i
+    return a

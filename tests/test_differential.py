@@ -231,6 +231,11 @@ MORE_NUMPY = [
     case(prog_loops.spmv, np.array([0, 2, 2, 4], dtype=np.uint32), np.array([1, 0, 2, 1], dtype=np.uint32),
          np.array([1.5, -2.0, 0.25, 4.0]), np.array([3.0, 1.0, -1.0])),
     case(prog_loops.gather_sum, np.arange(5.0), np.array([-1, 0, -5, 2])),
+    # arrays flipped, copied and allocated alike (native forms when forced, any dtype)
+    case(prog_loops.durbin, np.array([0.1, 0.05, 0.02, 0.01, 0.003])),
+    case(prog_loops.moved_arrays, np.arange(-3, 3, dtype=np.int8)),
+    case(prog_loops.moved_arrays, np.arange(6.0).reshape(2, 3)),
+    case(prog_loops.store_through_flip, np.arange(4.0), 3),
 ]
 
 BIG = np.linspace(-1.0, 1.0, 70_000)

@@ -1201,3 +1201,24 @@ def test_an_index_array_out_of_bounds_raises_index_error_at_its_line(forced):
 def test_a_store_through_an_index_array_stays_interpreted(forced):
     f = run_both(L.scatter_store, np.arange(5.0), np.array([1, 3]))
     assert "indexing with int64[:]" in f.explain()
+
+
+def test_durbin_with_flip_and_empty_like_runs_natively(forced):
+    """NPBench's durbin: ``np.flip`` of slices inside ``np.dot`` and an in-place update from the reversed slice of
+    the same array (NumPy computes the right side first: so does the kernel), ``np.empty_like``."""
+    r = np.random.default_rng(4).random(40) / 40
+    f = run_both(L.durbin, r)
+    assert "-> native (whole function" in f.explain() and "has no native form" not in f.explain()
+
+
+@pytest.mark.parametrize("a", [np.arange(12.0).reshape(3, 4), np.arange(6, dtype=np.float32),
+                               np.arange(-3, 3, dtype=np.int8), np.array([[True, False], [False, False]]),
+                               np.arange(8, dtype=np.uint32)[::2]])
+def test_flip_copy_and_like_allocations_run_natively_for_any_dtype(forced, a):
+    f = run_both(L.moved_arrays, a)
+    assert "-> native" in f.explain() and "has no native form" not in f.explain()
+
+
+def test_a_store_through_a_flipped_view_changes_the_array(forced):
+    f = run_both(L.store_through_flip, np.arange(5.0), 4)
+    assert "-> native" in f.explain()

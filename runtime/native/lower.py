@@ -507,6 +507,13 @@ class Lowerer(CallRules, BlockWriter):
             k = K.run(prim.kernel, *ks)
         except Decline as e:
             self.fail(f"{prim.label}: {e}", n)
+        if low.moves:  # flip, copy, empty_like ...: elements moved or allocated, not computed on (any dtype)
+            if len(ks) != 1 or type(ks[0]) is not np.ndarray:
+                self.fail(f"{prim.label} of other than one array", n)
+            if low.view:  # what is written through the view changes the array (analysis.arrays_written)
+                base = n.args[0]
+                self.viewed.add(base.name if isinstance(base, ir.Var) and base.depth == 0 else "*")
+            return low.source(atoms), k, tainted
         inexact = low.inexact and not (K.is_int(k) or type(k) is bool)
         return self.arith(n, low, atoms, ks, k), k, tainted or inexact
 
