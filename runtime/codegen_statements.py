@@ -79,7 +79,7 @@ class StatementEmitter(BlockWriter):
                 [t for t in (f(fn, n, where, self.program, self.raw_namespaces) for f in loop_tiers.FACTORIES)
                  if t is not None]
             if self.native:
-                native = NativeLoop(fn, n, where, inner=bool(self.native_depth))
+                native = NativeLoop(fn, n, where, inner=bool(self.native_depth), functions=dict(self.program.functions))
                 self.native_loops.append(native)
                 tiers.append(native)
             if tiers:

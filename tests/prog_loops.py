@@ -564,3 +564,73 @@ def store_through_flip(a, n):
         v = np.flip(a)
         v[0] = v[0] + i
     return a
+
+
+# calls of the program's functions whose body is one returned expression: inlined in a native kernel
+def match(b1, b2):
+    if b1 + b2 == 3:
+        return 1
+    else:
+        return 0
+
+
+def nussinov(N, seq):
+    table = np.zeros((N, N), np.int32)
+    for i in range(N - 1, -1, -1):
+        for j in range(i + 1, N):
+            if j - 1 >= 0:
+                table[i, j] = max(table[i, j], table[i, j - 1])
+            if i + 1 < N:
+                table[i, j] = max(table[i, j], table[i + 1, j])
+            if j - 1 >= 0 and i + 1 < N:
+                if i < j - 1:
+                    table[i, j] = max(table[i, j], table[i + 1, j - 1] + match(seq[i], seq[j]))
+                else:
+                    table[i, j] = max(table[i, j], table[i + 1, j - 1])
+            for k in range(i + 1, j):
+                table[i, j] = max(table[i, j], table[i, k] + table[k + 1, j])
+    return table
+
+
+def weight(a, i):
+    return a[i] * 2.0 + 1.0
+
+
+def clipped(x, lo):
+    if x < lo:
+        return lo
+    return x
+
+
+def weighted_sum(a, lo):
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += clipped(weight(a, i), lo)
+    return s
+
+
+def guarded_call(a, n):
+    s = 0.0
+    for i in range(n):
+        if i < a.shape[0] and weight(a, i) > 2.0:
+            s += 1.0
+    return s
+
+
+def with_local(x):
+    y = x + 1.0
+    return y * y
+
+
+def calls_with_local(a):
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += with_local(a[i])
+    return s
+
+
+def reads_past_the_end(a):
+    s = 0.0
+    for i in range(a.shape[0] + 1):
+        s += weight(a, i)
+    return s

@@ -236,6 +236,10 @@ MORE_NUMPY = [
     case(prog_loops.moved_arrays, np.arange(-3, 3, dtype=np.int8)),
     case(prog_loops.moved_arrays, np.arange(6.0).reshape(2, 3)),
     case(prog_loops.store_through_flip, np.arange(4.0), 3),
+    # calls of functions whose body is one returned expression (native forms when forced: inlined)
+    case(prog_loops.nussinov, 7, np.array([0, 3, 1, 2, 2, 1, 3], dtype=np.int32)),
+    case(prog_loops.weighted_sum, np.linspace(-1.0, 3.0, 5), np.float64(0.5)),
+    case(prog_loops.guarded_call, np.linspace(0.0, 3.0, 4), 6),
 ]
 
 BIG = np.linspace(-1.0, 1.0, 70_000)

@@ -1222,3 +1222,42 @@ def test_flip_copy_and_like_allocations_run_natively_for_any_dtype(forced, a):
 def test_a_store_through_a_flipped_view_changes_the_array(forced):
     f = run_both(L.store_through_flip, np.arange(5.0), 4)
     assert "-> native" in f.explain()
+
+
+def test_nussinov_with_a_called_match_function_runs_natively(forced):
+    """NPBench's nussinov calls ``match(seq[i], seq[j])``, whose body is an ``if``/``else`` of returns: inlined."""
+    seq = np.random.default_rng(5).integers(0, 4, 25).astype(np.int32)
+    f = run_both(L.nussinov, 25, seq)
+    assert "-> native" in f.explain() and "has no native form" not in f.explain()
+    assert "apply" not in f.explain()
+
+
+@pytest.mark.parametrize("lo", [0.0, 2.5, 100.0])
+def test_calls_of_one_expression_functions_are_inlined(forced, lo):
+    """``clipped(weight(a, i), lo)``: the arguments are bound in order before the body; an array argument too."""
+    f = run_both(L.weighted_sum, np.linspace(-1.0, 3.0, 9), np.float64(lo))
+    assert "-> native" in f.explain()
+
+
+def test_a_call_that_may_not_run_stays_interpreted(forced):
+    """``i < n and weight(a, i) > 2``: binding the arguments before the expression would read ``a[i]`` where
+    Python does not."""
+    f = run_both(L.guarded_call, np.linspace(0.0, 3.0, 5), 8)
+    assert "a call of 'weight' in a part of an expression that may not run" in f.explain()
+
+
+def test_a_called_function_with_statements_stays_interpreted(forced):
+    f = run_both(L.calls_with_local, np.linspace(0.0, 3.0, 5))
+    assert "a call of 'with_local', whose body is not one returned expression" in f.explain()
+
+
+def test_an_error_inside_an_inlined_call_names_the_loop(forced):
+    a = np.linspace(0.0, 1.0, 4)
+    with pytest.raises(IndexError):
+        L.reads_past_the_end(a)
+    f = px.compile(L.reads_past_the_end)
+    with pytest.raises(px.ExecutionError) as err:
+        f(a)
+    assert isinstance(err.value.__cause__, IndexError)
+    assert "prog_loops.py" in str(err.value)
+    assert err.value.lineno == line_of(L.reads_past_the_end, "for i")  # as every error inside a native loop

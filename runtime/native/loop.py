@@ -198,8 +198,9 @@ class NativeLoop:
 
     part_of_whole = True  # a function that runs as one native kernel runs this loop in it (HandOver.explain)
 
-    def __init__(self, fn, loop, where: str, inner: bool = False):
+    def __init__(self, fn, loop, where: str, inner: bool = False, functions=None):
         self.plan = LoopPlan(fn, loop)
+        self.functions = functions  # the program's functions by name: calls of them are inlined (lower.py)
         self.where = where
         # a loop inside an outermost one is offered each time it starts: after GIVE_UP declines of its argument
         # kinds in a row, with no signature ever taken, it is left interpreted for good (``dead``)
@@ -291,7 +292,7 @@ class NativeLoop:
             kinds = dict(zip(self.plan.params, ks))
             names = frozenset(n for n, is_small in zip(self.plan.params, small) if is_small)
             entry.source, entry.checked, entry.flags, viewed = lower(self.plan.loop, self.plan.params, kinds,
-                                                                     self.plan.outputs, names)
+                                                                     self.plan.outputs, names, self.functions)
         except Decline as e:
             entry.declined = str(e)
             self.reason = entry.declined
