@@ -634,3 +634,44 @@ def reads_past_the_end(a):
     for i in range(a.shape[0] + 1):
         s += weight(a, i)
     return s
+
+
+# array arithmetic in float32 and small ints: NumPy computes in the arrays' dtype (Python scalars take it)
+def relu_steps(x, w, b):
+    for _ in range(3):
+        x = np.maximum(x * w + b, 0)
+        x = x / 2 + 0.1
+        x = np.sqrt(x * x + 1e-3)
+    return x
+
+
+def small_int_arrays(a, k):
+    m = a < 0
+    for _ in range(3):
+        a = a * 3 + k
+        a = a // 2 - 1
+        m = a < k
+        a += 7
+    return a, m
+
+
+def float32_compared(a):
+    c = 0
+    for i in range(a.shape[0]):
+        m = a[i] < 0.1  # 0.1 as float32: NEP 50
+        c += int(m[0]) + int(m[1])
+    return c
+
+
+def mixed_array_dtypes(a, b):
+    s = a[0] * 0
+    for _ in range(a.shape[0]):
+        s = s + a * b
+    return s
+
+
+def float32_inplace(a, x):
+    for _ in range(4):
+        a += 0.1
+        a *= x
+    return a

@@ -240,6 +240,13 @@ MORE_NUMPY = [
     case(prog_loops.nussinov, 7, np.array([0, 3, 1, 2, 2, 1, 3], dtype=np.int32)),
     case(prog_loops.weighted_sum, np.linspace(-1.0, 3.0, 5), np.float64(0.5)),
     case(prog_loops.guarded_call, np.linspace(0.0, 3.0, 4), 6),
+    # array arithmetic in float32 and small ints (native forms when forced: scalars cast to the arrays' dtype)
+    case(prog_loops.relu_steps, np.linspace(-1, 1, 5, dtype=np.float32), np.float32(0.3),
+         np.linspace(0, 1, 5, dtype=np.float32)),
+    case(prog_loops.small_int_arrays, np.arange(0, 200, 40, dtype=np.uint8), 9),
+    case(prog_loops.float32_compared, np.array([[0.1, 0.2], [0.05, 0.1]], dtype=np.float32)),
+    case(prog_loops.float32_inplace, np.linspace(0, 1, 5, dtype=np.float32), np.float32(1.7)),
+    case(prog_loops.mixed_array_dtypes, np.ones(3, np.float32), np.ones(3, np.int32)),
 ]
 
 BIG = np.linspace(-1.0, 1.0, 70_000)
@@ -390,6 +397,7 @@ RAISES = [
     case(p.builtins_conversions, "x"),
     case(prog_loops.small_int_plus_int, np.array([1, 2], dtype=np.uint8), 256),
     case(prog_loops.small_int_plus_int, np.array([1, 2], dtype=np.int16), -40000),
+    case(prog_loops.small_int_arrays, np.array([1, 2], dtype=np.int8), 300),
 ]
 
 

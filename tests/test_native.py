@@ -1261,3 +1261,48 @@ def test_an_error_inside_an_inlined_call_names_the_loop(forced):
     assert isinstance(err.value.__cause__, IndexError)
     assert "prog_loops.py" in str(err.value)
     assert err.value.lineno == line_of(L.reads_past_the_end, "for i")  # as every error inside a native loop
+
+
+def test_float32_array_arithmetic_with_python_scalars_runs_natively(forced):
+    """NEP 50: ``x * w + b``, ``np.maximum(., 0)``, ``x / 2 + 0.1`` on float32 arrays stay float32 (the Python
+    scalars are cast to float32 first, as NumPy does; Numba alone would compute in float64)."""
+    x = np.linspace(-1, 1, 9, dtype=np.float32)
+    f = run_both(L.relu_steps, x, np.float32(0.3), np.linspace(0, 1, 9, dtype=np.float32))
+    assert "-> native" in f.explain() and f(x, np.float32(0.3), x).dtype == np.float32
+
+
+@pytest.mark.parametrize("dtype, k", [(np.int8, 3), (np.int8, -128), (np.uint16, 300), (np.int32, -7),
+                                      (np.uint8, 255)])
+def test_small_int_array_arithmetic_wraps_in_its_dtype(forced, dtype, k):
+    a = np.arange(0, 10, dtype=dtype) * (40 if np.dtype(dtype).itemsize == 1 else 9000)
+    f = run_both(L.small_int_arrays, a.astype(dtype), k)
+    assert "-> native" in f.explain()
+
+
+def test_a_python_int_that_does_not_fit_a_small_int_array_raises_as_numpy_does(forced):
+    a = np.arange(4, dtype=np.int8)
+    with pytest.raises(OverflowError) as plain:
+        L.small_int_arrays(a.copy(), 300)
+    f = px.compile(L.small_int_arrays)
+    f(a.copy(), 3)
+    with pytest.raises(px.ExecutionError) as err:
+        f(a.copy(), 300)
+    assert type(err.value.__cause__) is OverflowError and str(err.value.__cause__) == str(plain.value)
+    assert err.value.lineno == line_of(L.small_int_arrays, "a * 3 + k")
+
+
+def test_float32_arrays_compared_with_python_floats_as_float32(forced):
+    a = np.array([[0.1, 0.2], [0.05, 0.1], [0.3, 0.09999]], dtype=np.float32)
+    f = run_both(L.float32_compared, a)
+    assert "-> native" in f.explain()
+
+
+def test_float32_in_place_updates_with_python_floats(forced):
+    f = run_both(L.float32_inplace, np.linspace(0, 1, 17, dtype=np.float32), np.float32(1.7))
+    assert "-> native" in f.explain()
+
+
+def test_array_arithmetic_mixing_dtypes_stays_interpreted(forced):
+    """float32 * int32 arrays are float64 in NumPy, float32 in Numba: declined, and said why."""
+    f = run_both(L.mixed_array_dtypes, np.ones(3, np.float32), np.ones(3, np.int32))
+    assert "array arithmetic mixing float32[:] and int32[:]" in f.explain()

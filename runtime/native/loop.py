@@ -341,8 +341,8 @@ class NativeLoop:
         except entry.overflow:
             for a, copy in saved:
                 a[...] = copy
-            entry.declined = ("a Python int grew past 2**63, or a value that may be a Python or a NumPy scalar "
-                              "was divided by zero: the loop reran interpreted")
+            entry.declined = ("a Python int grew past 2**63 or did not fit a small int dtype, or a value that may be "
+                              "a Python or a NumPy scalar was divided by zero: the loop reran interpreted")
             self.reason = entry.declined
             return None
         entry.native_runs += 1

@@ -535,6 +535,9 @@ class Lowerer(CallRules, BlockWriter):
         if name.startswith("operator.i") and name[9:] in _ARRAY_INPLACE and type(ks[0]) is np.ndarray:
             K.run(prim.kernel, *ks)  # NumPy's casting rule for the in-place update
             self.int_power(n, ks[0])
+            if len(ks) == 2 and type(ks[1]) in (int, float) and ks[0].dtype not in (np.float64, np.int64):
+                # NEP 50: a Python scalar takes the array's dtype (a float32 array += 0.1 adds float32(0.1))
+                atoms = [atoms[0], self.weak_cast(atoms[1], ks[1], np.result_type(ks[0].dtype, ks[1]), n.args[1])]
             if name == "operator.imod":  # Numba's np.remainder traps (SIGFPE) on int64 -2**63 % -1; its % does not
                 return f"_px_imod({atoms[0]}, {atoms[1]})", ks[0], tainted
             if name == "operator.ifloordiv" and ks[0].dtype.kind == "i":
@@ -604,6 +607,37 @@ class Lowerer(CallRules, BlockWriter):
         inexact = low.inexact and not K.is_int(k)
         return src, k, tainted or inexact
 
+    def array_operands(self, n, atoms, ks):
+        """The operands of array arithmetic in other dtypes than float64/int64/bool (float32, small ints), cast to
+        the dtype NumPy computes in: Numba promotes an array with a scalar, or arrays of two dtypes, otherwise
+        (float32 * 0.1 is float64 there, int32 * float32 float32), so every array must have that dtype already
+        and scalars are cast to it (a Python int checked to fit, as NumPy raises when it does not)."""
+        try:
+            common = np.result_type(*[x.dtype if type(x) is np.ndarray or isinstance(x, np.generic) else x
+                                      for x in ks])
+        except TypeError:
+            self.fail("operands without a common dtype", n)
+        if common.kind not in "biuf":
+            self.fail(f"array arithmetic in {common}", n)
+        if any(type(x) is np.ndarray and x.dtype != common for x in ks):
+            self.fail(f"array arithmetic mixing {' and '.join(sorted({K.describe(x) for x in ks}))} "
+                      "(Numba promotes them otherwise)", n)
+        return [self.weak_cast(a, x, common, arg) if K.is_scalar(x) and np.asarray(x).dtype != common else a
+                for a, x, arg in zip(atoms, ks, n.args)]
+
+    def weak_cast(self, atom, x, dtype, node=None):
+        """The source of scalar operand ``atom`` (kind ``x``) cast to ``dtype``, as NumPy converts it: a Python int
+        to a small int dtype only when it fits (else NumPy raises OverflowError: the kernel stops, to rerun
+        interpreted)."""
+        name = "bool_" if dtype == np.bool_ else dtype.name
+        if type(x) is int and dtype.kind in "iu" and dtype != np.int64:
+            info = np.iinfo(dtype)
+            if isinstance(node, ir.Const) and info.min <= node.value <= info.max:
+                return f"np.{name}({atom})"
+            self.checked = True
+            return f"np.{name}(_ck_fit({atom}, {info.min}, {info.max}))"
+        return f"np.{name}({atom})"
+
     def int_power(self, n, k):
         """NumPy raises on integers to negative integer powers; Numba gives 0: only constant exponents >= 0."""
         if not (n.prim.endswith("pow") or n.prim == "power"):
@@ -649,7 +683,7 @@ class Lowerer(CallRules, BlockWriter):
         if arrays:
             if any(a.dtype not in (np.float64, np.int64, np.bool_) for a in arrays) or \
                     any(K.is_scalar(x) and type(x) not in K.PLAIN for x in ks):
-                self.fail("array arithmetic on dtypes other than float64/int64/bool", n)
+                atoms = self.array_operands(n, atoms, ks)
             if n.prim in _FLOORDIV and type(k) is np.ndarray and k.dtype.kind == "i":
                 return f"_np_floordiv_a({atoms[0]}, {atoms[1]})"
             return low.source(atoms)

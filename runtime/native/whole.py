@@ -394,8 +394,9 @@ class WholeFunction:
         if isinstance(e, entry.overflow):
             for a, copy in saved:
                 a[...] = copy
-            entry.declined = self.reason = ("a Python int grew past 2**63, or a value that may be a Python or a "
-                                            "NumPy scalar was divided by zero: the call reran interpreted")
+            entry.declined = self.reason = ("a Python int grew past 2**63 or did not fit a small int dtype, or a "
+                                            "value that may be a Python or a NumPy scalar was divided by zero: the "
+                                            "call reran interpreted")
             self._requick()
             return FALLBACK
         node, is_loop = entry.stages[int(stage[0]) if stage is not None else 0]
