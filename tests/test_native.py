@@ -1306,3 +1306,15 @@ def test_array_arithmetic_mixing_dtypes_stays_interpreted(forced):
     """float32 * int32 arrays are float64 in NumPy, float32 in Numba: declined, and said why."""
     f = run_both(L.mixed_array_dtypes, np.ones(3, np.float32), np.ones(3, np.int32))
     assert "array arithmetic mixing float32[:] and int32[:]" in f.explain()
+
+
+def test_a_call_leaving_out_a_number_default_runs_the_whole_function_natively(forced):
+    """NPBench calls ``crc16(data)``: the default ``poly`` fills the call, so the whole function runs as one kernel
+    (its quick path too)."""
+    data = np.random.default_rng(6).integers(0, 256, 50, dtype=np.uint8)
+    f = px.compile(L.crc16)
+    for _ in range(3):
+        assert f(data) == L.crc16(data)
+    assert "-> native (whole function, 2 args: uint8[:], int" in f.explain()
+    assert f._whole.quick is not None and f._whole.quick((data,)) == L.crc16(data)
+    assert f(data, 0x1021) == L.crc16(data, 0x1021)

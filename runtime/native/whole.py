@@ -34,7 +34,12 @@ from .lower import ALLOCATIONS, Lowerer, settle
 def whole_function(program: ir.Program):
     """The WholeFunction of ``program``'s entry, or None when its shape never qualifies."""
     fn = program.function(program.entry)
-    return WholeFunction(fn) if _static_reason(program, fn) is None else None
+    if _static_reason(program, fn) is not None:
+        return None
+    # numbers as defaults of the last parameters fill a call that leaves them out (NPBench's crc16(data));
+    # other defaults (an array the calls would share) leave such calls to the tree
+    defaults = tuple(c.value for c in dict(program.defaults).get(program.entry, ()))
+    return WholeFunction(fn, defaults if all(type(d) in (int, float, bool) for d in defaults) else ())
 
 
 def _static_reason(program, fn):
@@ -182,8 +187,9 @@ class Entry(L.Entry):
 class WholeFunction:
     """The entry function of a program as native kernels by argument kinds (see the module docstring)."""
 
-    def __init__(self, fn: ir.Function):
+    def __init__(self, fn: ir.Function, defaults: tuple = ()):
         self.fn = fn
+        self.defaults = defaults  # of the last parameters: numbers (``whole_function``)
         stmts = fn.body.stmts
         if stmts and isinstance(stmts[-1], ir.Return):
             self.body, self.ret = ir.Block(stmts=stmts[:-1], loc=fn.body.loc), stmts[-1].value
@@ -207,6 +213,8 @@ class WholeFunction:
         default ``fallback``), as ``_plain_now`` decides."""
         tree = tree or fallback
         m = L.current_mode()
+        if len(self.params) - len(self.defaults) <= len(args) < len(self.params):
+            args = tuple(args) + self.defaults[len(args) - len(self.params) + len(self.defaults):]
         if m == "off" or len(args) != len(self.params) or type(rt) is not Runtime or rt.closed or \
                 profiling.active() is not None:
             return fallback()
@@ -532,8 +540,12 @@ def make_quick(whole: WholeFunction, entries):
     # the runtime as ``select.current()`` finds it, read inline (a call of it costs 0.2 us here): a ``using``
     # block's, else the default; while ``using`` blocks are open in other threads, which one this thread follows
     # is current()'s decision (the general path). Arguments unpacked first: a wrong count is a MISS
-    lines = ["def quick(args):",
-             "    try:",
+    ns["_defaults"] = whole.defaults
+    lines = ["def quick(args):"]
+    if whole.defaults:  # a call leaving out the last parameters takes their defaults (numbers)
+        lines += [f"    if {n - len(whole.defaults)} <= len(args) < {n}:",
+                  f"        args = args + _defaults[len(args) - {n - len(whole.defaults)}:]"]
+    lines += ["    try:",
              f"        {names} = args" if n else "        () = args",
              "    except ValueError:",
              "        return _MISS",
