@@ -1228,7 +1228,7 @@ def test_nussinov_with_a_called_match_function_runs_natively(forced):
     """NPBench's nussinov calls ``match(seq[i], seq[j])``, whose body is an ``if``/``else`` of returns: inlined."""
     seq = np.random.default_rng(5).integers(0, 4, 25).astype(np.int32)
     f = run_both(L.nussinov, 25, seq)
-    assert "-> native" in f.explain() and "has no native form" not in f.explain()
+    assert "-> native (whole function" in f.explain() and "has no native form" not in f.explain()
     assert "apply" not in f.explain()
 
 

@@ -477,7 +477,7 @@ class Lowerer(CallRules, BlockWriter):
         fn = self.functions.get(n.func.name) if isinstance(n.func, ir.FuncRef) else None
         if fn is None:
             self.fail("a call of a function value", n)
-        body = _as_expression(list(fn.body.stmts))
+        body = as_expression(list(fn.body.stmts))
         if body is None:
             self.fail(f"a call of '{fn.name}', whose body is not one returned expression", n)
         if n.kwargs or fn.kwonly or len(n.args) != len(fn.params):
@@ -775,15 +775,15 @@ def settle(cls, node, params, kinds: dict, outputs, small=frozenset(), **extra):
     raise Decline("kinds or inexact results do not settle around the loop")
 
 
-def _as_expression(stmts):
+def as_expression(stmts):
     """A function body that is one returned expression (``return e``; ``if c: <body> else: <body>``, the ``else``
     part possibly the statements after the ``if``) as one expression node, else None."""
     if len(stmts) == 1 and isinstance(stmts[0], ir.Return):
         return stmts[0].value
     if stmts and isinstance(stmts[0], ir.If):
         first = stmts[0]
-        then = _as_expression(list(first.then.stmts))
-        orelse = _as_expression(list(first.orelse.stmts) + stmts[1:])
+        then = as_expression(list(first.then.stmts))
+        orelse = as_expression(list(first.orelse.stmts) + stmts[1:])
         if then is not None and orelse is not None:
             return ir.IfExp(first.cond, then, orelse, loc=first.loc)
     return None

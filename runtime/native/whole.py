@@ -28,7 +28,7 @@ from . import loop as L
 from .analysis import arrays_written
 from .calls import SHAPE
 from .kinds import Decline
-from .lower import ALLOCATIONS, Lowerer, settle
+from .lower import ALLOCATIONS, Lowerer, as_expression, settle
 
 
 def whole_function(program: ir.Program):
@@ -39,14 +39,15 @@ def whole_function(program: ir.Program):
     # numbers as defaults of the last parameters fill a call that leaves them out (NPBench's crc16(data));
     # other defaults (an array the calls would share) leave such calls to the tree
     defaults = tuple(c.value for c in dict(program.defaults).get(program.entry, ()))
-    return WholeFunction(fn, defaults if all(type(d) in (int, float, bool) for d in defaults) else ())
+    return WholeFunction(fn, defaults if all(type(d) in (int, float, bool) for d in defaults) else (),
+                         dict(program.functions))
 
 
 def _static_reason(program, fn):
     nodes = list(ir.walk(fn.body))
     stmts = fn.body.stmts
-    if len(program.functions) != 1:
-        return "it calls other functions"
+    if any(name != program.entry and as_expression(list(f.body.stmts)) is None for name, f in program.functions):
+        return "it calls other functions"  # other than those a kernel inlines (one returned expression: lower.py)
     if fn.kwonly:
         return "keyword-only parameters"
     if not any(isinstance(s, (ir.For, ir.While)) for s in nodes):
@@ -66,8 +67,9 @@ class FunctionLowerer(Lowerer):
     stages (top-level statements) that may raise, so an error can be put at its statement."""
 
     def __init__(self, body, inputs, outputs, tainted=frozenset(), arrays_tainted=False, widened=None,
-                 bounds=None, manual=True, counters=frozenset(), ret=None):
-        super().__init__(body, inputs, outputs, tainted, arrays_tainted, widened, bounds, manual, counters)
+                 bounds=None, manual=True, counters=frozenset(), ret=None, functions=None):
+        super().__init__(body, inputs, outputs, tainted, arrays_tainted, widened, bounds, manual, counters,
+                         functions)
         self.ret = ret
         self.named, self.not_scalars = set(), set()
 
@@ -187,8 +189,9 @@ class Entry(L.Entry):
 class WholeFunction:
     """The entry function of a program as native kernels by argument kinds (see the module docstring)."""
 
-    def __init__(self, fn: ir.Function, defaults: tuple = ()):
+    def __init__(self, fn: ir.Function, defaults: tuple = (), functions=None):
         self.fn = fn
+        self.functions = functions  # the program's functions by name: calls of them are inlined (lower.py)
         self.defaults = defaults  # of the last parameters: numbers (``whole_function``)
         stmts = fn.body.stmts
         if stmts and isinstance(stmts[-1], ir.Return):
@@ -308,7 +311,7 @@ class WholeFunction:
         try:
             names = frozenset(n for n, is_small in zip(self.params, small) if is_small)
             entry.source, low = settle(FunctionLowerer, self.body, self.params, dict(zip(self.params, ks)), [],
-                                       names, ret=self.ret)
+                                       names, ret=self.ret, functions=self.functions)
             entry.checked, entry.stages, viewed = low.checked, low.stages, low.viewed
             entry.convert = _converter(low.ret_kind)
         except Decline as e:
