@@ -236,11 +236,12 @@ def _register_python_ops():
     for attr in ATTRIBUTES:
         register(f"attr.{attr}", AttrKernel(attr), display=attr, cheap=attr != "flat",
                  inline=Inline(f"{{0}}.{attr}", "value"),
-                 lowering=Lowering(f"{{0}}.{attr}") if attr in ("shape", "size", "ndim", "T") else None)
+                 lowering=Lowering(f"{{0}}.{attr}") if attr in ("shape", "size", "ndim", "T", "dtype") else None)
     register("python.set_shape", set_shape, effect=MUTATES, display="set_shape")
     for method in PURE_METHODS:
         register(f"method.{method}", MethodKernel(method), display=f".{method}", grad=_METHOD_GRADS.get(method),
-                 inline=Inline(f"{{0}}.{method}({{rest}})", "small", kwargs=True), fresh=method == "copy")
+                 inline=Inline(f"{{0}}.{method}({{rest}})", "small", kwargs=True), fresh=method == "copy",
+                 lowering=Lowering("{0}.copy()", moves=True) if method == "copy" else None)
     for method in MUTATING_METHODS:
         resolve = _MUTATING_RESOLVE.get(method, "deep")
         register(f"method.{method}", MethodKernel(method), effect=MUTATES, display=f".{method}", resolve=resolve,

@@ -23,6 +23,9 @@ minimum arctan2 hypot power floor_divide remainder mod zeros ones empty min max 
 float64 float32 int64 int32 int16 int8 uint8 uint16 uint32 bool_ complex128
 """.split())
 
+# NumPy functions of one array a native kernel calls as they are, for every dtype (``Lowering.moves``)
+MOVES = {"flip", "copy", "empty_like", "zeros_like", "ones_like"}
+
 
 def native(name: str, inexact: bool = False) -> Lowering | None:
     """The native-loop form of NumPy function ``name``: the same call in Numba, when Numba has it."""
@@ -30,6 +33,8 @@ def native(name: str, inexact: bool = False) -> Lowering | None:
         return Lowering("_px_sum({0})")
     if name in ("remainder", "mod"):  # Numba's np.remainder traps (SIGFPE) on int64 -2**63 % -1; its % does not
         return Lowering("({0} % {1})")
+    if name in MOVES:  # one array's elements moved, copied or allocated alike: any dtype (Numba's np.flip: a view)
+        return call_lowering(f"np.{name}", moves=True, view=name == "flip")
     if name in ("dot", "matmul"):  # 1-D/2-D float products (runtime/native/calls.py ``_product``): BLAS's last bit
         return Lowering("np.dot({0}, {1})", inexact=True)
     return call_lowering(f"np.{name}", inexact=inexact) if name in NUMBA_CALLABLE else None

@@ -478,7 +478,10 @@ def dot_compared(a, b):
 
 
 def _doubled(x):
-    return x * 2.0
+    # two statements: a kernel inlines only functions that are one returned expression, so the programs calling
+    # this one are not whole-function kernels (they test the loop tier)
+    y = x * 2.0
+    return y
 
 
 def rebound_targets(x):
@@ -594,3 +597,203 @@ def reads_missing_global(x):
     for i in range(x.shape[0]):
         y[i] += NOT_DEFINED_YET  # noqa: F821 - a test defines it, then deletes it
     return y
+
+
+# NEP 50: a Python int operand of small-int arithmetic takes the other operand's dtype (uint8 ^ int is uint8);
+# NumPy raises OverflowError when it does not fit, and compares it exactly
+def crc16(data, poly=0x8408):
+    crc = 0xFFFF
+    for b in data:
+        cur_byte = 0xFF & b
+        for _ in range(0, 8):
+            if (crc & 0x0001) ^ (cur_byte & 0x0001):
+                crc = (crc >> 1) ^ poly
+            else:
+                crc >>= 1
+            cur_byte >>= 1
+    crc = (~crc & 0xFFFF)
+    crc = (crc << 8) | ((crc >> 8) & 0xFF)
+    return crc & 0xFFFF
+
+
+def small_int_plus_int(a, k):
+    for i in range(len(a)):
+        a[i] = a[i] + k  # k outside the dtype's range: OverflowError
+    return a
+
+
+def small_int_below_int(a, k):
+    c = 0
+    for i in range(len(a)):
+        if a[i] < k:  # exact, whatever k
+            c += 1
+    return c
+
+
+# a 1-D array indexed by an int array (NPBench's spmv: uint32 CSR indices); the dtype of an array as an argument
+def spmv(A_row, A_col, A_val, x):
+    y = np.empty(A_row.size - 1, A_val.dtype)
+    for i in range(A_row.size - 1):
+        cols = A_col[A_row[i]:A_row[i + 1]]
+        vals = A_val[A_row[i]:A_row[i + 1]]
+        y[i] = vals @ x[cols]
+    return y
+
+
+def gather_sum(x, idx):
+    s = 0.0
+    for k in range(3):
+        g = x[idx]
+        s += g[k]
+    return s
+
+
+def scatter_store(x, idx):
+    for k in range(2):
+        x[idx] = k
+    return x
+
+
+# arrays moved, copied or allocated in a loop, any dtype: np.flip (a view), .copy(), np.copy, np.*_like
+def durbin(r):
+    y = np.empty_like(r)
+    alpha = -r[0]
+    beta = 1.0
+    y[0] = -r[0]
+    for k in range(1, r.shape[0]):
+        beta *= 1.0 - alpha * alpha
+        alpha = -(r[k] + np.dot(np.flip(r[:k]), y[:k])) / beta
+        y[:k] += alpha * np.flip(y[:k])
+        y[k] = alpha
+    return y
+
+
+def moved_arrays(a):
+    out = np.zeros_like(a)
+    for i in range(a.shape[0]):
+        f = np.flip(a)
+        c = a.copy()
+        d = np.copy(a)
+        e = np.empty_like(a)
+        e[:] = f
+        o = np.ones_like(a)
+        out[i] = f[i] + c[i] + d[i] + e[i] + o[i]
+    return out
+
+
+def store_through_flip(a, n):
+    for i in range(n):
+        v = np.flip(a)
+        v[0] = v[0] + i
+    return a
+
+
+# calls of the program's functions whose body is one returned expression: inlined in a native kernel
+def match(b1, b2):
+    if b1 + b2 == 3:
+        return 1
+    else:
+        return 0
+
+
+def nussinov(N, seq):
+    table = np.zeros((N, N), np.int32)
+    for i in range(N - 1, -1, -1):
+        for j in range(i + 1, N):
+            if j - 1 >= 0:
+                table[i, j] = max(table[i, j], table[i, j - 1])
+            if i + 1 < N:
+                table[i, j] = max(table[i, j], table[i + 1, j])
+            if j - 1 >= 0 and i + 1 < N:
+                if i < j - 1:
+                    table[i, j] = max(table[i, j], table[i + 1, j - 1] + match(seq[i], seq[j]))
+                else:
+                    table[i, j] = max(table[i, j], table[i + 1, j - 1])
+            for k in range(i + 1, j):
+                table[i, j] = max(table[i, j], table[i, k] + table[k + 1, j])
+    return table
+
+
+def weight(a, i):
+    return a[i] * 2.0 + 1.0
+
+
+def clipped(x, lo):
+    if x < lo:
+        return lo
+    return x
+
+
+def weighted_sum(a, lo):
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += clipped(weight(a, i), lo)
+    return s
+
+
+def guarded_call(a, n):
+    s = 0.0
+    for i in range(n):
+        if i < a.shape[0] and weight(a, i) > 2.0:
+            s += 1.0
+    return s
+
+
+def with_local(x):
+    y = x + 1.0
+    return y * y
+
+
+def calls_with_local(a):
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += with_local(a[i])
+    return s
+
+
+def reads_past_the_end(a):
+    s = 0.0
+    for i in range(a.shape[0] + 1):
+        s += weight(a, i)
+    return s
+
+
+# array arithmetic in float32 and small ints: NumPy computes in the arrays' dtype (Python scalars take it)
+def relu_steps(x, w, b):
+    for _ in range(3):
+        x = np.maximum(x * w + b, 0)
+        x = x / 2 + 0.1
+        x = np.sqrt(x * x + 1e-3)
+    return x
+
+
+def small_int_arrays(a, k):
+    m = a < 0
+    for _ in range(3):
+        a = a * 3 + k
+        a = a // 2 - 1
+        m = a < k
+        a += 7
+    return a, m
+
+
+def float32_compared(a):
+    c = 0
+    for i in range(a.shape[0]):
+        m = a[i] < 0.1  # 0.1 as float32: NEP 50
+        c += int(m[0]) + int(m[1])
+    return c
+
+
+def mixed_array_dtypes(a, b):
+    s = a[0] * 0
+    for _ in range(a.shape[0]):
+        s = s + a * b
+    return s
+
+
+def float32_inplace(a, x):
+    for _ in range(4):
+        a += 0.1
+        a *= x
+    return a

@@ -223,6 +223,30 @@ MORE_NUMPY = [
     case(prog_loops.cholesky_dot, np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])),
     case(prog_loops.lu_matmul, np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])),
     case(prog_loops.matvec_steps, np.array([[2.0, 1.0], [1.0, 3.0]]), np.array([1.0, 0.0]), 4),
+    # NEP 50: Python int operands of small-int arithmetic (native forms when forced: cast, checked to fit)
+    case(prog_loops.crc16, np.array([0, 1, 49, 127, 128, 255], dtype=np.uint8)),
+    case(prog_loops.small_int_plus_int, np.array([0, 200, 255], dtype=np.uint8), 100),
+    case(prog_loops.small_int_below_int, np.array([-5, 0, 7], dtype=np.int8), 300),
+    # a 1-D array indexed by an int array, np.empty(n, a.dtype) (native forms when forced: _px_take, a.dtype)
+    case(prog_loops.spmv, np.array([0, 2, 2, 4], dtype=np.uint32), np.array([1, 0, 2, 1], dtype=np.uint32),
+         np.array([1.5, -2.0, 0.25, 4.0]), np.array([3.0, 1.0, -1.0])),
+    case(prog_loops.gather_sum, np.arange(5.0), np.array([-1, 0, -5, 2])),
+    # arrays flipped, copied and allocated alike (native forms when forced, any dtype)
+    case(prog_loops.durbin, np.array([0.1, 0.05, 0.02, 0.01, 0.003])),
+    case(prog_loops.moved_arrays, np.arange(-3, 3, dtype=np.int8)),
+    case(prog_loops.moved_arrays, np.arange(6.0).reshape(2, 3)),
+    case(prog_loops.store_through_flip, np.arange(4.0), 3),
+    # calls of functions whose body is one returned expression (native forms when forced: inlined)
+    case(prog_loops.nussinov, 7, np.array([0, 3, 1, 2, 2, 1, 3], dtype=np.int32)),
+    case(prog_loops.weighted_sum, np.linspace(-1.0, 3.0, 5), np.float64(0.5)),
+    case(prog_loops.guarded_call, np.linspace(0.0, 3.0, 4), 6),
+    # array arithmetic in float32 and small ints (native forms when forced: scalars cast to the arrays' dtype)
+    case(prog_loops.relu_steps, np.linspace(-1, 1, 5, dtype=np.float32), np.float32(0.3),
+         np.linspace(0, 1, 5, dtype=np.float32)),
+    case(prog_loops.small_int_arrays, np.arange(0, 200, 40, dtype=np.uint8), 9),
+    case(prog_loops.float32_compared, np.array([[0.1, 0.2], [0.05, 0.1]], dtype=np.float32)),
+    case(prog_loops.float32_inplace, np.linspace(0, 1, 5, dtype=np.float32), np.float32(1.7)),
+    case(prog_loops.mixed_array_dtypes, np.ones(3, np.float32), np.ones(3, np.int32)),
 ]
 
 BIG = np.linspace(-1.0, 1.0, 70_000)
@@ -371,6 +395,9 @@ RAISES = [
     case(p.missing_key, {"a": 1}), case(p.add_str_int, "s"), case(p.raise_value_error, -2),
     case(p.chained_array_truth, np.array([1, 2])), case(p.arith, 1, 0), case(p.iter_list, 5),
     case(p.builtins_conversions, "x"),
+    case(prog_loops.small_int_plus_int, np.array([1, 2], dtype=np.uint8), 256),
+    case(prog_loops.small_int_plus_int, np.array([1, 2], dtype=np.int16), -40000),
+    case(prog_loops.small_int_arrays, np.array([1, 2], dtype=np.int8), 300),
 ]
 
 

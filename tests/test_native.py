@@ -1234,3 +1234,198 @@ def test_a_global_deleted_after_compiling_is_the_plain_functions_name_error(forc
     with pytest.raises(px.ExecutionError, match="name 'NOT_DEFINED_YET' is not defined") as info:
         f(np.arange(3.0))
     assert isinstance(info.value.__cause__, NameError)
+
+
+def test_crc16_with_python_int_operands_of_uint8_runs_natively(forced):
+    """NEP 50: ``(crc & 1) ^ (byte & 1)`` is uint8 (the Python int takes uint8), as NPBench's crc16 computes."""
+    data = np.random.default_rng(3).integers(0, 256, 300, dtype=np.uint8)
+    f = run_both(L.crc16, data, 0x8408)
+    assert "-> native (whole function" in f.explain() and "has no native form" not in f.explain()
+    assert type(f(data, 0x8408)) is int
+
+
+@pytest.mark.parametrize("dtype, k", [(np.uint8, 3), (np.uint8, 255), (np.int8, -128), (np.int16, 1000),
+                                      (np.uint32, 7)])
+def test_python_int_operand_of_small_int_arithmetic_wraps_natively(forced, dtype, k):
+    a = np.array([0, 5, 100, np.iinfo(dtype).max], dtype=dtype)
+    f = run_both(L.small_int_plus_int, a, k)
+    assert "-> native" in f.explain()
+
+
+@pytest.mark.parametrize("dtype, k", [(np.uint8, 256), (np.uint8, -1), (np.int8, 128), (np.int16, -40000)])
+def test_python_int_operand_that_does_not_fit_raises_as_numpy_does(forced, dtype, k):
+    """NumPy 2 raises OverflowError for a Python int outside the dtype's range: the native kernel stops, the
+    arrays are put back and the loop reruns interpreted, whose error names the line and the primitive."""
+    a = np.array([1, 2, 3], dtype=dtype)
+    with pytest.raises(OverflowError) as plain:
+        L.small_int_plus_int(a.copy(), k)
+    f = px.compile(L.small_int_plus_int)
+    f(a.copy(), 1)  # compiled natively for these kinds
+    assert "-> native" in f.explain()
+    b = a.copy()
+    with pytest.raises(px.ExecutionError) as err:
+        f(b, k)
+    assert type(err.value.__cause__) is OverflowError and str(err.value.__cause__) == str(plain.value)
+    assert err.value.lineno == line_of(L.small_int_plus_int, "a[i] + k")
+    assert "prog_loops.py" in str(err.value) and "__add" in str(err.value)
+    np.testing.assert_array_equal(b, a)
+
+
+@pytest.mark.parametrize("k", [-1, 0, 2, 300, 2**40])
+def test_small_int_compared_with_any_python_int_exactly(forced, k):
+    f = run_both(L.small_int_below_int, np.array([0, 1, 2, 255], dtype=np.uint8), k)
+    assert "-> native" in f.explain()
+
+
+def _csr(m, n, nnz, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    counts = np.bincount(rng.integers(0, m, nnz), minlength=m)
+    row = np.concatenate([[0], np.cumsum(counts)]).astype(dtype)
+    col = rng.integers(0, n, nnz).astype(dtype)
+    return row, col, rng.random(nnz), rng.random(n)
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.int64, np.int32])
+def test_spmv_with_int_index_arrays_runs_natively(forced, dtype):
+    """``x[cols]`` with a 1-D int array (uint32 as NPBench's spmv has it) and ``np.empty(n, a.dtype)``."""
+    f = run_both(L.spmv, *_csr(30, 20, 90, dtype))
+    assert "-> native (whole function" in f.explain() and "has no native form" not in f.explain()
+
+
+def test_negative_indices_in_an_index_array_count_from_the_end(forced):
+    f = run_both(L.gather_sum, np.arange(5.0), np.array([-1, 0, -5, 2]))
+    assert "-> native" in f.explain()
+
+
+def test_an_index_array_out_of_bounds_raises_index_error_at_its_line(forced):
+    x, idx = np.arange(5.0), np.array([0, 5, 1])
+    with pytest.raises(IndexError):
+        L.gather_sum(x, idx)
+    f = px.compile(L.gather_sum)
+    with pytest.raises(px.ExecutionError) as err:
+        f(x, idx)
+    assert isinstance(err.value.__cause__, IndexError)
+    assert "prog_loops.py" in str(err.value)
+    assert err.value.lineno in (line_of(L.gather_sum, "for k"), line_of(L.gather_sum, "x[idx]"))
+
+
+def test_a_store_through_an_index_array_stays_interpreted(forced):
+    f = run_both(L.scatter_store, np.arange(5.0), np.array([1, 3]))
+    assert "indexing with int64[:]" in f.explain()
+
+
+def test_durbin_with_flip_and_empty_like_runs_natively(forced):
+    """NPBench's durbin: ``np.flip`` of slices inside ``np.dot`` and an in-place update from the reversed slice of
+    the same array (NumPy computes the right side first: so does the kernel), ``np.empty_like``."""
+    r = np.random.default_rng(4).random(40) / 40
+    f = run_both(L.durbin, r)
+    assert "-> native (whole function" in f.explain() and "has no native form" not in f.explain()
+
+
+@pytest.mark.parametrize("a", [np.arange(12.0).reshape(3, 4), np.arange(6, dtype=np.float32),
+                               np.arange(-3, 3, dtype=np.int8), np.array([[True, False], [False, False]]),
+                               np.arange(8, dtype=np.uint32)[::2]])
+def test_flip_copy_and_like_allocations_run_natively_for_any_dtype(forced, a):
+    f = run_both(L.moved_arrays, a)
+    assert "-> native" in f.explain() and "has no native form" not in f.explain()
+
+
+def test_a_store_through_a_flipped_view_changes_the_array(forced):
+    f = run_both(L.store_through_flip, np.arange(5.0), 4)
+    assert "-> native" in f.explain()
+
+
+def test_nussinov_with_a_called_match_function_runs_natively(forced):
+    """NPBench's nussinov calls ``match(seq[i], seq[j])``, whose body is an ``if``/``else`` of returns: inlined."""
+    seq = np.random.default_rng(5).integers(0, 4, 25).astype(np.int32)
+    f = run_both(L.nussinov, 25, seq)
+    assert "-> native (whole function" in f.explain() and "has no native form" not in f.explain()
+    assert "apply" not in f.explain()
+
+
+@pytest.mark.parametrize("lo", [0.0, 2.5, 100.0])
+def test_calls_of_one_expression_functions_are_inlined(forced, lo):
+    """``clipped(weight(a, i), lo)``: the arguments are bound in order before the body; an array argument too."""
+    f = run_both(L.weighted_sum, np.linspace(-1.0, 3.0, 9), np.float64(lo))
+    assert "-> native" in f.explain()
+
+
+def test_a_call_that_may_not_run_stays_interpreted(forced):
+    """``i < n and weight(a, i) > 2``: binding the arguments before the expression would read ``a[i]`` where
+    Python does not."""
+    f = run_both(L.guarded_call, np.linspace(0.0, 3.0, 5), 8)
+    assert "a call of 'weight' in a part of an expression that may not run" in f.explain()
+
+
+def test_a_called_function_with_statements_stays_interpreted(forced):
+    f = run_both(L.calls_with_local, np.linspace(0.0, 3.0, 5))
+    assert "a call of 'with_local', whose body is not one returned expression" in f.explain()
+
+
+def test_an_error_inside_an_inlined_call_names_the_loop(forced):
+    a = np.linspace(0.0, 1.0, 4)
+    with pytest.raises(IndexError):
+        L.reads_past_the_end(a)
+    f = px.compile(L.reads_past_the_end)
+    with pytest.raises(px.ExecutionError) as err:
+        f(a)
+    assert isinstance(err.value.__cause__, IndexError)
+    assert "prog_loops.py" in str(err.value)
+    assert err.value.lineno == line_of(L.reads_past_the_end, "for i")  # as every error inside a native loop
+
+
+def test_float32_array_arithmetic_with_python_scalars_runs_natively(forced):
+    """NEP 50: ``x * w + b``, ``np.maximum(., 0)``, ``x / 2 + 0.1`` on float32 arrays stay float32 (the Python
+    scalars are cast to float32 first, as NumPy does; Numba alone would compute in float64)."""
+    x = np.linspace(-1, 1, 9, dtype=np.float32)
+    f = run_both(L.relu_steps, x, np.float32(0.3), np.linspace(0, 1, 9, dtype=np.float32))
+    assert "-> native" in f.explain() and f(x, np.float32(0.3), x).dtype == np.float32
+
+
+@pytest.mark.parametrize("dtype, k", [(np.int8, 3), (np.int8, -128), (np.uint16, 300), (np.int32, -7),
+                                      (np.uint8, 255)])
+def test_small_int_array_arithmetic_wraps_in_its_dtype(forced, dtype, k):
+    a = np.arange(0, 10, dtype=dtype) * (40 if np.dtype(dtype).itemsize == 1 else 9000)
+    f = run_both(L.small_int_arrays, a.astype(dtype), k)
+    assert "-> native" in f.explain()
+
+
+def test_a_python_int_that_does_not_fit_a_small_int_array_raises_as_numpy_does(forced):
+    a = np.arange(4, dtype=np.int8)
+    with pytest.raises(OverflowError) as plain:
+        L.small_int_arrays(a.copy(), 300)
+    f = px.compile(L.small_int_arrays)
+    f(a.copy(), 3)
+    with pytest.raises(px.ExecutionError) as err:
+        f(a.copy(), 300)
+    assert type(err.value.__cause__) is OverflowError and str(err.value.__cause__) == str(plain.value)
+    assert err.value.lineno == line_of(L.small_int_arrays, "a * 3 + k")
+
+
+def test_float32_arrays_compared_with_python_floats_as_float32(forced):
+    a = np.array([[0.1, 0.2], [0.05, 0.1], [0.3, 0.09999]], dtype=np.float32)
+    f = run_both(L.float32_compared, a)
+    assert "-> native" in f.explain()
+
+
+def test_float32_in_place_updates_with_python_floats(forced):
+    f = run_both(L.float32_inplace, np.linspace(0, 1, 17, dtype=np.float32), np.float32(1.7))
+    assert "-> native" in f.explain()
+
+
+def test_array_arithmetic_mixing_dtypes_stays_interpreted(forced):
+    """float32 * int32 arrays are float64 in NumPy, float32 in Numba: declined, and said why."""
+    f = run_both(L.mixed_array_dtypes, np.ones(3, np.float32), np.ones(3, np.int32))
+    assert "array arithmetic mixing float32[:] and int32[:]" in f.explain()
+
+
+def test_a_call_leaving_out_a_number_default_runs_the_whole_function_natively(forced):
+    """NPBench calls ``crc16(data)``: the default ``poly`` fills the call, so the whole function runs as one kernel
+    (its quick path too)."""
+    data = np.random.default_rng(6).integers(0, 256, 50, dtype=np.uint8)
+    f = px.compile(L.crc16)
+    for _ in range(3):
+        assert f(data) == L.crc16(data)
+    assert "-> native (whole function, 2 args: uint8[:], int" in f.explain()
+    assert f._whole.quick is not None and f._whole.quick((data,)) == L.crc16(data)
+    assert f(data, 0x1021) == L.crc16(data, 0x1021)

@@ -78,6 +78,12 @@ class CallRules:
 
     def c_operator_getitem(self, n, atoms, ks, kwargs):
         obj, key = ks
+        if type(obj) is np.ndarray and type(key) is np.ndarray:
+            # x[cols]: a 1-D array of its elements at a 1-D int array's (a copy; each index checked, as NumPy
+            # raises IndexError, negative ones counting from the end)
+            if obj.ndim != 1 or key.ndim != 1 or key.dtype.kind not in "iu":
+                self.fail(f"indexing {K.describe(obj)} with {K.describe(key)}", n)
+            return f"_px_take({atoms[0]}, {atoms[1]})", K.array(obj.dtype, 1)
         if type(obj) is np.ndarray:
             kind = self.index_kind(obj, key, n)
             if type(kind) is np.ndarray:  # a view of the array: what is written through it changes the array
@@ -134,6 +140,9 @@ class CallRules:
 
     def c_attr_ndim(self, n, atoms, ks, kwargs):
         return self._array_attr(n, atoms, ks, "ndim", lambda a: 3)
+
+    def c_attr_dtype(self, n, atoms, ks, kwargs):  # the kind of a dtype is its scalar type, as of ``np.float64``
+        return self._array_attr(n, atoms, ks, "dtype", lambda a: a.dtype.type)
 
     def c_attr_T(self, n, atoms, ks, kwargs):
         return self._array_attr(n, atoms, ks, "T", lambda a: a)

@@ -78,6 +78,32 @@ def _apart(a, b):
     return ahi <= blo or bhi <= alo
 
 
+# A Python int operand of small-int NumPy arithmetic (NEP 50: it takes the other operand's dtype, uint8 + x is
+# uint8): NumPy raises OverflowError when it is outside that dtype's range; the loop reruns interpreted, which
+# raises it at its line
+@numba.njit(cache=True, nogil=True, inline="always")
+def _ck_fit(x, lo, hi):
+    if x < lo or x > hi:
+        raise _Overflow()
+    return x
+
+
+# x[idx]: the elements of a 1-D array at a 1-D int array's values, as NumPy takes them (negative ones count from
+# the end; one out of bounds raises IndexError)
+@numba.njit(cache=True, nogil=True)
+def _px_take(a, idx):
+    n = a.shape[0]
+    out = np.empty(idx.shape[0], a.dtype)
+    for k in range(idx.shape[0]):
+        i = np.int64(idx[k])
+        if i < 0:
+            i += n
+        if i < 0 or i >= n:
+            raise IndexError("index out of bounds")
+        out[k] = a[i]
+    return out
+
+
 # The checks never compute an overflowing product or sum: LLVM may assume signed arithmetic does not wrap.
 @numba.njit(cache=True, nogil=True)
 def _ck_add(a, b):

@@ -26,11 +26,12 @@ class NativeLoop(Signatures):
     @classmethod
     def factory(cls, fn, loop, where, program, namespaces, inner=False):
         """The loop tier's factory (loop_tiers.py): a NativeLoop unless the tier is off."""
-        return cls(fn, loop, where, inner=inner) if mode() != "off" else None
+        return cls(fn, loop, where, inner=inner, functions=dict(program.functions)) if mode() != "off" else None
 
-    def __init__(self, fn, loop, where: str, inner: bool = False):
+    def __init__(self, fn, loop, where: str, inner: bool = False, functions=None):
         super().__init__(where)
         self.plan = LoopPlan(fn, loop)
+        self.functions = functions  # the program's functions by name: calls of them are inlined (lower.py)
         # a loop inside an outermost one is offered each time it starts: after GIVE_UP declines of its argument
         # kinds in a row, with no signature ever taken, it is left interpreted for good (``dead``)
         self.inner, self.dead, self._misses = inner, False, 0
@@ -89,7 +90,7 @@ class NativeLoop(Signatures):
             kinds = dict(zip(self.plan.params, ks))
             names = frozenset(n for n, is_small in zip(self.plan.params, small) if is_small)
             entry.source, entry.checked, entry.flags, viewed = lower(self.plan.loop, self.plan.params, kinds,
-                                                                     self.plan.outputs, names)
+                                                                     self.plan.outputs, names, self.functions)
         except Decline as e:
             entry.declined = str(e)
         # the arrays copied before a kernel that may stop on an overflow runs (to rerun on the values it started

@@ -9,6 +9,7 @@ them (or storing them into an array later compared) declines, as fused kernels d
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -60,8 +61,13 @@ class Lowerer(CallRules, BlockWriter):
     """Lowers one loop (``loop``) over ``inputs`` (name -> kind) to a kernel's source."""
 
     def __init__(self, loop, inputs: dict, outputs: list, tainted=frozenset(), arrays_tainted=False, widened=None,
-                 bounds=None, manual=True, counters=frozenset()):
+                 bounds=None, manual=True, counters=frozenset(), functions=None):
         self.loop = loop
+        # the program's functions by name (a call of one is inlined: ``e_Apply``), and each call's number in the
+        # loop (the names of its parameters' temporaries: the same in every lowering of the loop)
+        self.functions = functions or {}
+        self.applies = {id(a): i for i, a in enumerate(x for x in ir.walk(loop) if isinstance(x, ir.Apply))}
+        self.conditional = 0  # inside parts of expressions that may not run (``and``/``or``, ``a if c else b``)
         self.counters = counters  # names that keep their COUNTER bound when assigned (signs.py)
         self.nonneg: frozenset = frozenset()  # Python-int names known non-negative here (signs.py)
         # manual: the kernel runs without Numba's boundscheck and checks in the source every access not in
@@ -207,7 +213,11 @@ class Lowerer(CallRules, BlockWriter):
 
     def cond(self, n):
         if isinstance(n, ir.BoolOp):  # only its truth matters here: operands of different kinds are fine
-            return "(" + f" {n.op} ".join(self.cond(v) for v in n.values) + ")"
+            parts = [self.cond(n.values[0])]
+            self.conditional += 1
+            parts += [self.cond(v) for v in n.values[1:]]
+            self.conditional -= 1
+            return "(" + f" {n.op} ".join(parts) + ")"
         src, k, t = self.expr(n)
         if not K.is_scalar(k):
             self.fail(f"a condition on {K.describe(k)}", n)
@@ -435,14 +445,19 @@ class Lowerer(CallRules, BlockWriter):
 
     def e_IfExp(self, n):
         c = self.cond(n.cond)
+        self.conditional += 1
         a, ka, ta = self.expr(n.then)
         b, kb, tb = self.expr(n.orelse)
+        self.conditional -= 1
         if K.key(ka) != K.key(kb):
             self.fail(f"a conditional expression of {K.describe(ka)} or {K.describe(kb)}", n)
         return f"({a} if {c} else {b})", ka, ta or tb
 
     def e_BoolOp(self, n):
-        parts = [self.expr(v) for v in n.values]
+        parts = [self.expr(n.values[0])]
+        self.conditional += 1
+        parts += [self.expr(v) for v in n.values[1:]]
+        self.conditional -= 1
         k0 = parts[0][1]
         if any(K.key(k) != K.key(k0) for _, k, _ in parts) or not K.is_scalar(k0):
             self.fail(f"'{n.op}' of values of different kinds", n)
@@ -454,6 +469,38 @@ class Lowerer(CallRules, BlockWriter):
         parts = [self.expr(i) for i in n.items]
         return "(" + "".join(p + ", " for p, _, _ in parts) + ")", tuple(k for _, k, _ in parts), \
             any(t for _, _, t in parts)
+
+    def e_Apply(self, n):
+        """A call of one of the program's functions whose body is one expression (``return e``, or ``if``/``else``
+        of such returns: NPBench's nussinov ``match``), inlined: its arguments bound to temporaries in order, as
+        Python binds the parameters before the body runs, then the body as an expression over them."""
+        fn = self.functions.get(n.func.name) if isinstance(n.func, ir.FuncRef) else None
+        if fn is None:
+            self.fail("a call of a function value", n)
+        body = as_expression(list(fn.body.stmts))
+        if body is None:
+            self.fail(f"a call of '{fn.name}', whose body is not one returned expression", n)
+        if n.kwargs or fn.kwonly or len(n.args) != len(fn.params):
+            self.fail(f"a call of '{fn.name}' with keywords or defaults", n)
+        if id(n) not in self.applies:
+            self.fail(f"a call inside the called function '{fn.name}'", n)
+        if any(isinstance(x, (ir.StoreName, ir.SetVar, ir.Lambda)) for x in ir.walk(body)) or any(
+                isinstance(x, ir.Var) and (x.depth != 0 or x.name not in fn.params) for x in ir.walk(body)):
+            self.fail(f"a call of '{fn.name}', which binds or reads other names than its parameters", n)
+        if self.conditional:
+            # its arguments are bound by statements before the expression's: there they would run even where
+            # Python skips them (``i < n and f(a[i])``)
+            self.fail(f"a call of '{fn.name}' in a part of an expression that may not run", n)
+        names = {p: f"__pxc{self.applies[id(n)]}_{p}" for p in fn.params}
+        for p, a in zip(fn.params, n.args):
+            src, k, t = self.expr(a)
+            if type(k) is K.Either:
+                self.fail(f"a call of '{fn.name}' with a value that may be a Python or a NumPy scalar", n)
+            self.env[names[p]] = k
+            (self.taint.add if t else self.taint.discard)(names[p])
+            self.bounds.pop(names[p], None)
+            self.emit(f"{names[p]} = {src}")  # Numba does not type ``:=`` next to a conditional expression
+        return self.expr(_renamed(body, names))
 
     def e_Fused(self, n):
         if n.reduce:
@@ -488,6 +535,9 @@ class Lowerer(CallRules, BlockWriter):
         if name.startswith("operator.i") and name[9:] in _ARRAY_INPLACE and type(ks[0]) is np.ndarray:
             K.run(prim.kernel, *ks)  # NumPy's casting rule for the in-place update
             self.int_power(n, ks[0])
+            if len(ks) == 2 and type(ks[1]) in (int, float) and ks[0].dtype not in (np.float64, np.int64):
+                # NEP 50: a Python scalar takes the array's dtype (a float32 array += 0.1 adds float32(0.1))
+                atoms = [atoms[0], self.weak_cast(atoms[1], ks[1], np.result_type(ks[0].dtype, ks[1]), n.args[1])]
             if name == "operator.imod":  # Numba's np.remainder traps (SIGFPE) on int64 -2**63 % -1; its % does not
                 return f"_px_imod({atoms[0]}, {atoms[1]})", ks[0], tainted
             if name == "operator.ifloordiv" and ks[0].dtype.kind == "i":
@@ -507,6 +557,13 @@ class Lowerer(CallRules, BlockWriter):
             k = K.run(prim.kernel, *ks)
         except Decline as e:
             self.fail(f"{prim.label}: {e}", n)
+        if low.moves:  # flip, copy, empty_like ...: elements moved or allocated, not computed on (any dtype)
+            if len(ks) != 1 or type(ks[0]) is not np.ndarray:
+                self.fail(f"{prim.label} of other than one array", n)
+            if low.view:  # what is written through the view changes the array (analysis.arrays_written)
+                base = n.args[0]
+                self.viewed.add(base.name if isinstance(base, ir.Var) and base.depth == 0 else "*")
+            return low.source(atoms), k, tainted
         inexact = low.inexact and not (K.is_int(k) or type(k) is bool)
         return self.arith(n, low, atoms, ks, k), k, tainted or inexact
 
@@ -549,6 +606,37 @@ class Lowerer(CallRules, BlockWriter):
             self.checked = True
         inexact = low.inexact and not K.is_int(k)
         return src, k, tainted or inexact
+
+    def array_operands(self, n, atoms, ks):
+        """The operands of array arithmetic in other dtypes than float64/int64/bool (float32, small ints), cast to
+        the dtype NumPy computes in: Numba promotes an array with a scalar, or arrays of two dtypes, otherwise
+        (float32 * 0.1 is float64 there, int32 * float32 float32), so every array must have that dtype already
+        and scalars are cast to it (a Python int checked to fit, as NumPy raises when it does not)."""
+        try:
+            common = np.result_type(*[x.dtype if type(x) is np.ndarray or isinstance(x, np.generic) else x
+                                      for x in ks])
+        except TypeError:
+            self.fail("operands without a common dtype", n)
+        if common.kind not in "biuf":
+            self.fail(f"array arithmetic in {common}", n)
+        if any(type(x) is np.ndarray and x.dtype != common for x in ks):
+            self.fail(f"array arithmetic mixing {' and '.join(sorted({K.describe(x) for x in ks}))} "
+                      "(Numba promotes them otherwise)", n)
+        return [self.weak_cast(a, x, common, arg) if K.is_scalar(x) and np.asarray(x).dtype != common else a
+                for a, x, arg in zip(atoms, ks, n.args)]
+
+    def weak_cast(self, atom, x, dtype, node=None):
+        """The source of scalar operand ``atom`` (kind ``x``) cast to ``dtype``, as NumPy converts it: a Python int
+        to a small int dtype only when it fits (else NumPy raises OverflowError: the kernel stops, to rerun
+        interpreted)."""
+        name = "bool_" if dtype == np.bool_ else dtype.name
+        if type(x) is int and dtype.kind in "iu" and dtype != np.int64:
+            info = np.iinfo(dtype)
+            if isinstance(node, ir.Const) and info.min <= node.value <= info.max:
+                return f"np.{name}({atom})"
+            self.checked = True
+            return f"np.{name}(_ck_fit({atom}, {info.min}, {info.max}))"
+        return f"np.{name}({atom})"
 
     def int_power(self, n, k):
         """NumPy raises on integers to negative integer powers; Numba gives 0: only constant exponents >= 0."""
@@ -595,7 +683,7 @@ class Lowerer(CallRules, BlockWriter):
         if arrays:
             if any(a.dtype not in (np.float64, np.int64, np.bool_) for a in arrays) or \
                     any(K.is_scalar(x) and type(x) not in K.PLAIN for x in ks):
-                self.fail("array arithmetic on dtypes other than float64/int64/bool", n)
+                atoms = self.array_operands(n, atoms, ks)
             if n.prim in _FLOORDIV and type(k) is np.ndarray and k.dtype.kind == "i":
                 return f"_np_floordiv_a({atoms[0]}, {atoms[1]})"
             return low.source(atoms)
@@ -630,15 +718,20 @@ class Lowerer(CallRules, BlockWriter):
                 common = np.result_type(*[x if not isinstance(x, np.generic) else x.dtype for x in ks])
             except TypeError:
                 self.fail("operands without a common dtype", n)
-            if common.kind in "iu" and common != np.int64:
-                for a, x in zip(n.args, ks):
-                    if type(x) is int and not (isinstance(a, ir.Const) and
-                                               np.iinfo(common).min <= a.value <= np.iinfo(common).max):
-                        self.fail(f"a Python int operand of {common} arithmetic (NumPy raises if it does not fit)",
-                                  n)
+            if common.kind in "iu" and common != np.int64 and int in map(type, ks) and n.prim in _CMP:
+                common = np.dtype(np.int64)  # NumPy 2 compares a Python int with a small int exactly
+        fits = set()  # operands that are Python ints NumPy converts to a small int dtype, raising if they do not fit
+        if common.kind in "iu" and common != np.int64:
+            info = np.iinfo(common)
+            for i, (a, x) in enumerate(zip(n.args, ks)):
+                if type(x) is int and not (isinstance(a, ir.Const) and info.min <= a.value <= info.max):
+                    fits.add(i)
         cname = "bool_" if common == np.bool_ else common.name
         cast = [f"np.{cname}({a})" if not isinstance(x, np.generic) or x.dtype != common else a
                 for a, x in zip(atoms, ks)]
+        for i in fits:  # NEP 50: OverflowError when out of the dtype's range (the loop reruns interpreted to raise)
+            self.checked = True
+            cast[i] = f"np.{cname}(_ck_fit({atoms[i]}, {np.iinfo(common).min}, {np.iinfo(common).max}))"
         src = low.source(cast)
         if n.prim in _FLOORDIV and isinstance(k, np.signedinteger):
             src = f"_np_floordiv_s({cast[0]}, {cast[1]})"
@@ -649,12 +742,12 @@ SMALL = 1 << 40  # a Python int argument below this (checked per call) is "small
 _CMP = {"operator.lt", "operator.le", "operator.gt", "operator.ge", "operator.eq", "operator.ne"}
 
 
-def lower(loop, params, kinds: dict, outputs, small=frozenset()) -> tuple[str, bool, dict, frozenset]:
+def lower(loop, params, kinds: dict, outputs, small=frozenset(), functions=None) -> tuple[str, bool, dict, frozenset]:
     """(kernel source, whether it uses helpers that fall back to the interpreter, the Either kinds of outputs
     whose flags follow them, the arrays indexed into views) for ``loop`` over ``params`` of ``kinds``, the Python
     ints named in ``small``
     being below SMALL in magnitude (the caller checks it per call); Decline."""
-    src, low = settle(Lowerer, loop, params, kinds, outputs, small)
+    src, low = settle(Lowerer, loop, params, kinds, outputs, small, functions=functions)
     return src, low.checked, {o: low.widened[o] for o in low.flag_outputs}, frozenset(low.viewed)
 
 
@@ -680,6 +773,32 @@ def settle(cls, node, params, kinds: dict, outputs, small=frozenset(), **extra):
             return src, low
         tainted, arrays = tainted | frozenset(low.taint), arrays or low.arrays_tainted
     raise Decline("kinds or inexact results do not settle around the loop")
+
+
+def as_expression(stmts):
+    """A function body that is one returned expression (``return e``; ``if c: <body> else: <body>``, the ``else``
+    part possibly the statements after the ``if``) as one expression node, else None."""
+    if len(stmts) == 1 and isinstance(stmts[0], ir.Return):
+        return stmts[0].value
+    if stmts and isinstance(stmts[0], ir.If):
+        first = stmts[0]
+        then = as_expression(list(first.then.stmts))
+        orelse = as_expression(list(first.orelse.stmts) + stmts[1:])
+        if then is not None and orelse is not None:
+            return ir.IfExp(first.cond, then, orelse, loc=first.loc)
+    return None
+
+
+def _renamed(node, names):
+    """``node`` with its variables (of the called function: depth 0) renamed by ``names``."""
+    if isinstance(node, ir.Var) and node.depth == 0 and node.name in names:
+        return dataclasses.replace(node, name=names[node.name])
+    if isinstance(node, ir.Node):
+        return dataclasses.replace(node, **{f.name: _renamed(getattr(node, f.name), names)
+                                            for f in dataclasses.fields(node)})
+    if type(node) is tuple:
+        return tuple(_renamed(x, names) for x in node)
+    return node
 
 
 def _is_np(k) -> bool:

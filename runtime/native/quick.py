@@ -60,20 +60,24 @@ def make_quick(whole, entries):
     # the runtime as ``select.current()`` finds it, read inline (a call of it costs 0.2 us here): a ``using``
     # block's, else the default; while ``using`` blocks are open in other threads, which one this thread follows
     # is current()'s decision (the general path). Arguments unpacked first: a wrong count is a MISS
-    lines = ["def quick(args):",
-             "    try:",
-             f"        {names} = args" if n else "        () = args",
-             "    except ValueError:",
-             "        return _MISS",
-             "    if _env_get(_KEY) != _RAW:",
-             "        return _MISS",
-             "    rt = _using()",
-             "    if rt is None:",
-             "        if _open:",
-             "            return _MISS",
-             "        rt = _select._default",
-             "    if type(rt) is not _Runtime or rt.closed or _active() is not None:",
-             "        return _MISS"]
+    ns["_defaults"] = whole.defaults
+    lines = ["def quick(args):"]
+    if whole.defaults:  # a call leaving out the last parameters takes their defaults (numbers)
+        lines += [f"    if {n - len(whole.defaults)} <= len(args) < {n}:",
+                  f"        args = args + _defaults[len(args) - {n - len(whole.defaults)}:]"]
+    lines += ["    try:",
+              f"        {names} = args" if n else "        () = args",
+              "    except ValueError:",
+              "        return _MISS",
+              "    if _env_get(_KEY) != _RAW:",
+              "        return _MISS",
+              "    rt = _using()",
+              "    if rt is None:",
+              "        if _open:",
+              "            return _MISS",
+              "        rt = _select._default",
+              "    if type(rt) is not _Runtime or rt.closed or _active() is not None:",
+              "        return _MISS"]
     for j, e in enumerate(entries):
         for name, value in e.values.items():
             ns[f"{name}_{j}"] = value

@@ -321,8 +321,8 @@ class Signatures:
         if isinstance(e, entry.overflow):
             for a, copy in saved:
                 a[...] = copy
-            self.decline(entry, "a Python int grew past 2**63, or a value that may be a Python or a NumPy scalar "
-                                f"was divided by zero: {what} reran interpreted")
+            self.decline(entry, "a Python int grew past 2**63 or did not fit a small int dtype, or a value that may "
+                                f"be a Python or a NumPy scalar was divided by zero: {what} reran interpreted")
             return True
         return False
 

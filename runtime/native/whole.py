@@ -16,6 +16,7 @@ import threading
 import time
 
 import numpy as np
+from phylanx_py.primitives import MUTATES, lookup
 
 from phylanx_py import ir
 from phylanx_py.errors import ConfigurationError, ExecutionError
@@ -28,7 +29,7 @@ from . import tiering as T
 from .analysis import arrays_written
 from .calls import SHAPE
 from .kinds import Decline
-from .lower import ALLOCATIONS, Lowerer, settle
+from .lower import ALLOCATIONS, Lowerer, as_expression, settle
 from .quick import guard as _guard
 from .quick import make_quick
 
@@ -36,14 +37,20 @@ from .quick import make_quick
 def whole_function(program: ir.Program):
     """The WholeFunction of ``program``'s entry, or None when its shape never qualifies."""
     fn = program.function(program.entry)
-    return WholeFunction(fn) if _static_reason(program, fn) is None else None
+    if _static_reason(program, fn) is not None:
+        return None
+    # numbers as defaults of the last parameters fill a call that leaves them out (NPBench's crc16(data));
+    # other defaults (an array the calls would share) leave such calls to the tree
+    defaults = tuple(c.value for c in dict(program.defaults).get(program.entry, ()))
+    return WholeFunction(fn, defaults if all(type(d) in (int, float, bool) for d in defaults) else (),
+                         dict(program.functions))
 
 
 def _static_reason(program, fn):
     nodes = list(ir.walk(fn.body))
     stmts = fn.body.stmts
-    if len(program.functions) != 1:
-        return "it calls other functions"
+    if any(name != program.entry and as_expression(list(f.body.stmts)) is None for name, f in program.functions):
+        return "it calls other functions"  # other than those a kernel inlines (one returned expression: lower.py)
     if fn.kwonly:
         return "keyword-only parameters"
     if not any(isinstance(s, (ir.For, ir.While)) for s in nodes):
@@ -63,9 +70,18 @@ class FunctionLowerer(Lowerer):
     stages (top-level statements) that may raise, so an error can be put at its statement."""
 
     def __init__(self, body, inputs, outputs, tainted=frozenset(), arrays_tainted=False, widened=None,
-                 bounds=None, manual=True, counters=frozenset(), ret=None):
-        super().__init__(body, inputs, outputs, tainted, arrays_tainted, widened, bounds, manual, counters)
+                 bounds=None, manual=True, counters=frozenset(), ret=None, functions=None):
+        super().__init__(body, inputs, outputs, tainted, arrays_tainted, widened, bounds, manual, counters,
+                         functions)
         self.ret = ret
+        self.named, self.not_scalars = set(), set()
+
+    def bind(self, node, name, k, t):
+        # the names ever bound to a number, and those bound to anything else (``_mutates``)
+        self.named.add(name)
+        if not K.is_scalar(k):
+            self.not_scalars.add(name)
+        return super().bind(node, name, k, t)
 
     def s_Assign(self, n):
         """A name bound once, outside loops, to a bounded Python int (``n = A.shape[0]``) keeps its bound, as a
@@ -103,7 +119,8 @@ class FunctionLowerer(Lowerer):
                 if mutated and not is_loop:
                     self.fail("a statement that may raise after a loop changed values", s)
                 stages.append((s, start, is_loop))
-            mutated = mutated or is_loop or _mutates(s, fresh)
+            # a loop changing only scalars and arrays made here (crc16's) changes nothing the caller sees
+            mutated = mutated or _mutates(s, fresh, self.named - self.not_scalars)
         src, k, _ = self.expr(self.ret)
         if _may_raise([src]):
             if mutated:
@@ -132,14 +149,15 @@ def _may_raise(lines) -> bool:
     return any(_RAISING.search(re.sub(r"\.shape\[\d+\]", "", line)) for line in lines)
 
 
-def _mutates(stmt, fresh) -> bool:
-    """Whether a statement outside loops may change an array the caller sees (a store, an in-place operator on
-    anything but an array in ``fresh``)."""
+def _mutates(stmt, fresh, scalars=frozenset()) -> bool:
+    """Whether a statement (a loop too) may change an array the caller sees (a store, an in-place operator on
+    anything but an array in ``fresh`` or a name in ``scalars``, which hold numbers)."""
     def local(obj):
-        return isinstance(obj, ir.Var) and obj.name in fresh
+        return isinstance(obj, ir.Var) and (obj.name in fresh or obj.name in scalars)
 
     return any((isinstance(s, ir.StoreItem) and not local(s.obj)) or
-               (isinstance(s, ir.Call) and s.prim.startswith("operator.i") and not local(s.args[0]))
+               (isinstance(s, ir.Call) and (s.prim.startswith("operator.i") or lookup(s.prim).effect == MUTATES)
+                and not (s.args and local(s.args[0])))
                for s in ir.walk(stmt))
 
 
@@ -177,9 +195,11 @@ class WholeFunction(T.Signatures):
     noun = "function"
     native_note = "whole function, "
 
-    def __init__(self, fn: ir.Function):
+    def __init__(self, fn: ir.Function, defaults: tuple = (), functions=None):
         super().__init__(f"{fn.loc.filename.rsplit('/', 1)[-1]}:{fn.loc.lineno}")
         self.fn = fn
+        self.functions = functions  # the program's functions by name: calls of them are inlined (lower.py)
+        self.defaults = defaults  # of the last parameters: numbers (``whole_function``)
         stmts = fn.body.stmts
         if stmts and isinstance(stmts[-1], ir.Return):
             self.body, self.ret = ir.Block(stmts=stmts[:-1], loc=fn.body.loc), stmts[-1].value
@@ -199,6 +219,8 @@ class WholeFunction(T.Signatures):
         default ``fallback``), as ``_plain_now`` decides."""
         tree = tree or fallback
         m = T.current_mode()
+        if len(self.params) - len(self.defaults) <= len(args) < len(self.params):
+            args = tuple(args) + self.defaults[len(args) - len(self.params) + len(self.defaults):]
         if m == "off" or len(args) != len(self.params) or type(rt) is not Runtime or rt.closed or \
                 profiling.active() is not None:
             return fallback()
@@ -257,7 +279,7 @@ class WholeFunction(T.Signatures):
         try:
             names = frozenset(n for n, is_small in zip(self.params, small) if is_small)
             entry.source, low = settle(FunctionLowerer, self.body, self.params, dict(zip(self.params, ks)), [],
-                                       names, ret=self.ret)
+                                       names, ret=self.ret, functions=self.functions)
             entry.checked, entry.stages, viewed = low.checked, low.stages, low.viewed
             entry.convert = _converter(low.ret_kind)
         except Decline as e:
