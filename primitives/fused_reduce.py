@@ -183,6 +183,9 @@ def _argmin_kernel(spec, axis, arg_axis, args):
 
 
 def _argmin_source(spec, dtypes, n_args, nd, acc_dt) -> str:
+    """The distances and their argmin per output element. NaN as NumPy (the first NaN wins) without a branch per
+    candidate: the scan keeps the first minimum and only notes whether a sum was NaN; a row that had one is scanned
+    again for its first NaN (rare; a test per candidate made the common case twice as slow)."""
     names = [f"x{i}" for i in range(n_args)]
     idx = [f"i{d}" for d in range(nd)]
     head = [f"def kernel(out, {', '.join(f'a{i}' for i in range(n_args))}):"]
@@ -190,18 +193,21 @@ def _argmin_source(spec, dtypes, n_args, nd, acc_dt) -> str:
     for d in range(nd - 2):
         body.append(f"{pad}for {idx[d]} in range(a0.shape[{d}]):")
         pad += "    "
-    body += [f"{pad}best = np.{acc_dt.name}(np.inf)", f"{pad}arg = 0", f"{pad}nan = False",
-             f"{pad}for {idx[nd - 2]} in range(a0.shape[{nd - 2}]):"]
-    pad2 = pad + "    "
-    body += [f"{pad2}acc = np.{acc_dt.name}(0)", f"{pad2}for {idx[nd - 1]} in range(a0.shape[{nd - 1}]):"]
-    pad3 = pad2 + "    "
+    pad2, pad3 = pad + "    ", pad + "        "
     where = ", ".join(idx)
-    body += [f"{pad3}{names[i]} = a{i}[{where}]" for i in range(n_args)]
-    lines, result = _body(spec, dtypes, names, pad3)
-    body += lines + [f"{pad3}acc += {result}"]
-    body += [f"{pad2}if not nan:", f"{pad2}    if acc != acc:", f"{pad2}        nan = True",
-             f"{pad2}        arg = {idx[nd - 2]}", f"{pad2}    elif acc < best:", f"{pad2}        best = acc",
-             f"{pad2}        arg = {idx[nd - 2]}"]
+
+    def scan():  # the loop over candidates with each one's sum in ``acc``
+        lines, result = _body(spec, dtypes, names, pad3)
+        return ([f"{pad}for {idx[nd - 2]} in range(a0.shape[{nd - 2}]):",
+                 f"{pad2}acc = np.{acc_dt.name}(0)", f"{pad2}for {idx[nd - 1]} in range(a0.shape[{nd - 1}]):"]
+                + [f"{pad3}{names[i]} = a{i}[{where}]" for i in range(n_args)] + lines + [f"{pad3}acc += {result}"])
+
+    body += [f"{pad}best = np.{acc_dt.name}(np.inf)", f"{pad}arg = 0", f"{pad}nan = False"]
+    body += scan() + [f"{pad2}nan |= acc != acc", f"{pad2}if acc < best:", f"{pad2}    best = acc",
+                      f"{pad2}    arg = {idx[nd - 2]}"]
+    body.append(f"{pad}if nan:")
+    body += ["    " + line for line in scan()] + [f"{pad3}if acc != acc:", f"{pad3}    arg = {idx[nd - 2]}",
+                                                   f"{pad3}    break"]
     body.append(f"{pad}out[{', '.join(idx[:nd - 2])}{'' if nd > 2 else '()'}] = arg")
     return ("import numpy as np\nimport numba\n\n\n@numba.njit(cache=True, nogil=True)\n"
             + "\n".join(head + body) + "\n")
