@@ -680,3 +680,21 @@ def test_a_stencils_rank_bodies_run_a_fused_kernel(rt):
     np.testing.assert_array_equal(np.asarray(out), P.jacobi(u.copy(), fz, 0.01, 5))
     text = _spmd(f)
     assert "halo" in text and _rank_kernels(text) >= 1, text
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32])
+def test_the_per_label_table_has_the_bits_of_bincount(dtype):
+    """The compiled per-label table adds in row order as ``np.bincount(labels, weights=column)``: the same bits."""
+    from phylanx_py.runtime.spmd import table as T
+    from phylanx_py.runtime.spmd.table import table
+
+    r = np.random.default_rng(22)
+    rows = (r.standard_normal((30_001, 3)) * 1e3).astype(dtype)
+    for lab in (r.integers(0, 7, 30_001), r.integers(0, 7, 30_001).astype(np.uint8), np.zeros(0, np.int64)):
+        rs = rows[:len(lab)]
+        sums, counts = table(lab, rs, 9)
+        want = np.stack([np.bincount(lab, weights=rs[:, c], minlength=9) for c in range(3)], axis=1)
+        assert sums.dtype == np.float64 and np.array_equal(sums, want)
+        assert np.array_equal(counts, np.bincount(lab, minlength=9))
+        assert table(lab, None, 9)[0] is None
+    assert not T._FAILED  # (the compiled kernel took every case)
