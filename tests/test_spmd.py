@@ -698,3 +698,16 @@ def test_the_per_label_table_has_the_bits_of_bincount(dtype):
         assert np.array_equal(counts, np.bincount(lab, minlength=9))
         assert table(lab, None, 9)[0] is None
     assert not T._FAILED  # (the compiled kernel took every case)
+
+
+@pytest.mark.parametrize("prog", [S.selection_then_change, S.mask_then_change])
+def test_a_selection_is_made_before_its_rows_change(rt, prog):
+    """``sel = X[labels == j]`` waits on the ranks to be made (its sums come from the per-label table); a change
+    to X or labels in place before ``sel`` is used makes it first, so it holds the rows as they were, as in NumPy
+    (it was made from the changed rows)."""
+    rng = np.random.default_rng(23)
+    X, lab = rng.standard_normal((1000, 2)), rng.integers(0, 3, 1000)
+    f = px.compile(prog)
+    got = f(px.tiled.from_array(X.copy(), tiles=(2, 1)), px.tiled.from_array(lab.copy(), tiles=(2,)), 2)
+    np.testing.assert_allclose(got, prog(X.copy(), lab.copy(), 2), rtol=RTOL)
+    _spmd(f)
