@@ -270,3 +270,15 @@ def mask_then_change(X, labels, iterations):
         labels += 1
         s = np.sum(X[m], axis=0) + np.sum(m)
     return s
+
+
+def masks_used_as_values(X, C, iterations):
+    """Label masks read as values, stored through, and counted."""
+    w = None
+    for _ in range(iterations):
+        labels = ((X[:, None, :] - C[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
+        m = labels == 0
+        w = m * 1.0 + np.sum(labels == 1)
+        X[labels == 2] = 0.0
+        C = C + np.sum(X[m], axis=0) / (np.sum(m) + 1)
+    return X, C, w

@@ -711,3 +711,15 @@ def test_a_selection_is_made_before_its_rows_change(rt, prog):
     got = f(px.tiled.from_array(X.copy(), tiles=(2, 1)), px.tiled.from_array(lab.copy(), tiles=(2,)), 2)
     np.testing.assert_allclose(got, prog(X.copy(), lab.copy(), 2), rtol=RTOL)
     _spmd(f)
+
+
+def test_a_label_mask_is_made_only_when_its_values_are_read(rt):
+    """``labels == j`` on a rank waits to be made: k-means' masked sums and counts read the per-label table, so no
+    mask is made; a mask used as values (``m * 1.0``, ``X[m] = 0``) is made, and NumPy's answer comes back."""
+    X, C0 = _blobs(n=2000)
+    f = px.compile(S.masks_used_as_values)
+    got = f(px.tiled.from_array(X.copy(), tiles=(2, 1)), C0, 2)
+    want = S.masks_used_as_values(X.copy(), C0, 2)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=RTOL)
+    _spmd(f)

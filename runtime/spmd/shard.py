@@ -162,11 +162,15 @@ class Shard:
 
     @property
     def data(self):
-        """The rows this rank has; a selection made by ``labels == j`` is made on first use (a sum or mean of it
-        is found from the per-label sums instead: cross.group_sums)."""
-        if self._data is None and self.origin is not None and self.origin[0] == "group":
-            x, mask, lo, hi = self.origin[1], self.origin[2], self.origin[5], self.origin[6]
-            self._data = x.local(lo, hi)[mask.local(lo, hi)]
+        """The rows this rank has; a mask ``labels == j`` and a selection made by it are made on first use (a sum
+        or mean of the selection, or the mask's count, is found from the per-label sums instead: cross.group_sums).
+        Both are made before the rows they read change in place (local._before_change)."""
+        if self._data is None and self.origin is not None:
+            if self.origin[0] == "group":
+                x, mask, lo, hi = self.origin[1], self.origin[2], self.origin[5], self.origin[6]
+                self._data = x.local(lo, hi)[mask.local(lo, hi)]
+            elif self.origin[0] == "eq":
+                self._data = self.origin[1].data == self.origin[2]  # (the labels' geometry: the same rows)
         return self._data
 
     @data.setter
@@ -217,14 +221,14 @@ class Shard:
 
     @property
     def ndim(self):
-        if self._data is None and self.origin is not None:  # a selection not made yet: its source's
+        if self._data is None and self.origin is not None:  # a mask or selection not made yet: its source's
             return self.origin[1].ndim
         return self._data.ndim
 
     @property
     def dtype(self):
         if self._data is None and self.origin is not None:
-            return self.origin[1].dtype
+            return np.dtype(np.bool_) if self.origin[0] == "eq" else self.origin[1].dtype
         return self._data.dtype
 
     @property
