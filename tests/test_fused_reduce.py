@@ -114,14 +114,15 @@ def test_a_bad_axis_is_numpys_error_at_the_sum():
     assert str(unfused.value.__cause__) == str(err.value.__cause__)
 
 
+@pytest.mark.parametrize("d", [2, 3, 7])
 @pytest.mark.parametrize("case", ["plain", "nan in X", "nan in C", "ties", "inf"])
-def test_the_distance_argmin_kernel_picks_as_numpy(case):
-    """The compiled distance argmin (no branch per candidate; a row with a NaN sum scanned again) picks NumPy's
-    index: the first minimum, or the first NaN."""
+def test_the_distance_argmin_kernel_picks_as_numpy(case, d):
+    """The compiled distance argmin (no branch per candidate; a row with a NaN sum scanned again; a summed axis of
+    up to 4 written out, a longer one a loop) picks NumPy's index: the first minimum, or the first NaN."""
     r = np.random.default_rng(3)
-    X, C = r.standard_normal((50_000, 3)), r.standard_normal((6, 3))
+    X, C = r.standard_normal((50_000, d)), r.standard_normal((6, d))
     if case == "nan in X":
-        X[[5, 900, 49_999], [0, 2, 1]] = np.nan
+        X[[5, 900, 49_999], [0, d - 1, 1]] = np.nan
     elif case == "nan in C":
         C[2, 0] = C[4, 1] = np.nan
     elif case == "ties":
