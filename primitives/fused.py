@@ -16,6 +16,7 @@ import functools
 import os
 import sys
 import threading
+import time
 
 import numpy as np
 
@@ -120,6 +121,8 @@ def _threads() -> int:
 
 
 _pool = None
+# per thread: how many compiled kernels ran (``runs``) and for how long (``seconds``): note_kernel, kernel_runs
+KERNEL_RUNS = threading.local()
 
 
 def _run(kernel, arrays):
@@ -128,7 +131,11 @@ def _run(kernel, arrays):
     size = int(np.prod(shape, dtype=np.int64))
     n = min(_threads(), shape[0] if shape else 1)
     if size < PARALLEL_MIN_ELEMENTS or n < 2:
-        return kernel(*arrays)
+        t0 = time.perf_counter()
+        try:
+            return kernel(*arrays)
+        finally:
+            note_kernel(t0)
     out = np.empty(shape, np.dtype(kernel.types[0].split("->")[1]))  # the one signature compiled
     nd = len(shape)
 
@@ -154,6 +161,26 @@ def _blocks(n: int, parts: int) -> list[tuple[int, int]]:
 
 
 def _map_blocks(fn, blocks):
+    """``fn(lo, hi)`` of each block (a compiled kernel's run over row blocks), on parallel threads."""
+    t0 = time.perf_counter()
+    try:
+        return _map_blocks_now(fn, blocks)
+    finally:
+        note_kernel(t0)
+
+
+def note_kernel(t0: float) -> None:
+    """A compiled kernel ran in this thread since ``t0`` (``KERNEL_RUNS``)."""
+    KERNEL_RUNS.runs = getattr(KERNEL_RUNS, "runs", 0) + 1
+    KERNEL_RUNS.seconds = getattr(KERNEL_RUNS, "seconds", 0.0) + (time.perf_counter() - t0)
+
+
+def kernel_runs() -> tuple[int, float]:
+    """(runs, seconds) of the compiled kernels this thread has run (an SPMD rank reports its own: spmd/rank.py)."""
+    return getattr(KERNEL_RUNS, "runs", 0), getattr(KERNEL_RUNS, "seconds", 0.0)
+
+
+def _map_blocks_now(fn, blocks):
     global _pool
     if len(blocks) == 1:
         return [fn(*blocks[0])]

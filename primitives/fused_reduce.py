@@ -3,6 +3,7 @@ feeding ``np.sum(axis=a)``) and ``fused.sum_argmin`` (k-means' distances and the
 from __future__ import annotations
 
 import functools
+import time
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from .fused import (
     _threads,
     _tile_elementwise,
     cached_kernel,
+    note_kernel,
     reference,
 )
 from .registry import OperationFailed, register
@@ -130,6 +132,7 @@ def _reduce_source(spec, dtypes, n_args, nd, full, acc_dt) -> str:
 
 # ---- distances and their argmin: k-means' assignment step ------------------------------------------------
 _argmin_kernels: dict = {}
+UNROLL_MAX = 4  # a summed axis this short is written out in the distance argmin's kernel
 
 
 def fused_sum_argmin(spec, locs, axis, arg_axis, *args):
@@ -160,9 +163,11 @@ def _argmin_kernel(spec, axis, arg_axis, args):
     if acc_dt.kind != "f":
         return None  # integer sums: NumPy (exact ties, wrap-around) keeps them
     ax, arg_ax = axis % nd, arg_axis % (nd - 1)
-    key = (spec, tuple(d.str for d in in_dtypes), nd)
+    # a short summed axis (k-means' 2 coordinates) is written out: twice as fast as a loop of unknown length
+    unroll = shape[ax] if 0 < shape[ax] <= UNROLL_MAX else 0
+    key = (spec, tuple(d.str for d in in_dtypes), nd, unroll)
     kernel = cached_kernel(_argmin_kernels, key, lambda: _compile(
-        spec, in_dtypes, dtypes, src=_argmin_source(spec, dtypes, len(args), nd, acc_dt), warm=False))
+        spec, in_dtypes, dtypes, src=_argmin_source(spec, dtypes, len(args), nd, acc_dt, unroll), warm=False))
     if kernel is None:
         return None
     # views with the summed axis last and the argmin axis just before it
@@ -176,13 +181,19 @@ def _argmin_kernel(spec, axis, arg_axis, args):
             _map_blocks(lambda lo, hi: kernel(out[lo:hi], *[v[lo:hi] for v in views]),
                         _blocks(out_shape[0], min(_threads(), out_shape[0])))
         else:
+            t0 = time.perf_counter()
             kernel(out, *views)
+            note_kernel(t0)
         return out
 
     return run
 
 
-def _argmin_source(spec, dtypes, n_args, nd, acc_dt) -> str:
+def _argmin_source(spec, dtypes, n_args, nd, acc_dt, unroll=0) -> str:
+    """The distances and their argmin per output element. NaN as NumPy (the first NaN wins) without a branch per
+    candidate: the scan keeps the first minimum and only notes whether a sum was NaN; a row that had one is scanned
+    again for its first NaN (rare; a test per candidate made the common case twice as slow). ``unroll``: the summed
+    axis has this many elements, written out one after another (the same additions in the same order)."""
     names = [f"x{i}" for i in range(n_args)]
     idx = [f"i{d}" for d in range(nd)]
     head = [f"def kernel(out, {', '.join(f'a{i}' for i in range(n_args))}):"]
@@ -190,18 +201,25 @@ def _argmin_source(spec, dtypes, n_args, nd, acc_dt) -> str:
     for d in range(nd - 2):
         body.append(f"{pad}for {idx[d]} in range(a0.shape[{d}]):")
         pad += "    "
-    body += [f"{pad}best = np.{acc_dt.name}(np.inf)", f"{pad}arg = 0", f"{pad}nan = False",
-             f"{pad}for {idx[nd - 2]} in range(a0.shape[{nd - 2}]):"]
-    pad2 = pad + "    "
-    body += [f"{pad2}acc = np.{acc_dt.name}(0)", f"{pad2}for {idx[nd - 1]} in range(a0.shape[{nd - 1}]):"]
-    pad3 = pad2 + "    "
+    pad2, pad3 = pad + "    ", pad + "        "
     where = ", ".join(idx)
-    body += [f"{pad3}{names[i]} = a{i}[{where}]" for i in range(n_args)]
-    lines, result = _body(spec, dtypes, names, pad3)
-    body += lines + [f"{pad3}acc += {result}"]
-    body += [f"{pad2}if not nan:", f"{pad2}    if acc != acc:", f"{pad2}        nan = True",
-             f"{pad2}        arg = {idx[nd - 2]}", f"{pad2}    elif acc < best:", f"{pad2}        best = acc",
-             f"{pad2}        arg = {idx[nd - 2]}"]
+
+    def scan():  # the loop over candidates with each one's sum in ``acc``
+        out = [f"{pad}for {idx[nd - 2]} in range(a0.shape[{nd - 2}]):", f"{pad2}acc = np.{acc_dt.name}(0)"]
+        for c in range(unroll) if unroll else [None]:
+            at = pad2 if unroll else pad3
+            out.append(f"{pad2}{idx[nd - 1]} = {c}" if unroll else
+                       f"{pad2}for {idx[nd - 1]} in range(a0.shape[{nd - 1}]):")
+            lines, result = _body(spec, dtypes, names, at)
+            out += [f"{at}{names[i]} = a{i}[{where}]" for i in range(n_args)] + lines + [f"{at}acc += {result}"]
+        return out
+
+    body += [f"{pad}best = np.{acc_dt.name}(np.inf)", f"{pad}arg = 0", f"{pad}nan = False"]
+    body += scan() + [f"{pad2}nan |= acc != acc", f"{pad2}if acc < best:", f"{pad2}    best = acc",
+                      f"{pad2}    arg = {idx[nd - 2]}"]
+    body.append(f"{pad}if nan:")
+    body += ["    " + line for line in scan()] + [f"{pad3}if acc != acc:", f"{pad3}    arg = {idx[nd - 2]}",
+                                                   f"{pad3}    break"]
     body.append(f"{pad}out[{', '.join(idx[:nd - 2])}{'' if nd > 2 else '()'}] = arg")
     return ("import numpy as np\nimport numba\n\n\n@numba.njit(cache=True, nogil=True)\n"
             + "\n".join(head + body) + "\n")

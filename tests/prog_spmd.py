@@ -250,3 +250,35 @@ def unused_bad_shape(X, iterations):
         bad = X.sum(axis=0) + np.zeros(X.shape[1] + 1)  # noqa: F841
         total = total + X.sum()
     return total
+
+
+def selection_then_change(X, labels, iterations):
+    """``X[labels == 1]`` is a copy made when the line runs: changing X afterwards does not change it."""
+    s = None
+    for _ in range(iterations):
+        sel = X[labels == 1]
+        X += 1.0
+        s = sel.sum(axis=0)
+    return s
+
+
+def mask_then_change(X, labels, iterations):
+    """The mask is made before ``labels`` changes."""
+    s = None
+    for _ in range(iterations):
+        m = labels == 1
+        labels += 1
+        s = np.sum(X[m], axis=0) + np.sum(m)
+    return s
+
+
+def masks_used_as_values(X, C, iterations):
+    """Label masks read as values, stored through, and counted."""
+    w = None
+    for _ in range(iterations):
+        labels = ((X[:, None, :] - C[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
+        m = labels == 0
+        w = m * 1.0 + np.sum(labels == 1)
+        X[labels == 2] = 0.0
+        C = C + np.sum(X[m], axis=0) / (np.sum(m) + 1)
+    return X, C, w

@@ -112,3 +112,28 @@ def test_a_bad_axis_is_numpys_error_at_the_sum():
     with pytest.raises(px.ExecutionError) as unfused:
         px.compile(P.bad_axis, fuse=False)(x)
     assert str(unfused.value.__cause__) == str(err.value.__cause__)
+
+
+@pytest.mark.parametrize("d", [2, 3, 7])
+@pytest.mark.parametrize("case", ["plain", "nan in X", "nan in C", "ties", "inf"])
+def test_the_distance_argmin_kernel_picks_as_numpy(case, d):
+    """The compiled distance argmin (no branch per candidate; a row with a NaN sum scanned again; a summed axis of
+    up to 4 written out, a longer one a loop) picks NumPy's index: the first minimum, or the first NaN."""
+    r = np.random.default_rng(3)
+    X, C = r.standard_normal((50_000, d)), r.standard_normal((6, d))
+    if case == "nan in X":
+        X[[5, 900, 49_999], [0, d - 1, 1]] = np.nan
+    elif case == "nan in C":
+        C[2, 0] = C[4, 1] = np.nan
+    elif case == "ties":
+        C[3] = C[1]
+    elif case == "inf":
+        X[10, 0] = np.inf
+        C[0, 0] = np.inf
+    spec = ("operator.pow", ("operator.sub", ("arg", 0), ("arg", 1)), ("const", 2))
+    args = (X[:, None, :], C[None, :, :])
+    run = F._argmin_kernel(spec, 2, 1, args)
+    assert run is not None
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = np.argmin(((X[:, None, :] - C[None, :, :]) ** 2).sum(axis=2), axis=1)
+    np.testing.assert_array_equal(run(), want)

@@ -642,3 +642,84 @@ def test_ranks_run_their_loops_interpreted_so_their_values_stay_the_same_bits(rt
 
     counts = rt.executor.client.run(native_loops)
     assert counts and all(c and not any(c) for c in counts.values()), counts
+
+
+# ---- rank bodies in the best tier ------------------------------------------------------------------------------
+def _rank_kernels(text):
+    """Compiled kernels per iteration on rank 0, from the explain line."""
+    import re
+
+    found = re.search(r"rank 0 per iteration: [\d.e+-]+ ms, [\d.e+-]+ ms of it in ([\d.e+-]+) compiled kernels?", text)
+    assert found, text
+    return float(found.group(1))
+
+
+def test_rank_bodies_of_textbook_kmeans_run_compiled_kernels(rt):
+    """Textbook k-means on the ranks: the distances and their argmin are one fused compiled pass over the rank's
+    rows, the per-centroid masked sums and counts one compiled pass (a per-label table, runtime/spmd/table.py);
+    NumPy's answer, and still one allreduce per iteration."""
+    X, C0 = _blobs(n=120_000)
+    f = px.compile(S.kmeans_masked)
+    C, labels = f(px.tiled.from_array(X, tiles=(4, 1)), C0, 4)
+    Cr, lr = S.kmeans_masked(X, C0, 4)
+    np.testing.assert_allclose(C, Cr, rtol=RTOL)
+    np.testing.assert_array_equal(np.asarray(labels), lr)
+    text = _spmd(f)
+    assert "4 iterations, 1 allreduce per iteration (24 values)" in text, text
+    assert _rank_kernels(text) == 2, text
+
+
+def test_a_stencils_rank_bodies_run_a_fused_kernel(rt):
+    """A Jacobi stencil over a tiled vector: each step's chain is one fused compiled pass over the rank's rows and
+    halo; NumPy's answer exactly."""
+    rng = np.random.default_rng(21)
+    u, fz = rng.standard_normal(200_001), rng.standard_normal(200_001)
+    f = px.compile(P.jacobi)
+    ut = px.tiled.from_array(u, tiles=(2,))
+    out = f(ut, px.tiled.from_array(fz, tiles=(2,)), 0.01, 5)
+    np.testing.assert_array_equal(np.asarray(out), P.jacobi(u.copy(), fz, 0.01, 5))
+    text = _spmd(f)
+    assert "halo" in text and _rank_kernels(text) >= 1, text
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32])
+def test_the_per_label_table_has_the_bits_of_bincount(dtype):
+    """The compiled per-label table adds in row order as ``np.bincount(labels, weights=column)``: the same bits."""
+    from phylanx_py.runtime.spmd import table as T
+    from phylanx_py.runtime.spmd.table import table
+
+    r = np.random.default_rng(22)
+    rows = (r.standard_normal((30_001, 3)) * 1e3).astype(dtype)
+    for lab in (r.integers(0, 7, 30_001), r.integers(0, 7, 30_001).astype(np.uint8), np.zeros(0, np.int64)):
+        rs = rows[:len(lab)]
+        sums, counts = table(lab, rs, 9)
+        want = np.stack([np.bincount(lab, weights=rs[:, c], minlength=9) for c in range(3)], axis=1)
+        assert sums.dtype == np.float64 and np.array_equal(sums, want)
+        assert np.array_equal(counts, np.bincount(lab, minlength=9))
+        assert table(lab, None, 9)[0] is None
+    assert not T._FAILED  # (the compiled kernel took every case)
+
+
+@pytest.mark.parametrize("prog", [S.selection_then_change, S.mask_then_change])
+def test_a_selection_is_made_before_its_rows_change(rt, prog):
+    """``sel = X[labels == j]`` waits on the ranks to be made (its sums come from the per-label table); a change
+    to X or labels in place before ``sel`` is used makes it first, so it holds the rows as they were, as in NumPy
+    (it was made from the changed rows)."""
+    rng = np.random.default_rng(23)
+    X, lab = rng.standard_normal((1000, 2)), rng.integers(0, 3, 1000)
+    f = px.compile(prog)
+    got = f(px.tiled.from_array(X.copy(), tiles=(2, 1)), px.tiled.from_array(lab.copy(), tiles=(2,)), 2)
+    np.testing.assert_allclose(got, prog(X.copy(), lab.copy(), 2), rtol=RTOL)
+    _spmd(f)
+
+
+def test_a_label_mask_is_made_only_when_its_values_are_read(rt):
+    """``labels == j`` on a rank waits to be made: k-means' masked sums and counts read the per-label table, so no
+    mask is made; a mask used as values (``m * 1.0``, ``X[m] = 0``) is made, and NumPy's answer comes back."""
+    X, C0 = _blobs(n=2000)
+    f = px.compile(S.masks_used_as_values)
+    got = f(px.tiled.from_array(X.copy(), tiles=(2, 1)), C0, 2)
+    want = S.masks_used_as_values(X.copy(), C0, 2)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=RTOL)
+    _spmd(f)

@@ -10,6 +10,7 @@ import numpy as np
 
 from .deferred import EXACT_LIMIT
 from .shard import NotSpmd, Shard, Transposed, is_shard
+from .table import table
 
 _GATHERED = {"min": np.min, "max": np.max, "any": np.any, "all": np.all, "prod": np.prod}
 
@@ -92,7 +93,7 @@ def _exact(x, own, axes, part) -> bool:
 
 
 def group_sums(rank, x, labels, lo, hi):
-    """Per-label sums of ``x``'s rows ``[lo, hi)`` and per-label counts (``np.bincount``, one pass per column),
+    """Per-label sums of ``x``'s rows ``[lo, hi)`` and per-label counts (table.py: one compiled pass),
     kept on the rank for the latest labels: k-means' ``[X[labels == j].mean(axis=0) for j in range(k)]`` reads
     k entries of one table instead of k masked copies of X. ``x`` None: the counts only (any table over the same
     labels has them: ``np.sum(X[m], axis=0) / np.sum(m)`` makes one table, not one per query). None when the
@@ -105,13 +106,9 @@ def group_sums(rank, x, labels, lo, hi):
     if lab.size and (lab.min() < 0 or lab.max() > 4 * lab.size + 1024):
         return None
     k = int(lab.max()) + 1 if lab.size else 0
-    counts = np.bincount(lab, minlength=k)
-    if x is None:
-        sums = None
-    else:
-        rows = x.local(lo, hi)
-        cols = rows.reshape(len(rows), -1)
-        sums = np.stack([np.bincount(lab, weights=cols[:, c], minlength=k) for c in range(cols.shape[1])], axis=1)
+    rows = None if x is None else x.local(lo, hi)
+    sums, counts = table(lab, None if rows is None else rows.reshape(len(rows), -1), k)  # one compiled pass
+    if sums is not None:
         sums = sums.reshape((k,) + rows.shape[1:])
     if len(rank.groups) >= 4 or any(hit[1] is not labels for hit in rank.groups.values()):
         rank.groups.clear()  # the latest labels only: last iteration's are gone

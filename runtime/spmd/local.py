@@ -2,6 +2,8 @@
 shards, slices and masks of the tiled axis, and assignments into a rank's rows. See shard.py for the geometry."""
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .shard import NotSpmd, Shard, Transposed, global_shape, is_shard
@@ -127,13 +129,31 @@ def getitem(x, key):
         lo, hi = x.own
         if not rest and m.origin is not None and m.origin[0] == "eq" and not m.mutated:
             # ``X[labels == j]``: made only if used as rows; its sum or mean comes from per-label sums
-            return Shard(None, None, 0, 0, 0, rank, (m, lo, x.t),
-                         origin=("group", x, m, m.origin[1], m.origin[2], lo, hi))
+            sel = Shard(None, None, 0, 0, 0, rank, (m, lo, x.t),
+                        origin=("group", x, m, m.origin[1], m.origin[2], lo, hi))
+            rank.lazy.append(weakref.ref(sel))  # made before its rows change (_before_change)
+            return sel
         data = x.local(lo, hi)[m.local(lo, hi)]
         return Shard(data[(slice(None),) + rest] if rest else data, None, 0, 0, 0, rank, (m, lo, x.t))
     if first is None:
         raise NotSpmd("a new axis before the tiled axis")
     raise NotSpmd("single rows or integer-array rows of a tiled value")
+
+
+def _before_change(x: Shard):
+    """``x``'s rows are about to change in place: a selection of its rows not made yet (``sel = X[labels == j]``,
+    local.getitem) is made now, as NumPy made its copy when the line ran."""
+    rank = x.rank
+    live = []
+    for ref in rank.lazy:
+        sel = ref()
+        if sel is None or sel._data is not None:
+            continue
+        if any(v is x for v in sel.origin[1:4]):
+            sel.data  # noqa: B018 - made from the rows as they are now
+        else:
+            live.append(ref)
+    rank.lazy = live
 
 
 def setitem(x, key, value):
@@ -145,6 +165,7 @@ def setitem(x, key, value):
         return
     if x.view or x.ragged is not None:
         raise NotSpmd("an assignment into a slice or a masked selection of a tiled value")
+    _before_change(x)
     if type(value) is Transposed:
         raise NotSpmd("the transpose of a tiled array stored")
     first, rest = _key(x, key)
@@ -197,6 +218,7 @@ def inplace(ufunc, x, y):
     np.broadcast_shapes(x.shape, global_shape(y))
     if type(y) is Shard and (y.ragged is not None or y.ndim > x.ndim or (y.ndim == x.ndim and y.n != x.n)):
         raise NotSpmd("an in-place operation with tiled rows that do not line up")
+    _before_change(x)
     lo, hi = x.own
     target = x.local(lo, hi)
     if type(y) is Shard and y.ndim == x.ndim:

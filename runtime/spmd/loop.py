@@ -291,6 +291,9 @@ class SpmdLoop:
                        "allreduce": stats[0]["allreduce"], "allgather": stats[0]["allgather"],
                        "halo": stats[0]["halo"], "values": stats[0]["values"],
                        "messages": stats[0]["messages"], "reductions": stats[0]["reductions"],
+                       # rank 0's time: in all, in compiled kernels (how many), in collectives
+                       "busy_s": stats[0].get("busy_s", 0.0), "kernel_s": stats[0].get("kernel_s", 0.0),
+                       "kernels": stats[0].get("kernels", 0), "comm_s": stats[0].get("comm_s", 0.0),
                        "sent": sum(s["sent"] for s in stats),
                        # rank tasks (none when the ranks were started directly) and the result's tile pieces
                        "tasks": sum(fut is not None for fut, _ in results) + sum(len(tile_rows) for _ in made)}
@@ -313,14 +316,23 @@ class SpmdLoop:
         for k in ("allreduce", "allgather", "halo exchange"):
             v = r[k.split()[0]] / it
             if v:
-                coll.append(f"{v:.3g} {k}{'' if v == 1 else ('es' if k.endswith('exchange') else 's')}")
+                coll.append(f"{v:.3g} {k}{'' if v == 1 else 's'}")
         m = r["messages"] / it
         batched = r["reductions"] / it if r["reductions"] > r["allreduce"] else 0
         return [head + f"SPMD over {r['workers']} workers: {r['iterations']} iterations, "
                 f"{', '.join(coll) or 'no collectives'} per iteration ({r['values'] / it:.0f} values), "
                 f"{r['tasks']} tasks for the whole loop, {r['sent'] / 1e6:.2f} MB sent between ranks in "
                 f"{m:.3g} message{'' if m == 1 else 's'} per iteration"
-                + (f" ({batched:.3g} reductions batched)" if batched else "")]
+                + (f" ({batched:.3g} reductions batched)" if batched else "") + _rank_time(r, it)]
+
+
+def _rank_time(r, it) -> str:
+    """Where a rank's time went, per iteration: its body's compiled kernels (fused chains and reductions,
+    per-label tables), the collectives (waiting for peers included), the rest."""
+    ms = 1e3 / it
+    k = r["kernels"] / it
+    return (f"; rank 0 per iteration: {r['busy_s'] * ms:.3g} ms, {r['kernel_s'] * ms:.3g} ms of it in "
+            f"{k:.3g} compiled kernel{'' if k == 1 else 's'}, {r['comm_s'] * ms:.3g} ms in collectives")
 
 
 class _Decline(Exception):

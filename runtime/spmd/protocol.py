@@ -3,6 +3,7 @@ not listed raises NotSpmd naming the function: the loop then runs as before, and
 from __future__ import annotations
 
 import functools
+import weakref
 
 import numpy as np
 
@@ -92,10 +93,11 @@ def array_ufunc(ufunc, method, inputs, kwargs):
         kw = {k: v for k, v in kwargs.items() if k in ("dtype", "casting")}
         if len(kw) != len({k: v for k, v in kwargs.items() if k != "out"}):
             raise NotSpmd(f"np.{ufunc.__name__} with {sorted(kwargs)}")
-        out = local.elementwise(functools.partial(ufunc, **kw) if kw else ufunc, list(inputs))
-        if ufunc is np.equal and not kw and type(out) is Shard:
-            _note_label_test(out, inputs)
-        return out
+        if ufunc is np.equal and not kw:
+            mask = _label_test(inputs)
+            if mask is not None:
+                return mask
+        return local.elementwise(functools.partial(ufunc, **kw) if kw else ufunc, list(inputs))
     if method == "reduce" and ufunc in _UFUNC_REDUCE and len(inputs) == 1 and kwargs.get("out") is None:
         kw = {k: v for k, v in kwargs.items() if k in ("axis", "keepdims", "dtype")}
         if len(kw) == len({k: v for k, v in kwargs.items() if k != "out"}):
@@ -105,15 +107,19 @@ def array_ufunc(ufunc, method, inputs, kwargs):
                   f"np.{ufunc.__name__} with out= on a tiled value")
 
 
-def _note_label_test(mask, inputs):
-    """``labels == j`` (an integer shard and an integer): the mask remembers it, so ``X[mask].mean(axis=0)`` can
-    be one entry of per-label sums (cross.group_sums)."""
+def _label_test(inputs):
+    """``labels == j`` (an integer shard and an integer): a mask made on first use that remembers its labels and
+    j, so ``X[mask].mean(axis=0)`` and ``np.sum(mask)`` can be entries of per-label sums (cross.group_sums) and
+    the mask itself is never made. None when it is not such a test."""
     a, b = inputs
     labels, j = (a, b) if type(a) is Shard else (b, a)
     if type(labels) is Shard and labels.ragged is None and labels.ndim == 1 and labels.dtype.kind in "iu" \
-            and np.can_cast(labels.dtype, np.intp, "safe") \
+            and np.can_cast(labels.dtype, np.intp, "safe") and -labels.R <= labels.t <= labels.L \
             and type(j) in (int, np.int64, np.int32, np.intp) and not isinstance(j, bool) and not labels.mutated:
-        mask.origin = ("eq", labels, int(j))
+        mask = Shard(None, labels.n, labels.L, labels.R, labels.t, labels.rank, origin=("eq", labels, int(j)))
+        labels.rank.lazy.append(weakref.ref(mask))  # made before the labels change (local._before_change)
+        return mask
+    return None
 
 
 @implements("array_function")

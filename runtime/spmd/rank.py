@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from phylanx_py.primitives.fused import kernel_runs
 
 from ..alignment import aligned, aligned_values
 from ..base import Runtime
@@ -189,6 +191,8 @@ def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data,
         args = _shards(job, ctx, keys, tile_data, worker)
         code = _program(job)
         _CURRENT.rank = ctx
+        runs0, kernel_s0 = kernel_runs()
+        t0, comm0 = time.perf_counter(), group.comm_seconds
         with warnings.catch_warnings(record=True) as caught:  # NumPy's warnings go to the client (loop.py)
             warnings.simplefilter("always")
             try:
@@ -197,6 +201,11 @@ def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data,
                 _CURRENT.rank = None
             values = dict(zip(job.outputs, resolve(tuple(result))))
             ctx.settle()  # what the last iteration made and nothing read: its errors and warnings, as in NumPy
+        runs, kernel_s = kernel_runs()
+        # where the rank's time went: compiled kernels (fused chains and reductions, per-label tables), the
+        # collectives (waiting for peers included), and the rest (NumPy and the interpreter)
+        ctx.stats.update(kernels=runs - runs0, kernel_s=kernel_s - kernel_s0, busy_s=time.perf_counter() - t0,
+                         comm_s=group.comm_seconds - comm0)
         warned = list(dict.fromkeys((w.category, str(w.message)) for w in caught))
         rep, tiled, meta, back = {}, {}, {}, {}
         for nm, v in values.items():

@@ -95,6 +95,7 @@ class Rank:
         self.pending: list = []  # Deferred sums waiting for their allreduce
         self.made: list = []  # every Deferred made since the last settle (computed then, if nothing read it)
         self.groups: dict = {}  # per-label sums of the latest (X, labels) (cross.group_sums)
+        self.lazy: list = []  # weak references to selections not made yet (local.getitem, local._before_change)
 
     def defer(self, part, finish, exact=False):
         """A sum over the ranks of ``part``, made when first used (deferred.py): ``finish(total)`` its value.
@@ -115,6 +116,7 @@ class Rank:
         order they were made (the loop's ticker, at each iteration's start): values nobody reads are computed too,
         so their errors and warnings happen in the iteration that made them, as in NumPy."""
         self.flush()
+        self.lazy = [r for r in self.lazy if r() is not None and r()._data is None]
         made, self.made = self.made, []
         for d in made:
             d.get()
@@ -160,11 +162,15 @@ class Shard:
 
     @property
     def data(self):
-        """The rows this rank has; a selection made by ``labels == j`` is made on first use (a sum or mean of it
-        is found from the per-label sums instead: cross.group_sums)."""
-        if self._data is None and self.origin is not None and self.origin[0] == "group":
-            x, mask, lo, hi = self.origin[1], self.origin[2], self.origin[5], self.origin[6]
-            self._data = x.local(lo, hi)[mask.local(lo, hi)]
+        """The rows this rank has; a mask ``labels == j`` and a selection made by it are made on first use (a sum
+        or mean of the selection, or the mask's count, is found from the per-label sums instead: cross.group_sums).
+        Both are made before the rows they read change in place (local._before_change)."""
+        if self._data is None and self.origin is not None:
+            if self.origin[0] == "group":
+                x, mask, lo, hi = self.origin[1], self.origin[2], self.origin[5], self.origin[6]
+                self._data = x.local(lo, hi)[mask.local(lo, hi)]
+            elif self.origin[0] == "eq":
+                self._data = self.origin[1].data == self.origin[2]  # (the labels' geometry: the same rows)
         return self._data
 
     @data.setter
@@ -215,14 +221,14 @@ class Shard:
 
     @property
     def ndim(self):
-        if self._data is None and self.origin is not None:  # a selection not made yet: its source's
+        if self._data is None and self.origin is not None:  # a mask or selection not made yet: its source's
             return self.origin[1].ndim
         return self._data.ndim
 
     @property
     def dtype(self):
         if self._data is None and self.origin is not None:
-            return self.origin[1].dtype
+            return np.dtype(np.bool_) if self.origin[0] == "eq" else self.origin[1].dtype
         return self._data.dtype
 
     @property

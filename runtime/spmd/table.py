@@ -1,0 +1,60 @@
+"""A rank's per-label sums and counts in one compiled pass over its rows (cross.group_sums): k-means' per-centroid
+``np.sum(X[labels == j], axis=0)`` and ``np.sum(labels == j)`` for every j at once, with no mask and no selected
+copy of X. The kernel goes through the verified kernel cache (primitives/kernel_cache.py), so later segments and
+the other workers load its machine code instead of compiling it.
+
+Same bits as ``np.bincount`` (what ran before, and still runs when the kernel cannot): each label's sum adds its
+rows' values as float64 in row order, as ``bincount(labels, weights=column)`` does; counts are exact integers."""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+from phylanx_py.primitives import kernel_cache
+from phylanx_py.primitives.fused import note_kernel
+
+SOURCE = '''import numpy as np
+import numba
+
+
+@numba.njit(cache=True, nogil=True)
+def kernel(labels, rows, k):
+    counts = np.zeros(k, np.int64)
+    sums = np.zeros((k, rows.shape[1]), np.float64)
+    for i in range(labels.shape[0]):
+        j = labels[i]
+        counts[j] += 1
+        for c in range(rows.shape[1]):
+            sums[j, c] += np.float64(rows[i, c])
+    return sums, counts
+'''
+_FAILED: set = set()  # (labels dtype, rows dtype) the kernel could not take: bincount from then on
+_lock = threading.Lock()
+
+
+def _kernel():
+    return kernel_cache.load_or_build("spmd_table", SOURCE).kernel
+
+
+def table(labels: np.ndarray, rows, k: int):
+    """(sums, counts): per label ``0 <= j < k``, the float64 sum of ``rows``' rows (``rows`` 2-D, or None: counts
+    only, sums None) and the count. ``labels`` are non-negative integers below ``k``."""
+    key = (labels.dtype.str, None if rows is None else rows.dtype.str)
+    if key not in _FAILED and labels.dtype.kind in "iu" and (rows is None or rows.dtype.kind in "iuf"):
+        try:
+            t0 = time.perf_counter()
+            sums, counts = _kernel()(labels, rows if rows is not None else np.empty((len(labels), 0)), k)
+            note_kernel(t0)  # (counted with the rank's other compiled kernels: spmd/rank.py)
+            return (None if rows is None else sums), counts.astype(np.intp, copy=False)
+        except kernel_cache.UnsafeCacheError:
+            raise
+        except Exception:  # noqa: BLE001 - a type the kernel does not take: NumPy's bincount gives the same values
+            with _lock:
+                _FAILED.add(key)
+    counts = np.bincount(labels, minlength=k)
+    if rows is None:
+        return None, counts
+    sums = np.stack([np.bincount(labels, weights=rows[:, c], minlength=k) for c in range(rows.shape[1])], axis=1)
+    return sums.reshape((k, rows.shape[1])), counts
+
