@@ -289,3 +289,29 @@ def test_registered(name):
     assert prim.label == f"nn.{name}"
     assert prim.effect is None  # pure
     assert name_of(fn) == f"nn.{name}"
+
+
+@pytest.mark.parametrize(("x_shape", "size", "stride"), POOL_CASES + [((64, 16, 8, 8), 2, None)],
+                         ids=POOL_IDS + ["digits-cnn"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool2d_grad_numba_kernel_is_the_numpy_kernels_answer(x_shape, size, stride, dtype):
+    """The registered Numba alternative (conv_ops.MaxPoolGradKernel, what the primitive runs on float arrays)
+    sends each window's gradient where the NumPy kernel does: ties to the first maximum row-major, a NaN first;
+    where windows do not overlap the result is the same to the bit."""
+    from phylanx_py.primitives.registry import choose
+
+    x = RNG.integers(-2, 3, x_shape).astype(dtype)  # small integers: many ties
+    x.flat[::13] = np.nan
+    g = RNG.standard_normal(max_pool2d(x, size, stride).shape).astype(dtype)
+    kernel = choose(lookup("nn.max_pool2d_grad"), (g, x, size, stride), {})
+    assert isinstance(kernel, conv_ops.MaxPoolGradKernel)
+    got, want = kernel(g, x, size, stride), max_pool2d_grad(g, x, size, stride)
+    assert got.dtype == want.dtype == dtype and got.flags.c_contiguous
+    if (stride or size) >= size:
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-13, atol=1e-6)
+    # integers, mixed dtypes and wrong shapes are the NumPy kernel's (it promotes and raises the errors)
+    assert not kernel.accepts(g, x.astype(np.int64), size, stride)
+    assert not kernel.accepts(g.astype(np.float16), x, size, stride)
+    assert not kernel.accepts(np.zeros(g.shape[:3] + (g.shape[3] + 1,), dtype), x, size, stride)
