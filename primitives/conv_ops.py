@@ -18,6 +18,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from . import vjp
+from .batch_axis import batch_first, batch_last
 from .registry import register
 
 
@@ -68,11 +69,20 @@ def _check_g(fn, g, expected, detail):
 
 # ---- convolution ---------------------------------------------------------------------------------------------
 def _cnhw_padded(x, p):
-    """x (N, C, H, W) as a zero-padded (C, H + 2p, W + 2p, N) array: the transpose and the padding in one copy."""
+    """x (N, C, H, W) as a zero-padded (C, H + 2p, W + 2p, N) array (the batch axis moved by batch_axis.py's
+    tiled copy, then padded by a copy whose inner runs are W*N long)."""
     n, c, h, w = x.shape
+    xt = batch_last(x)
+    if p == 0:
+        return xt
     xp = np.zeros((c, h + 2 * p, w + 2 * p, n), x.dtype)
-    xp[:, p:p + h, p:p + w, :] = x.transpose(1, 2, 3, 0)
+    xp[:, p:p + h, p:p + w, :] = xt
     return xp
+
+
+def _nchw(y):
+    """y (C, H, W, N), perhaps a strided view (a crop), as a C-contiguous (N, C, H, W) array."""
+    return batch_first(y)
 
 
 def _im2col(xp, kh, kw, s):
@@ -84,7 +94,7 @@ def _im2col(xp, kh, kw, s):
 
 def _g_rows(g):
     """g (N, F, OH, OW) as (F, OH*OW*N), the column order of ``_im2col``."""
-    return g.transpose(1, 2, 3, 0).reshape(g.shape[1], -1)
+    return batch_last(g).reshape(g.shape[1], -1)
 
 
 def conv2d(x, w, stride=1, padding=0):
@@ -94,7 +104,7 @@ def conv2d(x, w, stride=1, padding=0):
     dtype = np.result_type(x, w)
     cols = _im2col(_cnhw_padded(x.astype(dtype, copy=False), p), kh, kw, s)
     out = (w.astype(dtype, copy=False).reshape(f, -1) @ cols).reshape(f, oh, ow, n)
-    return np.ascontiguousarray(out.transpose(3, 0, 1, 2))
+    return batch_first(out)
 
 
 def conv2d_grad_input(g, w, x_shape, stride=1, padding=0):
@@ -114,7 +124,7 @@ def conv2d_grad_input(g, w, x_shape, stride=1, padding=0):
     for i in range(kh):
         for j in range(kw):
             dxp[:, i:i + s * (oh - 1) + 1:s, j:j + s * (ow - 1) + 1:s, :] += dcols[:, i, j]
-    return np.ascontiguousarray(dxp[:, p:p + h, p:p + wd, :].transpose(3, 0, 1, 2))
+    return _nchw(dxp[:, p:p + h, p:p + wd, :])
 
 
 def conv2d_grad_weight(g, x, w_shape, stride=1, padding=0):

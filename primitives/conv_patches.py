@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .conv_ops import _cnhw_padded, _conv_geometry, _float, _g_rows, _im2col, _shape4
+from .batch_axis import batch_first
+from .conv_ops import _cnhw_padded, _conv_geometry, _float, _g_rows, _im2col, _nchw, _shape4
 from .registry import apply, register
 
 
@@ -37,7 +38,7 @@ def conv2d_from_patches(cols, w, x_shape, stride=1, padding=0):
     (n, _, _, _), (f, _, _), _, _, (oh, ow) = _geometry("conv2d_from_patches", x_shape, w.shape, stride, padding)
     dtype = np.result_type(cols, w)
     out = (w.astype(dtype, copy=False).reshape(f, -1) @ cols.astype(dtype, copy=False)).reshape(f, oh, ow, n)
-    return np.ascontiguousarray(out.transpose(3, 0, 1, 2))
+    return batch_first(out)
 
 
 def conv2d_grad_rows(g):
@@ -69,7 +70,7 @@ def conv2d_patches_grad(dcols, x_shape, w_shape, stride=1, padding=0):
     for i in range(kh):
         for j in range(kw):
             dxp[:, i:i + s * (oh - 1) + 1:s, j:j + s * (ow - 1) + 1:s, :] += dcols[:, i, j]
-    return np.ascontiguousarray(dxp[:, p:p + h, p:p + wd, :].transpose(3, 0, 1, 2))
+    return _nchw(dxp[:, p:p + h, p:p + wd, :])
 
 
 # ---- gradient rules ------------------------------------------------------------------------------------------

@@ -362,3 +362,22 @@ def test_conv2d_layer_trains_on_the_two_steps():
     p = model.params[0]
     want = (conv2d(x, p["W"], 1, 1) + p["b"][None, :, None, None]).reshape(4, -1)
     np.testing.assert_array_equal(model.predict(x), want)
+
+
+@pytest.mark.parametrize("shape", [(64, 16, 8, 8), (37, 5, 9, 11), (3, 2, 2), (100, 300)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int16])
+def test_batch_axis_moves_are_numpys_copies(shape, dtype):
+    """primitives/batch_axis.py: the tiled copy (float arrays of MIN_ELEMENTS or more) and NumPy's (the rest, and
+    strided views) give np.moveaxis's values, C-contiguous, in new memory."""
+    from phylanx_py.primitives import batch_axis
+
+    x = (RNG.standard_normal(shape) * 100).astype(dtype)
+    for a in (x, x[::-1]):  # a strided view takes NumPy's copy
+        got = batch_axis.batch_last(a)
+        np.testing.assert_array_equal(got, np.moveaxis(a, 0, -1))
+        assert got.flags.c_contiguous and not np.shares_memory(got, a)
+        back = batch_axis.batch_first(got)
+        np.testing.assert_array_equal(back, a)
+        assert back.flags.c_contiguous
+    if dtype != np.int16 and x.size >= batch_axis.MIN_ELEMENTS:
+        assert batch_axis._compiled  # the tiled copy ran
