@@ -21,6 +21,7 @@ follows this recipe with a toy primitive in a registry of its own.
 from . import (  # noqa: F401  (declaration happens on import; the order does not matter)
            backends,
            conv_ops,
+           conv_patches,
            fused,
            fused_cupy,
            fused_reduce,

@@ -20,9 +20,12 @@ def dask(*args, **kwargs) -> Runtime:
     return _dask(*args, **kwargs)
 
 
-def synchronous() -> Runtime:
-    """Everything in the calling thread, in program order: for debugging."""
-    return Runtime(SynchronousExecutor())
+def synchronous(*, inline_elements: int | None = None) -> Runtime:
+    """Everything in the calling thread, in program order: for debugging. ``inline_elements``: as ``local``'s
+    (arrays above it are tasks, run at once, with a future each); ``sys.maxsize`` runs every primitive inline, with
+    no future, as the training steps do (phylanx_py/nn/steps.py)."""
+    kw = {} if inline_elements is None else {"inline_elements": inline_elements}
+    return Runtime(SynchronousExecutor(), **kw)
 
 
 __all__ = ["Runtime", "current", "dask", "default", "local", "set_default", "synchronous", "using"]

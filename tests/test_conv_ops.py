@@ -289,3 +289,95 @@ def test_registered(name):
     assert prim.label == f"nn.{name}"
     assert prim.effect is None  # pure
     assert name_of(fn) == f"nn.{name}"
+
+
+@pytest.mark.parametrize(("x_shape", "size", "stride"), POOL_CASES + [((64, 16, 8, 8), 2, None)],
+                         ids=POOL_IDS + ["digits-cnn"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool2d_grad_numba_kernel_is_the_numpy_kernels_answer(x_shape, size, stride, dtype):
+    """The registered Numba alternative (conv_ops.MaxPoolGradKernel, what the primitive runs on float arrays)
+    sends each window's gradient where the NumPy kernel does: ties to the first maximum row-major, a NaN first;
+    where windows do not overlap the result is the same to the bit."""
+    from phylanx_py.primitives.registry import choose
+
+    x = RNG.integers(-2, 3, x_shape).astype(dtype)  # small integers: many ties
+    x.flat[::13] = np.nan
+    g = RNG.standard_normal(max_pool2d(x, size, stride).shape).astype(dtype)
+    kernel = choose(lookup("nn.max_pool2d_grad"), (g, x, size, stride), {})
+    assert isinstance(kernel, conv_ops.MaxPoolGradKernel)
+    got, want = kernel(g, x, size, stride), max_pool2d_grad(g, x, size, stride)
+    assert got.dtype == want.dtype == dtype and got.flags.c_contiguous
+    if (stride or size) >= size:
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-13, atol=1e-6)
+    # integers, mixed dtypes and wrong shapes are the NumPy kernel's (it promotes and raises the errors)
+    assert not kernel.accepts(g, x.astype(np.int64), size, stride)
+    assert not kernel.accepts(g.astype(np.float16), x, size, stride)
+    assert not kernel.accepts(np.zeros(g.shape[:3] + (g.shape[3] + 1,), dtype), x, size, stride)
+
+
+# ---- nn.conv2d in two steps (primitives/conv_patches.py) ---------------------------------------------------------
+@pytest.mark.parametrize(("x_shape", "w_shape", "stride", "padding"), CONV_CASES, ids=CONV_IDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_patches_then_gemm_is_conv2d_and_its_gradients_to_the_bit(x_shape, w_shape, stride, padding, dtype):
+    """conv2d_from_patches(conv2d_patches(x)) is conv2d(x); px.grad through the two steps gives conv2d's
+    gradients (conv2d_grad_input, conv2d_grad_weight) to the bit, and its tree gathers the patches once: one
+    nn.conv2d_patches node, read by the forward GEMM and by the weight gradient (nn.conv2d_grad_weight, which
+    gathers them again, is not in it), and one nn.conv2d_grad_rows node read by both gradients."""
+    from phylanx_py.primitives.registry import apply
+
+    import phylanx_py as px
+
+    x, w = RNG.standard_normal(x_shape).astype(dtype), RNG.standard_normal(w_shape).astype(dtype)
+    cols = apply("nn.conv2d_patches", x, w_shape, stride, padding)
+    np.testing.assert_array_equal(apply("nn.conv2d_from_patches", cols, w, x_shape, stride, padding),
+                                  conv2d(x, w, stride, padding))
+
+    def one_step(x, w):
+        return np.sum(np.sin(apply("nn.conv2d", x, w, stride, padding)))
+
+    def two_steps(x, w):
+        cols = apply("nn.conv2d_patches", x, np.shape(w), stride, padding)
+        return np.sum(np.sin(apply("nn.conv2d_from_patches", cols, w, np.shape(x), stride, padding)))
+
+    grad = px.grad(two_steps, argnums=(0, 1))
+    got, want = grad(x, w), px.grad(one_step, argnums=(0, 1))(x, w)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype == dtype
+        np.testing.assert_array_equal(a, b)
+    text = str(grad.tree)
+    assert text.count("nn.conv2d_patches@") == 1 and text.count("nn.conv2d_grad_rows@") == 1
+    assert "nn.conv2d_grad_weight@" not in text and "nn.conv2d_grad_weight_rows@" in text
+    patches = re.search(r"define\((\w+), nn\.conv2d_patches@", text).group(1)
+    assert re.search(rf"nn\.conv2d_grad_weight_rows@[\d:]+\(\w+, {patches},", text)  # the forward's patches
+
+
+def test_conv2d_layer_trains_on_the_two_steps():
+    """nn.Conv2D applies itself as the two steps: its output is conv2d's plus the bias."""
+    from phylanx_py import nn
+
+    model = nn.Sequential([nn.Conv2D(2, 3, 3, padding=1), nn.Flatten()], dtype=np.float64).build((2, 5, 5), seed=1)
+    x = RNG.standard_normal((4, 2, 5, 5))
+    p = model.params[0]
+    want = (conv2d(x, p["W"], 1, 1) + p["b"][None, :, None, None]).reshape(4, -1)
+    np.testing.assert_array_equal(model.predict(x), want)
+
+
+@pytest.mark.parametrize("shape", [(64, 16, 8, 8), (37, 5, 9, 11), (3, 2, 2), (100, 300)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int16])
+def test_batch_axis_moves_are_numpys_copies(shape, dtype):
+    """primitives/batch_axis.py: the tiled copy (float arrays of MIN_ELEMENTS or more) and NumPy's (the rest, and
+    strided views) give np.moveaxis's values, C-contiguous, in new memory."""
+    from phylanx_py.primitives import batch_axis
+
+    x = (RNG.standard_normal(shape) * 100).astype(dtype)
+    for a in (x, x[::-1]):  # a strided view takes NumPy's copy
+        got = batch_axis.batch_last(a)
+        np.testing.assert_array_equal(got, np.moveaxis(a, 0, -1))
+        assert got.flags.c_contiguous and not np.shares_memory(got, a)
+        back = batch_axis.batch_first(got)
+        np.testing.assert_array_equal(back, a)
+        assert back.flags.c_contiguous
+    if dtype != np.int16 and x.size >= batch_axis.MIN_ELEMENTS:
+        assert batch_axis._compiled  # the tiled copy ran

@@ -638,3 +638,30 @@ def test_default_sends_short_groups_to_numpy_and_long_chains_to_the_kernel(monke
     gauss = px.compile(P.gauss_sine)
     np.testing.assert_allclose(gauss(x), P.gauss_sine(x), rtol=1e-12, atol=1e-14)
     assert paths(spy) == ["numba"]
+
+
+def test_a_group_called_again_reuses_its_answer_per_dtype_and_never_per_value(spy):
+    """The kernel found for a group is remembered by the inputs' dtypes (primitives/fused.py ``_found``): the
+    same group on float32 and then float64 inputs runs the kernel of each dtype with NumPy's answer in each, and a
+    Python int, whose value decides NumPy 2's result (uint8 + 300 overflows), is looked at at every call."""
+    spec = ("add", ("multiply", ("arg", 0), ("greater", ("arg", 1), ("const", 0.0))),
+            ("multiply", ("multiply", ("const", 0.5), ("arg", 0)), ("equal", ("arg", 1), ("const", 0.0))))
+    g, a = rng(1).normal(size=(64, 512)), rng(2).normal(size=(64, 512))
+    a[::3] = 0.0
+    for dt in (np.float32, np.float64, np.float32):
+        gd, ad = g.astype(dt), a.astype(dt)
+        want = gd * (ad > 0) + 0.5 * gd * (ad == 0)
+        got = F.fused_elementwise(spec, None, gd, ad)
+        assert got.dtype == want.dtype == dt
+        np.testing.assert_array_equal(got, want)
+    assert paths(spy) == ["numba"] * 3
+    assert {k[1] for k in F._found if k[0] == spec} == {(np.dtype(np.float32),) * 2, (np.dtype(np.float64),) * 2}
+    spy.clear()
+    plus = ("add", ("multiply", ("add", ("arg", 0), ("arg", 1)), ("const", 1)),
+            ("subtract", ("add", ("arg", 0), ("arg", 1)), ("const", 1)))
+    u = (np.arange(N) % 7).astype(np.uint8)
+    np.testing.assert_array_equal(F.fused_elementwise(plus, None, u, 3), (u + 3) * 1 + ((u + 3) - 1))
+    with pytest.raises(OverflowError):
+        u + 300  # NumPy 2: a Python int out of the array's range
+    with pytest.raises(OverflowError):
+        F.fused_elementwise(plus, None, u, 300)

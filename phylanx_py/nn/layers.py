@@ -87,7 +87,11 @@ class Conv2D(Layer):
         return {"W": W, "b": np.zeros(self.out_channels, dt)}, {}, (self.out_channels, oh, ow)
 
     def apply(self, params, state, x, noise, training):
-        y = _prim("nn.conv2d", x, params["W"], self.stride, self.padding)
+        # nn.conv2d as its two steps (primitives/conv_patches.py): traced, the patches are a node the weight
+        # gradient reads too, instead of gathering them again
+        W = params["W"]
+        cols = _prim("nn.conv2d_patches", x, np.shape(W), self.stride, self.padding)
+        y = _prim("nn.conv2d_from_patches", cols, W, np.shape(x), self.stride, self.padding)
         return y + np.reshape(params["b"], (1, -1, 1, 1)), state
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from phylanx_py.primitives.fused_update import fused_update
+
 
 def step_decay(lr: float, step_size: int, gamma: float = 0.1):
     """``lr * gamma ** (step // step_size)``."""
@@ -58,15 +60,17 @@ class SGD(Optimizer):
         return [np.zeros_like(p) for p in params] if self.momentum else [None] * len(params)
 
     def update(self, params, grads, state, step):
+        # With p, g, v, lr, momentum, weight decay as inputs 0-5: v *= m; v += g; p -= lr * v (Nesterov: p -= lr *
+        # (g + m * v)), g being g + wd * p with weight decay: one fused pass per parameter (see _fused).
         lr = self.rate(step)
+        g = _add(_arg(1), _mul(_arg(5), _arg(0))) if self.weight_decay else _arg(1)
+        if self.momentum:
+            direction = _add(g, _mul(_arg(4), _arg(2))) if self.nesterov else _arg(2)
+            statements = ((2, _add(_mul(_arg(2), _arg(4)), g)), (0, _sub(_arg(0), _mul(_arg(3), direction))))
+        else:
+            statements = ((0, _sub(_arg(0), _mul(_arg(3), g))),)
         for p, g, v in zip(params, grads, state):
-            if self.weight_decay:
-                g = g + self.weight_decay * p
-            if self.momentum:
-                v *= self.momentum
-                v += g
-                g = g + self.momentum * v if self.nesterov else v
-            p -= lr * g
+            fused_update(statements, p, g, 0.0 if v is None else v, lr, self.momentum, self.weight_decay)
 
 
 class Adam(Optimizer):
@@ -84,14 +88,15 @@ class Adam(Optimizer):
         lr, b1, b2 = self.rate(step), self.beta1, self.beta2
         t = step + 1
         c1, c2 = 1 - b1 ** t, 1 - b2 ** t  # bias corrections (PyTorch's form: eps added after them)
+        # p, g, m, v, then lr, b1, 1 - b1, b2, 1 - b2, c1, c2, eps, weight decay as inputs 0-12: m *= b1;
+        # m += (1 - b1) * g; v *= b2; v += (1 - b2) * g * g; p -= lr * (m / c1) / (sqrt(v / c2) + eps)
+        g = _add(_arg(1), _mul(_arg(12), _arg(0))) if self.weight_decay else _arg(1)
+        statements = ((2, _add(_mul(_arg(2), _arg(5)), _mul(_arg(6), g))),
+                      (3, _add(_mul(_arg(3), _arg(7)), _mul(_mul(_arg(8), g), g))),
+                      (0, _sub(_arg(0), ("divide", _mul(_arg(4), ("divide", _arg(2), _arg(9))),
+                                         _add(("sqrt", ("divide", _arg(3), _arg(10))), _arg(11))))))
         for p, g, (m, v) in zip(params, grads, state):
-            if self.weight_decay:
-                g = g + self.weight_decay * p
-            m *= b1
-            m += (1 - b1) * g
-            v *= b2
-            v += (1 - b2) * g * g
-            p -= lr * (m / c1) / (np.sqrt(v / c2) + self.eps)
+            fused_update(statements, p, g, m, v, lr, b1, 1 - b1, b2, 1 - b2, c1, c2, self.eps, self.weight_decay)
 
 
 class RMSprop(Optimizer):
@@ -106,12 +111,31 @@ class RMSprop(Optimizer):
 
     def update(self, params, grads, state, step):
         lr = self.rate(step)
+        # p, g, s, buf, then lr, rho, 1 - rho, eps, momentum as inputs 0-8: s *= rho; s += (1 - rho) * g * g;
+        # d = g / (sqrt(s) + eps); with momentum buf *= momentum; buf += d; d = buf; p -= lr * d
+        step_dir = ("divide", _arg(1), _add(("sqrt", _arg(2)), _arg(7)))
+        statements = ((2, _add(_mul(_arg(2), _arg(5)), _mul(_mul(_arg(6), _arg(1)), _arg(1)))),)
+        if self.momentum:
+            statements += ((3, _add(_mul(_arg(3), _arg(8)), step_dir)),)
+            step_dir = _arg(3)
+        statements += ((0, _sub(_arg(0), _mul(_arg(4), step_dir))),)
         for p, g, (s, buf) in zip(params, grads, state):
-            s *= self.rho
-            s += (1 - self.rho) * g * g
-            step_dir = g / (np.sqrt(s) + self.eps)
-            if self.momentum:
-                buf *= self.momentum
-                buf += step_dir
-                step_dir = buf
-            p -= lr * step_dir
+            fused_update(statements, p, g, s, buf, lr, self.rho, 1 - self.rho, self.eps, self.momentum)
+
+
+# Specs of the updates (primitives/fused.py's form): each optimizer's in-place NumPy statements, operation for
+# operation, run by fused_update as one pass per parameter (the reference: the same statements in NumPy).
+def _arg(i):
+    return ("arg", i)
+
+
+def _add(a, b):
+    return ("add", a, b)
+
+
+def _mul(a, b):
+    return ("multiply", a, b)
+
+
+def _sub(a, b):
+    return ("subtract", a, b)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 
 from phylanx_py import runtime
 
@@ -19,5 +20,7 @@ def step_runtime():
 
 @functools.cache
 def synchronous_runtime():
-    """The one synchronous runtime of this process (training steps here and on Dask workers run on it)."""
-    return runtime.synchronous()
+    """The one synchronous runtime of this process (training steps here and on Dask workers run on it). Every
+    primitive runs inline (no array is too large): in the calling thread a task would run at once anyway, and its
+    future, done-callback and bookkeeping cost ~10-20 us each, for the 20-40 large nodes of a step."""
+    return runtime.synchronous(inline_elements=sys.maxsize)

@@ -1,0 +1,127 @@
+"""primitives/fused_update.py: in-place statements fused into one pass give what the same statements give in NumPy,
+to the last bit, and fall back to NumPy where a pass element by element would not (shared memory, casts); the
+optimizers' updates through it equal the in-place NumPy updates they replace."""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import phylanx_py.primitives.fused_update as FU
+import pytest
+
+from phylanx_py import nn
+
+MOMENTUM = (("add", ("multiply", ("arg", 2), ("arg", 4)), ("arg", 1)),  # v = v * m + g
+            ("subtract", ("arg", 0), ("multiply", ("arg", 3), ("arg", 2))))  # p = p - lr * v
+STATEMENTS = ((2, MOMENTUM[0]), (0, MOMENTUM[1]))
+
+
+def numpy_momentum(p, g, v, lr, m):
+    v *= m
+    v += g
+    p -= lr * v
+
+
+def arrays(shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(shape).astype(dtype) for _ in range(3)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(7,), (300, 129)])
+def test_momentum_update_is_numpys_to_the_bit_and_runs_compiled(dtype, shape):
+    p, g, v = arrays(shape, dtype)
+    p2, v2 = p.copy(), v.copy()
+    for _ in range(3):
+        FU.fused_update(STATEMENTS, p, g, v, 0.01, 0.9)
+        numpy_momentum(p2, g, v2, 0.01, 0.9)
+    np.testing.assert_array_equal(v, v2)
+    np.testing.assert_array_equal(p, p2)
+    found = [hit for (stmts, sig), hit in FU._found.items() if stmts == STATEMENTS and sig[0] == np.dtype(dtype)]
+    assert found and all(hit is not None for hit in found)  # the compiled kernel ran, not the NumPy fallback
+
+
+def test_large_update_in_parallel_blocks_is_numpys(monkeypatch):
+    monkeypatch.setenv("PHYLANX_NUM_THREADS", "2")
+    p, g, v = arrays((FU.PARALLEL_MIN_ELEMENTS + 3,), np.float32, seed=1)
+    p2, v2 = p.copy(), v.copy()
+    FU.fused_update(STATEMENTS, p, g, v, 0.5, 0.9)
+    numpy_momentum(p2, g, v2, 0.5, 0.9)
+    np.testing.assert_array_equal(p, p2)
+    np.testing.assert_array_equal(v, v2)
+
+
+def test_overlapping_inputs_take_numpys_statement_by_statement_answer():
+    """x[1:] = x[1:] + x[:-1]: NumPy adds the old values; a pass element by element would carry a running sum."""
+    x = np.arange(10.0)
+    want = x.copy()
+    want[1:] = x[1:] + x[:-1]
+    FU.fused_update(((0, ("add", ("arg", 0), ("arg", 1))),), x[1:], x[:-1])
+    np.testing.assert_array_equal(x, want)
+
+
+def test_a_value_cast_into_its_target_is_numpys_same_kind_cast():
+    """float32 v += float64 g computes in float64 and rounds into v, as ``v += g`` does."""
+    p, _, v = arrays((50,), np.float32)
+    g = np.random.default_rng(3).standard_normal(50) * 1e-3
+    p2, v2 = p.copy(), v.copy()
+    FU.fused_update(STATEMENTS, p, g, v, 0.1, 0.9)
+    numpy_momentum(p2, g, v2, 0.1, 0.9)
+    np.testing.assert_array_equal(v, v2)
+    np.testing.assert_array_equal(p, p2)
+    with pytest.raises(TypeError):  # float into int: NumPy refuses, and so does the fallback
+        FU.fused_update(((0, ("add", ("arg", 0), ("arg", 1))),), np.zeros(4, np.int64), np.ones(4))
+
+
+def _old_updates(opt, params, grads, state, step):
+    """The optimizers' updates as they were written before fused_update: NumPy statements in place."""
+    lr = opt.rate(step)
+    for p, g, s in zip(params, grads, state):
+        if isinstance(opt, nn.SGD):
+            if opt.weight_decay:
+                g = g + opt.weight_decay * p
+            if opt.momentum:
+                s *= opt.momentum
+                s += g
+                g = g + opt.momentum * s if opt.nesterov else s
+            p -= lr * g
+        elif isinstance(opt, nn.Adam):
+            m, v = s
+            c1, c2 = 1 - opt.beta1 ** (step + 1), 1 - opt.beta2 ** (step + 1)
+            if opt.weight_decay:
+                g = g + opt.weight_decay * p
+            m *= opt.beta1
+            m += (1 - opt.beta1) * g
+            v *= opt.beta2
+            v += (1 - opt.beta2) * g * g
+            p -= lr * (m / c1) / (np.sqrt(v / c2) + opt.eps)
+        else:
+            sq, buf = s
+            sq *= opt.rho
+            sq += (1 - opt.rho) * g * g
+            d = g / (np.sqrt(sq) + opt.eps)
+            if opt.momentum:
+                buf *= opt.momentum
+                buf += d
+                d = buf
+            p -= lr * d
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("opt", [nn.SGD(0.01), nn.SGD(0.01, momentum=0.9),
+                                 nn.SGD(0.01, momentum=0.9, nesterov=True, weight_decay=1e-3), nn.Adam(1e-3),
+                                 nn.Adam(1e-3, weight_decay=0.01), nn.RMSprop(1e-3), nn.RMSprop(1e-3, momentum=0.9)],
+                         ids=repr)
+def test_optimizers_equal_their_numpy_statements_to_the_bit(opt, dtype):
+    rng = np.random.default_rng(0)
+    shapes = [(40, 30), (30,), (3, 4, 5)]
+    params = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    ref = copy.deepcopy(params)
+    state, ref_state = opt.init(params), opt.init(ref)
+    for step in range(4):
+        grads = [rng.standard_normal(s).astype(dtype) for s in shapes]
+        opt.update(params, grads, state, step)
+        _old_updates(opt, ref, grads, ref_state, step)
+    for a, b in zip(params, ref):
+        assert a.dtype == dtype
+        np.testing.assert_array_equal(a, b)
