@@ -243,7 +243,8 @@ def _signature(args):
 
 
 def _numba_kernel(spec, args):
-    """The compiled kernel for these inputs, or None: then the reference runs (also when compiling fails)."""
+    """The compiled kernel for these inputs, or None: then the reference runs (also when compiling fails, and
+    while the kernel is being built in the background)."""
     if os.environ.get("PHYLANX_FUSE", "1") == "0":
         return None
     if max((a.size for a in args if isinstance(a, np.ndarray)), default=0) < FUSE_MIN_ELEMENTS:
@@ -254,7 +255,10 @@ def _numba_kernel(spec, args):
     key = (spec, sig, FUSE_MIN_OPS)
     hit = _found.get(key, _found)
     if hit is _found:
-        hit = _found[key] = _find_kernel(spec, args)
+        _building.pending = False
+        hit = _find_kernel(spec, args)
+        if hit is not None or not _building.pending:  # a kernel still being built is asked for again
+            _found[key] = hit
     return hit
 
 
@@ -276,23 +280,87 @@ def _find_kernel(spec, args):
     return cached_kernel(_kernels, key, lambda: (_compile(spec, in_dtypes, dtypes), in_dtypes))
 
 
+# Building a kernel in the call that first needs it (Numba's import, 0.3-0.6 s, then the compile, 0.1-2 s) made
+# that call 10-100x slower than NumPy's: by default it is built in a background thread and the reference (NumPy,
+# the same answer) runs until it is ready. ``PHYLANX_FUSE_WAIT=1`` (the test suite) and ``PHYLANX_NATIVE=force``
+# build it in the call, as before.
+_BUILDING = object()  # the value in a kernel cache while its kernel is built in the background
+_building = threading.local()  # ``pending``: the last cached_kernel of this thread met a kernel being built
+_builds = {"running": 0, "exiting": False}
+_builds_done = threading.Condition(_lock)
+EXIT_WAIT_SECONDS = 60  # at interpreter exit, the longest wait for builds inside Numba/LLVM (a crash otherwise)
+
+
+def _in_background() -> bool:
+    return os.environ.get("PHYLANX_FUSE_WAIT", "0") != "1" and \
+        os.environ.get("PHYLANX_NATIVE", "1").strip().lower() != "force"
+
+
 def cached_kernel(cache: dict, key, build):
-    """``cache[key]``, made once by ``build()`` under the lock; None when it cannot be made (a type Numba
-    cannot compile, a dtype NumPy treats differently): the reference runs for that key from then on."""
+    """``cache[key]``, made once by ``build()``; None when it cannot be made (a type Numba cannot compile, a
+    dtype NumPy treats differently): the reference runs for that key from then on. None too while it is built
+    in a background thread (``_in_background``); the call after it is ready gets it."""
     hit = cache.get(key, False)
-    if hit is not False:
+    if hit is not False and hit is not _BUILDING:
         return hit
     with _lock:
         hit = cache.get(key, False)
+        if hit is _BUILDING or _builds["exiting"]:
+            _building.pending = True
+            return None
+        if hit is not False:
+            return hit
+        if not _in_background():
+            cache[key] = hit = _built(build)
+            return hit
+        kernel_cache.check()  # a refused cache folder is this call's error, not a silent reference forever
+        cache[key] = _BUILDING
+        _builds["running"] += 1
+        _building.pending = True
+    threading.Thread(target=_build_in_background, args=(cache, key, build), daemon=True,
+                     name="phylanx-fused-build").start()
+    return None
+
+
+def _built(build):
+    try:
+        return build()
+    except kernel_cache.UnsafeCacheError:
+        raise  # the user must hear of a cache folder others can write to, not get slower code silently
+    except Exception:  # noqa: BLE001 - any failure to build means: use the reference
+        return None
+
+
+def _build_in_background(cache, key, build):
+    try:
+        hit = _built(build)
+    except kernel_cache.UnsafeCacheError:
+        hit = False  # not built: the next call checks the folder again, and raises
+    with _lock:
         if hit is False:
-            try:
-                hit = build()
-            except kernel_cache.UnsafeCacheError:
-                raise  # the user must hear of a cache folder others can write to, not get slower code silently
-            except Exception:  # noqa: BLE001 - any failure to build means: use the reference
-                hit = None
+            cache.pop(key, None)
+        else:
             cache[key] = hit
-    return hit
+        _builds["running"] -= 1
+        _builds_done.notify_all()
+
+
+def wait_for_builds(timeout: float | None = None) -> bool:
+    """Wait until no kernel is being built in the background; False if ``timeout`` passed first."""
+    with _lock:
+        return _builds_done.wait_for(lambda: _builds["running"] == 0, timeout)
+
+
+def _at_exit():
+    """No build starts once the interpreter exits, and those inside Numba/LLVM are waited for: a daemon thread
+    still compiling while the interpreter finalises can crash the process (as the native tier found)."""
+    with _lock:
+        _builds["exiting"] = True
+        _builds_done.wait_for(lambda: _builds["running"] == 0, EXIT_WAIT_SECONDS)
+
+
+if hasattr(threading, "_register_atexit"):  # before atexit hooks and finalisation, as concurrent.futures does
+    threading._register_atexit(_at_exit)
 
 
 def _operations(spec) -> int:

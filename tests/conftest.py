@@ -19,6 +19,9 @@ EXIT_SECONDS = 120
 # what the tree does (fusion, tasks, native loops, counts); the differential and error suites turn it on in two of
 # their three passes (``native_tier``), tests/test_floor.py and the tier's own tests in test_native.py turn it on.
 os.environ["PHYLANX_FLOOR"] = "0"
+# Fused kernels are built in the call that first needs them, not in a background thread (primitives/fused.py):
+# tests check which path computed a result from the first call on; tests/test_fusion.py tests the background.
+os.environ["PHYLANX_FUSE_WAIT"] = "1"
 
 
 def pytest_unconfigure(config):

@@ -665,3 +665,59 @@ def test_a_group_called_again_reuses_its_answer_per_dtype_and_never_per_value(sp
         u + 300  # NumPy 2: a Python int out of the array's range
     with pytest.raises(OverflowError):
         F.fused_elementwise(plus, None, u, 300)
+
+
+@pytest.fixture
+def in_background(monkeypatch):
+    """Kernels built in the background (the default outside the tests), from empty memory caches."""
+    monkeypatch.setenv("PHYLANX_FUSE_WAIT", "0")
+    monkeypatch.setenv("PHYLANX_NATIVE", "1")
+    monkeypatch.setattr(F, "_kernels", {})
+    monkeypatch.setattr(F, "_found", {})
+
+
+def test_a_kernel_is_built_in_the_background_while_numpy_computes(kernel_cache, spy, in_background, monkeypatch):
+    # building in the call that first needs a kernel (Numba's import, then its compile) made that call 10-100x
+    # slower than NumPy's: the first calls run the reference (the same answer) until the build is done
+    built = threading.Event()
+    real_compile = F._compile
+
+    def slow_compile(*args, **kwargs):
+        built.wait(30)  # held until the test has made its calls: the build is still running during them
+        return real_compile(*args, **kwargs)
+
+    monkeypatch.setattr(F, "_compile", slow_compile)
+    f = px.compile(P.gauss_sine)
+    x = np.linspace(-3, 3, N)
+    want = P.gauss_sine(x)
+    for _ in range(3):
+        assert_same(f(x), want)
+    assert paths(spy) == ["reference"] * 3
+    assert list(F._kernels.values()) == [F._BUILDING]
+    built.set()
+    assert F.wait_for_builds(60)
+    assert_same(f(x), want)
+    assert paths(spy)[3:] == ["numba"]
+
+
+def test_a_kernel_built_in_the_background_that_fails_leaves_numpy(kernel_cache, spy, in_background, monkeypatch):
+    def failing(*args, **kwargs):
+        raise RuntimeError("Numba cannot type this")
+
+    monkeypatch.setattr(F, "_compile", failing)
+    f = px.compile(P.gauss_sine)
+    x = np.linspace(-3, 3, N)
+    assert_same(f(x), P.gauss_sine(x))
+    assert F.wait_for_builds(60)
+    assert_same(f(x), P.gauss_sine(x))
+    assert paths(spy) == ["reference", "reference"] and list(F._kernels.values()) == [None]
+
+
+def test_an_unsafe_cache_folder_is_the_calls_error_with_builds_in_the_background(kernel_cache, in_background):
+    os.chmod(kernel_cache, 0o777)  # others may write into it: no kernel is built from it, and the user hears so
+    try:
+        f = px.compile(P.gauss_sine)
+        with pytest.raises(px.UnsafeCacheError):
+            f(np.linspace(-3, 3, N))
+    finally:
+        os.chmod(kernel_cache, 0o700)
