@@ -288,6 +288,7 @@ _BUILDING = object()  # the value in a kernel cache while its kernel is built in
 _building = threading.local()  # ``pending``: the last cached_kernel of this thread met a kernel being built
 _builds = {"running": 0, "exiting": False}
 _builds_done = threading.Condition(_lock)
+BUILT_HOOKS: list = []  # called after a background build made a kernel (the runtime's floor times the tree again)
 EXIT_WAIT_SECONDS = 60  # at interpreter exit, the longest wait for builds inside Numba/LLVM (a crash otherwise)
 
 
@@ -341,6 +342,9 @@ def _build_in_background(cache, key, build):
             cache.pop(key, None)
         else:
             cache[key] = hit
+        if hit:
+            for hook in BUILT_HOOKS:  # (counters: cheap under the lock, and done when wait_for_builds returns)
+                hook()
         _builds["running"] -= 1
         _builds_done.notify_all()
 

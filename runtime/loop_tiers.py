@@ -10,6 +10,8 @@ and its ``quick(args)``, when not None, is tried before anything else per call a
 (not this call: take the general path) or ``FALLBACK`` (run this call through the tree)."""
 from __future__ import annotations
 
+from phylanx_py.primitives import fused as _fused
+
 # (factory, native, nested, order): ``factory(fn, loop, where, program, namespaces, **extra) -> tier or None``;
 # ``native``: its tiers run native code (not offered in programs built without, such as profiled ones);
 # ``nested``: also offered loops inside a loop a tier may take (called with ``inner=True`` for those)
@@ -77,6 +79,9 @@ def function_tier(program):
 def kernel_ready():
     """A tier made a kernel ready (the floor's cue to time the tree again)."""
     READY["kernels"] += 1
+
+
+_fused.BUILT_HOOKS.append(kernel_ready)  # so did a fused kernel built in the background
 
 
 class HandOver:
