@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import shapes, vjp
-from .registry import MUTATES, STATE, Lowering, register
+from .registry import MUTATES, STATE, Inline, Lowering, register
 from .ufuncs import CALL, native
 
 REDUCTIONS = """
@@ -69,6 +69,15 @@ bincount unique int64 int32 int16 int8 uint8 bool_
 """.split())
 # Element-wise in fused kernels too (the other element-wise functions are declared in ufuncs.py).
 FUSED = {"where": "({1} if {0} else {2})"}
+# A view of their array argument whenever NumPy can make one (an O(1) change of shape or strides): on a NumPy
+# array of any size (and no future among the other arguments) they run in the calling thread (VIEW_CALL). As a
+# task, the view would be of the task's own copy of a local array (a Dask task deserialises its arguments), so a
+# store through it (v = np.flip(a); v[0] = 9) would not reach ``a``, as it does in NumPy.
+VIEWS = set("""
+flip fliplr flipud transpose swapaxes moveaxis squeeze expand_dims atleast_1d atleast_2d atleast_3d broadcast_to
+diagonal rot90 reshape ravel
+""".split())
+VIEW_CALL = Inline("{kernel}({args})", "view", kwargs=True)
 # Always a new array, never a view of an argument (``Primitive.fresh``).
 FRESH = set("""
 zeros ones empty full zeros_like ones_like empty_like full_like array copy arange linspace eye identity dot matmul
@@ -78,7 +87,7 @@ zeros ones empty full zeros_like ones_like empty_like full_like array copy arang
 def _numpy(name, fn, **rules):
     """A NumPy function as a primitive: its rules from the tables above, plain bytecode on small inputs."""
     return register(name, fn, obj=fn, grad=GRADS.get(name), nondiff=name in NONDIFF, fused=FUSED.get(name),
-                    inline=CALL, lowering=native(name), fresh=name in FRESH, **rules)
+                    inline=VIEW_CALL if name in VIEWS else CALL, lowering=native(name), fresh=name in FRESH, **rules)
 
 
 def _register_numpy():

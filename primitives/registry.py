@@ -23,7 +23,8 @@ class Inline:
     ``template`` is formatted with the argument atoms: ``{0}``, ``{1}`` (positional), ``{args}`` (all, with keyword
     arguments), ``{rest}`` (all but the first, with keyword arguments), ``{kernel}`` (the primitive's kernel).
     ``guard`` names the run-time test: "small" (scalars or arrays under the inline threshold), "scalar", "value"
-    (no futures), "lazy" (no futures at the top level: builtins such as ``len`` that do not look at elements),
+    (no futures), "view" (a NumPy array of any size first, no future after it: functions that return a view),
+    "lazy" (no futures at the top level: builtins such as ``len`` that do not look at elements),
     "index" (a sequence and a basic index), "receiver" (a list/dict/set with no task pending; its arguments
     values unless ``resolve`` is "receiver"), "inplace" (``x op= v`` on scalars, or on an array with no task
     pending). ``kwargs``: the form also takes keyword arguments."""

@@ -237,6 +237,9 @@ class Generator(StatementEmitter):
             return both(scalar(a) for a in args)
         if kind in ("value", "lazy"):
             return both(not_future(a) for a in args)
+        if kind == "view":  # a view of a NumPy array (any size), its other arguments values
+            return both([None if _is_literal(args[0]) else f"__pxr_type({args[0]}) is __pxr_ndarray"] +
+                        [not_future(a) for a in args[1:] + values])
         if kind == "index":
             obj, key = args
             return both([f"__pxr_type({obj}) in __pxr_SEQ", self.key_test(key)])
