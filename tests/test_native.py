@@ -467,6 +467,15 @@ def test_only_arrays_a_checked_kernel_may_change_are_copied_before_it_runs(force
     assert written(["f(p0)"]) == (0,)  # a call may change it
     assert written(["return p1[0] + p0[0]", "p1[0] = 2.0"], (a1, a1)) == (1,)
     assert written(["x = p0"], (a1, 3)) == (0,)  # (scalars are never copied)
+    # a view or the array itself only read where it stands: an operand of arithmetic (a new array) or of a NumPy
+    # function that reads (np.dot: NPBench's trisolv copied its 32 MB matrix before each plain run)
+    assert written(["return p0[1:] + p0[:-1] * 2.0 - (p0 > 0)"]) == ()
+    assert written(["t = p0 + 1.0", "t[0] = 5.0"]) == ()
+    assert written(["return np.dot(p0[(0, slice(None, 2, None), )], p1[slice(None, 2, None)])"], (a2, a1)) == ()
+    assert arrays_written("def kernel(p0):\n    return p0[k] * 2.0\n", (a1,), {"p0"}) == ()
+    assert written(["v = np.flip(p0)", "v[0] = 1.0"]) == (0,)  # np.flip makes a view
+    assert written(["return np.sum(p0[1:], axis=0)"]) == (0,)  # (keywords: not known to only read)
+    assert written(["return np.dot(p0, p1, out=p1)"], (a1, a1)) == (0, 1)
 
     f = px.compile(L.fnv_hash)  # checked (a Python int may pass 2**63); data only read: nothing copied
     data = np.arange(20, dtype=np.uint8)

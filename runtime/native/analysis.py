@@ -181,6 +181,10 @@ def _block_use(block, name) -> str:
 
 
 _READ_ATTRS = frozenset({"shape", "size", "ndim", "dtype"})
+# NumPy functions of the kernels' source that only read their array arguments (without ``out=``) and return a new
+# value, never a view of one
+_READING_CALLS = frozenset({"dot", "sum", "exp", "log", "sqrt", "tanh", "sin", "cos", "abs", "fabs", "floor", "ceil",
+                            "isnan", "isinf", "isfinite"})
 
 
 def arrays_written(source: str, kinds, viewed=frozenset()) -> tuple:
@@ -196,7 +200,7 @@ def arrays_written(source: str, kinds, viewed=frozenset()) -> tuple:
     import ast
 
     everything = tuple(i for i, k in enumerate(kinds) if type(k) is np.ndarray)
-    if "slice(" in source or "*" in viewed:  # a name may hold a slice; a view of an expression: any array's
+    if "*" in viewed:  # a view of an expression: any array's
         return everything
     try:
         tree = parse(source)
@@ -206,7 +210,31 @@ def arrays_written(source: str, kinds, viewed=frozenset()) -> tuple:
     names = [a.arg for a in fn.args.args][-len(kinds):] if kinds else []
     parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
 
-    def only_read(name, ndim):
+    def is_slice(node) -> bool:
+        return isinstance(node, ast.Slice) or (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and
+                                               node.func.id == "slice")
+
+    def in_index(node) -> bool:
+        up = parents.get(id(node))
+        if isinstance(up, ast.Tuple):
+            up = parents.get(id(up))
+        return isinstance(up, ast.Subscript)
+
+    if any(is_slice(n) and not in_index(n) for n in ast.walk(fn)):
+        return everything  # a name may hold a slice: which index makes a view is not known
+
+    def consumed(node) -> bool:
+        """``node`` (an array or a view of one) is only read where it stands: an operand of arithmetic or a
+        comparison (whose value is a new array), or an argument of a NumPy function that reads its arguments."""
+        up = parents.get(id(node))
+        if isinstance(up, (ast.BinOp, ast.UnaryOp, ast.Compare)):
+            return True
+        return isinstance(up, ast.Call) and node in up.args and not up.keywords and \
+            isinstance(up.func, ast.Attribute) and isinstance(up.func.value, ast.Name) and \
+            up.func.value.id == "np" and up.func.attr in _READING_CALLS
+
+    def only_read(name, ndim, views):
+        """``views``: the lowerer made views of it (an index it could not see in the source may be one)."""
         for node in ast.walk(fn):
             if not (isinstance(node, ast.Name) and node.id == name):
                 continue
@@ -215,9 +243,11 @@ def arrays_written(source: str, kinds, viewed=frozenset()) -> tuple:
             up = parents.get(id(node))
             if isinstance(up, ast.Subscript) and up.value is node and isinstance(up.ctx, ast.Load):
                 index = up.slice.elts if isinstance(up.slice, ast.Tuple) else [up.slice]
-                if len(index) != ndim or any(isinstance(i, ast.Slice) or (isinstance(i, ast.Constant) and (
-                        i.value is None or i.value is Ellipsis)) for i in index):
-                    return False  # a view: ``p[1:]``, ``p[None]``, ``p[...]``, a row
+                if (views or len(index) != ndim or any(is_slice(i) or (isinstance(i, ast.Constant) and (
+                        i.value is None or i.value is Ellipsis)) for i in index)) and not consumed(up):
+                    return False  # a view that outlives the expression: ``q = p[1:]``, ``p[None]``, a row
+            elif consumed(node):
+                continue
             elif isinstance(up, ast.Attribute) and up.value is node and up.attr in _READ_ATTRS:
                 continue
             elif isinstance(up, ast.Call) and isinstance(up.func, ast.Name) and up.func.id == "len" and \
@@ -230,4 +260,4 @@ def arrays_written(source: str, kinds, viewed=frozenset()) -> tuple:
         return True
 
     return tuple(i for i, (k, name) in enumerate(zip(kinds, names))
-                 if type(k) is np.ndarray and (name in viewed or not only_read(name, k.ndim)))
+                 if type(k) is np.ndarray and not only_read(name, k.ndim, name in viewed))
