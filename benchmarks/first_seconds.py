@@ -1,0 +1,135 @@
+"""The first seconds of a process: each call of a compiled function against the plain function, from its first call,
+while the tiers compile behind it (issue 33: no call more than 10% slower than the plain function).
+
+Each program runs in a fresh child process with a fresh kernel cache (nothing compiled before): the plain function
+is timed first (the median of a few calls is the baseline), then the compiled function is called back to back for
+``--seconds``; the calls are grouped in windows of ``--window`` seconds and each window prints the median and the
+slowest call over the plain median, with the tier ``explain()`` gives at the end. Programs: the held-out scalar loop
+(100,000 iterations of ``s = s + i * 2``), a stencil loop over an array, and an element-wise chain on 2e6 floats.
+
+    python benchmarks/first_seconds.py [--seconds 5] [--window 0.5] [--only scalar,stencil,chain]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+PROGRAMS = ("scalar", "stencil", "chain")
+
+
+def scalar(n):
+    s = 0
+    for i in range(n):
+        s = s + i * 2
+    return s
+
+
+def stencil(a, steps):
+    for _ in range(steps):
+        for i in range(1, a.shape[0] - 1):
+            a[i] = 0.25 * a[i - 1] + 0.5 * a[i] + 0.25 * a[i + 1]
+    return a
+
+
+def chain(x):
+    import numpy as np
+
+    return np.exp(-x * x) * np.sin(x) + 2.0 * x - 1.0
+
+
+def _args(name):
+    import numpy as np
+
+    if name == "scalar":
+        return lambda: (100_000,)
+    if name == "stencil":
+        base = np.linspace(0.0, 1.0, 20_000)
+        return lambda: (base.copy(), 3)
+    x = np.linspace(-3.0, 3.0, 2_000_000)
+    return lambda: (x,)
+
+
+def child(name: str, seconds: float, window: float) -> dict:
+    """In this (fresh) process: the plain median, then every compiled call's (start, seconds) for ``seconds``."""
+    import numpy as np
+
+    fn = globals()[name]
+    make = _args(name)
+    plain = []
+    for _ in range(5):
+        args = make()
+        t = time.perf_counter()
+        fn(*args)
+        plain.append(time.perf_counter() - t)
+    import phylanx_py as px
+
+    f = px.compile(fn)
+    calls = []
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        args = make()
+        t = time.perf_counter()
+        got = f(*args)
+        calls.append((t - t0, time.perf_counter() - t))
+    want = fn(*make())
+    same = bool(np.allclose(got, want))
+    return {"name": name, "plain": statistics.median(plain), "calls": calls, "same": same,
+            "explain": f.explain()}
+
+
+def report(row: dict, window: float) -> None:
+    plain = row["plain"]
+    print(f"\n{row['name']}: plain median {plain * 1e3:.2f} ms; {len(row['calls'])} compiled calls; same answer: "
+          f"{row['same']}")
+    print(f"{'window (s)':>12}  {'calls':>6}  {'median x plain':>14}  {'slowest x plain':>15}")
+    windows: dict = {}
+    for at, seconds in row["calls"]:
+        windows.setdefault(int(at / window), []).append(seconds / plain)
+    for w in sorted(windows):
+        xs = windows[w]
+        print(f"{w * window:5.2f}-{(w + 1) * window:<5.2f}  {len(xs):>6}  {statistics.median(xs):>14.2f}  "
+              f"{max(xs):>15.2f}")
+    ratios = [s / plain for _, s in row["calls"]]
+    slow = sum(r > 1.1 for r in ratios)
+    print(f"calls over 1.1x plain: {slow} of {len(ratios)}; first call {ratios[0]:.2f}x plain")
+    print("tier: " + "; ".join(row["explain"].splitlines()))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seconds", type=float, default=5.0)
+    p.add_argument("--window", type=float, default=0.5)
+    p.add_argument("--only", default=",".join(PROGRAMS))
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    opts = p.parse_args(argv)
+    if opts.child:
+        print(json.dumps(child(opts.child, opts.seconds, opts.window)))
+        return 0
+    load = " ".join(f"{v:.2f}" for v in os.getloadavg())
+    print(f"load at start: {load} (1/5/15 min), {os.cpu_count()} CPUs")
+    ok = True
+    for name in opts.only.split(","):
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, PHYLANX_CACHE_DIR=cache)
+            out = subprocess.run([sys.executable, __file__, "--child", name, "--seconds", str(opts.seconds),
+                                  "--window", str(opts.window)], capture_output=True, text=True, env=env,
+                                 timeout=opts.seconds * 10 + 120)
+        if out.returncode != 0:
+            print(f"\n{name}: the child failed:\n{out.stderr[-2000:]}")
+            ok = False
+            continue
+        row = json.loads(out.stdout.strip().splitlines()[-1])
+        report(row, opts.window)
+        ok = ok and row["same"]
+    print(f"\nload at end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
