@@ -68,8 +68,17 @@ def _ufunc(name, **rules):
                     lowering=native(name, rules.get("inexact", False)), **rules)
     if isinstance(fn, np.ufunc) and fn.nin == 2 and fn.nout == 1:
         for method in UFUNC_METHODS:
-            register(f"{name}.{method}", UfuncMethod(name, method), effect=MUTATES if method == "at" else None)
+            register(f"{name}.{method}", UfuncMethod(name, method), effect=MUTATES if method == "at" else None,
+                     lowering=_outer(name) if method == "outer" else None)
     return prim
+
+
+def _outer(name: str) -> Lowering | None:
+    """``np.add.outer(a, b)`` of 1-D arrays in a native kernel: the ufunc of ``a[:, None]`` and ``b[None, :]``, the same
+    elements (runtime/native/calls.py ``outer`` takes 1-D arrays only; their dtypes as the ufunc's own rule)."""
+    if name not in ("add", "subtract", "multiply"):
+        return None
+    return Lowering(lambda atoms: f"np.{name}({atoms[0]}[:, None], {atoms[1]}[None, :])")
 
 
 def unary(name, grad=None, *, fused=None, inexact=False, nondiff=False):

@@ -675,3 +675,25 @@ def float32_inplace(a, x):
         a += 0.1
         a *= x
     return a
+
+
+# np.add.outer of 1-D arrays (NPBench's floyd_warshall)
+def floyd_warshall(path):
+    for k in range(path.shape[0]):
+        path[:] = np.minimum(path[:], np.add.outer(path[:, k], path[k, :]))
+    return path
+
+
+def outer_products_of_rows(a, b):
+    out = np.zeros((a.shape[1], b.shape[1]), a.dtype)
+    for i in range(a.shape[0]):
+        out += np.multiply.outer(a[i], b[i]) - np.subtract.outer(a[i], b[i])
+    return out
+
+
+def outer_of_2d(a, b):
+    s = 0.0
+    for i in range(2):
+        x = np.add.outer(a, b)
+        s = s + x[i, 0, 0, 0]
+    return s

@@ -1318,3 +1318,21 @@ def test_a_call_leaving_out_a_number_default_runs_the_whole_function_natively(fo
     assert "-> native (whole function, 2 args: uint8[:], int" in f.explain()
     assert f._whole.quick is not None and f._whole.quick((data,)) == L.crc16(data)
     assert f(data, 0x1021) == L.crc16(data, 0x1021)
+
+
+def test_floyd_warshall_with_add_outer_runs_natively(forced):
+    path = np.random.default_rng(7).integers(1, 20, (12, 12)).astype(np.int32)
+    f = run_both(L.floyd_warshall, path)
+    assert "-> native" in f.explain() and "has no native form" not in f.explain()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64])
+def test_ufunc_outer_of_1d_arrays_runs_natively(forced, dtype):
+    rng = np.random.default_rng(8)
+    f = run_both(L.outer_products_of_rows, rng.random((3, 4)).astype(dtype) * 10, rng.random((3, 5)).astype(dtype))
+    assert "-> native" in f.explain()
+
+
+def test_ufunc_outer_of_2d_arrays_stays_interpreted(forced):
+    f = run_both(L.outer_of_2d, np.ones((2, 2)), np.ones((3, 2)))
+    assert "add.outer of other than two 1-D arrays" in f.explain()

@@ -4,6 +4,7 @@ unchecked. A mixin of lower.Lowerer: ``self.fail``, ``self.bounds`` and the kind
 from __future__ import annotations
 
 import numpy as np
+from phylanx_py.primitives import lookup
 
 from phylanx_py import ir
 
@@ -179,6 +180,18 @@ class CallRules:
 
     def c_matmul(self, n, atoms, ks, kwargs):
         return self._product(n, atoms, ks)
+
+    def outer(self, n, atoms, ks, kwargs):
+        """``np.add.outer(a, b)`` (subtract, multiply) of two 1-D arrays: the ufunc's lowering (its declaration's)
+        on ``a[:, None]`` and ``b[None, :]``, with the arithmetic's dtype rules (``arith``) on 2-D stand-ins."""
+        if len(ks) != 2 or any(type(k) is not np.ndarray or k.ndim != 1 for k in ks):
+            self.fail(f"{n.prim} of other than two 1-D arrays", n)
+        prim = lookup(n.prim)
+        k = K.run(prim.kernel, *ks)
+        wide = [K.array(ks[0].dtype, 2), K.array(ks[1].dtype, 2)]
+        return self.arith(n, prim.lowering, atoms, wide, k), k
+
+    c_add_outer = c_subtract_outer = c_multiply_outer = outer
 
     def _alloc(self, n, atoms, ks, kwargs, fn):
         shape = ks[0]
