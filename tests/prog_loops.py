@@ -697,3 +697,9 @@ def outer_of_2d(a, b):
         x = np.add.outer(a, b)
         s = s + x[i, 0, 0, 0]
     return s
+
+
+def ufunc_out_then_raise(a, b, n):
+    for _ in range(n):
+        np.add(a, 1.0, a)
+    return a[n]

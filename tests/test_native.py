@@ -1336,3 +1336,14 @@ def test_ufunc_outer_of_1d_arrays_runs_natively(forced, dtype):
 def test_ufunc_outer_of_2d_arrays_stays_interpreted(forced):
     f = run_both(L.outer_of_2d, np.ones((2, 2)), np.ones((3, 2)))
     assert "add.outer of other than two 1-D arrays" in f.explain()
+
+
+def test_a_loop_writing_a_ufunc_output_changes_what_the_caller_sees(forced):
+    """``np.add(a, 1.0, a)`` changes ``a``: a statement after the loop that may raise keeps the function on the
+    per-loop path (a rerun from the changed array would add twice)."""
+    f = run_both(L.ufunc_out_then_raise, np.zeros(4), np.zeros(1), 2)
+    assert "a return value that may raise after a loop changed values" in f.explain()
+    a = np.zeros(4)
+    with pytest.raises(px.ExecutionError):
+        f(a, np.zeros(1), 5)
+    np.testing.assert_array_equal(a, np.full(4, 5.0))  # as the plain function leaves it

@@ -153,9 +153,17 @@ def _mutates(stmt, fresh, scalars=frozenset()) -> bool:
         return isinstance(obj, ir.Var) and (obj.name in fresh or obj.name in scalars)
 
     return any((isinstance(s, ir.StoreItem) and not local(s.obj)) or
-               (isinstance(s, ir.Call) and (s.prim.startswith("operator.i") or lookup(s.prim).effect == MUTATES)
-                and not (s.args and local(s.args[0])))
+               (isinstance(s, ir.Call) and any(not local(w) for w in _written(s)))
                for s in ir.walk(stmt))
+
+
+def _written(call):
+    """The arguments a call may change in place: an in-place operator's or a mutating primitive's first, a ufunc's
+    output (``np.multiply(z, z, z)``)."""
+    if call.prim.startswith("operator.i") or lookup(call.prim).effect == MUTATES:
+        return call.args[:1]
+    kernel = lookup(call.prim).kernel
+    return call.args[kernel.nin:] if isinstance(kernel, np.ufunc) else ()
 
 
 
