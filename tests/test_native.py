@@ -213,6 +213,8 @@ def test_a_new_kernel_slower_than_the_plain_function_is_dropped(monkeypatch):
         time.sleep(0.05)
     entry = next(iter(f._code.whole.entries.values()))
     assert entry.kernel is not None and entry.measuring and entry.plain_times == []
+    # said, so a benchmark settling the function waits for the decision (calls alternate until then)
+    assert "; measuring against the plain function; 0 native runs" in f.explain()
     entry.plain_before[:] = [0.0]  # no plain run before was slow enough to keep the kernel at once
     f(a.copy())  # a native run, timed
     assert entry.native_runs == 1 and len(entry.native_times) == 1

@@ -436,8 +436,10 @@ class WholeFunction:
             if entry.declined:
                 lines.append(f"function at {self.where} -> interpreted: {entry.declined}")
             elif entry.kernel is not None:
+                # a new kernel timed against the plain function (``_decide``) says so: calls alternate until then
+                measuring = "measuring against the plain function; " if entry.measuring else ""
                 lines.append(f"function at {self.where} -> native (whole function, {len(entry.kinds)} args: {sig}; "
-                             f"compiled in {entry.compile_seconds:.2f} s; {entry.native_runs} native runs"
+                             f"compiled in {entry.compile_seconds:.2f} s; {measuring}{entry.native_runs} native runs"
                              f"{L.threads_note(entry)})")
             else:
                 so_far = f"the plain function ({entry.plain_runs} runs)" if entry.plain_runs else "loops only"
