@@ -720,18 +720,9 @@ class Lowerer(CallRules, BlockWriter):
                 self.fail("operands without a common dtype", n)
             if common.kind in "iu" and common != np.int64 and int in map(type, ks) and n.prim in _CMP:
                 common = np.dtype(np.int64)  # NumPy 2 compares a Python int with a small int exactly
-        fits = set()  # operands that are Python ints NumPy converts to a small int dtype, raising if they do not fit
-        if common.kind in "iu" and common != np.int64:
-            info = np.iinfo(common)
-            for i, (a, x) in enumerate(zip(n.args, ks)):
-                if type(x) is int and not (isinstance(a, ir.Const) and info.min <= a.value <= info.max):
-                    fits.add(i)
-        cname = "bool_" if common == np.bool_ else common.name
-        cast = [f"np.{cname}({a})" if not isinstance(x, np.generic) or x.dtype != common else a
-                for a, x in zip(atoms, ks)]
-        for i in fits:  # NEP 50: OverflowError when out of the dtype's range (the loop reruns interpreted to raise)
-            self.checked = True
-            cast[i] = f"np.{cname}(_ck_fit({atoms[i]}, {np.iinfo(common).min}, {np.iinfo(common).max}))"
+        # NEP 50: a Python int takes a small int dtype, raising OverflowError when it does not fit (``weak_cast``)
+        cast = [self.weak_cast(a, x, common, arg) if not isinstance(x, np.generic) or x.dtype != common else a
+                for a, x, arg in zip(atoms, ks, n.args)]
         src = low.source(cast)
         if n.prim in _FLOORDIV and isinstance(k, np.signedinteger):
             src = f"_np_floordiv_s({cast[0]}, {cast[1]})"
