@@ -703,3 +703,18 @@ def ufunc_out_then_raise(a, b, n):
     for _ in range(n):
         np.add(a, 1.0, a)
     return a[n]
+
+
+def twice(i):
+    return i * 2
+
+
+def first(a, b):
+    return a
+
+
+def calls_sharing_names(x, n):
+    s = 0
+    for i in range(n):
+        s += twice(i + 1) + twice(i) + first(i, x[i])  # the callee's 'i' is not the loop's; x[i] is read
+    return s

@@ -1349,3 +1349,11 @@ def test_a_loop_writing_a_ufunc_output_changes_what_the_caller_sees(forced):
     with pytest.raises(px.ExecutionError):
         f(a, np.zeros(1), 5)
     np.testing.assert_array_equal(a, np.full(4, 5.0))  # as the plain function leaves it
+
+
+def test_inlined_calls_keep_their_parameters_apart_and_read_every_argument(forced):
+    f = run_both(L.calls_sharing_names, np.arange(5), 5)
+    assert "-> native" in f.explain()
+    with pytest.raises(px.ExecutionError) as err:
+        f(np.arange(3), 5)  # first(i, x[i]) reads x[3]: Python evaluates an argument its callee does not use
+    assert isinstance(err.value.__cause__, IndexError)
