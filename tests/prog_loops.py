@@ -718,3 +718,12 @@ def calls_sharing_names(x, n):
     for i in range(n):
         s += twice(i + 1) + twice(i) + first(i, x[i])  # the callee's 'i' is not the loop's; x[i] is read
     return s
+
+
+# np.mean of 1-D float arrays: NumPy's pairwise sum over the count
+def centred_rows(a):
+    out = np.empty_like(a)
+    for i in range(a.shape[0]):
+        m = np.mean(a[i])
+        out[i] = a[i] - m
+    return out

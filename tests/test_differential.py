@@ -250,6 +250,8 @@ MORE_NUMPY = [
     # np.add.outer (subtract, multiply) of 1-D arrays (native forms when forced)
     case(prog_loops.floyd_warshall, np.array([[0, 3, 9], [2, 0, 1], [7, 4, 0]], dtype=np.int32)),
     case(prog_loops.outer_products_of_rows, np.arange(6.0).reshape(2, 3), np.arange(4.0).reshape(2, 2)),
+    case(prog_loops.centred_rows, np.array([[0.1, 0.7, 2.5], [1e8, 1.0, -1e8]])),
+    case(prog_loops.centred_rows, np.array([[0.1, 0.7, 2.5]], dtype=np.float32)),
 ]
 
 BIG = np.linspace(-1.0, 1.0, 70_000)

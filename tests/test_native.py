@@ -1357,3 +1357,17 @@ def test_inlined_calls_keep_their_parameters_apart_and_read_every_argument(force
     with pytest.raises(px.ExecutionError) as err:
         f(np.arange(3), 5)  # first(i, x[i]) reads x[3]: Python evaluates an argument its callee does not use
     assert isinstance(err.value.__cause__, IndexError)
+
+
+@pytest.mark.parametrize("dtype, n", [(np.float64, 7), (np.float64, 1000), (np.float32, 300), (np.float32, 0)])
+def test_mean_of_1d_float_arrays_runs_natively_with_numpys_result(forced, dtype, n):
+    a = (np.random.default_rng(n).random((3, n)) * 100).astype(dtype)
+    f = px.compile(L.centred_rows)
+    got, want = _quiet(f, a.copy()), _quiet(L.centred_rows, a.copy())
+    np.testing.assert_array_equal(got, want)  # bit for bit: the same summation order and division
+    assert got.dtype == want.dtype and "-> native" in f.explain()
+
+
+def test_mean_of_an_int_array_stays_interpreted(forced):
+    f = run_both(L.centred_rows, np.arange(6).reshape(2, 3))
+    assert "np.mean other than of a 1-D float64/float32 array" in f.explain()

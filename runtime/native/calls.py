@@ -160,6 +160,16 @@ class CallRules:
             self.fail("np.sum other than of a 1-D float64/float32/int64 array (NumPy's summation order)", n)
         return f"_px_sum({atoms[0]})", a.dtype.type(3)
 
+    def c_mean(self, n, atoms, ks, kwargs):
+        """``np.mean`` of a 1-D float64/float32 array, as NumPy's ``_mean`` computes it: the pairwise sum in the
+        array's dtype, divided by the count in float64 and cast back to that dtype."""
+        a = ks[0]
+        if len(ks) != 1 or type(a) is not np.ndarray or a.ndim != 1 or a.dtype not in (np.float64, np.float32):
+            self.fail("np.mean other than of a 1-D float64/float32 array (NumPy's summation order)", n)
+        src = lookup(n.prim).lowering.source(atoms)
+        return (src if a.dtype == np.float64 else f"np.float32(np.float64(_px_sum({atoms[0]})) / {atoms[0]}.shape[0])",
+                a.dtype.type(3))
+
     def _product(self, n, atoms, ks):
         """``a @ b``, ``np.dot``, ``np.matmul`` of two 1-D or 2-D arrays of one float dtype, as Numba's ``np.dot``
         (BLAS through SciPy: its last bit may differ from NumPy's BLAS, so the result is inexact: stored, never
