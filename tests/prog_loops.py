@@ -727,3 +727,13 @@ def centred_rows(a):
         m = np.mean(a[i])
         out[i] = a[i] - m
     return out
+
+
+def bump(a):
+    return np.add(a, 1.0, a)
+
+
+def bumps_then_raises(a, n):
+    for _ in range(n):
+        bump(a)
+    return a[n]

@@ -1371,3 +1371,12 @@ def test_mean_of_1d_float_arrays_runs_natively_with_numpys_result(forced, dtype,
 def test_mean_of_an_int_array_stays_interpreted(forced):
     f = run_both(L.centred_rows, np.arange(6).reshape(2, 3))
     assert "np.mean other than of a 1-D float64/float32 array" in f.explain()
+
+
+def test_a_loop_changing_an_array_through_an_inlined_call_changes_what_the_caller_sees(forced):
+    f = run_both(L.bumps_then_raises, np.zeros(4), 2)
+    assert "a return value that may raise after a loop changed values" in f.explain()
+    a = np.zeros(4)
+    with pytest.raises(px.ExecutionError):
+        f(a, 5)
+    np.testing.assert_array_equal(a, np.full(4, 5.0))  # as the plain function leaves it

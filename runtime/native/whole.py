@@ -117,7 +117,7 @@ class FunctionLowerer(Lowerer):
                     self.fail("a statement that may raise after a loop changed values", s)
                 stages.append((s, start, is_loop))
             # a loop changing only scalars and arrays made here (crc16's) changes nothing the caller sees
-            mutated = mutated or _mutates(s, fresh, self.named - self.not_scalars)
+            mutated = mutated or _mutates(s, fresh, self.named - self.not_scalars, self.functions)
         src, k, _ = self.expr(self.ret)
         if _may_raise([src]):
             if mutated:
@@ -146,14 +146,20 @@ def _may_raise(lines) -> bool:
     return any(_RAISING.search(re.sub(r"\.shape\[\d+\]", "", line)) for line in lines)
 
 
-def _mutates(stmt, fresh, scalars=frozenset()) -> bool:
+def _mutates(stmt, fresh, scalars=frozenset(), functions=None) -> bool:
     """Whether a statement (a loop too) may change an array the caller sees (a store, an in-place operator on
-    anything but an array in ``fresh`` or a name in ``scalars``, which hold numbers)."""
+    anything but an array in ``fresh`` or a name in ``scalars``, which hold numbers; a call of a function that
+    changes any array in place)."""
     def local(obj):
         return isinstance(obj, ir.Var) and (obj.name in fresh or obj.name in scalars)
 
+    def changes(fn):
+        return any(isinstance(s, ir.StoreItem) or (isinstance(s, ir.Call) and _written(s)) for s in ir.walk(fn.body))
+
     return any((isinstance(s, ir.StoreItem) and not local(s.obj)) or
-               (isinstance(s, ir.Call) and any(not local(w) for w in _written(s)))
+               (isinstance(s, ir.Call) and any(not local(w) for w in _written(s))) or
+               (isinstance(s, ir.Apply) and isinstance(s.func, ir.FuncRef) and s.func.name in (functions or {})
+                and changes(functions[s.func.name]))
                for s in ir.walk(stmt))
 
 
