@@ -31,6 +31,8 @@ def native(name: str, inexact: bool = False) -> Lowering | None:
     """The native-loop form of NumPy function ``name``: the same call in Numba, when Numba has it."""
     if name == "sum":  # NumPy sums floats pairwise: the kernel uses the same order (runtime/native/helpers.py)
         return Lowering("_px_sum({0})")
+    if name == "linspace":  # NumPy's steps, float64 (runtime/native/helpers.py; calls.py ``c_linspace``)
+        return Lowering("_px_linspace({0}, {1}, {2})")
     if name == "mean":  # the pairwise sum over the count (runtime/native/calls.py ``c_mean``: 1-D float arrays)
         return Lowering("(_px_sum({0}) / {0}.shape[0])")
     if name in ("remainder", "mod"):  # Numba's np.remainder traps (SIGFPE) on int64 -2**63 % -1; its % does not

@@ -737,3 +737,16 @@ def bumps_then_raises(a, n):
     for _ in range(n):
         bump(a)
     return a[n]
+
+
+# np.linspace of numbers: float64 in NumPy's steps
+def linspace_rows(out, a, b):
+    for i in range(out.shape[0]):
+        out[i] = np.linspace(a * i, b, out.shape[1])
+    return out, np.linspace(a, a, 1, dtype=np.float64), np.linspace(0, 5e-324, 3)  # a step that underflows to 0
+
+
+def linspace_without_endpoint(out, a):
+    for i in range(out.shape[0]):
+        out[i] = np.linspace(a, 1.0, out.shape[1], endpoint=False)
+    return out

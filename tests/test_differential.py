@@ -252,6 +252,7 @@ MORE_NUMPY = [
     case(prog_loops.outer_products_of_rows, np.arange(6.0).reshape(2, 3), np.arange(4.0).reshape(2, 2)),
     case(prog_loops.centred_rows, np.array([[0.1, 0.7, 2.5], [1e8, 1.0, -1e8]])),
     case(prog_loops.centred_rows, np.array([[0.1, 0.7, 2.5]], dtype=np.float32)),
+    case(prog_loops.linspace_rows, np.zeros((2, 5)), 0.1, 0.7),
 ]
 
 BIG = np.linspace(-1.0, 1.0, 70_000)

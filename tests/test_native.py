@@ -1380,3 +1380,23 @@ def test_a_loop_changing_an_array_through_an_inlined_call_changes_what_the_calle
     with pytest.raises(px.ExecutionError):
         f(a, 5)
     np.testing.assert_array_equal(a, np.full(4, 5.0))  # as the plain function leaves it
+
+
+@pytest.mark.parametrize("a, b, n", [(0.0, 1.0, 7), (-3, 5, 4), (1.5, 1.5, 3), (0.1, 0.7, 1), (2.0, -1e-3, 2),
+                                     (0.0, 1.0, 0)])
+def test_linspace_of_numbers_runs_natively_bit_for_bit(forced, a, b, n):
+    out = np.zeros((3, n))
+    f = px.compile(L.linspace_rows)
+    got, want = _quiet(f, out.copy(), a, b), _quiet(L.linspace_rows, out.copy(), a, b)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+        assert g.dtype == w.dtype
+    assert "-> native" in f.explain() and "has no native form" not in f.explain()
+
+
+@pytest.mark.parametrize("fn, a", [(L.linspace_rows, np.float32(0.5)), (L.linspace_without_endpoint, 0.5)])
+def test_linspace_in_other_steps_stays_interpreted(forced, fn, a):
+    """A float32 start computes in float32; ``endpoint=False`` divides by another count: declined."""
+    args = (np.zeros((2, 4)), a, 2.0) if fn is L.linspace_rows else (np.zeros((2, 4)), a)
+    f = run_both(fn, *args)
+    assert "np.linspace other than" in f.explain() or "linspace with keyword arguments" in f.explain()

@@ -170,6 +170,15 @@ class CallRules:
         return (src if a.dtype == np.float64 else f"np.float32(np.float64(_px_sum({atoms[0]})) / {atoms[0]}.shape[0])",
                 a.dtype.type(3))
 
+    def c_linspace(self, n, atoms, ks, kwargs):
+        """``np.linspace(start, stop, num)`` (``dtype=np.float64`` too) of int or float64 numbers: float64 in NumPy's
+        steps (``_px_linspace``); a float32 start would compute in float32, other arguments change the steps."""
+        if len(ks) != 3 or any(not (type(k) in (int, float) or isinstance(k, (np.float64, np.int64)))
+                               for k in ks[:2]) or not K.is_int(ks[2]) or type(ks[2]) is bool or \
+                (kwargs and kwargs["dtype"][1] is not np.float64):
+            self.fail("np.linspace other than of int/float64 start and stop and a count (float64)", n)
+        return lookup(n.prim).lowering.source(atoms), K.array(np.dtype(np.float64), 1)
+
     def _product(self, n, atoms, ks):
         """``a @ b``, ``np.dot``, ``np.matmul`` of two 1-D or 2-D arrays of one float dtype, as Numba's ``np.dot``
         (BLAS through SciPy: its last bit may differ from NumPy's BLAS, so the result is inexact: stored, never

@@ -523,7 +523,7 @@ class Lowerer(CallRules, BlockWriter):
         tainted = any(t for _, _, t in args)
         if tainted and name in _COMPARING:
             self.fail(f"{prim.label} of an inexact result (exp, log, ...): Numba's last bit may differ", n)
-        if kwargs and not (name in ALLOCATIONS and set(kwargs) == {"dtype"}):
+        if kwargs and not ((name in ALLOCATIONS or name == "linspace") and set(kwargs) == {"dtype"}):
             self.fail(f"{prim.label} with keyword arguments", n)
         atoms = [a for a, _, _ in args]
         ks = [k for _, k, _ in args]
