@@ -750,3 +750,9 @@ def linspace_without_endpoint(out, a):
     for i in range(out.shape[0]):
         out[i] = np.linspace(a, 1.0, out.shape[1], endpoint=False)
     return out
+
+
+def small_int_divided(a, out):
+    for i in range(out.shape[0]):
+        out[i] = (a / 3)[i] + np.sqrt(a)[i]
+    return out

@@ -253,6 +253,7 @@ MORE_NUMPY = [
     case(prog_loops.centred_rows, np.array([[0.1, 0.7, 2.5], [1e8, 1.0, -1e8]])),
     case(prog_loops.centred_rows, np.array([[0.1, 0.7, 2.5]], dtype=np.float32)),
     case(prog_loops.linspace_rows, np.zeros((2, 5)), 0.1, 0.7),
+    case(prog_loops.small_int_divided, np.array([1, 2, 7], dtype=np.int8), np.zeros(3)),
 ]
 
 BIG = np.linspace(-1.0, 1.0, 70_000)

@@ -1400,3 +1400,10 @@ def test_linspace_in_other_steps_stays_interpreted(forced, fn, a):
     args = (np.zeros((2, 4)), a, 2.0) if fn is L.linspace_rows else (np.zeros((2, 4)), a)
     f = run_both(fn, *args)
     assert "np.linspace other than" in f.explain() or "linspace with keyword arguments" in f.explain()
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.uint8])
+def test_small_int_arrays_divided_stay_interpreted(forced, dtype):
+    """NumPy divides int8/int16 arrays into float64 (and takes sqrt in float16/float32); Numba into float32."""
+    f = run_both(L.small_int_divided, np.array([1, 2, 7], dtype=dtype), np.zeros(3))
+    assert "arrays giving float64 (Numba's dtype differs)" in f.explain()

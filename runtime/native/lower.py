@@ -607,11 +607,13 @@ class Lowerer(CallRules, BlockWriter):
         inexact = low.inexact and not K.is_int(k)
         return src, k, tainted or inexact
 
-    def array_operands(self, n, atoms, ks):
+    def array_operands(self, n, atoms, ks, k):
         """The operands of array arithmetic in other dtypes than float64/int64/bool (float32, small ints), cast to
         the dtype NumPy computes in: Numba promotes an array with a scalar, or arrays of two dtypes, otherwise
         (float32 * 0.1 is float64 there, int32 * float32 float32), so every array must have that dtype already
-        and scalars are cast to it (a Python int checked to fit, as NumPy raises when it does not)."""
+        and scalars are cast to it (a Python int checked to fit, as NumPy raises when it does not). The result
+        must have that dtype too (or be a comparison's bool): Numba divides int8/int16 arrays into float32 and
+        takes their sqrt in float32, where NumPy gives float64 and float16."""
         try:
             common = np.result_type(*[x.dtype if type(x) is np.ndarray or isinstance(x, np.generic) else x
                                       for x in ks])
@@ -622,6 +624,8 @@ class Lowerer(CallRules, BlockWriter):
         if any(type(x) is np.ndarray and x.dtype != common for x in ks):
             self.fail(f"array arithmetic mixing {' and '.join(sorted({K.describe(x) for x in ks}))} "
                       "(Numba promotes them otherwise)", n)
+        if type(k) is np.ndarray and k.dtype not in (common, np.bool_):
+            self.fail(f"{n.prim.rsplit('.', 1)[-1]} of {common} arrays giving {k.dtype} (Numba's dtype differs)", n)
         return [self.weak_cast(a, x, common, arg) if K.is_scalar(x) and np.asarray(x).dtype != common else a
                 for a, x, arg in zip(atoms, ks, n.args)]
 
@@ -683,7 +687,7 @@ class Lowerer(CallRules, BlockWriter):
         if arrays:
             if any(a.dtype not in (np.float64, np.int64, np.bool_) for a in arrays) or \
                     any(K.is_scalar(x) and type(x) not in K.PLAIN for x in ks):
-                atoms = self.array_operands(n, atoms, ks)
+                atoms = self.array_operands(n, atoms, ks, k)
             if n.prim in _FLOORDIV and type(k) is np.ndarray and k.dtype.kind == "i":
                 return f"_np_floordiv_a({atoms[0]}, {atoms[1]})"
             return low.source(atoms)
