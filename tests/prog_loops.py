@@ -756,3 +756,9 @@ def small_int_divided(a, out):
     for i in range(out.shape[0]):
         out[i] = (a / 3)[i] + np.sqrt(a)[i]
     return out
+
+
+def float32_plus_int32(a, b):
+    for _ in range(2):
+        a += b
+    return a

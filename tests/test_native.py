@@ -1407,3 +1407,9 @@ def test_small_int_arrays_divided_stay_interpreted(forced, dtype):
     """NumPy divides int8/int16 arrays into float64 (and takes sqrt in float16/float32); Numba into float32."""
     f = run_both(L.small_int_divided, np.array([1, 2, 7], dtype=dtype), np.zeros(3))
     assert "arrays giving float64 (Numba's dtype differs)" in f.explain()
+
+
+def test_an_in_place_update_computed_in_another_dtype_stays_interpreted(forced):
+    """NumPy computes float32 += int32 in float64 (then rounds once); Numba in float32 (rounding the int first)."""
+    f = run_both(L.float32_plus_int32, np.full(3, 0.5, np.float32), np.array([16777217, 3, -5], np.int32))
+    assert "an in-place update of a float32 array computed in another dtype (int32[:])" in f.explain()

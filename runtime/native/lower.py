@@ -535,6 +535,13 @@ class Lowerer(CallRules, BlockWriter):
         if name.startswith("operator.i") and name[9:] in _ARRAY_INPLACE and type(ks[0]) is np.ndarray:
             K.run(prim.kernel, *ks)  # NumPy's casting rule for the in-place update
             self.int_power(n, ks[0])
+            if len(ks) == 2 and ks[0].dtype not in (np.float64, np.int64, np.bool_) and not (
+                    np.result_type(ks[0].dtype, ks[1].dtype if type(ks[1]) is np.ndarray or
+                                   isinstance(ks[1], np.generic) else ks[1]) == ks[0].dtype and
+                    (type(ks[1]) is not np.ndarray or ks[1].dtype == ks[0].dtype)):
+                # NumPy computes a float32 array += an int32 array (or np.float64) in float64, Numba in float32
+                self.fail(f"an in-place update of a {ks[0].dtype} array computed in another dtype "
+                          f"({K.describe(ks[1])})", n)
             if len(ks) == 2 and type(ks[1]) in (int, float) and ks[0].dtype not in (np.float64, np.int64):
                 # NEP 50: a Python scalar takes the array's dtype (a float32 array += 0.1 adds float32(0.1))
                 atoms = [atoms[0], self.weak_cast(atoms[1], ks[1], np.result_type(ks[0].dtype, ks[1]), n.args[1])]
