@@ -31,6 +31,10 @@ def native(name: str, inexact: bool = False) -> Lowering | None:
     """The native-loop form of NumPy function ``name``: the same call in Numba, when Numba has it."""
     if name == "sum":  # NumPy sums floats pairwise: the kernel uses the same order (runtime/native/helpers.py)
         return Lowering("_px_sum({0})")
+    if name == "linspace":  # NumPy's steps, float64 (runtime/native/helpers.py; calls.py ``c_linspace``)
+        return Lowering("_px_linspace({0}, {1}, {2})")
+    if name == "mean":  # the pairwise sum over the count (runtime/native/calls.py ``c_mean``: 1-D float arrays)
+        return Lowering("(_px_sum({0}) / {0}.shape[0])")
     if name in ("remainder", "mod"):  # Numba's np.remainder traps (SIGFPE) on int64 -2**63 % -1; its % does not
         return Lowering("({0} % {1})")
     if name in MOVES:  # one array's elements moved, copied or allocated alike: any dtype (Numba's np.flip: a view)
@@ -68,8 +72,17 @@ def _ufunc(name, **rules):
                     lowering=native(name, rules.get("inexact", False)), **rules)
     if isinstance(fn, np.ufunc) and fn.nin == 2 and fn.nout == 1:
         for method in UFUNC_METHODS:
-            register(f"{name}.{method}", UfuncMethod(name, method), effect=MUTATES if method == "at" else None)
+            register(f"{name}.{method}", UfuncMethod(name, method), effect=MUTATES if method == "at" else None,
+                     lowering=_outer(name) if method == "outer" else None)
     return prim
+
+
+def _outer(name: str) -> Lowering | None:
+    """``np.add.outer(a, b)`` of 1-D arrays in a native kernel: the ufunc of ``a[:, None]`` and ``b[None, :]``, the same
+    elements (runtime/native/calls.py ``outer`` takes 1-D arrays only; their dtypes as the ufunc's own rule)."""
+    if name not in ("add", "subtract", "multiply"):
+        return None
+    return Lowering(lambda atoms: f"np.{name}({atoms[0]}[:, None], {atoms[1]}[None, :])")
 
 
 def unary(name, grad=None, *, fused=None, inexact=False, nondiff=False):

@@ -797,3 +797,90 @@ def float32_inplace(a, x):
         a += 0.1
         a *= x
     return a
+
+
+# np.add.outer of 1-D arrays (NPBench's floyd_warshall)
+def floyd_warshall(path):
+    for k in range(path.shape[0]):
+        path[:] = np.minimum(path[:], np.add.outer(path[:, k], path[k, :]))
+    return path
+
+
+def outer_products_of_rows(a, b):
+    out = np.zeros((a.shape[1], b.shape[1]), a.dtype)
+    for i in range(a.shape[0]):
+        out += np.multiply.outer(a[i], b[i]) - np.subtract.outer(a[i], b[i])
+    return out
+
+
+def outer_of_2d(a, b):
+    s = 0.0
+    for i in range(2):
+        x = np.add.outer(a, b)
+        s = s + x[i, 0, 0, 0]
+    return s
+
+
+def ufunc_out_then_raise(a, b, n):
+    for _ in range(n):
+        np.add(a, 1.0, a)
+    return a[n]
+
+
+def twice(i):
+    return i * 2
+
+
+def first(a, b):
+    return a
+
+
+def calls_sharing_names(x, n):
+    s = 0
+    for i in range(n):
+        s += twice(i + 1) + twice(i) + first(i, x[i])  # the callee's 'i' is not the loop's; x[i] is read
+    return s
+
+
+# np.mean of 1-D float arrays: NumPy's pairwise sum over the count
+def centred_rows(a):
+    out = np.empty_like(a)
+    for i in range(a.shape[0]):
+        m = np.mean(a[i])
+        out[i] = a[i] - m
+    return out
+
+
+def bump(a):
+    return np.add(a, 1.0, a)
+
+
+def bumps_then_raises(a, n):
+    for _ in range(n):
+        bump(a)
+    return a[n]
+
+
+# np.linspace of numbers: float64 in NumPy's steps
+def linspace_rows(out, a, b):
+    for i in range(out.shape[0]):
+        out[i] = np.linspace(a * i, b, out.shape[1])
+    return out, np.linspace(a, a, 1, dtype=np.float64), np.linspace(0, 5e-324, 3)  # a step that underflows to 0
+
+
+def linspace_without_endpoint(out, a):
+    for i in range(out.shape[0]):
+        out[i] = np.linspace(a, 1.0, out.shape[1], endpoint=False)
+    return out
+
+
+def small_int_divided(a, out):
+    for i in range(out.shape[0]):
+        out[i] = (a / 3)[i] + np.sqrt(a)[i]
+    return out
+
+
+def float32_plus_int32(a, b):
+    for _ in range(2):
+        a += b
+    return a

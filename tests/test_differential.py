@@ -247,6 +247,13 @@ MORE_NUMPY = [
     case(prog_loops.float32_compared, np.array([[0.1, 0.2], [0.05, 0.1]], dtype=np.float32)),
     case(prog_loops.float32_inplace, np.linspace(0, 1, 5, dtype=np.float32), np.float32(1.7)),
     case(prog_loops.mixed_array_dtypes, np.ones(3, np.float32), np.ones(3, np.int32)),
+    # np.add.outer (subtract, multiply) of 1-D arrays (native forms when forced)
+    case(prog_loops.floyd_warshall, np.array([[0, 3, 9], [2, 0, 1], [7, 4, 0]], dtype=np.int32)),
+    case(prog_loops.outer_products_of_rows, np.arange(6.0).reshape(2, 3), np.arange(4.0).reshape(2, 2)),
+    case(prog_loops.centred_rows, np.array([[0.1, 0.7, 2.5], [1e8, 1.0, -1e8]])),
+    case(prog_loops.centred_rows, np.array([[0.1, 0.7, 2.5]], dtype=np.float32)),
+    case(prog_loops.linspace_rows, np.zeros((2, 5)), 0.1, 0.7),
+    case(prog_loops.small_int_divided, np.array([1, 2, 7], dtype=np.int8), np.zeros(3)),
 ]
 
 BIG = np.linspace(-1.0, 1.0, 70_000)

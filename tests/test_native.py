@@ -213,6 +213,8 @@ def test_a_new_kernel_slower_than_the_plain_function_is_dropped(monkeypatch):
         time.sleep(0.05)
     entry = next(iter(f._code.whole.entries.values()))
     assert entry.kernel is not None and entry.measuring and entry.plain_times == []
+    # said, so a benchmark settling the function waits for the decision (calls alternate until then)
+    assert "; measuring against the plain function; 0 native runs" in f.explain()
     entry.plain_before[:] = [0.0]  # no plain run before was slow enough to keep the kernel at once
     f(a.copy())  # a native run, timed
     assert entry.native_runs == 1 and len(entry.native_times) == 1
@@ -1438,3 +1440,96 @@ def test_a_call_leaving_out_a_number_default_runs_the_whole_function_natively(fo
     assert "-> native (whole function, 2 args: uint8[:], int" in f.explain()
     assert f._whole.quick is not None and f._whole.quick((data,)) == L.crc16(data)
     assert f(data, 0x1021) == L.crc16(data, 0x1021)
+
+
+def test_floyd_warshall_with_add_outer_runs_natively(forced):
+    path = np.random.default_rng(7).integers(1, 20, (12, 12)).astype(np.int32)
+    f = run_both(L.floyd_warshall, path)
+    assert "-> native" in f.explain() and "has no native form" not in f.explain()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64])
+def test_ufunc_outer_of_1d_arrays_runs_natively(forced, dtype):
+    rng = np.random.default_rng(8)
+    f = run_both(L.outer_products_of_rows, rng.random((3, 4)).astype(dtype) * 10, rng.random((3, 5)).astype(dtype))
+    assert "-> native" in f.explain()
+
+
+def test_ufunc_outer_of_2d_arrays_stays_interpreted(forced):
+    f = run_both(L.outer_of_2d, np.ones((2, 2)), np.ones((3, 2)))
+    assert "add.outer of other than two 1-D arrays" in f.explain()
+
+
+def test_a_loop_writing_a_ufunc_output_changes_what_the_caller_sees(forced):
+    """``np.add(a, 1.0, a)`` changes ``a``: a statement after the loop that may raise keeps the function on the
+    per-loop path (a rerun from the changed array would add twice)."""
+    f = run_both(L.ufunc_out_then_raise, np.zeros(4), np.zeros(1), 2)
+    assert "a return value that may raise after a loop changed values" in f.explain()
+    a = np.zeros(4)
+    with pytest.raises(px.ExecutionError):
+        f(a, np.zeros(1), 5)
+    np.testing.assert_array_equal(a, np.full(4, 5.0))  # as the plain function leaves it
+
+
+def test_inlined_calls_keep_their_parameters_apart_and_read_every_argument(forced):
+    f = run_both(L.calls_sharing_names, np.arange(5), 5)
+    assert "-> native" in f.explain()
+    with pytest.raises(px.ExecutionError) as err:
+        f(np.arange(3), 5)  # first(i, x[i]) reads x[3]: Python evaluates an argument its callee does not use
+    assert isinstance(err.value.__cause__, IndexError)
+
+
+@pytest.mark.parametrize("dtype, n", [(np.float64, 7), (np.float64, 1000), (np.float32, 300), (np.float32, 0)])
+def test_mean_of_1d_float_arrays_runs_natively_with_numpys_result(forced, dtype, n):
+    a = (np.random.default_rng(n).random((3, n)) * 100).astype(dtype)
+    f = px.compile(L.centred_rows)
+    got, want = _quiet(f, a.copy()), _quiet(L.centred_rows, a.copy())
+    np.testing.assert_array_equal(got, want)  # bit for bit: the same summation order and division
+    assert got.dtype == want.dtype and "-> native" in f.explain()
+
+
+def test_mean_of_an_int_array_stays_interpreted(forced):
+    f = run_both(L.centred_rows, np.arange(6).reshape(2, 3))
+    assert "np.mean other than of a 1-D float64/float32 array" in f.explain()
+
+
+def test_a_loop_changing_an_array_through_an_inlined_call_changes_what_the_caller_sees(forced):
+    f = run_both(L.bumps_then_raises, np.zeros(4), 2)
+    assert "a return value that may raise after a loop changed values" in f.explain()
+    a = np.zeros(4)
+    with pytest.raises(px.ExecutionError):
+        f(a, 5)
+    np.testing.assert_array_equal(a, np.full(4, 5.0))  # as the plain function leaves it
+
+
+@pytest.mark.parametrize("a, b, n", [(0.0, 1.0, 7), (-3, 5, 4), (1.5, 1.5, 3), (0.1, 0.7, 1), (2.0, -1e-3, 2),
+                                     (0.0, 1.0, 0)])
+def test_linspace_of_numbers_runs_natively_bit_for_bit(forced, a, b, n):
+    out = np.zeros((3, n))
+    f = px.compile(L.linspace_rows)
+    got, want = _quiet(f, out.copy(), a, b), _quiet(L.linspace_rows, out.copy(), a, b)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+        assert g.dtype == w.dtype
+    assert "-> native" in f.explain() and "has no native form" not in f.explain()
+
+
+@pytest.mark.parametrize("fn, a", [(L.linspace_rows, np.float32(0.5)), (L.linspace_without_endpoint, 0.5)])
+def test_linspace_in_other_steps_stays_interpreted(forced, fn, a):
+    """A float32 start computes in float32; ``endpoint=False`` divides by another count: declined."""
+    args = (np.zeros((2, 4)), a, 2.0) if fn is L.linspace_rows else (np.zeros((2, 4)), a)
+    f = run_both(fn, *args)
+    assert "np.linspace other than" in f.explain() or "linspace with keyword arguments" in f.explain()
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.uint8])
+def test_small_int_arrays_divided_stay_interpreted(forced, dtype):
+    """NumPy divides int8/int16 arrays into float64 (and takes sqrt in float16/float32); Numba into float32."""
+    f = run_both(L.small_int_divided, np.array([1, 2, 7], dtype=dtype), np.zeros(3))
+    assert "arrays giving float64 (Numba's dtype differs)" in f.explain()
+
+
+def test_an_in_place_update_computed_in_another_dtype_stays_interpreted(forced):
+    """NumPy computes float32 += int32 in float64 (then rounds once); Numba in float32 (rounding the int first)."""
+    f = run_both(L.float32_plus_int32, np.full(3, 0.5, np.float32), np.array([16777217, 3, -5], np.int32))
+    assert "an in-place update of a float32 array computed in another dtype (int32[:])" in f.explain()

@@ -4,6 +4,7 @@ unchecked. A mixin of lower.Lowerer: ``self.fail``, ``self.bounds`` and the kind
 from __future__ import annotations
 
 import numpy as np
+from phylanx_py.primitives import lookup
 
 from phylanx_py import ir
 
@@ -159,6 +160,25 @@ class CallRules:
             self.fail("np.sum other than of a 1-D float64/float32/int64 array (NumPy's summation order)", n)
         return f"_px_sum({atoms[0]})", a.dtype.type(3)
 
+    def c_mean(self, n, atoms, ks, kwargs):
+        """``np.mean`` of a 1-D float64/float32 array, as NumPy's ``_mean`` computes it: the pairwise sum in the
+        array's dtype, divided by the count in float64 and cast back to that dtype."""
+        a = ks[0]
+        if len(ks) != 1 or type(a) is not np.ndarray or a.ndim != 1 or a.dtype not in (np.float64, np.float32):
+            self.fail("np.mean other than of a 1-D float64/float32 array (NumPy's summation order)", n)
+        src = lookup(n.prim).lowering.source(atoms)
+        return (src if a.dtype == np.float64 else f"np.float32(np.float64(_px_sum({atoms[0]})) / {atoms[0]}.shape[0])",
+                a.dtype.type(3))
+
+    def c_linspace(self, n, atoms, ks, kwargs):
+        """``np.linspace(start, stop, num)`` (``dtype=np.float64`` too) of int or float64 numbers: float64 in NumPy's
+        steps (``_px_linspace``); a float32 start would compute in float32, other arguments change the steps."""
+        if len(ks) != 3 or any(not (type(k) in (int, float) or isinstance(k, (np.float64, np.int64)))
+                               for k in ks[:2]) or not K.is_int(ks[2]) or type(ks[2]) is bool or \
+                (kwargs and kwargs["dtype"][1] is not np.float64):
+            self.fail("np.linspace other than of int/float64 start and stop and a count (float64)", n)
+        return lookup(n.prim).lowering.source(atoms), K.array(np.dtype(np.float64), 1)
+
     def _product(self, n, atoms, ks):
         """``a @ b``, ``np.dot``, ``np.matmul`` of two 1-D or 2-D arrays of one float dtype, as Numba's ``np.dot``
         (BLAS through SciPy: its last bit may differ from NumPy's BLAS, so the result is inexact: stored, never
@@ -179,6 +199,18 @@ class CallRules:
 
     def c_matmul(self, n, atoms, ks, kwargs):
         return self._product(n, atoms, ks)
+
+    def outer(self, n, atoms, ks, kwargs):
+        """``np.add.outer(a, b)`` (subtract, multiply) of two 1-D arrays: the ufunc's lowering (its declaration's)
+        on ``a[:, None]`` and ``b[None, :]``, with the arithmetic's dtype rules (``arith``) on 2-D stand-ins."""
+        if len(ks) != 2 or any(type(k) is not np.ndarray or k.ndim != 1 for k in ks):
+            self.fail(f"{n.prim} of other than two 1-D arrays", n)
+        prim = lookup(n.prim)
+        k = K.run(prim.kernel, *ks)
+        wide = [K.array(ks[0].dtype, 2), K.array(ks[1].dtype, 2)]
+        return self.arith(n, prim.lowering, atoms, wide, k), k
+
+    c_add_outer = c_subtract_outer = c_multiply_outer = outer
 
     def _alloc(self, n, atoms, ks, kwargs, fn):
         shape = ks[0]

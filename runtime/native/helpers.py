@@ -104,6 +104,30 @@ def _px_take(a, idx):
     return out
 
 
+# np.linspace(start, stop, num) of numbers, float64, in NumPy's steps (function_base.linspace): arange times the
+# step (or over the count times the span when the step underflows to 0), plus start, the last element set to stop
+@numba.njit(cache=True, nogil=True)
+def _px_linspace(start, stop, num):
+    if num < 0:
+        raise ValueError("Number of samples must be non-negative.")
+    div = num - 1
+    y = np.arange(0, num).astype(np.float64)
+    delta = np.float64(stop) - np.float64(start)
+    if div > 0:
+        step = delta / div
+        if step == 0:
+            y = y / div
+            y = y * delta
+        else:
+            y = y * step
+    else:
+        y = y * delta
+    y = y + np.float64(start)
+    if num > 1:
+        y[num - 1] = np.float64(stop)
+    return y
+
+
 # The checks never compute an overflowing product or sum: LLVM may assume signed arithmetic does not wrap.
 @numba.njit(cache=True, nogil=True)
 def _ck_add(a, b):

@@ -523,7 +523,7 @@ class Lowerer(CallRules, BlockWriter):
         tainted = any(t for _, _, t in args)
         if tainted and name in _COMPARING:
             self.fail(f"{prim.label} of an inexact result (exp, log, ...): Numba's last bit may differ", n)
-        if kwargs and not (name in ALLOCATIONS and set(kwargs) == {"dtype"}):
+        if kwargs and not ((name in ALLOCATIONS or name == "linspace") and set(kwargs) == {"dtype"}):
             self.fail(f"{prim.label} with keyword arguments", n)
         atoms = [a for a, _, _ in args]
         ks = [k for _, k, _ in args]
@@ -535,6 +535,13 @@ class Lowerer(CallRules, BlockWriter):
         if name.startswith("operator.i") and name[9:] in _ARRAY_INPLACE and type(ks[0]) is np.ndarray:
             K.run(prim.kernel, *ks)  # NumPy's casting rule for the in-place update
             self.int_power(n, ks[0])
+            if len(ks) == 2 and ks[0].dtype not in (np.float64, np.int64, np.bool_) and not (
+                    np.result_type(ks[0].dtype, ks[1].dtype if type(ks[1]) is np.ndarray or
+                                   isinstance(ks[1], np.generic) else ks[1]) == ks[0].dtype and
+                    (type(ks[1]) is not np.ndarray or ks[1].dtype == ks[0].dtype)):
+                # NumPy computes a float32 array += an int32 array (or np.float64) in float64, Numba in float32
+                self.fail(f"an in-place update of a {ks[0].dtype} array computed in another dtype "
+                          f"({K.describe(ks[1])})", n)
             if len(ks) == 2 and type(ks[1]) in (int, float) and ks[0].dtype not in (np.float64, np.int64):
                 # NEP 50: a Python scalar takes the array's dtype (a float32 array += 0.1 adds float32(0.1))
                 atoms = [atoms[0], self.weak_cast(atoms[1], ks[1], np.result_type(ks[0].dtype, ks[1]), n.args[1])]
@@ -607,11 +614,13 @@ class Lowerer(CallRules, BlockWriter):
         inexact = low.inexact and not K.is_int(k)
         return src, k, tainted or inexact
 
-    def array_operands(self, n, atoms, ks):
+    def array_operands(self, n, atoms, ks, k):
         """The operands of array arithmetic in other dtypes than float64/int64/bool (float32, small ints), cast to
         the dtype NumPy computes in: Numba promotes an array with a scalar, or arrays of two dtypes, otherwise
         (float32 * 0.1 is float64 there, int32 * float32 float32), so every array must have that dtype already
-        and scalars are cast to it (a Python int checked to fit, as NumPy raises when it does not)."""
+        and scalars are cast to it (a Python int checked to fit, as NumPy raises when it does not). The result
+        must have that dtype too (or be a comparison's bool): Numba divides int8/int16 arrays into float32 and
+        takes their sqrt in float32, where NumPy gives float64 and float16."""
         try:
             common = np.result_type(*[x.dtype if type(x) is np.ndarray or isinstance(x, np.generic) else x
                                       for x in ks])
@@ -622,6 +631,8 @@ class Lowerer(CallRules, BlockWriter):
         if any(type(x) is np.ndarray and x.dtype != common for x in ks):
             self.fail(f"array arithmetic mixing {' and '.join(sorted({K.describe(x) for x in ks}))} "
                       "(Numba promotes them otherwise)", n)
+        if type(k) is np.ndarray and k.dtype not in (common, np.bool_):
+            self.fail(f"{n.prim.rsplit('.', 1)[-1]} of {common} arrays giving {k.dtype} (Numba's dtype differs)", n)
         return [self.weak_cast(a, x, common, arg) if K.is_scalar(x) and np.asarray(x).dtype != common else a
                 for a, x, arg in zip(atoms, ks, n.args)]
 
@@ -683,7 +694,7 @@ class Lowerer(CallRules, BlockWriter):
         if arrays:
             if any(a.dtype not in (np.float64, np.int64, np.bool_) for a in arrays) or \
                     any(K.is_scalar(x) and type(x) not in K.PLAIN for x in ks):
-                atoms = self.array_operands(n, atoms, ks)
+                atoms = self.array_operands(n, atoms, ks, k)
             if n.prim in _FLOORDIV and type(k) is np.ndarray and k.dtype.kind == "i":
                 return f"_np_floordiv_a({atoms[0]}, {atoms[1]})"
             return low.source(atoms)
@@ -720,18 +731,9 @@ class Lowerer(CallRules, BlockWriter):
                 self.fail("operands without a common dtype", n)
             if common.kind in "iu" and common != np.int64 and int in map(type, ks) and n.prim in _CMP:
                 common = np.dtype(np.int64)  # NumPy 2 compares a Python int with a small int exactly
-        fits = set()  # operands that are Python ints NumPy converts to a small int dtype, raising if they do not fit
-        if common.kind in "iu" and common != np.int64:
-            info = np.iinfo(common)
-            for i, (a, x) in enumerate(zip(n.args, ks)):
-                if type(x) is int and not (isinstance(a, ir.Const) and info.min <= a.value <= info.max):
-                    fits.add(i)
-        cname = "bool_" if common == np.bool_ else common.name
-        cast = [f"np.{cname}({a})" if not isinstance(x, np.generic) or x.dtype != common else a
-                for a, x in zip(atoms, ks)]
-        for i in fits:  # NEP 50: OverflowError when out of the dtype's range (the loop reruns interpreted to raise)
-            self.checked = True
-            cast[i] = f"np.{cname}(_ck_fit({atoms[i]}, {np.iinfo(common).min}, {np.iinfo(common).max}))"
+        # NEP 50: a Python int takes a small int dtype, raising OverflowError when it does not fit (``weak_cast``)
+        cast = [self.weak_cast(a, x, common, arg) if not isinstance(x, np.generic) or x.dtype != common else a
+                for a, x, arg in zip(atoms, ks, n.args)]
         src = low.source(cast)
         if n.prim in _FLOORDIV and isinstance(k, np.signedinteger):
             src = f"_np_floordiv_s({cast[0]}, {cast[1]})"

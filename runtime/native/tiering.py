@@ -302,6 +302,10 @@ class Signatures:
     def _install(self, entry, module, compiled):
         entry.kernel = module.kernel
 
+    def _state(self, entry) -> str:
+        """What explain() says of a native kernel before its runs (whole functions: being measured)."""
+        return ""
+
     def _changed(self):
         """An entry's kernel, variant or decline changed (whole functions rebuild their quick path)."""
 
@@ -335,7 +339,8 @@ class Signatures:
                 lines.append(f"{head} interpreted: {entry.declined}")
             elif entry.kernel is not None:
                 lines.append(f"{head} native ({self.native_note}{len(entry.kinds)} args: {sig}; compiled in "
-                             f"{entry.compile_seconds:.2f} s; {entry.native_runs} native runs{threads_note(entry)})")
+                             f"{entry.compile_seconds:.2f} s; {self._state(entry)}{entry.native_runs} native runs"
+                             f"{threads_note(entry)})")
             else:
                 lines.append(f"{head} {self._waiting(entry)}")
         return lines

@@ -120,7 +120,7 @@ class FunctionLowerer(Lowerer):
                     self.fail("a statement that may raise after a loop changed values", s)
                 stages.append((s, start, is_loop))
             # a loop changing only scalars and arrays made here (crc16's) changes nothing the caller sees
-            mutated = mutated or _mutates(s, fresh, self.named - self.not_scalars)
+            mutated = mutated or _mutates(s, fresh, self.named - self.not_scalars, self.functions)
         src, k, _ = self.expr(self.ret)
         if _may_raise([src]):
             if mutated:
@@ -149,16 +149,30 @@ def _may_raise(lines) -> bool:
     return any(_RAISING.search(re.sub(r"\.shape\[\d+\]", "", line)) for line in lines)
 
 
-def _mutates(stmt, fresh, scalars=frozenset()) -> bool:
+def _mutates(stmt, fresh, scalars=frozenset(), functions=None) -> bool:
     """Whether a statement (a loop too) may change an array the caller sees (a store, an in-place operator on
-    anything but an array in ``fresh`` or a name in ``scalars``, which hold numbers)."""
+    anything but an array in ``fresh`` or a name in ``scalars``, which hold numbers; a call of a function that
+    changes any array in place)."""
     def local(obj):
         return isinstance(obj, ir.Var) and (obj.name in fresh or obj.name in scalars)
 
+    def changes(fn):
+        return any(isinstance(s, ir.StoreItem) or (isinstance(s, ir.Call) and _written(s)) for s in ir.walk(fn.body))
+
     return any((isinstance(s, ir.StoreItem) and not local(s.obj)) or
-               (isinstance(s, ir.Call) and (s.prim.startswith("operator.i") or lookup(s.prim).effect == MUTATES)
-                and not (s.args and local(s.args[0])))
+               (isinstance(s, ir.Call) and any(not local(w) for w in _written(s))) or
+               (isinstance(s, ir.Apply) and isinstance(s.func, ir.FuncRef) and s.func.name in (functions or {})
+                and changes(functions[s.func.name]))
                for s in ir.walk(stmt))
+
+
+def _written(call):
+    """The arguments a call may change in place: an in-place operator's or a mutating primitive's first, a ufunc's
+    output (``np.multiply(z, z, z)``)."""
+    if call.prim.startswith("operator.i") or lookup(call.prim).effect == MUTATES:
+        return call.args[:1]
+    kernel = lookup(call.prim).kernel
+    return call.args[kernel.nin:] if isinstance(kernel, np.ufunc) else ()
 
 
 
@@ -379,6 +393,10 @@ class WholeFunction(T.Signatures):
         so_far = f"the plain function ({entry.plain_runs} runs)" if entry.plain_runs else "loops only"
         return (f"{so_far} so far ({entry.interpreted * 1e3:.1f} ms; whole function native after "
                 f"{T.HOT_SECONDS * 1e3:.0f} ms{', compiling' if entry.compiling else ''})")
+
+    def _state(self, entry) -> str:
+        # a new kernel timed against the plain function (``_decide``) says so: calls alternate until then
+        return "measuring against the plain function; " if entry.measuring else ""
 
 
 def _converter(k):
