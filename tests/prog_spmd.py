@@ -282,3 +282,16 @@ def masks_used_as_values(X, C, iterations):
         X[labels == 2] = 0.0
         C = C + np.sum(X[m], axis=0) / (np.sum(m) + 1)
     return X, C, w
+
+
+def mask_of_a_view_then_change(X, labels, iterations):
+    """Masks of values that share the labels' rows (a slice, a cast without a copy), made before the labels
+    change."""
+    s = 0.0
+    for _ in range(iterations):
+        same = labels.astype(labels.dtype, copy=False)
+        m = same == 1
+        tail = labels[1:] == 2
+        labels += 1
+        s = s + np.sum(X[m], axis=0) + np.sum(m) + np.sum(tail)
+    return s
