@@ -295,3 +295,15 @@ def mask_of_a_view_then_change(X, labels, iterations):
         labels += 1
         s = s + np.sum(X[m], axis=0) + np.sum(m) + np.sum(tail)
     return s
+
+
+def table_then_change_through_a_cast(X, labels, iterations):
+    """Per-label sums of values that share the rows of X and labels, before and after those change in place."""
+    s = 0.0
+    for _ in range(iterations):
+        same, Y = labels.astype(labels.dtype, copy=False), X.astype(X.dtype, copy=False)
+        a = np.sum(Y[same == 1], axis=0) + np.sum(same == 1)
+        labels += 1
+        X += 1.0
+        s = s + a + np.sum(Y[same == 2], axis=0) + np.sum(same == 2)
+    return s

@@ -143,7 +143,8 @@ def getitem(x, key):
 def _before_change(x: Shard):
     """``x``'s rows are about to change in place: a mask or selection that reads them (``m = labels == j``,
     ``sel = X[m]``; also through a view or a cast that shares them) and is not made yet is made now, as NumPy made
-    it when its line ran, and forgets where it came from, so its sums no longer come from the per-label table."""
+    it when its line ran, and forgets where it came from, so its sums no longer come from the per-label table;
+    tables made from these rows are dropped."""
     rank = x.rank
     live = []
     for ref in rank.lazy:
@@ -156,6 +157,9 @@ def _before_change(x: Shard):
         else:
             live.append(ref)
     rank.lazy = live
+    for key, hit in list(rank.groups.items()):  # per-label tables of these rows are stale now
+        if any(v is x or (type(v) is Shard and np.may_share_memory(v.data, x.data)) for v in hit[:2]):
+            del rank.groups[key]
 
 
 def setitem(x, key, value):
