@@ -93,7 +93,7 @@ def _exact(x, own, axes, part) -> bool:
 
 
 def group_sums(rank, x, labels, lo, hi):
-    """Per-label sums of ``x``'s rows ``[lo, hi)`` and per-label counts (table.py: one compiled pass),
+    """Per-label sums of ``x``'s rows ``[lo, hi)`` and per-label counts (table.py: one compiled kernel),
     kept on the rank for the latest labels: k-means' ``[X[labels == j].mean(axis=0) for j in range(k)]`` reads
     k entries of one table instead of k masked copies of X. ``x`` None: the counts only (any table over the same
     labels has them: ``np.sum(X[m], axis=0) / np.sum(m)`` makes one table, not one per query). None when the

@@ -1,4 +1,5 @@
-"""A rank's per-label sums and counts in one compiled pass over its rows (cross.group_sums): k-means' per-centroid
+"""A rank's per-label sums and counts by one compiled kernel (cross.group_sums): a pass over the labels for their
+range, then one pass over the rows. k-means' per-centroid
 ``np.sum(X[labels == j], axis=0)`` and ``np.sum(labels == j)`` for every j at once, with no mask and no selected
 copy of X. The kernel goes through the verified kernel cache (primitives/kernel_cache.py), so later segments and
 the other workers load its machine code instead of compiling it.
