@@ -307,3 +307,13 @@ def table_then_change_through_a_cast(X, labels, iterations):
         X += 1.0
         s = s + a + np.sum(Y[same == 2], axis=0) + np.sum(same == 2)
     return s
+
+
+def mask_changed_in_place(X, labels, iterations):
+    """A label mask changed in place, then counted and used to select."""
+    s = 0.0
+    for _ in range(iterations):
+        m = labels == 1
+        m[:10] = True
+        s = s + np.sum(m) + np.sum(X[m], axis=0)
+    return s

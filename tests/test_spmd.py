@@ -702,7 +702,7 @@ def test_the_per_label_table_has_the_bits_of_bincount(dtype):
 
 
 @pytest.mark.parametrize("prog", [S.selection_then_change, S.mask_then_change, S.mask_of_a_view_then_change,
-                                  S.table_then_change_through_a_cast])
+                                  S.table_then_change_through_a_cast, S.mask_changed_in_place])
 def test_a_selection_is_made_before_its_rows_change(rt, prog):
     """``sel = X[labels == j]`` waits on the ranks to be made (its sums come from the per-label table); a change
     to X or labels in place before ``sel`` is used makes it first, so it holds the rows as they were, as in NumPy

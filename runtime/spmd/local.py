@@ -146,6 +146,9 @@ def _before_change(x: Shard):
     it when its line ran, and forgets where it came from, so its sums no longer come from the per-label table;
     tables made from these rows are dropped."""
     rank = x.rank
+    if x.origin is not None:  # a mask changed itself: its count is no longer the labels' (``m[:10] = True``)
+        x.data  # noqa: B018
+        x.origin = None
     live = []
     for ref in rank.lazy:
         sel = ref()
