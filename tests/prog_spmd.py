@@ -282,3 +282,38 @@ def masks_used_as_values(X, C, iterations):
         X[labels == 2] = 0.0
         C = C + np.sum(X[m], axis=0) / (np.sum(m) + 1)
     return X, C, w
+
+
+def mask_of_a_view_then_change(X, labels, iterations):
+    """Masks of values that share the labels' rows (a slice, a cast without a copy), made before the labels
+    change."""
+    s = 0.0
+    for _ in range(iterations):
+        same = labels.astype(labels.dtype, copy=False)
+        m = same == 1
+        tail = labels[1:] == 2
+        labels += 1
+        s = s + np.sum(X[m], axis=0) + np.sum(m) + np.sum(tail)
+    return s
+
+
+def table_then_change_through_a_cast(X, labels, iterations):
+    """Per-label sums of values that share the rows of X and labels, before and after those change in place."""
+    s = 0.0
+    for _ in range(iterations):
+        same, Y = labels.astype(labels.dtype, copy=False), X.astype(X.dtype, copy=False)
+        a = np.sum(Y[same == 1], axis=0) + np.sum(same == 1)
+        labels += 1
+        X += 1.0
+        s = s + a + np.sum(Y[same == 2], axis=0) + np.sum(same == 2)
+    return s
+
+
+def mask_changed_in_place(X, labels, iterations):
+    """A label mask changed in place, then counted and used to select."""
+    s = 0.0
+    for _ in range(iterations):
+        m = labels == 1
+        m[:10] = True
+        s = s + np.sum(m) + np.sum(X[m], axis=0)
+    return s

@@ -93,7 +93,7 @@ def _exact(x, own, axes, part) -> bool:
 
 
 def group_sums(rank, x, labels, lo, hi):
-    """Per-label sums of ``x``'s rows ``[lo, hi)`` and per-label counts (table.py: one compiled pass),
+    """Per-label sums of ``x``'s rows ``[lo, hi)`` and per-label counts (table.py: one compiled kernel),
     kept on the rank for the latest labels: k-means' ``[X[labels == j].mean(axis=0) for j in range(k)]`` reads
     k entries of one table instead of k masked copies of X. ``x`` None: the counts only (any table over the same
     labels has them: ``np.sum(X[m], axis=0) / np.sum(m)`` makes one table, not one per query). None when the
@@ -103,13 +103,14 @@ def group_sums(rank, x, labels, lo, hi):
             return hit[2], hit[3]
     key = (id(x), id(labels), lo, hi)
     lab = labels.local(lo, hi)
-    if lab.size and (lab.min() < 0 or lab.max() > 4 * lab.size + 1024):
-        return None
-    k = int(lab.max()) + 1 if lab.size else 0
     rows = None if x is None else x.local(lo, hi)
-    sums, counts = table(lab, None if rows is None else rows.reshape(len(rows), -1), k)  # one compiled pass
+    # one compiled pass (after one over the labels for their range)
+    found = table(lab, None if rows is None else rows.reshape(len(rows), -1), 4 * lab.size + 1024)
+    if found is None:
+        return None
+    sums, counts = found
     if sums is not None:
-        sums = sums.reshape((k,) + rows.shape[1:])
+        sums = sums.reshape((len(counts),) + rows.shape[1:])
     if len(rank.groups) >= 4 or any(hit[1] is not labels for hit in rank.groups.values()):
         rank.groups.clear()  # the latest labels only: last iteration's are gone
     rank.groups[key] = (x, labels, sums, counts)

@@ -141,19 +141,28 @@ def getitem(x, key):
 
 
 def _before_change(x: Shard):
-    """``x``'s rows are about to change in place: a selection of its rows not made yet (``sel = X[labels == j]``,
-    local.getitem) is made now, as NumPy made its copy when the line ran."""
+    """``x``'s rows are about to change in place: a mask or selection that reads them (``m = labels == j``,
+    ``sel = X[m]``; also through a view or a cast that shares them) and is not made yet is made now, as NumPy made
+    it when its line ran, and forgets where it came from, so its sums no longer come from the per-label table;
+    tables made from these rows are dropped."""
     rank = x.rank
+    if x.origin is not None:  # a mask changed itself: its count is no longer the labels' (``m[:10] = True``)
+        x.data  # noqa: B018
+        x.origin = None
     live = []
     for ref in rank.lazy:
         sel = ref()
-        if sel is None or sel._data is not None:
+        if sel is None or sel.origin is None:
             continue
-        if any(v is x for v in sel.origin[1:4]):
+        if any(v is x or (type(v) is Shard and np.may_share_memory(v.data, x.data)) for v in sel.origin[1:4]):
             sel.data  # noqa: B018 - made from the rows as they are now
+            sel.origin = None
         else:
             live.append(ref)
     rank.lazy = live
+    for key, hit in list(rank.groups.items()):  # per-label tables of these rows are stale now
+        if any(v is x or (type(v) is Shard and np.may_share_memory(v.data, x.data)) for v in hit[:2]):
+            del rank.groups[key]
 
 
 def setitem(x, key, value):

@@ -95,7 +95,7 @@ class Rank:
         self.pending: list = []  # Deferred sums waiting for their allreduce
         self.made: list = []  # every Deferred made since the last settle (computed then, if nothing read it)
         self.groups: dict = {}  # per-label sums of the latest (X, labels) (cross.group_sums)
-        self.lazy: list = []  # weak references to selections not made yet (local.getitem, local._before_change)
+        self.lazy: list = []  # weak references to masks and selections that have an origin (local._before_change)
 
     def defer(self, part, finish, exact=False):
         """A sum over the ranks of ``part``, made when first used (deferred.py): ``finish(total)`` its value.
@@ -116,7 +116,7 @@ class Rank:
         order they were made (the loop's ticker, at each iteration's start): values nobody reads are computed too,
         so their errors and warnings happen in the iteration that made them, as in NumPy."""
         self.flush()
-        self.lazy = [r for r in self.lazy if r() is not None and r()._data is None]
+        self.lazy = [r for r in self.lazy if r() is not None and r().origin is not None]
         made, self.made = self.made, []
         for d in made:
             d.get()
