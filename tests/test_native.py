@@ -228,6 +228,23 @@ def test_a_new_kernel_slower_than_the_plain_function_is_dropped(monkeypatch):
     np.testing.assert_allclose(f(a.copy()), L.tanh_store(a.copy()), rtol=1e-15)
 
 
+def test_a_kernel_ready_before_the_first_plain_run_ends_is_still_measured(monkeypatch):
+    # a kernel loaded from the disk cache can be ready while the call that started its compile still runs the plain
+    # function: whether it is measured was decided by the plain runs counted so far (none), so it skipped the
+    # measurement (flaky under load); here the compile runs at once, in the first call, to make that order certain
+    monkeypatch.setenv("PHYLANX_FLOOR", "1")
+    monkeypatch.setattr(native_tiering, "HOT_SECONDS", 0.0)
+    monkeypatch.setattr(native_tiering, "in_background", lambda compile_fn, *args: compile_fn(*args))
+    f = px.compile(L.tanh_store)
+    a = np.linspace(-1.0, 1.0, 50)
+    np.testing.assert_allclose(f(a.copy()), L.tanh_store(a.copy()), rtol=1e-15)
+    entry = next(iter(f._code.whole.entries.values()))
+    assert entry.kernel is not None and entry.plain_runs == 0 and entry.native_runs == 1 and entry.measuring
+    assert "measuring against the plain function" in f.explain()
+    np.testing.assert_allclose(f(a.copy()), L.tanh_store(a.copy()), rtol=1e-15)
+    assert entry.plain_runs == 1 and len(entry.plain_times) == 1  # the next call is a plain run, timed
+
+
 def test_a_new_kernel_clearly_faster_than_the_plain_runs_before_it_is_kept_at_once(monkeypatch):
     from phylanx_py.runtime.native import whole
 

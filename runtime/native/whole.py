@@ -199,8 +199,8 @@ CLEARLY_FASTER = 4
 
 
 class Entry(T.Entry):
-    __slots__ = ("stages", "guard", "values", "exact", "entry_point", "sig", "plain_runs", "last", "plain_times",
-                 "plain_before", "native_times", "measuring")
+    __slots__ = ("stages", "guard", "values", "exact", "entry_point", "sig", "plain_runs", "floor", "last",
+                 "plain_times", "plain_before", "native_times", "measuring")
 
 
 class WholeFunction(T.Signatures):
@@ -241,6 +241,7 @@ class WholeFunction(T.Signatures):
         entry = self.entry(args)
         if entry is None or entry.declined:
             return fallback()
+        entry.floor = entry.floor or plain is not None  # its calls may run the plain function (``_install``)
         if self.ready(entry, args, m) is None:
             t0 = time.perf_counter()
             try:
@@ -286,6 +287,7 @@ class WholeFunction(T.Signatures):
         entry.guard = entry.values = entry.entry_point = entry.sig = None
         entry.exact = False
         entry.plain_runs = 0
+        entry.floor = False
         entry.plain_times, entry.native_times = [], []  # recent seconds of plain runs; of the kernel's first runs
         entry.plain_before = []  # the plain runs' seconds while the kernel compiled
         entry.measuring = False  # the kernel is ready and timed against the plain function (``_decide``)
@@ -321,9 +323,11 @@ class WholeFunction(T.Signatures):
         # the compiled code's own entry, for the types taken with the guard (``_lower``): the quick path calls it,
         # skipping the dispatcher's type matching (its guard has matched them already)
         entry.entry_point = compiled
-        # timed against the plain function first (``_decide``), unless forced or never run plain; plain runs
-        # timed while this compile ran were slowed by it (about 2x): the comparison takes new ones
-        entry.measuring = entry.plain_runs > 0 and T.current_mode() != "force"
+        # timed against the plain function first (``_decide``), unless forced or its calls never run plain (the
+        # floor off; decided by the calls, not by plain runs counted so far: the call that started this compile may
+        # still be in its plain run when a kernel loaded from the disk cache is ready); plain runs timed while this
+        # compile ran were slowed by it (about 2x): the comparison takes new ones
+        entry.measuring = entry.floor and T.current_mode() != "force"
         entry.plain_before, entry.plain_times = entry.plain_times, []
         entry.kernel = module.kernel
         self._requick()
