@@ -23,6 +23,7 @@ from .fused import (
     PARALLEL_MIN_ELEMENTS,
     _blocks,
     _body,
+    _building,
     _dtypes,
     _map_blocks,
     _numba_type,
@@ -65,7 +66,10 @@ def _kernel(statements, args):
     key = (statements, sig)
     hit = _found.get(key, _found)
     if hit is _found:
-        hit = _found[key] = _find(statements, args)
+        _building.pending = False
+        hit = _find(statements, args)
+        if hit is not None or not _building.pending:  # a kernel still being built is asked for again
+            _found[key] = hit
     return hit
 
 

@@ -125,3 +125,25 @@ def test_optimizers_equal_their_numpy_statements_to_the_bit(opt, dtype):
     for a, b in zip(params, ref):
         assert a.dtype == dtype
         np.testing.assert_array_equal(a, b)
+
+
+def test_an_update_built_in_the_background_is_numpys_meanwhile_and_compiled_after(monkeypatch):
+    # the default outside the suite (primitives/fused.py): NumPy's statements run until the kernel is built; a None
+    # met while it builds is not remembered for these inputs, so the call after the build gets the kernel
+    import phylanx_py.primitives.fused as F
+
+    monkeypatch.setenv("PHYLANX_FUSE_WAIT", "0")
+    monkeypatch.setenv("PHYLANX_NATIVE", "1")
+    monkeypatch.setattr(FU, "_kernels", {})
+    monkeypatch.setattr(FU, "_found", {})
+    p, g, v = arrays((300, 129), np.float64, seed=3)
+    p2, v2 = p.copy(), v.copy()
+    FU.fused_update(STATEMENTS, p, g, v, 0.01, 0.9)
+    numpy_momentum(p2, g, v2, 0.01, 0.9)
+    assert not FU._found  # pending: not remembered
+    assert F.wait_for_builds(60)
+    FU.fused_update(STATEMENTS, p, g, v, 0.01, 0.9)
+    numpy_momentum(p2, g, v2, 0.01, 0.9)
+    np.testing.assert_array_equal(v, v2)
+    np.testing.assert_array_equal(p, p2)
+    assert list(FU._found.values()) and all(hit is not None for hit in FU._found.values())

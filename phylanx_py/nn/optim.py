@@ -61,14 +61,14 @@ class SGD(Optimizer):
 
     def update(self, params, grads, state, step):
         # With p, g, v, lr, momentum, weight decay as inputs 0-5: v *= m; v += g; p -= lr * v (Nesterov: p -= lr *
-        # (g + m * v)), g being g + wd * p with weight decay: one fused pass per parameter (see _fused).
+        # (g + m * v)), g being g + wd * p with weight decay: one pass per parameter (primitives/fused_update.py).
         lr = self.rate(step)
-        g = _add(_arg(1), _mul(_arg(5), _arg(0))) if self.weight_decay else _arg(1)
+        grad = _add(_arg(1), _mul(_arg(5), _arg(0))) if self.weight_decay else _arg(1)
         if self.momentum:
-            direction = _add(g, _mul(_arg(4), _arg(2))) if self.nesterov else _arg(2)
-            statements = ((2, _add(_mul(_arg(2), _arg(4)), g)), (0, _sub(_arg(0), _mul(_arg(3), direction))))
+            direction = _add(grad, _mul(_arg(4), _arg(2))) if self.nesterov else _arg(2)
+            statements = ((2, _add(_mul(_arg(2), _arg(4)), grad)), (0, _sub(_arg(0), _mul(_arg(3), direction))))
         else:
-            statements = ((0, _sub(_arg(0), _mul(_arg(3), g))),)
+            statements = ((0, _sub(_arg(0), _mul(_arg(3), grad))),)
         for p, g, v in zip(params, grads, state):
             fused_update(statements, p, g, 0.0 if v is None else v, lr, self.momentum, self.weight_decay)
 
@@ -90,9 +90,9 @@ class Adam(Optimizer):
         c1, c2 = 1 - b1 ** t, 1 - b2 ** t  # bias corrections (PyTorch's form: eps added after them)
         # p, g, m, v, then lr, b1, 1 - b1, b2, 1 - b2, c1, c2, eps, weight decay as inputs 0-12: m *= b1;
         # m += (1 - b1) * g; v *= b2; v += (1 - b2) * g * g; p -= lr * (m / c1) / (sqrt(v / c2) + eps)
-        g = _add(_arg(1), _mul(_arg(12), _arg(0))) if self.weight_decay else _arg(1)
-        statements = ((2, _add(_mul(_arg(2), _arg(5)), _mul(_arg(6), g))),
-                      (3, _add(_mul(_arg(3), _arg(7)), _mul(_mul(_arg(8), g), g))),
+        grad = _add(_arg(1), _mul(_arg(12), _arg(0))) if self.weight_decay else _arg(1)
+        statements = ((2, _add(_mul(_arg(2), _arg(5)), _mul(_arg(6), grad))),
+                      (3, _add(_mul(_arg(3), _arg(7)), _mul(_mul(_arg(8), grad), grad))),
                       (0, _sub(_arg(0), ("divide", _mul(_arg(4), ("divide", _arg(2), _arg(9))),
                                          _add(("sqrt", ("divide", _arg(3), _arg(10))), _arg(11))))))
         for p, g, (m, v) in zip(params, grads, state):
