@@ -287,6 +287,7 @@ def _find_kernel(spec, args):
 _BUILDING = object()  # the value in a kernel cache while its kernel is built in the background
 _building = threading.local()  # ``pending``: the last cached_kernel of this thread met a kernel being built
 _builds = {"running": 0, "exiting": False}
+_in_flight: list = []  # (cache, key) of the builds running in this process's background threads
 _builds_done = threading.Condition(_lock)
 BUILT_HOOKS: list = []  # called after a background build made a kernel (the runtime's floor times the tree again)
 EXIT_WAIT_SECONDS = 60  # at interpreter exit, the longest wait for builds inside Numba/LLVM (a crash otherwise)
@@ -317,9 +318,13 @@ def cached_kernel(cache: dict, key, build):
         kernel_cache.check()  # a refused cache folder is this call's error, not a silent reference forever
         cache[key] = _BUILDING
         _builds["running"] += 1
+        _in_flight.append((cache, key))
         _building.pending = True
-    threading.Thread(target=_build_in_background, args=(cache, key, build), daemon=True,
-                     name="phylanx-fused-build").start()
+    try:
+        threading.Thread(target=_build_in_background, args=(cache, key, build), daemon=True,
+                         name="phylanx-fused-build").start()
+    except BaseException:  # no thread to be had (a thread limit): nothing is being built, the reference runs
+        _finish(cache, key, False)
     return None
 
 
@@ -337,7 +342,16 @@ def _build_in_background(cache, key, build):
         hit = _built(build)
     except kernel_cache.UnsafeCacheError:
         hit = False  # not built: the next call checks the folder again, and raises
+    _finish(cache, key, hit)
+
+
+def _finish(cache, key, hit):
+    """The build of ``cache[key]`` ended with ``hit`` (False: not built, asked again by the next call)."""
     with _lock:
+        mine = [i for i, (c, k) in enumerate(_in_flight) if c is cache and k == key]
+        if not mine:  # (a fork's child dropped it: not this process's build)
+            return
+        del _in_flight[mine[0]]
         if hit is False:
             cache.pop(key, None)
         else:
@@ -347,6 +361,24 @@ def _build_in_background(cache, key, build):
                 hook()
         _builds["running"] -= 1
         _builds_done.notify_all()
+
+
+def _after_fork_in_child():
+    """A child made by fork() has none of its parent's build threads: what they were building is asked again, and
+    its exit waits for nothing (it would have waited EXIT_WAIT_SECONDS for builds that never end); the lock may have
+    been held by one of them at the fork, so it is new."""
+    global _lock, _builds_done
+    _lock = threading.Lock()
+    _builds_done = threading.Condition(_lock)
+    for cache, key in _in_flight:
+        if cache.get(key) is _BUILDING:
+            cache.pop(key, None)
+    _in_flight.clear()
+    _builds["running"] = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def wait_for_builds(timeout: float | None = None) -> bool:

@@ -38,6 +38,15 @@ SEQUENCES = frozenset({list, tuple, str, dict, range, np.ndarray})
 KEYS = frozenset({int, slice, str, np.int64, np.int32, type(None), type(Ellipsis), bool})
 
 
+def _plain_argument(value) -> bool:
+    """A scalar, None, or a tuple/list of scalars (a shape, axes): an argument a view function takes inline (a
+    future inside a tuple, ``np.reshape(a, (n, -1))`` with ``n`` a task's, goes through the Evaluation)."""
+    t = type(value)
+    if t in SCALARS or value is None:
+        return True
+    return (t is tuple or t is list) and all(type(v) in SCALARS for v in value)
+
+
 class Generator(StatementEmitter):
     """Emits the Python source of a program; see the module docstring."""
 
@@ -53,7 +62,7 @@ class Generator(StatementEmitter):
             "__pxr_global": read_global, "__pxr_list": list, "__pxr_dict": dict, "__pxr_set": set,
             "__pxr_MUT": (list, dict, set), "__pxr_ndarray": np.ndarray, "__pxr_fusemin": FUSE_MIN_ELEMENTS,
             "__pxr_K": KIND_TYPES, "__pxr_rowmin": ROWDOT_MIN_ELEMENTS, "__pxr_clock": time.perf_counter,
-            "__pxr_NameError": NameError, "__pxr_UNBOUND": UNBOUND,
+            "__pxr_NameError": NameError, "__pxr_UNBOUND": UNBOUND, "__pxr_plain": _plain_argument,
         }
         self._const_ids: dict[int, str] = {}
         self.namespaces = {}
@@ -237,9 +246,9 @@ class Generator(StatementEmitter):
             return both(scalar(a) for a in args)
         if kind in ("value", "lazy"):
             return both(not_future(a) for a in args)
-        if kind == "view":  # a view of a NumPy array (any size), its other arguments values
+        if kind == "view":  # a view of a NumPy array (any size), its other arguments scalars or tuples of them
             return both([None if _is_literal(args[0]) else f"__pxr_type({args[0]}) is __pxr_ndarray"] +
-                        [not_future(a) for a in args[1:] + values])
+                        [None if _is_literal(a) else f"__pxr_plain({a})" for a in args[1:] + values])
         if kind == "index":
             obj, key = args
             return both([f"__pxr_type({obj}) in __pxr_SEQ", self.key_test(key)])

@@ -884,3 +884,19 @@ def float32_plus_int32(a, b):
     for _ in range(2):
         a += b
     return a
+
+
+def sqrt_into_itself(y, n):
+    h = 1
+    for _ in range(n):
+        np.sqrt(y, y)  # a ufunc's second positional argument is its output: y changes
+        h = h * 1000003  # a Python int past 2**63 at the fourth step: the kernel stops, the call reruns
+    return h
+
+
+def floordiv_after_store(a, x, n):
+    q = 0
+    for i in range(n):
+        a[i] += 1.0
+        q = x // -1  # -2**63 // -1 is 2**63, a Python int: the kernel stops, the call reruns
+    return q

@@ -725,3 +725,41 @@ def test_an_unsafe_cache_folder_is_the_calls_error_with_builds_in_the_background
             f(np.linspace(-3, 3, N))
     finally:
         os.chmod(kernel_cache, 0o700)
+
+
+def test_a_child_forked_during_a_build_neither_waits_for_it_nor_thinks_it_is_running(tmp_path):
+    # found in review: a child made by fork() while a build ran had no build thread but counted one running, so its
+    # exit waited EXIT_WAIT_SECONDS (60) and wait_for_builds() never returned
+    script = tmp_path / "fork_during_build.py"
+    script.write_text(textwrap.dedent("""
+        import multiprocessing as mp, os, sys, threading, time
+        os.environ["PHYLANX_FUSE_WAIT"] = "0"
+        from phylanx_py.primitives import fused
+        release = threading.Event()
+        cache = {}
+        assert fused.cached_kernel(cache, "k", lambda: release.wait(30) and "kernel") is None  # building
+        def child(queue):
+            queue.put((fused.wait_for_builds(5), "k" in cache, fused._builds["running"]))
+        queue = mp.get_context("fork").Queue()
+        t0 = time.monotonic()
+        p = mp.get_context("fork").Process(target=child, args=(queue,))
+        p.start()
+        print(queue.get(timeout=30))
+        p.join(30)
+        print(round(time.monotonic() - t0) < 10, p.exitcode)
+        release.set()
+        print(fused.wait_for_builds(30), cache["k"])
+    """))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split("\n")[:3] == ["(True, False, 0)", "True 0", "True kernel"], out.stdout + out.stderr
+
+
+def test_no_thread_for_a_build_leaves_the_reference_and_nothing_running(kernel_cache, in_background, monkeypatch):
+    def refuse(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    f = px.compile(P.gauss_sine)
+    x = np.linspace(-3, 3, N)
+    assert_same(f(x), P.gauss_sine(x))
+    assert F._builds["running"] == 0 and F.wait_for_builds(1) and F._kernels == {}

@@ -1550,3 +1550,16 @@ def test_an_in_place_update_computed_in_another_dtype_stays_interpreted(forced):
     """NumPy computes float32 += int32 in float64 (then rounds once); Numba in float32 (rounding the int first)."""
     f = run_both(L.float32_plus_int32, np.full(3, 0.5, np.float32), np.array([16777217, 3, -5], np.int32))
     assert "an in-place update of a float32 array computed in another dtype (int32[:])" in f.explain()
+
+
+@pytest.mark.parametrize("program, args", [
+    (L.sqrt_into_itself, (np.array([16.0, 81.0, 256.0]), 5)),
+    (L.floordiv_after_store, (np.zeros(3), -2**63, 3)),
+])
+def test_a_kernel_that_stops_puts_back_what_it_wrote_through_an_out_argument_or_before_a_python_division(forced,
+                                                                                                           program,
+                                                                                                           args):
+    # found in review: np.sqrt(y, y) counted y as only read (a ufunc's out is positional), and a Python-int floor
+    # division's helper could stop a kernel not marked as one that may stop: y and a were not put back, and the
+    # rerun started from what the kernel had written
+    run_both(program, *args)

@@ -190,3 +190,16 @@ def test_reshape_with_copy_true_is_never_a_view(rt):
     r[0, 1] = rt_[0, 1] = 99.0
     _same(rt_, r)
     _same(t, x)
+
+
+def test_a_view_function_whose_shape_holds_a_tasks_value_waits_for_it():
+    # np.reshape/np.transpose run in the calling thread on a NumPy array (a store through their view reaches it on
+    # Dask too); a shape or axes tuple holding a future (found in review: TypeError: 'Future' object cannot be
+    # interpreted as an integer) goes through the Evaluation, which waits for it
+    a = np.arange(200_000.0)
+    b = np.zeros(100_000)
+    b[0] = 4.0
+    with px.using(px.runtime.local(inline_elements=1_000)) as runtime:
+        got = px.compile(V.reshape_by_a_computed_count)(a, b)
+        runtime.close()
+    assert got == V.reshape_by_a_computed_count(a, b)

@@ -181,10 +181,11 @@ def _block_use(block, name) -> str:
 
 
 _READ_ATTRS = frozenset({"shape", "size", "ndim", "dtype"})
-# NumPy functions of the kernels' source that only read their array arguments (without ``out=``) and return a new
-# value, never a view of one
-_READING_CALLS = frozenset({"dot", "sum", "exp", "log", "sqrt", "tanh", "sin", "cos", "abs", "fabs", "floor", "ceil",
-                            "isnan", "isinf", "isfinite"})
+# NumPy functions of the kernels' source that only read their array arguments and return a new value, never a view
+# of one, with the most positional arguments they take before an ``out`` (a ufunc's second positional argument is
+# its output: np.sqrt(y, y) writes y)
+_READING_CALLS = {"dot": 2, "sum": 1, **dict.fromkeys(
+    ("exp", "log", "sqrt", "tanh", "sin", "cos", "abs", "fabs", "floor", "ceil", "isnan", "isinf", "isfinite"), 1)}
 
 
 def arrays_written(source: str, kinds, viewed=frozenset()) -> tuple:
@@ -231,7 +232,7 @@ def arrays_written(source: str, kinds, viewed=frozenset()) -> tuple:
             return True
         return isinstance(up, ast.Call) and node in up.args and not up.keywords and \
             isinstance(up.func, ast.Attribute) and isinstance(up.func.value, ast.Name) and \
-            up.func.value.id == "np" and up.func.attr in _READING_CALLS
+            up.func.value.id == "np" and len(up.args) <= _READING_CALLS.get(up.func.attr, 0)
 
     def only_read(name, ndim, views):
         """``views``: the lowerer made views of it (an index it could not see in the source may be one)."""

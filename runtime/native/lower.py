@@ -711,6 +711,7 @@ class Lowerer(CallRules, BlockWriter):
             self.checked = True
             return f"{low.pyint}({', '.join(atoms)})"
         if py and low.pyscalar:
+            self.checked = True  # its helper stops the kernel (_Overflow) where Python raises: the arrays go back
             return f"{low.pyscalar}({', '.join(atoms)})"
         if py and n.prim.endswith("pow") and float in map(type, ks) and not (
                 isinstance(n.args[1], ir.Const) and type(n.args[1].value) is int and n.args[1].value >= 0):
