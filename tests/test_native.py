@@ -1563,3 +1563,36 @@ def test_a_kernel_that_stops_puts_back_what_it_wrote_through_an_out_argument_or_
     # division's helper could stop a kernel not marked as one that may stop: y and a were not put back, and the
     # rerun started from what the kernel had written
     run_both(program, *args)
+
+
+def test_a_child_forked_during_a_compile_does_not_wait_for_it_at_exit(tmp_path):
+    # found in review (the same shape as the fused builds'): a child forked while a native compile ran counted
+    # it as inside (its exit waited EXIT_WAIT_SECONDS, 120) and kept the switch interval the compile had lowered
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "fork_during_compile.py"
+    script.write_text(textwrap.dedent("""
+        import multiprocessing as mp, sys, threading, time
+        from phylanx_py.runtime.native import tiering
+        release = threading.Event()
+        before = sys.getswitchinterval()
+        thread = tiering.in_background(lambda: release.wait(60))
+        while tiering._exit["inside"] != 1:
+            time.sleep(0.01)
+        def child(queue):
+            queue.put((tiering._exit["inside"], sys.getswitchinterval() == before))
+        ctx = mp.get_context("fork")
+        queue = ctx.Queue()
+        t0 = time.monotonic()
+        p = ctx.Process(target=child, args=(queue,))
+        p.start()
+        print(queue.get(timeout=30))
+        p.join(60)
+        print(time.monotonic() - t0 < 20, p.exitcode)
+        release.set()
+        thread.join(30)
+    """))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=200)
+    assert out.stdout.split("\n")[:2] == ["(0, True)", "True 0"], out.stdout + out.stderr

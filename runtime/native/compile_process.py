@@ -80,6 +80,24 @@ def _stop(child):
         pass
 
 
+def _after_fork_in_child():
+    """A forked child must not write requests into its parent's compile process (nor hold its pipe open, which
+    would keep that process alive after the parent): it starts one of its own when it needs one."""
+    global _lock
+    _lock = threading.Lock()
+    child, _child[0] = _child[0], None
+    if child is not None and child is not False:
+        for stream in (child.stdin, child.stdout):
+            try:
+                stream.close()
+            except Exception:  # noqa: BLE001 - already closed
+                pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def close():
     """Stop the child (tests; it also ends by itself when this process exits)."""
     with _lock:

@@ -132,6 +132,23 @@ if _register_at_exit is not None:
     _register_at_exit(_at_exit)
 
 
+def _after_fork_in_child():
+    """A child made by fork() has none of its parent's compile threads: its exit waits for none of them (it would
+    have waited EXIT_WAIT_SECONDS), its switch interval is the one they had lowered it from, and the locks they may
+    have held at the fork are new (the compile process's pipe is the parent's: compile_process drops it)."""
+    global _exit_cond, _compiling_lock
+    _exit_cond = threading.Condition()
+    _exit["inside"] = 0
+    _compiling_lock = threading.Lock()
+    if _compiling["threads"] and sys.getswitchinterval() == _compiling["set"]:
+        sys.setswitchinterval(_compiling["interval"])
+    _compiling["threads"] = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def compile_quietly(kernel, sig):
     """``kernel.compile(sig)`` without Numba's performance advice (``np.dot`` on a strided slice is told it would be
     faster on a contiguous one: the user's code took that slice, and the plain function makes the same call)."""
