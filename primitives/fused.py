@@ -255,10 +255,17 @@ def _numba_kernel(spec, args):
     key = (spec, sig, FUSE_MIN_OPS)
     hit = _found.get(key, _found)
     if hit is _found:
-        _building.pending = False
-        hit = _find_kernel(spec, args)
-        if hit is not None or not _building.pending:  # a kernel still being built is asked for again
-            _found[key] = hit
+        hit = remember(_found, key, lambda: _find_kernel(spec, args))
+    return hit
+
+
+def remember(memo: dict, key, find):
+    """``find()``, kept as ``memo[key]`` (the caller found no entry): a None met while its kernel is being built in
+    the background is not kept, so the first call after the build asks again and gets the kernel."""
+    _building.pending = False
+    hit = find()
+    if hit is not None or not _building.pending:
+        memo[key] = hit
     return hit
 
 

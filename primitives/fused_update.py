@@ -23,7 +23,6 @@ from .fused import (
     PARALLEL_MIN_ELEMENTS,
     _blocks,
     _body,
-    _building,
     _dtypes,
     _map_blocks,
     _numba_type,
@@ -31,6 +30,7 @@ from .fused import (
     _threads,
     cached_kernel,
     reference,
+    remember,
 )
 
 _kernels: dict = {}
@@ -66,10 +66,7 @@ def _kernel(statements, args):
     key = (statements, sig)
     hit = _found.get(key, _found)
     if hit is _found:
-        _building.pending = False
-        hit = _find(statements, args)
-        if hit is not None or not _building.pending:  # a kernel still being built is asked for again
-            _found[key] = hit
+        hit = remember(_found, key, lambda: _find(statements, args))
     return hit
 
 
