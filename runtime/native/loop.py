@@ -59,12 +59,13 @@ class NativeLoop(Signatures):
         m = current_mode()
         if m == "off" or self.plan.reason:
             return None
-        if Future in map(type, args):
+        entry = self.entry(args)
+        if entry is None and Future in map(type, args):  # (looked for only when the kinds declined: off the hot path)
             # an array the tree is still making in a task of the local pool (``y = np.empty_like(x)`` then
             # ``y[:, -1] = 0``): its value, as the interpreted loop's first use of it would wait for (``_run``
             # waits for the tasks still writing it). Dask's futures are not fetched: their work is the cluster's
             args = tuple(ev.wait(a) if type(a) is Future else a for a in args)
-        entry = self.entry(args)
+            entry = self.entry(args)
         if entry is None:
             self._missed()
             return None
