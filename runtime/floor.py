@@ -21,7 +21,9 @@ array arguments otherwise), and a call whose lists or dicts it may change runs t
 turns this off."""
 from __future__ import annotations
 
+import ctypes
 import os
+import threading
 import time
 
 import numpy as np
@@ -167,14 +169,16 @@ class Floor:
                 f"faster one per signature, timed)"]
 
 
-def plain_run(plain, args, kwargs, arrays, tree):
+def plain_run(plain, args, kwargs, arrays, tree, limit=None):
     """``(plain(*args, **kwargs), its seconds)``; when it raises, ``(tree(), None)``: ``arrays`` (copied before the
     run, the ones it may change) are put back and the call reruns through the tree, whose error names the primitive
-    and the line as every tier's does. (The whole-function tier's plain runs come here too.)"""
+    and the line as every tier's does. (The whole-function tier's plain runs come here too.) With ``limit``
+    (seconds), a run still going after that long is stopped and the call reruns through the tree the same way
+    (``_stop_after``)."""
     saved = [(a, a.copy()) for a in arrays]
     t0 = time.perf_counter()
     try:
-        out = plain(*args, **kwargs)
+        out = plain(*args, **kwargs) if limit is None else _stop_after(limit, plain, args, kwargs)
     except Exception:  # noqa: BLE001 - rerun where the error gets its primitive and line
         out = _FAILED
     if out is _FAILED:  # outside the except block: the tree's error is not chained to the plain run's
@@ -182,6 +186,47 @@ def plain_run(plain, args, kwargs, arrays, tree):
             a[...] = copy
         return tree(), None
     return out, time.perf_counter() - t0
+
+
+class _Overtime(BaseException):
+    """Raised into a plain run that outlasted its limit (a BaseException: no ``except Exception`` in NumPy's Python
+    code swallows it)."""
+
+
+class RanTooLong(Exception):
+    """A plain run stopped at its limit (``plain_run`` reruns the call through the tree)."""
+
+
+def _stop_after(limit, plain, args, kwargs):
+    """``plain(*args, **kwargs)``, stopped after ``limit`` seconds by an exception raised into this thread
+    (``PyThreadState_SetAsyncExc``: Python checks for it between bytecodes, so a NumPy call in C finishes first).
+    The whole-function tier runs a first call of nested loops this way: the plain function is the floor, but a long
+    call gains more from the tree, which switches an inner loop to native code part way through (on-stack
+    replacement); the length of a first call is not known, so it gets the plain function's speed for ``limit``
+    seconds, then the tree. The lock makes "still running" and "stopped" exclusive: a pending stop not delivered
+    when the run ends is cleared."""
+    me, state, lock = ctypes.c_ulong(threading.get_ident()), [True, False], threading.Lock()  # running, stopped
+
+    def stop():
+        with lock:
+            if state[0]:
+                state[1] = True
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(me, ctypes.py_object(_Overtime))
+
+    timer = threading.Timer(limit, stop)
+    timer.daemon = True
+    try:
+        timer.start()
+        try:
+            return plain(*args, **kwargs)
+        finally:
+            with lock:
+                state[0] = False
+                if state[1]:
+                    ctypes.pythonapi.PyThreadState_SetAsyncExc(me, None)
+            timer.cancel()
+    except _Overtime:
+        raise RanTooLong(f"the plain run outlasted {limit} s") from None
 
 
 def add(samples: list, seconds: float, keep: int = SAMPLES):

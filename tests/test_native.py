@@ -178,10 +178,10 @@ def _nested_sums(a, b):
     return b
 
 
-def test_nested_loops_take_the_tree_first_and_while_calls_are_long(monkeypatch):
+def test_nested_loops_take_the_tree_while_calls_are_long(monkeypatch):
     """With a loop in a loop the tree can switch the inner loop to native code during a call (the plain function
-    cannot): a first call, whose length is not known, and calls after a long one take the tree; calls after a
-    short one run as the plain function."""
+    cannot): calls after a long one take the tree; a first call, whose length is not known, and calls after a short
+    one run as the plain function (a first call never costs more than the plain function when it is short)."""
     from phylanx_py.runtime.native import whole
 
     monkeypatch.setenv("PHYLANX_FLOOR", "1")
@@ -189,12 +189,66 @@ def test_nested_loops_take_the_tree_first_and_while_calls_are_long(monkeypatch):
     f = px.compile(_nested_sums)
     a = np.arange(12.0).reshape(3, 4)
     np.testing.assert_array_equal(f(a, np.zeros(3)), _nested_sums(a, np.zeros(3)))
-    assert f.explain().splitlines()[-1].split(" -> ")[1].startswith("loops only so far (")
+    assert "-> the plain function (1 runs) so far" in f.explain()  # the first call: short, plain
     np.testing.assert_array_equal(f(a, np.zeros(3)), _nested_sums(a, np.zeros(3)))  # the first was short
-    assert "-> the plain function (1 runs) so far" in f.explain()
+    assert "-> the plain function (2 runs) so far" in f.explain()
     monkeypatch.setattr(whole, "OSR_SECONDS", 0.0)  # every call is "long" now
     np.testing.assert_array_equal(f(a, np.zeros(3)), _nested_sums(a, np.zeros(3)))
-    assert "-> the plain function (1 runs) so far" in f.explain()  # the tree
+    assert "-> the plain function (2 runs) so far" in f.explain()  # the tree
+
+
+def _nested_increments(u, sweeps):
+    for _ in range(sweeps):
+        for i in range(u.shape[0]):
+            for j in range(u.shape[1]):
+                u[i, j] += 1.0
+    return u
+
+
+def test_a_long_first_call_stops_its_plain_run_and_reruns_through_the_tree(monkeypatch):
+    """A first call of nested loops runs as the plain function for at most ``OSR_SECONDS``, then through the tree,
+    which can switch to native code part way through: the arrays the plain run changed are put back first, so the
+    answer is one call's (each element incremented ``sweeps`` times, not more)."""
+    from phylanx_py.runtime.native import whole
+
+    monkeypatch.setenv("PHYLANX_FLOOR", "1")
+    monkeypatch.setattr(native_tiering, "HOT_SECONDS", 1e9)
+    monkeypatch.setattr(whole, "OSR_SECONDS", 0.02)
+    f = px.compile(_nested_increments)
+    u = np.zeros((60, 60))
+    out = f(u, 300)  # about 0.15 s plain here: stopped after 0.02 s
+    np.testing.assert_array_equal(out, _nested_increments(np.zeros((60, 60)), 300))
+    assert out is u
+    assert f.explain().splitlines()[-1].split(" -> ")[1].startswith("loops only so far (")  # the tree ran it
+    np.testing.assert_array_equal(f(np.zeros((60, 60)), 40), _nested_increments(np.zeros((60, 60)), 40))
+    assert f.explain().splitlines()[-1].split(" -> ")[1].startswith("loops only so far (")  # after a long call
+
+
+def test_a_plain_run_with_a_limit_returns_or_stops_and_leaves_nothing_pending():
+    from phylanx_py.runtime import floor
+
+    def spin(seconds):
+        end = time.perf_counter() + seconds
+        n = 0
+        while time.perf_counter() < end:
+            n += 1
+        return n
+
+    tree_runs = []
+    out, seconds = floor.plain_run(spin, (0.01,), {}, [], lambda: tree_runs.append(1), limit=0.2)
+    assert out > 0 and 0.01 <= seconds < 0.2 and tree_runs == []
+    spin(0.3)  # past the limit: the finished run's stop was cancelled, nothing is raised into this thread later
+    a = np.zeros(3)
+
+    def change_and_spin(x):
+        x += 1.0
+        return spin(5.0)
+
+    t0 = time.perf_counter()
+    out, seconds = floor.plain_run(change_and_spin, (a,), {}, [a], lambda: "tree", limit=0.05)
+    assert (out, seconds) == ("tree", None) and time.perf_counter() - t0 < 2.0
+    np.testing.assert_array_equal(a, np.zeros(3))  # put back before the tree's run
+    spin(0.1)
 
 
 def test_a_new_kernel_slower_than_the_plain_function_is_dropped(monkeypatch):

@@ -257,11 +257,13 @@ class WholeFunction(T.Signatures):
 
     def _plain_now(self, entry) -> bool:
         """Whether this call, its kernel not ready, runs as the plain function. Yes, unless a loop nests in a loop
-        and the call may be long: the tree then switches the inner loop to native code at an outer iteration as
+        and the last call was long: the tree then switches the inner loop to native code at an outer iteration as
         soon as its kernel is ready (on-stack replacement, which a running plain function cannot do), and a call
         longer than a compile (``OSR_SECONDS``) gains more from that than it loses to the tree's slower
-        interpretation (3-4x a scalar loop). Not knowing yet, a first call takes the tree."""
-        return not self.nested or entry.last < OSR_SECONDS
+        interpretation (3-5x a scalar loop). A first call, its length not known, runs as the plain function for at
+        most ``OSR_SECONDS``, then through the tree (``_plain``): never slower than the plain function when short
+        (DESIGN.md's floor), at most that much later to native code when long."""
+        return not self.nested or entry.last is None or entry.last < OSR_SECONDS
 
     def _plain(self, rt, entry, args, plain, tree):
         """The call, while its kernel is not ready, as the plain function: it is the answer by definition and
@@ -270,7 +272,8 @@ class WholeFunction(T.Signatures):
         each, small next to a loop over them) and the call reruns through the tree, whose error names the
         primitive and the line, as every tier's does. (This signature lowered natively: no printing, no random
         draws, nothing but its array arguments changes, so a rerun repeats nothing that anyone saw.)"""
-        out, seconds = floor.plain_run(plain, args, {}, [args[i] for i in entry.writes], tree)
+        limit = OSR_SECONDS if self.nested and entry.last is None else None  # a first call
+        out, seconds = floor.plain_run(plain, args, {}, [args[i] for i in entry.writes], tree, limit)
         if seconds is None:
             return out
         floor.add(entry.plain_times, seconds, MEASURED)
@@ -291,7 +294,7 @@ class WholeFunction(T.Signatures):
         entry.plain_times, entry.native_times = [], []  # recent seconds of plain runs; of the kernel's first runs
         entry.plain_before = []  # the plain runs' seconds while the kernel compiled
         entry.measuring = False  # the kernel is ready and timed against the plain function (``_decide``)
-        entry.last = float("inf")  # the last interpreted call's seconds (none yet: as long as can be)
+        entry.last = None  # the last interpreted call's seconds (None: no call yet)
         try:
             names = frozenset(n for n, is_small in zip(self.params, small) if is_small)
             entry.source, low = settle(FunctionLowerer, self.body, self.params, dict(zip(self.params, ks)), [],
