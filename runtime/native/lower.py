@@ -20,6 +20,7 @@ from phylanx_py import ir
 
 from ..source_blocks import BlockWriter
 from . import kinds as K
+from . import scalarize
 from .bounds import Prover
 from .calls import DTYPE_CONSTS, SAFE, CallRules
 from .kinds import Decline
@@ -75,6 +76,7 @@ class Lowerer(CallRules, BlockWriter):
         self.manual = manual
         self.unchecked: frozenset = frozenset()
         self._leaf_nodes = ()  # the leaves of the fused expression being lowered (ir.Leaf refers to them)
+        self.pxz_temps: dict = {}  # canonicalizer temporaries' values (scalarize.note_temporary)
         self.bounds = dict(bounds or {})  # name -> |value| bound (Python ints needing no overflow check)
         self.widened = widened or {}
         self.flags_start = [f"__pxw_{n} = {int(_is_np(inputs.get(n)))}" for n in self.widened]
@@ -129,6 +131,9 @@ class Lowerer(CallRules, BlockWriter):
         self.emit(src)
 
     def s_Assign(self, n):
+        scalarize.note_temporary(self, n)
+        if scalarize.scalarized(self, n):  # an element-wise array statement as one loop nest
+            return
         src, k, t = self.expr(n.value)
         self.assign(n.target, src, k, t)
 

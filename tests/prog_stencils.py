@@ -1,0 +1,74 @@
+"""Element-wise array statements over slices, as NumPy stencil codes write them (runtime/native/scalarize.py)."""
+import numpy as np
+
+
+def jacobi(steps, A, B):
+    for _ in range(1, steps):
+        B[1:-1, 1:-1] = 0.2 * (A[1:-1, 1:-1] + A[1:-1, :-2] + A[1:-1, 2:] + A[2:, 1:-1] + A[:-2, 1:-1])
+        A[1:-1, 1:-1] = 0.2 * (B[1:-1, 1:-1] + B[1:-1, :-2] + B[1:-1, 2:] + B[2:, 1:-1] + B[:-2, 1:-1])
+
+
+def fdtd(steps, ex, ey, hz, fict):
+    for t in range(steps):
+        ey[0, :] = fict[t]
+        ey[1:, :] -= 0.5 * (hz[1:, :] - hz[:-1, :])
+        ex[:, 1:] -= 0.5 * (hz[:, 1:] - hz[:, :-1])
+        hz[:-1, :-1] -= 0.7 * (ex[:-1, 1:] - ex[:-1, :-1] + ey[1:, :-1] - ey[:-1, :-1])
+
+
+def shift_same_array(steps, a):
+    # reads another part of the array it writes: NumPy reads the whole right side first
+    for _ in range(steps):
+        a[1:] = a[:-1] + 1.0
+    return a
+
+
+def same_elements(steps, a, b):
+    for _ in range(steps):
+        a[1:-1] = a[1:-1] * 0.5 + b[2:] - b[:-2]
+    return a
+
+
+def rows(a, b):
+    n = a.shape[0]
+    for i in range(1, n):
+        b[i, 1:] = a[i - 1, :-1] * 2.0 + b[i, 1:]
+    return b
+
+
+def rows_from_the_row_before(a, b):
+    # another row of the array written: left to the array statement (the nest tells no rows apart)
+    n = a.shape[0]
+    for i in range(1, n):
+        b[i, 1:] = a[i - 1, :-1] * 2.0 + b[i - 1, 1:]
+    return b
+
+
+def broadcast_column(a, b):
+    for _ in range(2):
+        b[1:-1, :] = a[1:-1, 0:1] + 1.0
+    return b
+
+
+def cast_on_store(a, b):
+    for _ in range(2):
+        b[:] = a * 2.5
+    return b
+
+
+def whole_arrays(steps, a, b):
+    for _ in range(steps):
+        b[:] = np.sqrt(a * a + 1.0) - b
+    return b
+
+
+def scalar_operands(steps, a, b, c):
+    for t in range(steps):
+        b[1:-1] = a[2:] * c[t] + a[:-2] / (t + 1)
+    return b
+
+
+def mismatched(a, b):
+    for _ in range(1):
+        b[1:3] = a[0:5] * 2.0
+    return b

@@ -1,0 +1,82 @@
+"""Element-wise array statements in native kernels as one loop nest (runtime/native/scalarize.py): the plain
+function's answer in every tier, the loop nest where it computes what NumPy computes, the array statement where
+NumPy's temporaries or broadcasting matter."""
+from __future__ import annotations
+
+import numpy as np
+import prog_stencils as S
+import pytest
+from helpers import check_against
+
+import phylanx_py as px
+
+pytestmark = pytest.mark.usefixtures("native_tier")  # off, default and forced (conftest.native_tier)
+NEST = "# an element-wise statement as one loop nest"
+
+
+def _grid(n, m, seed=0):
+    return np.random.default_rng(seed).standard_normal((n, m))
+
+
+def _kernel_sources(f) -> str:
+    """The whole-function and loop kernels' sources of ``f`` so far."""
+    code = f._code
+    entries = list(code.whole.entries.values()) if code.whole is not None else []
+    for loop in code.native_loops:
+        entries += list(getattr(loop, "entries", {}).values())
+    return "\n".join(e.source or "" for e in entries)
+
+
+CASES = [
+    (S.jacobi, (4, _grid(7, 6), _grid(7, 6, 1)), True),
+    (S.fdtd, (3, _grid(5, 6), _grid(5, 6, 1), _grid(5, 6, 2), np.arange(3.0)), True),
+    (S.shift_same_array, (3, np.arange(8.0)), False),
+    (S.same_elements, (3, np.arange(8.0), np.linspace(0.0, 1.0, 8)), True),
+    (S.rows, (_grid(5, 4), _grid(5, 4, 1)), True),
+    (S.rows_from_the_row_before, (_grid(5, 4), _grid(5, 4, 1)), False),
+    (S.broadcast_column, (_grid(5, 4), _grid(5, 4, 1)), True),  # emitted; its guard takes the array statement
+    (S.cast_on_store, (np.arange(6.0), np.zeros(6, dtype=np.int64)), False),
+    (S.whole_arrays, (2, _grid(3, 4), _grid(3, 4, 1)), True),
+    (S.scalar_operands, (3, np.arange(9.0), np.zeros(9), np.array([0.5, -1.0, 2.0])), True),
+    (S.jacobi, (3, _grid(6, 5).astype(np.float32), _grid(6, 5, 1).astype(np.float32)), True),
+    (S.jacobi, (3, _grid(6, 5)[::-1, :], _grid(6, 9, 1)[:, ::2]), True),  # strided and reversed views
+    (S.jacobi, (3, np.zeros((2, 2)), np.ones((2, 2))), True),  # empty slices
+]
+
+
+@pytest.mark.parametrize("fn, args, nest", CASES, ids=lambda c: getattr(c, "__name__", None))
+def test_element_wise_statements_give_the_plain_answer(fn, args, nest, native_tier):
+    f = px.compile(fn)
+    for _ in range(2):  # the first call and a later one (by default the plain function, then maybe a kernel)
+        check_against(f, fn, *args)
+    if native_tier == "force":
+        assert (NEST in _kernel_sources(f)) == nest, _kernel_sources(f)
+
+
+def test_an_array_written_through_another_name_takes_the_array_statement(native_tier):
+    # b is a: the guard finds the arrays share memory, and NumPy's right side (a temporary) decides
+    f = px.compile(S.same_elements)
+    plain_in = np.arange(10.0)
+    want = S.same_elements(2, plain_in, plain_in)
+    got_in = np.arange(10.0)
+    got = f(2, got_in, got_in)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got_in, plain_in)
+    v, w = np.arange(20.0), np.arange(20.0)  # A and B views of one buffer, B reversed
+    assert px.compile(S.jacobi)(3, v.reshape(4, 5), v.reshape(4, 5)[:, ::-1]) is None
+    S.jacobi(3, w.reshape(4, 5), w.reshape(4, 5)[:, ::-1])
+    np.testing.assert_array_equal(v, w)
+
+
+def test_shapes_that_do_not_match_raise_numpys_error_at_the_line(native_tier):
+    f = px.compile(S.mismatched)
+    with pytest.raises(ValueError) as plain:
+        S.mismatched(np.arange(6.0), np.zeros(6))
+    with pytest.raises(px.ExecutionError) as e:
+        f(np.arange(6.0), np.zeros(6))
+    assert type(e.value.__cause__) is ValueError
+    if native_tier == "force":  # an error in a native loop names the loop's line, with Numba's message chained
+        assert e.value.lineno == S.mismatched.__code__.co_firstlineno + 1
+    else:
+        assert str(e.value.__cause__) == str(plain.value)
+        assert e.value.lineno == S.mismatched.__code__.co_firstlineno + 2
