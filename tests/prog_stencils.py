@@ -72,3 +72,25 @@ def mismatched(a, b):
     for _ in range(1):
         b[1:3] = a[0:5] * 2.0
     return b
+
+
+def temporaries(steps, a, b):
+    for _ in range(steps):
+        lap = 4.0 * a[1:-1] - (a[2:] + a[:-2])
+        flux = np.maximum(lap * (a[2:] - a[1:-1]), 0.0) - lap
+        b[1:-1] = a[1:-1] - 0.1 * flux
+        a = b * 1.0
+    return a, b
+
+
+def view_not_copy(steps, a):
+    for _ in range(steps):
+        v = a[1:]
+        v += 1.0  # through the view: a changes too
+    return a
+
+
+def rebinds_what_it_reads(steps, x):
+    for _ in range(steps):
+        x = x[1:] * 2.0 + x[:-1]
+    return x

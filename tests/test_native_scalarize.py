@@ -41,6 +41,9 @@ CASES = [
     (S.jacobi, (3, _grid(6, 5).astype(np.float32), _grid(6, 5, 1).astype(np.float32)), True),
     (S.jacobi, (3, _grid(6, 5)[::-1, :], _grid(6, 9, 1)[:, ::2]), True),  # strided and reversed views
     (S.jacobi, (3, np.zeros((2, 2)), np.ones((2, 2))), True),  # empty slices
+    (S.temporaries, (3, np.linspace(-1.0, 1.0, 12) ** 2, np.zeros(12)), True),  # new arrays
+    (S.view_not_copy, (3, np.arange(5.0)), False),
+    (S.rebinds_what_it_reads, (3, np.arange(9.0)), True),
 ]
 
 

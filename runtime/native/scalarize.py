@@ -55,7 +55,8 @@ def scalarized(low, n) -> bool:
     """Emit the assignment ``n`` as a guarded loop nest (module docstring) and say True; False when it is not one
     this module takes (nothing emitted: the caller lowers it as before)."""
     t = n.target
-    if not (isinstance(t, ir.StoreItem) and isinstance(n.value, (ir.Fused, ir.Call))) or low.conditional:
+    if not (isinstance(t, (ir.StoreItem, ir.StoreName)) and isinstance(n.value, (ir.Fused, ir.Call))) or \
+            low.conditional:
         return False
     saved, lines, indent = low._state(), list(low.lines), low.indent
     try:
@@ -123,7 +124,7 @@ class _Nest:
 
     def __init__(self, low, target, comps):
         self.low, self.target, self.comps = low, target, comps
-        self.rank = sum(1 for c in comps if c[0] == "slice")
+        self.rank = None if comps is None else sum(1 for c in comps if c[0] == "slice")
         self.reads: list = []  # (array name, components, the element-read node)
         self.scalars: list = []  # (temporary name, IR node): evaluated once, before the loop
 
@@ -166,6 +167,8 @@ class _Nest:
         return ir.Var(name, loc=node.loc)
 
     def read(self, name, comps):
+        if self.rank is None:  # a new array: as many dimensions as its first operand's slices
+            self.rank = sum(1 for c in comps if c[0] == "slice")
         if sum(1 for c in comps if c[0] == "slice") != self.rank:
             raise _No  # broadcasting across ranks: the array statement
         if name == self.target and not _same_components(comps, self.comps):
@@ -185,26 +188,35 @@ def _substitute(body, leaves):
 
 def _emit(low, n):
     t = n.target
-    name = _array_name(low, t.obj)
-    tk = low.env[name]
-    if tk.dtype not in K.DTYPES:
-        raise _No
-    comps = _components(low, t.key, tk.ndim)
-    nest = _Nest(low, name, comps)
-    if nest.rank == 0:
-        raise _No  # one element: an ordinary store
     value = n.value
-    if isinstance(value, ir.Call) and value.prim in _INPLACE and not value.kwargs:
-        first, rest = value.args
-        first = _resolve(low, first)
-        if not (isinstance(first, ir.Call) and first.prim == "operator.getitem" and
-                _array_name(low, first.args[0]) == name and
-                _same_components(_components(low, first.args[1], tk.ndim), comps)):
+    if isinstance(t, ir.StoreName):  # ``x = <element-wise>``: a new array, filled by the nest
+        if t.depth != 0 or (isinstance(value, ir.Call) and value.prim in _INPLACE):
             raise _No
-        expr = ir.Call(_INPLACE[value.prim], (nest.read(name, comps), nest.element(rest)), loc=value.loc)
-    else:
+        name, tk, comps = None, None, None
+        nest = _Nest(low, None, None)
         expr = nest.element(value)
-    if not nest.reads:
+        if any(expr is placeholder for _, _, placeholder in nest.reads):
+            raise _No  # ``x = a[1:]`` binds a view, not a copy
+    else:
+        name = _array_name(low, t.obj)
+        tk = low.env[name]
+        if tk.dtype not in K.DTYPES:
+            raise _No
+        comps = _components(low, t.key, tk.ndim)
+        nest = _Nest(low, name, comps)
+        if nest.rank == 0:
+            raise _No  # one element: an ordinary store
+        if isinstance(value, ir.Call) and value.prim in _INPLACE and not value.kwargs:
+            first, rest = value.args
+            first = _resolve(low, first)
+            if not (isinstance(first, ir.Call) and first.prim == "operator.getitem" and
+                    _array_name(low, first.args[0]) == name and
+                    _same_components(_components(low, first.args[1], tk.ndim), comps)):
+                raise _No
+            expr = ir.Call(_INPLACE[value.prim], (nest.read(name, comps), nest.element(rest)), loc=value.loc)
+        else:
+            expr = nest.element(value)
+    if not nest.reads or not nest.rank:
         raise _No
 
     new = lambda: f"__pxz{next(low.tmp)}"  # noqa: E731
@@ -236,14 +248,25 @@ def _emit(low, n):
             low.bounds.pop(v, None)
         return index, lengths
 
-    target_index, target_lengths = span(name, comps)
-    loops = [new() for _ in target_lengths]
+    fresh = None
+    if name is None:  # the new array: indexed from 0 in every dimension
+        target_index, target_lengths = None, None
+    else:
+        target_index, target_lengths = span(name, comps)
+    loops = [new() for _ in range(nest.rank)]
     elements = {}  # id of a read's placeholder -> its element read
     for array, comps_, placeholder in nest.reads:
         index, lengths = span(array, comps_)
-        conds += [f"{a} == {b}" for a, b in zip(lengths, target_lengths)]
+        if target_lengths is None:
+            target_lengths = lengths
+        conds += [f"{a} == {b}" for a, b in zip(lengths, target_lengths) if a is not b]
         elements[id(placeholder)] = _element_read(array, index, loops)
-    for other in sorted({a for a, _, _ in nest.reads if a != name}):
+    if name is None:
+        fresh = new()
+        target_index = [("slice", zero) for zero in ["__pxz_zero"] * nest.rank]
+        low.emit("__pxz_zero = np.uint64(0)")
+        low.env["__pxz_zero"] = _IDX
+    for other in sorted({a for a, _, _ in nest.reads if name is not None and a != name}):
         conds.append(_apart(name, tk.ndim, other, low.env[other].ndim))
     for tmp, node in nest.scalars:
         src, k, tainted = low.expr(node)
@@ -257,17 +280,27 @@ def _emit(low, n):
         low.env[v] = _IDX
         low.bounds.pop(v, None)
     expr = _replace(expr, elements)
-    store = _element_read(name, target_index, loops)
+    store = _element_read(fresh or name, target_index, loops)
     before_unchecked = low.unchecked
     low.unchecked = low.unchecked | {id(e) for e in elements.values()} | {id(store)}
     low.emit(f"if {' and '.join(conds) or 'True'}:  # an element-wise statement as one loop nest")
     low.indent += 1
+    allocation = len(low.lines)
+    if fresh is not None:
+        low.emit("")  # the allocation, once the element's dtype is known
     for v, length in zip(loops, target_lengths):
         low.emit(f"for {v} in range({length}):")
         low.indent += 1
     try:
         src, k, tainted = low.expr(expr)
-        if type(k) is K.Either or not isinstance(k, np.generic) or np.asarray(k).dtype != tk.dtype:
+        if type(k) is K.Either or not isinstance(k, np.generic) or np.dtype(type(k)) not in K.DTYPES:
+            raise _No
+        dtype = np.dtype(type(k))
+        if fresh is not None:
+            low.lines[allocation] = "    " * (low.indent - nest.rank) + \
+                f"{fresh} = np.empty(({''.join(x + ', ' for x in target_lengths)}), np.{dtype.name})"
+            low.env[fresh] = K.array(dtype, nest.rank)
+        elif dtype != tk.dtype:
             raise _No  # a cast on the store: NumPy's casting rules, not a C cast
         obj, _, _ = low.expr(store.args[0])
         key, kk, _ = low.expr(store.args[1])
@@ -276,11 +309,17 @@ def _emit(low, n):
             low.arrays_tainted = True
     finally:
         low.unchecked = before_unchecked
-    low.indent -= len(loops) + 1
+    low.indent -= len(loops)
+    if fresh is not None:
+        low.emit(f"{t.name} = {fresh}")
+    low.indent -= 1
     low.emit("else:")
     low.indent += 1
     start = len(low.lines)
-    low.assign(t, *low.expr(n.value))
+    src, k_array, tainted_array = low.expr(n.value)
+    if fresh is not None and K.key(k_array) != K.key(K.array(dtype, nest.rank)):
+        raise _No  # the array statement's kind must be the nest's (both branches bind the name)
+    low.assign(t, src, k_array, tainted_array)
     if len(low.lines) == start:
         low.emit("pass")
     low.indent -= 1
