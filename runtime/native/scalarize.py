@@ -24,6 +24,8 @@ every operand's extent equals the target's (broadcasting takes the array stateme
 (``B[s] -= e``, as the canonicalizer writes them) are the same statement with ``B[s]`` read first."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from phylanx_py.primitives import lookup
 
@@ -55,6 +57,8 @@ def scalarized(low, n) -> bool:
     """Emit the assignment ``n`` as a guarded loop nest (module docstring) and say True; False when it is not one
     this module takes (nothing emitted: the caller lowers it as before)."""
     t = n.target
+    if os.environ.get("PHYLANX_SCALARIZE", "1") == "0":  # off: the array statements (A/B measurements)
+        return False
     if not (isinstance(t, (ir.StoreItem, ir.StoreName)) and isinstance(n.value, (ir.Fused, ir.Call))) or \
             low.conditional:
         return False
@@ -108,6 +112,17 @@ def _components(low, key, ndim):
 
 def _bound(node):
     return None if node is None or (isinstance(node, ir.Const) and node.value is None) else node
+
+
+def _token(node):
+    """A hashable stand-in of an index expression: equal for equal constants and names, else its identity."""
+    if node is None:
+        return None
+    if isinstance(node, ir.Const):
+        return ("c", type(node.value).__name__, node.value)
+    if isinstance(node, ir.Var):
+        return ("v", node.name, node.depth)
+    return ("n", id(node))
 
 
 def _same(a, b) -> bool:
@@ -221,6 +236,7 @@ def _emit(low, n):
 
     new = lambda: f"__pxz{next(low.tmp)}"  # noqa: E731
     conds = []
+    seen = {}  # (array, dimension, component) -> its index part and length, emitted once (compile time)
 
     def span(array, comps_):
         """Emit the start (and for an int, the normalized index) of each component; its index parts and the
@@ -228,6 +244,13 @@ def _emit(low, n):
         index, lengths = [], []
         for d, c in enumerate(comps_):
             dim = f"{array}.shape[{d}]"
+            memo = (array, d, c[0]) + tuple(_token(x) for x in c[1:])
+            if memo in seen:
+                part, length = seen[memo]
+                index.append(part)
+                if length is not None:
+                    lengths.append(length)
+                continue
             if c[0] == "int":
                 k, u = new(), new()
                 low.emit(f"{k} = {_int_src(low, c[1])}")
@@ -235,14 +258,16 @@ def _emit(low, n):
                 low.emit(f"{u} = np.uint64({k}) if {k} >= 0 else np.uint64(0)")
                 conds.append(f"0 <= {k} < {dim}")
                 index.append(("int", u))
+                seen[memo] = (index[-1], None)
                 continue
             a, b, s, e = new(), new(), new(), new()
-            low.emit(f"{a} = {_normal(low, c[1], dim, '0')}")
-            low.emit(f"{b} = {_normal(low, c[2], dim, dim)}")
+            _normal(low, a, c[1], dim, "0")
+            _normal(low, b, c[2], dim, dim)
             low.emit(f"{s} = np.uint64({a})")
             low.emit(f"{e} = np.uint64({b} - {a} if {b} > {a} else 0)")
             index.append(("slice", s))
             lengths.append(e)
+            seen[memo] = (index[-1], e)
         for v in [v for _, v in index] + lengths:
             low.env[v] = _IDX
             low.bounds.pop(v, None)
@@ -259,7 +284,7 @@ def _emit(low, n):
         index, lengths = span(array, comps_)
         if target_lengths is None:
             target_lengths = lengths
-        conds += [f"{a} == {b}" for a, b in zip(lengths, target_lengths) if a is not b]
+        conds += [f"{a} == {b}" for a, b in zip(lengths, target_lengths) if a != b]
         elements[id(placeholder)] = _element_read(array, index, loops)
     if name is None:
         fresh = new()
@@ -267,7 +292,7 @@ def _emit(low, n):
         low.emit("__pxz_zero = np.uint64(0)")
         low.env["__pxz_zero"] = _IDX
     for other in sorted({a for a, _, _ in nest.reads if name is not None and a != name}):
-        conds.append(_apart(name, tk.ndim, other, low.env[other].ndim))
+        conds.append(f"_apart({name}, {other})")  # helpers.py: their memory extents do not meet
     for tmp, node in nest.scalars:
         src, k, tainted = low.expr(node)
         if not K.is_scalar(k) or type(k) is K.Either:
@@ -339,12 +364,21 @@ def _int_src(low, node):
     return src
 
 
-def _normal(low, node, dim, default):
-    """A slice bound as Python reads it for a dimension of length ``dim`` (negative from the end, clipped)."""
+def _normal(low, name, node, dim, default):
+    """Emit ``name = `` a slice bound as Python reads it for a dimension of length ``dim`` (negative from the end,
+    clipped), in conditional expressions: Numba types a ``min``/``max`` of literal ints slowly (a 3-D stencil's
+    nest took 20 s to compile with them)."""
     if node is None:
-        return default
-    src = _int_src(low, node)
-    return f"min(max(({src}) + {dim} if ({src}) < 0 else ({src}), 0), {dim})"
+        low.emit(f"{name} = {default}")
+        return
+    if isinstance(node, ir.Const) and type(node.value) is int:
+        c = node.value
+        low.emit(f"{name} = {c} if {c} < {dim} else {dim}" if c >= 0 else
+                 f"{name} = {dim} - {-c} if {dim} > {-c} else 0")
+        return
+    low.emit(f"{name} = {_int_src(low, node)}")
+    low.emit(f"{name} = {name} + {dim} if {name} < 0 else {name}")
+    low.emit(f"{name} = 0 if {name} < 0 else ({dim} if {name} > {dim} else {name})")
 
 
 def _element_read(array, index, loops):
@@ -363,12 +397,3 @@ def _replace(node, elements):
     return node
 
 
-def _apart(a, a_ndim, b, b_ndim) -> str:
-    """Source of "arrays a and b share no byte" from their first and last addresses (strides may be negative)."""
-    def ends(x, ndim):
-        lo = f"{x}.ctypes.data" + "".join(f" + min(0, ({x}.shape[{d}] - 1) * {x}.strides[{d}])" for d in range(ndim))
-        hi = f"{x}.ctypes.data + {x}.itemsize" + "".join(
-            f" + max(0, ({x}.shape[{d}] - 1) * {x}.strides[{d}])" for d in range(ndim))
-        return lo, hi
-    (alo, ahi), (blo, bhi) = ends(a, a_ndim), ends(b, b_ndim)
-    return f"({a}.size == 0 or {b}.size == 0 or {ahi} <= {blo} or {bhi} <= {alo})"
