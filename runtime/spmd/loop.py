@@ -26,9 +26,9 @@ from .. import loop_tiers
 from ..alignment import aligned_values
 from ..loop_tiers import UNBOUND
 from ..native.analysis import _names
+from ..segments.driver import STALL_SECONDS
 from ..tiled import views
 from ..tiled.array import TiledArray
-from ..training.driver import STALL_SECONDS
 from . import driver, fission
 from . import kind as _kind  # noqa: F401 - shards become a value kind on the ranks
 from . import rank as rank_task
