@@ -184,7 +184,7 @@ def run(client, make, X, Y, workers, batch, mode, every, epochs, lr_scale=1.0):
     rows = tiles.boundaries[0]
     xf = [tiles.futures[(i,) + (0,) * (X.ndim - 1)] for i in range(workers)]
     yf = [ytiles.futures[(i,)] for i in range(workers)]
-    tr = SegmentTrainer(client, xf, yf, [rows[i + 1] - rows[i] for i in range(workers)], problem,
+    tr = SegmentTrainer(tiles._executor, xf, yf, [rows[i + 1] - rows[i] for i in range(workers)], problem,
                         nn.SGD((0.01 if make is simplemlp else 0.1) * lr_scale, momentum=0.9), mode=mode, every=every,
                         batch=batch, seed=0)
     carry = tr.start(pack(model.params), model.state)

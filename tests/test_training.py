@@ -513,7 +513,7 @@ def small_trainer(rt, X, Y, optimizer, mode="allreduce"):
     model.build(X.shape[1:], 5)
     Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
     Xt.persist(wait=True), Yt.persist(wait=True)
-    tr = SegmentTrainer(rt.executor.client, [Xt.futures[(i, 0)] for i in range(2)],
+    tr = SegmentTrainer(rt.executor, [Xt.futures[(i, 0)] for i in range(2)],
                         [Yt.futures[(i,)] for i in range(2)], [48, 48], ModelProblem(model), optimizer, mode=mode,
                         batch=16, seed=1)
     return tr, model

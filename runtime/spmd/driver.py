@@ -57,11 +57,13 @@ def _rank_tiles(tile_futures, a, b) -> list:
     return [col[t] for col in tile_futures for t in range(a, b)]
 
 
-def run(client, make_job, tile_futures, tile_rows, tile_bytes, stall=None):
-    """Run the segment: ``make_job(ranks, ports)`` gives the Job for a placement (and the ranks' ring ports).
+def run(cluster, make_job, tile_futures, tile_rows, tile_bytes, stall=None):
+    """Run the segment on ``cluster`` (an executor with the ``executors.Cluster`` protocol and the Dask client it
+    drives): ``make_job(ranks, ports)`` gives the Job for a placement (and the ranks' ring ports).
     Returns (ranks, the segment's name, results): per rank its future (None when started directly) and result.
     Raises Declined, or ClusterError when ranks keep being lost."""
     stall = STALL_SECONDS if stall is None else stall
+    client = cluster.client
 
     def attempt(n):
         if n == 0 and DIRECT:
@@ -70,7 +72,7 @@ def run(client, make_job, tile_futures, tile_rows, tile_bytes, stall=None):
                 return out
         ranks = assign(client, tile_futures, tile_rows, tile_bytes)
         job = make_job(ranks, tuple(port_addresses(client, [w for w, _, _ in ranks])))
-        return (ranks, *_attempt(client, job, ranks, tile_futures, stall))
+        return (ranks, *_attempt(cluster, job, ranks, tile_futures, stall))
 
     return retry(client, attempt, "an SPMD segment")
 
@@ -197,7 +199,8 @@ def _checked(results, futs, client):
     return list(zip(futs, results))
 
 
-def _attempt(client, job, ranks, tile_futures, stall):
+def _attempt(cluster, job, ranks, tile_futures, stall):
+    client = cluster.client
     n = len(ranks)
     name = f"phylanx-spmd-{uuid.uuid4().hex[:12]}"
     # a small job travels in the rank tasks themselves (no placement round trip); a large one (big replicated
@@ -208,7 +211,7 @@ def _attempt(client, job, ranks, tile_futures, stall):
         data = _rank_tiles(tile_futures, a, b)
         keys = tuple(f"tile {f.key}" for f in data)  # names for the rank's cache, never taken for task keys
         specs.append((f"spmd-{name}-rank{r}", w, (jf, r, n, name, keys, *data)))
-    futs = submit_together(client, rank_task.run_rank, specs)
+    futs = cluster.submit_ranks(rank_task.run_rank, specs)
     workers = [w for w, _, _ in ranks]
     try:
         watch(client, name, lambda timeout: tasks_done(client, name, futs, timeout, _failed(name)),
@@ -219,25 +222,6 @@ def _attempt(client, job, ranks, tile_futures, stall):
         abandon(client, name, workers, futs)
         raise
     return name, _checked(results, futs, client)
-
-
-def submit_together(client, func, specs):
-    """``func(*args)`` for each (key, worker, args) of ``specs``, each held to its worker, sent to the scheduler
-    as one graph: the ranks start together (a submit each is a message each, and the client's stream holds the
-    later ones back for up to 10 ms). The placement is a per-key annotation (``dict.get``, pickled with the graph).
-    Built as ``Client.submit`` builds its one task (dask's task spec, an explicit token: tokenizing the job would
-    pickle it once more); one submit per rank where dask lacks those."""
-    try:
-        import dask
-        from dask._expr import LLGExpr
-        from dask._task_spec import Task, parse_input
-    except ImportError:  # another dask: correct, only slower
-        return [client.submit(func, *args, key=key, workers=[w], allow_other_workers=False, pure=False)
-                for key, w, args in specs]
-    dsk = {key: Task(key, func, *(parse_input(a) for a in args)) for key, _, args in specs}
-    with dask.annotate(workers={key: [w] for key, w, _ in specs}.get, allow_other_workers=False):
-        futures = client.get(LLGExpr(dsk, _determ_token=uuid.uuid4().hex), list(dsk), sync=False)
-    return list(futures)
 
 
 def _failed(name):

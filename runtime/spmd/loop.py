@@ -257,7 +257,7 @@ class SpmdLoop:
                                  tuple(counts), tuple(tuple(tile_rows[a:b]) for _, a, b in ranks), ports,
                                  TIMEOUT_SECONDS)
 
-        ranks, segment, results = driver.run(client, make_job, cols, tile_rows, tile_bytes, STALL_SECONDS)
+        ranks, segment, results = driver.run(executor, make_job, cols, tile_rows, tile_bytes, STALL_SECONDS)
         first = aligned_values(results[0][1])  # the replicated outputs, as Dask deserialized them
         out = dict(first["rep"])
         made = {}

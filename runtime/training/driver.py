@@ -27,16 +27,18 @@ __all__ = ["RETRIES", "STALL_SECONDS", "SegmentTrainer"]
 
 
 class SegmentTrainer:
-    """Data-parallel training over row tiles (``x_tiles``/``y_tiles``: one future per tile, ``tile_rows`` their row
+    """Data-parallel training on ``cluster`` (an executor with the ``executors.Cluster`` protocol and the Dask
+    client it drives) over row tiles (``x_tiles``/``y_tiles``: one future per tile, ``tile_rows`` their row
     counts) with ``mode`` "allreduce" (every rank applies the same summed gradient), "neighbours" (D-PSGD: each
     rank its replica, averaged with its ring neighbours every ``every`` steps) or "compute" (allreduce's work
     without communication: the compute-only ideal for benchmarks)."""
 
-    def __init__(self, client, x_tiles, y_tiles, tile_rows, problem, optimizer, *, mode="allreduce", every=1,
+    def __init__(self, cluster, x_tiles, y_tiles, tile_rows, problem, optimizer, *, mode="allreduce", every=1,
                  batch=32, seed=0, segment_steps=None, stall=None):
         if mode not in ("allreduce", "neighbours", "compute"):
             raise ValueError(f"parallel must be 'allreduce' or 'neighbours', got {mode!r}")
-        self.client, self.x_tiles, self.y_tiles = client, list(x_tiles), list(y_tiles)
+        self.cluster, self.client = cluster, cluster.client
+        self.x_tiles, self.y_tiles = list(x_tiles), list(y_tiles)
         self.tile_rows = tuple(int(r) for r in tile_rows)
         self.problem, self.optimizer, self.mode, self.every, self.seed = problem, optimizer, mode, every, seed
         self.batch = max(1, batch // len(self.tile_rows))  # rows per tile per step
@@ -170,12 +172,11 @@ class SegmentTrainer:
             carries = [self._scatter(carry, [w for w, _ in ranks], broadcast=True)] * n
         jf = self._scatter(job, [w for w, _ in ranks], broadcast=True)
         ports = tuple(port_addresses(client, [w for w, _ in ranks])) if job.mode != "compute" else ()
-        futs = []
-        for r, (w, tiles) in enumerate(ranks):
-            data = [a for t in tiles for a in (self.x_tiles[t], self.y_tiles[t])]
-            futs.append(client.submit(seg.run_segment, jf, r, n, name, ports, tiles, carries[r], *data,
-                                      key=f"train-segment-{name}-rank{r}", workers=[w], allow_other_workers=False,
-                                      pure=False))
+        specs = [(f"train-segment-{name}-rank{r}", w,
+                  (jf, r, n, name, ports, tiles, carries[r],
+                   *[a for t in tiles for a in (self.x_tiles[t], self.y_tiles[t])]))
+                 for r, (w, tiles) in enumerate(ranks)]
+        futs = self.cluster.submit_ranks(seg.run_segment, specs)
         return name, futs, (tuple(previous) if previous is not None else ())
 
     def close(self):
