@@ -237,7 +237,7 @@ def _finished(dask_scheduler=None):
 
 
 def _sent_bytes(dask_worker=None):
-    """Bytes this worker sent: Dask's transfers to other workers, and the SPMD rings (runtime/training/ring.py
+    """Bytes this worker sent: Dask's transfers to other workers, and the SPMD rings (runtime/segments/ring.py
     counts them per group; the tier's report sums them, kept here per worker by the bench's reads)."""
     return int(getattr(dask_worker, "transfer_outgoing_bytes_total", 0) or 0)
 

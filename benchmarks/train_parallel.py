@@ -40,7 +40,9 @@ import uuid  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import close_runtime, dask_runtime, print_table  # noqa: E402
 from phylanx_py.runtime.dask_connect import live_workers  # noqa: E402
-from phylanx_py.runtime.training import SegmentTrainer, ring  # noqa: E402
+from phylanx_py.runtime.segments import ports as ring_ports  # noqa: E402
+from phylanx_py.runtime.segments import ring  # noqa: E402
+from phylanx_py.runtime.training import SegmentTrainer  # noqa: E402
 
 import phylanx_py as px  # noqa: E402
 from phylanx_py import nn  # noqa: E402
@@ -141,7 +143,7 @@ def ring_latency(client, n_params, repeats):
     workers = sorted(live_workers(client))[:2]
     buf = np.ones(n_params, np.float32)
     out = {}
-    ports = ring.port_addresses(client, workers)
+    ports = ring_ports.port_addresses(client, workers)
     name = f"bench-shm-{uuid.uuid4().hex[:8]}"
     futs = [client.submit(_shared_reduce, name, r, 2, ports, buf, repeats, workers=[w], pure=False)
             for r, w in enumerate(workers)]
@@ -182,7 +184,7 @@ def run(client, make, X, Y, workers, batch, mode, every, epochs, lr_scale=1.0):
     rows = tiles.boundaries[0]
     xf = [tiles.futures[(i,) + (0,) * (X.ndim - 1)] for i in range(workers)]
     yf = [ytiles.futures[(i,)] for i in range(workers)]
-    tr = SegmentTrainer(client, xf, yf, [rows[i + 1] - rows[i] for i in range(workers)], problem,
+    tr = SegmentTrainer(tiles._executor, xf, yf, [rows[i + 1] - rows[i] for i in range(workers)], problem,
                         nn.SGD((0.01 if make is simplemlp else 0.1) * lr_scale, momentum=0.9), mode=mode, every=every,
                         batch=batch, seed=0)
     carry = tr.start(pack(model.params), model.state)

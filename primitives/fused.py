@@ -91,7 +91,7 @@ _thread_setting = threading.local()
 @contextlib.contextmanager
 def kernel_threads(n: int):
     """``with kernel_threads(n):`` the kernels this thread runs use ``n`` threads. For threads of a Dask worker
-    process that are not its task threads (an SPMD rank started through the worker's port, training/service.py):
+    process that are not its task threads (an SPMD rank started through the worker's port, segments/service.py):
     ``get_worker()`` does not know them, and each such rank split its kernels over every core, so two ranks ran
     four threads on two cores."""
     saved = getattr(_thread_setting, "n", None)

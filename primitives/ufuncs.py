@@ -44,6 +44,11 @@ def native(name: str, inexact: bool = False) -> Lowering | None:
     return call_lowering(f"np.{name}", inexact=inexact) if name in NUMBA_CALLABLE else None
 
 
+# The reduction primitive a ufunc's ``reduce`` is (``np.add.reduce(x)`` is ``np.sum(x)``): the one table the tiled
+# and SPMD value kinds' ``__array_ufunc__`` read (runtime/tiled/rules.py, runtime/spmd/protocol.py).
+UFUNC_REDUCE = {np.add: "sum", np.multiply: "prod", np.minimum: "min", np.maximum: "max", np.logical_or: "any",
+                np.logical_and: "all"}
+
 # Methods of the two-input ufuncs, as primitives ``add.outer`` ...; ``at`` changes its first argument in place.
 UFUNC_METHODS = ("outer", "reduce", "accumulate", "reduceat", "at")
 

@@ -112,9 +112,9 @@ class Executor(Protocol):
 
 @runtime_checkable
 class Cluster(Protocol):
-    """The cluster extension of ``Executor``: what tiled arrays (runtime/tiled/) ask of an executor whose tasks
-    run on workers that keep their results (dask_runtime.DaskExecutor). ``home`` is a worker address the task
-    should run on, a preference: when that worker is gone the task runs elsewhere."""
+    """The cluster extension of ``Executor``: what tiled arrays (runtime/tiled/) and segments (runtime/segments/) ask
+    of an executor whose tasks run on workers that keep their results (dask_runtime.DaskExecutor). ``home`` is a
+    worker address the task should run on, a preference: when that worker is gone the task runs elsewhere."""
 
     def submit_task(self, fn, *args, key: str | None = None, home: str | None = None) -> Any:
         """A remote future of ``fn(*args)`` (futures among ``args`` resolved on the worker), never cached by
@@ -131,6 +131,10 @@ class Cluster(Protocol):
 
     def persist(self, collection) -> Any:
         """A dask collection with its graph computed on the cluster (its chunks' futures held)."""
+
+    def submit_ranks(self, fn, specs) -> list:
+        """The ranks of a segment (runtime/segments/): remote futures of ``fn(*args)`` for each (key, worker, args)
+        of ``specs``, each held to its worker (never run elsewhere), sent together so that they start together."""
 
 
 class _LocalFutures:

@@ -172,3 +172,22 @@ def test_the_runtime_never_imports_the_frontend():
     allowed = BASE | {"phylanx_py.primitives", "phylanx_py.runtime", "numpy", "dask", "distributed", "numba",
                       "cupy", "psutil", "tornado", "tlz", "toolz", "cloudpickle"}
     assert _outside(["phylanx_py.runtime"], allowed) == []
+
+
+def _project_imports(prefix) -> list[str]:
+    """The project modules that the modules under ``prefix`` import (at the top or inside functions)."""
+    return sorted({f"{m} imports {_owner(t)}" for m in MODULES if m == prefix or m.startswith(prefix + ".")
+                   for t in TOP[m] | {t for t, _ in LOCAL[m]} if _owner(t) is not None})
+
+
+def test_spmd_and_training_share_the_segment_layer_and_never_import_each_other():
+    """DESIGN.md "Segments": SPMD loops and training both sit on runtime/segments/; neither imports the other, and
+    the segment layer imports neither."""
+    spmd, training, segments = "phylanx_py.runtime.spmd", "phylanx_py.runtime.training", "phylanx_py.runtime.segments"
+    assert [e for e in _project_imports(spmd) if e.split(" imports ")[1].startswith(training)] == []
+    assert [e for e in _project_imports(training) if e.split(" imports ")[1].startswith(spmd)] == []
+    assert [e for e in _project_imports(segments)
+            if e.split(" imports ")[1].startswith((spmd, training))] == []
+    for user in (spmd, training):  # each reaches the driver, the rank context and the ring through the layer
+        used = {e.split(" imports ")[1] for e in _project_imports(user)}
+        assert {f"{segments}.driver", f"{segments}.rank"} <= used, (user, sorted(used))

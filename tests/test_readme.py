@@ -310,7 +310,7 @@ CODE_VALUES = {
     "with the default 5 ms": "CPython's default switch interval (sys.getswitchinterval())",
     "under 20 µs it stays": "runtime/native/tuning.py MIN_SECONDS: a shorter call stays sequential",
     "2 in flight, 3.1 s": "a sample of the progress line's form (runtime/progress.py)",
-    "a connection within 5 s sends": "runtime/training/service.py CONNECT_SECONDS: a worker port's connect timeout",
+    "a connection within 5 s sends": "runtime/segments/service.py CONNECT_SECONDS: a worker port's connect timeout",
     "a dead worker's port for 30 s": "Dask's default connect timeout (distributed.comm.timeouts.connect)",
 }
 COMMAND = re.compile(r"`(?:python|phylanx-py) [^`]+`")
@@ -374,7 +374,7 @@ def test_the_figures_that_are_code_values_are_the_codes():
         (50e-3, 200e-6, 0.2e-3, 20e-6)
     import dask
     import distributed  # noqa: F401 - loads Dask's distributed.* configuration
-    from phylanx_py.runtime.training import service
+    from phylanx_py.runtime.segments import service
 
     assert service.CONNECT_SECONDS == 5.0 and dask.config.get("distributed.comm.timeouts.connect") == "30s"
     fresh = subprocess.run([sys.executable, "-c", "import sys; print(sys.getswitchinterval())"], capture_output=True,

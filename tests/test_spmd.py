@@ -16,7 +16,7 @@ import prog_tiled as P
 import pytest
 from cluster import DaskProcesses
 from distributed import Client
-from phylanx_py.runtime.training import segment as seg
+from phylanx_py.runtime.segments import rank as seg
 
 import phylanx_py as px
 from phylanx_py.errors import ExecutionError
@@ -515,7 +515,7 @@ def _transitions(client) -> int:
 def _serve_kernel_threads(dask_worker=None):
     """On a worker: a request service answering the threads a kernel run there would use (fused._threads)."""
     from phylanx_py.primitives import fused
-    from phylanx_py.runtime.training import service
+    from phylanx_py.runtime.segments import service
 
     service.SERVICES["test kernel threads"] = lambda worker, payload: fused._threads()
 
@@ -541,8 +541,8 @@ def test_a_rank_started_through_the_port_splits_its_kernels_as_a_task_would(rt):
     kernels took every core, so two direct ranks ran four threads on two cores. Such requests now use one thread,
     as the worker's task threads do (a thread of its own in the worker process still uses every core)."""
     from phylanx_py.runtime.dask_connect import live_workers
-    from phylanx_py.runtime.training import service
-    from phylanx_py.runtime.training.ring import port_addresses
+    from phylanx_py.runtime.segments import service
+    from phylanx_py.runtime.segments.ports import port_addresses
 
     client = rt.executor.client
     client.run(_serve_kernel_threads)

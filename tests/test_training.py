@@ -12,7 +12,10 @@ import numpy as np
 import pytest
 from cluster import DaskProcesses
 from phylanx_py.runtime.dask_connect import live_workers
-from phylanx_py.runtime.training import driver, ring
+from phylanx_py.runtime.segments import ports as ring_ports
+from phylanx_py.runtime.segments import rank as on_worker
+from phylanx_py.runtime.segments import ring
+from phylanx_py.runtime.training import driver
 from phylanx_py.runtime.training import segment as seg
 
 import phylanx_py as px
@@ -73,7 +76,7 @@ def test_ring_allreduce_sums_known_vectors_on_worker_processes(cluster, n, size,
     workers = sorted(live_workers(client))[:n]
     name = f"test-ring-{uuid.uuid4().hex[:8]}"
     vecs = [np.arange(size, dtype=np.float64) * (r + 1) + r for r in range(n)]  # uneven chunks: size % n != 0
-    ports = ring.port_addresses(client, workers)
+    ports = ring_ports.port_addresses(client, workers)
     futs = [client.submit(ring.allreduce_task, name, r, n, ports, vecs[r], 3, shared, workers=[w],
                           allow_other_workers=False, pure=False) for r, w in enumerate(workers)]
     results = client.gather(futs)
@@ -93,7 +96,7 @@ def test_every_rank_ends_with_the_same_bits(cluster, size, shared):
     workers = sorted(live_workers(client))[:3]
     name = f"test-bits-{uuid.uuid4().hex[:8]}"
     vecs = [np.random.default_rng(r).standard_normal(size) * 10.0 ** r for r in range(3)]
-    ports = ring.port_addresses(client, workers)
+    ports = ring_ports.port_addresses(client, workers)
     futs = [client.submit(ring.allreduce_task, name, r, 3, ports, vecs[r], 1, shared, workers=[w],
                           allow_other_workers=False, pure=False) for r, w in enumerate(workers)]
     outs = [out for out, _ in client.gather(futs)]
@@ -108,8 +111,8 @@ def test_groups_formed_at_once_on_the_same_workers_keep_to_their_own_peers(clust
     procs, rt = cluster
     client = rt.executor.client
     workers = sorted(live_workers(client))[:2]
-    ports = ring.port_addresses(client, workers)
-    assert ring.port_addresses(client, workers) == ports  # asked once, kept
+    ports = ring_ports.port_addresses(client, workers)
+    assert ring_ports.port_addresses(client, workers) == ports  # asked once, kept
     futs = {}
     for g in range(3):
         name = f"test-ring-{g}-{uuid.uuid4().hex[:8]}"
@@ -150,7 +153,7 @@ def test_a_tls_cluster_gets_tls_between_ranks():
             assert cl.scheduler_address.startswith("tls://")
             workers = sorted(live_workers(c))
             name = f"test-tls-{uuid.uuid4().hex[:8]}"
-            ports = ring.port_addresses(c, workers)
+            ports = ring_ports.port_addresses(c, workers)
             assert all(p.startswith("tls://127.0.0.1:") for p in ports), ports
             futs = [c.submit(_ring_over, name, r, 2, ports, workers=[w], allow_other_workers=False, pure=False)
                     for r, w in enumerate(workers)]
@@ -196,7 +199,7 @@ def test_ranks_on_one_machine_sum_through_shared_memory_and_leave_no_file(cluste
     workers = sorted(live_workers(client))[:2]
     name = f"test-shm-{uuid.uuid4().hex[:8]}"
     sizes = [3, 5000, 300_001]  # small, small, large (two barriers, a chunk each)
-    ports = ring.port_addresses(client, workers)
+    ports = ring_ports.port_addresses(client, workers)
     futs = [client.submit(_shared_rounds, name, r, 2, ports, sizes, workers=[w], allow_other_workers=False,
                           pure=False) for r, w in enumerate(workers)]
     results = client.gather(futs)
@@ -239,7 +242,7 @@ def test_a_rank_waiting_in_shared_memory_sees_its_peer_die_at_once():
         client = rt.executor.client
         workers = sorted(live_workers(client))
         name = f"test-shm-die-{uuid.uuid4().hex[:8]}"
-        ports = ring.port_addresses(client, workers)
+        ports = ring_ports.port_addresses(client, workers)
         futs = [client.submit(_leave_after, name, r, 2, ports, 3, workers=[w], allow_other_workers=False,
                               pure=False) for r, w in enumerate(workers)]
         t0 = time.monotonic()
@@ -255,7 +258,7 @@ def _profiler_around_ranks():
     """The worker's profiler and tick monitor before, during two overlapping ranks, after the first one left, and
     after both."""
     from distributed import get_worker, secede
-    from phylanx_py.runtime.training.quiet import quiet
+    from phylanx_py.runtime.segments.quiet import quiet
 
     secede()
     w = get_worker()
@@ -307,7 +310,7 @@ def test_ranks_that_sum_different_lengths_fail_instead_of_summing_garbage(cluste
     client = rt.executor.client
     workers = sorted(live_workers(client))[:2]
     name = f"test-len-{uuid.uuid4().hex[:8]}"
-    ports = ring.port_addresses(client, workers)
+    ports = ring_ports.port_addresses(client, workers)
     futs = [client.submit(_lengths, name, r, 2, ports, n, workers=[w], allow_other_workers=False, pure=False)
             for r, (w, n) in enumerate(zip(workers, lengths))]
     for err in client.gather(futs):
@@ -346,7 +349,7 @@ def test_an_optimizer_that_writes_its_gradients_gets_its_own_copy(cluster):
 
 
 def test_region_files_are_reserved_capped_and_orphans_removed_only_when_unlocked(tmp_path):
-    from phylanx_py.runtime.training import shm
+    from phylanx_py.runtime.segments import shm
 
     if not shm.usable():
         pytest.skip("no writable /dev/shm on x86-64 here")
@@ -398,7 +401,7 @@ def test_a_sum_completed_before_the_peer_left_is_not_reported_lost(cluster):
     procs, rt = cluster
     client = rt.executor.client
     workers = sorted(live_workers(client))[:2]
-    ports = ring.port_addresses(client, workers)
+    ports = ring_ports.port_addresses(client, workers)
     prefix = f"test-fin-{uuid.uuid4().hex[:6]}"
     futs = [client.submit(_finish_and_leave, prefix, r, ports, 150, workers=[w], allow_other_workers=False,
                           pure=False) for r, w in enumerate(workers)]
@@ -412,7 +415,7 @@ def test_a_rank_whose_peer_closed_fails_at_once(cluster):
     name = f"test-ring-{uuid.uuid4().hex[:8]}"
     # rank 1 forms the group and leaves at once (its connections close): rank 0's allreduce must fail, not wait
     # for the 120 s timeout
-    ports = ring.port_addresses(client, workers)
+    ports = ring_ports.port_addresses(client, workers)
     futs = [client.submit(ring.allreduce_task, name, 0, 2, ports, np.ones(10), 1_000_000, workers=[workers[0]],
                           pure=False),
             client.submit(ring.allreduce_task, name, 1, 2, ports, np.ones(10), 0, workers=[workers[1]], pure=False)]
@@ -510,7 +513,7 @@ def small_trainer(rt, X, Y, optimizer, mode="allreduce"):
     model.build(X.shape[1:], 5)
     Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
     Xt.persist(wait=True), Yt.persist(wait=True)
-    tr = SegmentTrainer(rt.executor.client, [Xt.futures[(i, 0)] for i in range(2)],
+    tr = SegmentTrainer(rt.executor, [Xt.futures[(i, 0)] for i in range(2)],
                         [Yt.futures[(i,)] for i in range(2)], [48, 48], ModelProblem(model), optimizer, mode=mode,
                         batch=16, seed=1)
     return tr, model
@@ -728,7 +731,7 @@ def kill_a_rank_mid_segment(procs, client, stop, epoch=1, after_steps=1):
     pids = client.run(os.getpid)
     seen = {}
     while not stop.is_set():
-        running = client.run(seg.running, on_error="return")
+        running = client.run(on_worker.running, on_error="return")
         for addr, groups in running.items():
             seen.update(groups if isinstance(groups, dict) else {})
             if isinstance(groups, dict) and any(int(g.rsplit("-e", 1)[1].split("s")[0]) >= epoch and v >= after_steps

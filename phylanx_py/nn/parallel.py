@@ -117,7 +117,7 @@ def fit_parallel(model, X, Y, epochs, batch_size, optimizer, validation, seed, v
     xf = [X.futures[(i,) + (0,) * (X.ndim - 1)] for i in range(parts)]
     yf = [Y.futures[(i,) + (0,) * (Y.ndim - 1)] for i in range(parts)]
     problem = ModelProblem(model)
-    trainer = SegmentTrainer(X.client, xf, yf, [rows[i + 1] - rows[i] for i in range(parts)], problem, optimizer,
+    trainer = SegmentTrainer(X._executor, xf, yf, [rows[i + 1] - rows[i] for i in range(parts)], problem, optimizer,
                              mode=mode, every=every, batch=batch_size, seed=seed, segment_steps=segment_steps)
     carry = trainer.start(pack(model.params), model.state)
     trainer.horizon = epochs  # the next epoch's segment is submitted while this one runs

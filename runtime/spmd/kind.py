@@ -82,8 +82,9 @@ def _sum_argmin(spec, locs, axis, arg_axis, *leaves):
 
 RULES = {"fused.rowdot": _rowdot, "fused.sum_argmin": _sum_argmin}
 # Primitives that keep a deferred sum as it is (a list being built): resolving it there would send the sums of a
-# comprehension one allreduce at a time.
-KEEPS_DEFERRED = frozenset({"method.append", "method.insert", "python.list", "python.tuple", "python.dict"})
+# comprehension one allreduce at a time. Those are the ones whose declaration holds their arguments as they are
+# (``resolve``: "none" for the container constructors, "receiver" for list.append and insert).
+KEEPS_DEFERRED = ("none", "receiver")
 # Arithmetic on deferred sums is deferred too (deferred.py): ``np.sum(X[m], axis=0) / np.sum(m)`` for each of k
 # clusters then waits, and the k sums and counts go in one message. The other operands must not change before the
 # value is computed: scalars, or small arrays (copied).
@@ -132,7 +133,7 @@ class SpmdKind:
                 return lazy
         elif prim.name == "operator.getitem" and len(args) == 2 and type(args[0]) is Apart:
             return args[0][args[1]]  # fission.py's check, over values that must stay as they are
-        if prim.name in KEEPS_DEFERRED and not any(is_shard(a) for a in args):
+        if prim.resolve in KEEPS_DEFERRED and not any(is_shard(a) for a in args):
             return ev.run_inline(site, args, kwargs)
         if has_deferred(args) or has_deferred(kwargs):
             return ev.call(site, resolve(tuple(args)), resolve(kwargs))

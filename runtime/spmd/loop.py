@@ -26,9 +26,9 @@ from .. import loop_tiers
 from ..alignment import aligned_values
 from ..loop_tiers import UNBOUND
 from ..native.analysis import _names
+from ..segments.driver import STALL_SECONDS
 from ..tiled import views
 from ..tiled.array import TiledArray
-from ..training.driver import STALL_SECONDS
 from . import driver, fission
 from . import kind as _kind  # noqa: F401 - shards become a value kind on the ranks
 from . import rank as rank_task
@@ -257,7 +257,7 @@ class SpmdLoop:
                                  tuple(counts), tuple(tuple(tile_rows[a:b]) for _, a, b in ranks), ports,
                                  TIMEOUT_SECONDS)
 
-        ranks, segment, results = driver.run(client, make_job, cols, tile_rows, tile_bytes, STALL_SECONDS)
+        ranks, segment, results = driver.run(executor, make_job, cols, tile_rows, tile_bytes, STALL_SECONDS)
         first = aligned_values(results[0][1])  # the replicated outputs, as Dask deserialized them
         out = dict(first["rep"])
         made = {}

@@ -6,12 +6,10 @@ import functools
 import weakref
 
 import numpy as np
+from phylanx_py.primitives.ufuncs import UFUNC_REDUCE
 
 from . import cross, local
 from .shard import NotSpmd, Shard, Transposed, holds, implements
-
-_UFUNC_REDUCE = {np.add: "sum", np.multiply: "prod", np.minimum: "min", np.maximum: "max", np.logical_or: "any",
-                 np.logical_and: "all"}
 
 
 def _reduction(kind):
@@ -98,10 +96,10 @@ def array_ufunc(ufunc, method, inputs, kwargs):
             if mask is not None:
                 return mask
         return local.elementwise(functools.partial(ufunc, **kw) if kw else ufunc, list(inputs))
-    if method == "reduce" and ufunc in _UFUNC_REDUCE and len(inputs) == 1 and kwargs.get("out") is None:
+    if method == "reduce" and ufunc in UFUNC_REDUCE and len(inputs) == 1 and kwargs.get("out") is None:
         kw = {k: v for k, v in kwargs.items() if k in ("axis", "keepdims", "dtype")}
         if len(kw) == len({k: v for k, v in kwargs.items() if k != "out"}):
-            return cross.reduce(_UFUNC_REDUCE[ufunc], inputs[0], kw.get("axis", 0), kw.get("keepdims", False),
+            return cross.reduce(UFUNC_REDUCE[ufunc], inputs[0], kw.get("axis", 0), kw.get("keepdims", False),
                                 kw.get("dtype"))
     raise NotSpmd(f"np.{ufunc.__name__}.{method} on a tiled value" if method != "__call__" else
                   f"np.{ufunc.__name__} with out= on a tiled value")

@@ -1,5 +1,5 @@
 """What one rank runs: the loop, as one long-running Dask task on a worker holding a block of consecutive row tiles,
-with the group of its peers (training/ring.py) for the collectives.
+with the group of its peers (segments/ring.py) for the collectives, in its rank context (segments/rank.py).
 
 The loop runs through the ordinary evaluator (fusion, inline fast paths) on this rank's shards and the replicated
 values; the job carries the loop as a small program (the loop in a function of its free variables, returning
@@ -21,10 +21,9 @@ from ..alignment import aligned, aligned_values
 from ..base import Runtime
 from ..code import ProgramCode
 from ..executors import SynchronousExecutor
-from ..training import segment as seg
-from ..training import service
-from ..training.quiet import quiet
-from ..training.ring import Group, RankLost
+from ..segments import service
+from ..segments.ports import RankLost
+from ..segments.rank import PROGRESS, rank_context
 from .local import refresh_halo
 from .protocol import shard_in
 from .shard import NotSpmd, Rank, Shard, Transposed, resolve
@@ -55,7 +54,7 @@ class Job:
     starts: tuple  # first row of each rank
     counts: tuple  # rows of each rank
     tile_rows: tuple  # per rank, the row counts of its tiles in order
-    ports: tuple  # per rank, its worker's ring port (training/ring.py)
+    ports: tuple  # per rank, its worker's ring port (segments/ports.py)
     timeout: float
 
 
@@ -153,7 +152,7 @@ def _pieces(x: Shard, rank: Rank, tile_rows):
 
 
 def run_direct(worker, request):
-    """A rank started by the client straight through the worker's ring port (training/service.py), not as a Dask
+    """A rank started by the client straight through the worker's ring port (segments/service.py), not as a Dask
     task: ``request`` is (job, rank, size, name, tile keys). Its tiles are read from the worker's memory, where
     Dask keeps them for the client's futures; if one is not there (not computed yet, moved, spilled away), the
     reply is ``missing`` and the client runs the segment through the scheduler instead."""
@@ -176,73 +175,65 @@ def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data,
     (name -> trailing shape and dtype of a tiled output, or of a tiled input changed in place: this rank's tiles of
     it wait in ``_TILES`` for ``piece``) and ``stats``; or ``failed`` (a reason, ``declined``: no SPMD rule) or
     ``lost`` (a peer is gone)."""
-    if worker is None:
-        from distributed import get_worker, secede
-
-        secede()  # a long-running task: its thread leaves the worker's pool (Dask's convention)
-        worker = get_worker()
-    seg.PROGRESS[name] = 0
-    group = Group(name, rank, size, job.timeout)
-    ctx = Rank(group, rank, size, job.starts, job.counts, seg.PROGRESS, name)
-    hush = quiet(worker)
-    hush.__enter__()
     try:
-        group.join(job.ports, lambda: name in seg.ABORTED, worker)
-        args = _shards(job, ctx, keys, tile_data, worker)
-        code = _program(job)
-        _CURRENT.rank = ctx
-        runs0, kernel_s0 = kernel_runs()
-        t0, comm0 = time.perf_counter(), group.comm_seconds
-        with warnings.catch_warnings(record=True) as caught:  # NumPy's warnings go to the client (loop.py)
-            warnings.simplefilter("always")
-            try:
-                result = Runtime(SynchronousExecutor(), inline_elements=1 << 62).evaluate(code, tuple(args), {})
-            finally:
-                _CURRENT.rank = None
-            values = dict(zip(job.outputs, resolve(tuple(result))))
-            ctx.settle()  # what the last iteration made and nothing read: its errors and warnings, as in NumPy
-        runs, kernel_s = kernel_runs()
-        # where the rank's time went: compiled kernels (fused chains and reductions, per-label tables), the
-        # collectives (waiting for peers included), and the rest (NumPy and the interpreter)
-        ctx.stats.update(kernels=runs - runs0, kernel_s=kernel_s - kernel_s0, busy_s=time.perf_counter() - t0,
-                         comm_s=group.comm_seconds - comm0)
-        warned = list(dict.fromkeys((w.category, str(w.message)) for w in caught))
-        rep, tiled, meta, back = {}, {}, {}, {}
-        for nm, v in values.items():
-            if type(v) is Shard:
-                tiled[nm] = _pieces(v, ctx, job.tile_rows[rank])
-                meta[nm] = (v.data.shape[1:], v.data.dtype)
-            elif type(v) is Transposed or shard_in(v):
-                raise NotSpmd(f"{nm!r} holds a tiled value inside a container, or transposed, after the loop")
-            elif rank == 0:
-                rep[nm] = v
-        by_name = dict(zip(_param_names(job), args))
-        # outputs that are the input's own shard (``X -= m``): the caller's array changes in place
-        same = [nm for nm, v in values.items() if type(v) is Shard and by_name.get(nm) is v and v.mutated]
-        for nm, v in by_name.items():
-            if type(v) is Shard and v.mutated and nm not in tiled:
-                tiled[nm] = _pieces(v, ctx, job.tile_rows[rank])
-                meta[nm] = (v.data.shape[1:], v.data.dtype)
-            elif rank == 0 and nm in job.writeback:
-                back[nm] = resolve(v)
-        ctx.stats["sent"] = group.sent
-        ctx.stats["messages"] = group.messages  # counted by the group: what the report says went between ranks
-        if tiled:
-            with _LOCK:
-                _TILES[(name, rank)] = {nm: list(ts) for nm, ts in tiled.items()}
-                while len(_TILES) > TILES_KEEP:
-                    _TILES.popitem(last=False)
-        return {"ok": True, "rep": rep, "back": back, "meta": meta, "same": same, "warned": warned,
-                "stats": ctx.stats}
+        with rank_context(name, rank, size, job.ports, job.timeout, worker) as group:
+            return _run(job, rank, size, name, keys, tile_data, group)
     except BaseException as e:  # noqa: BLE001 - reported to the client, which decides (see the module doc)
         root = _root(e)
         if isinstance(root, RankLost):
             return {"lost": str(root)}
         return {"failed": _describe(e), "declined": isinstance(root, NotSpmd)}
-    finally:
-        group.close()
-        seg.PROGRESS.pop(name, None)
-        hush.__exit__(None, None, None)
+
+
+def _run(job, rank, size, name, keys, tile_data, group):
+    worker = group.worker
+    ctx = Rank(group, rank, size, job.starts, job.counts, PROGRESS, name)
+    args = _shards(job, ctx, keys, tile_data, worker)
+    code = _program(job)
+    _CURRENT.rank = ctx
+    runs0, kernel_s0 = kernel_runs()
+    t0, comm0 = time.perf_counter(), group.comm_seconds
+    with warnings.catch_warnings(record=True) as caught:  # NumPy's warnings go to the client (loop.py)
+        warnings.simplefilter("always")
+        try:
+            result = Runtime(SynchronousExecutor(), inline_elements=1 << 62).evaluate(code, tuple(args), {})
+        finally:
+            _CURRENT.rank = None
+        values = dict(zip(job.outputs, resolve(tuple(result))))
+        ctx.settle()  # what the last iteration made and nothing read: its errors and warnings, as in NumPy
+    runs, kernel_s = kernel_runs()
+    # where the rank's time went: compiled kernels (fused chains and reductions, per-label tables), the
+    # collectives (waiting for peers included), and the rest (NumPy and the interpreter)
+    ctx.stats.update(kernels=runs - runs0, kernel_s=kernel_s - kernel_s0, busy_s=time.perf_counter() - t0,
+                     comm_s=group.comm_seconds - comm0)
+    warned = list(dict.fromkeys((w.category, str(w.message)) for w in caught))
+    rep, tiled, meta, back = {}, {}, {}, {}
+    for nm, v in values.items():
+        if type(v) is Shard:
+            tiled[nm] = _pieces(v, ctx, job.tile_rows[rank])
+            meta[nm] = (v.data.shape[1:], v.data.dtype)
+        elif type(v) is Transposed or shard_in(v):
+            raise NotSpmd(f"{nm!r} holds a tiled value inside a container, or transposed, after the loop")
+        elif rank == 0:
+            rep[nm] = v
+    by_name = dict(zip(_param_names(job), args))
+    # outputs that are the input's own shard (``X -= m``): the caller's array changes in place
+    same = [nm for nm, v in values.items() if type(v) is Shard and by_name.get(nm) is v and v.mutated]
+    for nm, v in by_name.items():
+        if type(v) is Shard and v.mutated and nm not in tiled:
+            tiled[nm] = _pieces(v, ctx, job.tile_rows[rank])
+            meta[nm] = (v.data.shape[1:], v.data.dtype)
+        elif rank == 0 and nm in job.writeback:
+            back[nm] = resolve(v)
+    ctx.stats["sent"] = group.sent
+    ctx.stats["messages"] = group.messages  # counted by the group: what the report says went between ranks
+    if tiled:
+        with _LOCK:
+            _TILES[(name, rank)] = {nm: list(ts) for nm, ts in tiled.items()}
+            while len(_TILES) > TILES_KEEP:
+                _TILES.popitem(last=False)
+    return {"ok": True, "rep": rep, "back": back, "meta": meta, "same": same, "warned": warned,
+            "stats": ctx.stats}
 
 
 def _param_names(job):
@@ -274,4 +265,4 @@ def piece(_result: dict, segment: str, rank: int, name: str, i: int):
 
 
 service.SERVICES["spmd rank"] = run_direct
-service.SERVICES["spmd progress"] = lambda worker, name: seg.PROGRESS.get(name)
+service.SERVICES["spmd progress"] = lambda worker, name: PROGRESS.get(name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+from phylanx_py.primitives.ufuncs import UFUNC_REDUCE
 
 from . import create, elementwise, indexing, products, reductions
 from .array import is_tiled
@@ -18,9 +19,6 @@ from .common import normalize_axis, remote_result, submit
 from .dispatch import implements
 from .fallback import fallback
 from .tile_program import _is_future
-
-_UFUNC_REDUCE = {np.add: "sum", np.multiply: "prod", np.minimum: "min", np.maximum: "max", np.logical_or: "any",
-                 np.logical_and: "all"}
 
 
 def _reduction(kind):
@@ -146,7 +144,7 @@ HANDLED = {
 def covered() -> list[str]:
     """Names of the NumPy functions with tile rules (ufuncs: every single-output ufunc called element-wise)."""
     return sorted({f.__name__ for f in HANDLED} | {"every ufunc (element-wise)", "ufunc.reduce of "
-                                                   + ", ".join(u.__name__ for u in _UFUNC_REDUCE)})
+                                                   + ", ".join(u.__name__ for u in UFUNC_REDUCE)})
 
 
 @implements("array_ufunc")
@@ -159,10 +157,10 @@ def array_ufunc(ufunc, method, inputs, kwargs):
             return fallback(ufunc.__name__, ufunc, inputs, kwargs)
         fn = functools.partial(ufunc, **kw) if kw else ufunc
         return elementwise.elementwise(fn, list(inputs))
-    if method == "reduce" and ufunc in _UFUNC_REDUCE and len(inputs) == 1 and not kwargs.get("out"):
+    if method == "reduce" and ufunc in UFUNC_REDUCE and len(inputs) == 1 and not kwargs.get("out"):
         kw = {k: v for k, v in kwargs.items() if k in ("axis", "keepdims", "dtype")}
         if len(kw) == len(kwargs):
-            return reductions.reduce(_UFUNC_REDUCE[ufunc], inputs[0], kw.get("axis", 0), kw.get("keepdims", False),
+            return reductions.reduce(UFUNC_REDUCE[ufunc], inputs[0], kw.get("axis", 0), kw.get("keepdims", False),
                                      dtype=kw.get("dtype"))
     return fallback(f"{ufunc.__name__}.{method}" if method != "__call__" else ufunc.__name__,
                     getattr(ufunc, method), inputs, kwargs)

@@ -1,7 +1,7 @@
-"""Data-parallel training in the runtime: segments (one long-running task per worker over the row tiles it holds),
-a ring group over ``distributed.comm`` between them, and a driver that restarts a failed segment from its
-checkpoint on the live workers. The frontend (``phylanx_py.nn``) hands it a problem object and flat arrays."""
+"""Data-parallel training in the runtime: segments (one long-running task per worker over the row tiles it holds)
+on the segment layer (runtime/segments/: the driver that restarts a failed segment from its checkpoint on the live
+workers, the ranks' ring group). The frontend (``phylanx_py.nn``) hands it a problem object and flat arrays."""
+from ..segments.ring import Group, RankLost
 from .driver import RETRIES, STALL_SECONDS, SegmentTrainer
-from .ring import Group, RankLost
 
 __all__ = ["RETRIES", "STALL_SECONDS", "Group", "RankLost", "SegmentTrainer"]

@@ -1,51 +1,44 @@
 """The client side of data-parallel training: segments launched on the workers that hold the row tiles, watched,
-and restarted from their checkpoint when a worker dies (as Horovod Elastic and torchrun do).
+and restarted from their checkpoint when a worker dies, by the segment driver (segments/driver.py).
 
 One segment is one long-running task per rank (a worker holding row tiles), pinned to that worker; the ranks form a
-ring group (ring.py) and run their steps without the scheduler. A segment returns the parameters and optimizer
-state: that is the checkpoint. When a rank fails (its worker died: its peers see a closed connection at once) the
-driver tells the surviving ranks to stop, cancels the segment, assigns the tiles again over the live workers
-(Dask recomputes a lost tile from its lineage) and runs the segment again from the checkpoint; the batch plan is a
-function of (seed, epoch, step, tile) (segment.py), so the rerun sees the same rows and noise. No rank finishing a
-step for ``stall`` seconds is a ClusterError naming the step, never an endless wait.
+ring group (segments/ring.py) and run their steps without the scheduler. A segment returns the parameters and
+optimizer state: that is the checkpoint. A rerun after lost ranks starts from it on the live workers; the batch plan
+is a function of (seed, epoch, step, tile) (segment.py), so the rerun sees the same rows and noise. No rank
+finishing a step for ``stall`` seconds is a ClusterError naming the step, never an endless wait.
 
 The frontend hands this module plain values: a ``problem`` object (the traced gradient program behind
 ``grad``/``noise``), an optimizer, the flat parameter vector. It never imports the frontend.
 """
 from __future__ import annotations
 
-import os
-import time
 import uuid
 
 import numpy as np
 
-from phylanx_py.errors import ClusterError
-
 from ..alignment import aligned_values
-from ..dask_connect import live_workers
-from ..dask_faults import scheduler_lost
+from ..segments import rank as on_worker
+from ..segments.driver import RETRIES, STALL_SECONDS, abandon, place, progress, retry, tasks_done, watch
+from ..segments.placement import assign
+from ..segments.ports import RankLost, port_addresses
 from . import segment as seg
-from .ring import RankLost, port_addresses
 
-RETRIES = 3  # reruns of one segment from its checkpoint before giving up
-RETRY_PAUSE = 0.1  # seconds before the first rerun, doubling: 0.1, 0.2, 0.4
-STALL_SECONDS = float(os.environ.get("PHYLANX_STALL_SECONDS", "600"))
-# Seconds a checkpoint may take to reach the ranks (milliseconds normally): past it a worker died during the scatter.
-SCATTER_SECONDS = float(os.environ.get("PHYLANX_SCATTER_SECONDS", "20"))
+__all__ = ["RETRIES", "STALL_SECONDS", "SegmentTrainer"]
 
 
 class SegmentTrainer:
-    """Data-parallel training over row tiles (``x_tiles``/``y_tiles``: one future per tile, ``tile_rows`` their row
+    """Data-parallel training on ``cluster`` (an executor with the ``executors.Cluster`` protocol and the Dask
+    client it drives) over row tiles (``x_tiles``/``y_tiles``: one future per tile, ``tile_rows`` their row
     counts) with ``mode`` "allreduce" (every rank applies the same summed gradient), "neighbours" (D-PSGD: each
     rank its replica, averaged with its ring neighbours every ``every`` steps) or "compute" (allreduce's work
     without communication: the compute-only ideal for benchmarks)."""
 
-    def __init__(self, client, x_tiles, y_tiles, tile_rows, problem, optimizer, *, mode="allreduce", every=1,
+    def __init__(self, cluster, x_tiles, y_tiles, tile_rows, problem, optimizer, *, mode="allreduce", every=1,
                  batch=32, seed=0, segment_steps=None, stall=None):
         if mode not in ("allreduce", "neighbours", "compute"):
             raise ValueError(f"parallel must be 'allreduce' or 'neighbours', got {mode!r}")
-        self.client, self.x_tiles, self.y_tiles = client, list(x_tiles), list(y_tiles)
+        self.cluster, self.client = cluster, cluster.client
+        self.x_tiles, self.y_tiles = list(x_tiles), list(y_tiles)
         self.tile_rows = tuple(int(r) for r in tile_rows)
         self.problem, self.optimizer, self.mode, self.every, self.seed = problem, optimizer, mode, every, seed
         self.batch = max(1, batch // len(self.tile_rows))  # rows per tile per step
@@ -68,33 +61,8 @@ class SegmentTrainer:
 
     # ---- placement --------------------------------------------------------------------------------------
     def _assign(self):
-        """Ranks: (worker, tiles), spreading the row tiles over the live workers, at most ceil(tiles / workers) each:
-        a tile stays on a worker holding it while that worker has room, otherwise (its worker died, or the survivor
-        already recomputed it next to its own) it goes to the live worker with the fewest tiles, where Dask moves
-        or recomputes it from lineage."""
-        alive = sorted(live_workers(self.client))
-        if not alive:
-            raise RankLost("no Dask workers are left to train on")
-        n_tiles = len(self.x_tiles)
-        quota = -(-n_tiles // min(len(alive), n_tiles))
-        who = self.client.who_has(self.x_tiles)
-        load = dict.fromkeys(alive, 0)
-        owner = {}
-        for t, f in enumerate(self.x_tiles):
-            for w in who.get(f.key, ()):
-                if w in load and load[w] < quota:
-                    owner[t] = w
-                    load[w] += 1
-                    break
-        for t in range(n_tiles):
-            if t not in owner:
-                w = min(alive, key=lambda w: (load[w], alive.index(w)))
-                owner[t] = w
-                load[w] += 1
-        ranks = {}
-        for t in sorted(owner):
-            ranks.setdefault(owner[t], []).append(t)
-        return sorted(((w, tuple(ts)) for w, ts in ranks.items()), key=lambda r: r[1][0])
+        """Ranks: (worker, tiles), the row tiles spread over the live workers where they are (placement.py)."""
+        return assign(self.client, [self.x_tiles], self.tile_rows, runs=False)
 
     # ---- one epoch --------------------------------------------------------------------------------------
     def start(self, pvec, state):
@@ -108,30 +76,19 @@ class SegmentTrainer:
         self.restarts, self.lost = 0, []
         for first in range(0, self.steps, self.segment_steps):
             last = min(self.steps, first + self.segment_steps)
-            for attempt in range(RETRIES + 1):
-                try:
-                    carry, stats = self._segment(epoch, first, last, carry)
-                    break
-                except RankLost as e:
-                    # A dead scheduler first shows as ranks and workers lost (its identity call fails while the
-                    # client still says "running"): give the client a moment to notice, then say what happened
-                    # rather than burn the retries in milliseconds and blame the workers.
-                    lost = scheduler_lost(self.client)
-                    if lost is None and attempt < RETRIES:
-                        time.sleep(RETRY_PAUSE * 2 ** attempt)
-                        lost = scheduler_lost(self.client)
-                    if lost is not None:
-                        raise ClusterError(lost) from e
-                    if attempt == RETRIES:  # the cluster keeps losing ranks: its failure, not the user's
-                        raise ClusterError(f"training lost ranks in {RETRIES + 1} attempts at epoch {epoch + 1}; "
-                                           f"the last: {e}") from e
-                    self.restarts += 1
-                    self.lost.append(str(e))
+            carry, stats = retry(self.client, lambda n, first=first, last=last, carry=carry:
+                                 self._segment(epoch, first, last, carry), "training", f" at epoch {epoch + 1}",
+                                 self._lost)
             for k in totals:
                 totals[k] += stats[k]
         totals["steps"] = self.steps
         totals["tasks"] = len(self.ranks) * -(-self.steps // self.segment_steps)
         return carry, totals
+
+    def _lost(self, e):
+        """A rerun after lost ranks: counted, and why, for the caller's logs."""
+        self.restarts += 1
+        self.lost.append(str(e))
 
     def _scatter(self, value, workers, broadcast=False):
         return place(self.client, value, f"the checkpoint for {workers}")
@@ -167,7 +124,7 @@ class SegmentTrainer:
             if deps and client.status == "running":  # Dask recomputes a lost checkpoint by running its segment's
                 # rank again, alone: it must give up at once, not wait for peers that have moved on
                 try:
-                    client.run(seg.abort, held[1], on_error="ignore")
+                    client.run(on_worker.abort, held[1], on_error="ignore")
                 except Exception:  # noqa: BLE001 - best effort: the segment is being given up anyway
                     pass
             raise
@@ -215,12 +172,11 @@ class SegmentTrainer:
             carries = [self._scatter(carry, [w for w, _ in ranks], broadcast=True)] * n
         jf = self._scatter(job, [w for w, _ in ranks], broadcast=True)
         ports = tuple(port_addresses(client, [w for w, _ in ranks])) if job.mode != "compute" else ()
-        futs = []
-        for r, (w, tiles) in enumerate(ranks):
-            data = [a for t in tiles for a in (self.x_tiles[t], self.y_tiles[t])]
-            futs.append(client.submit(seg.run_segment, jf, r, n, name, ports, tiles, carries[r], *data,
-                                      key=f"train-segment-{name}-rank{r}", workers=[w], allow_other_workers=False,
-                                      pure=False))
+        specs = [(f"train-segment-{name}-rank{r}", w,
+                  (jf, r, n, name, ports, tiles, carries[r],
+                   *[a for t in tiles for a in (self.x_tiles[t], self.y_tiles[t])]))
+                 for r, (w, tiles) in enumerate(ranks)]
+        futs = self.cluster.submit_ranks(seg.run_segment, specs)
         return name, futs, (tuple(previous) if previous is not None else ())
 
     def close(self):
@@ -242,7 +198,7 @@ class SegmentTrainer:
         client = self.client
         try:
             if client.status == "running":
-                client.run(seg.abort, ahead[3], on_error="ignore")
+                client.run(on_worker.abort, ahead[3], on_error="ignore")
             client.cancel(ahead[4])
         except Exception:  # noqa: BLE001 - best effort: the cluster may be what failed
             pass
@@ -251,68 +207,34 @@ class SegmentTrainer:
         """The segment's results, or RankLost when a rank's worker died or a rank lost its peers (the segment is
         then stopped and cancelled), a ClusterError when no step finished for ``stall`` seconds, or the error a
         rank raised from the user's code."""
-        from distributed.client import FuturesCancelledError, _wait
-
         client = self.client
-        done, since = -1, time.monotonic()
+
+        def failed(bad):
+            errors = [f.exception() for f in bad if f.status == "error"]
+            user = [e for e in errors if not isinstance(e, (RankLost, OSError))]
+            if user:
+                return user[0]
+            return RankLost(f"a rank of {name} failed: {errors[0] if errors else 'cancelled'}")
+
+        def wait(timeout):
+            if tasks_done(client, name, futs, timeout, failed):
+                return True
+            if any(f.status != "finished" for f in deps):
+                raise RankLost(f"the checkpoint {name} starts from was lost with its worker")
+            return False
+
+        def steps():  # (the slowest rank's)
+            return min((v for v in progress(client, name, workers).values() if isinstance(v, int)), default=0)
+
+        def stalled(n, stall):
+            return (f"training stalled: no step finished for {stall:.0f} s (step {first + n + 1} of "
+                    f"{self.steps} of the epoch never completed); the cluster is not making progress "
+                    "(PHYLANX_STALL_SECONDS sets the limit)")
+
         poll = min(0.5, max(self.stall / 4, 0.05))
         try:
-            while True:
-                try:
-                    client.sync(_wait, futs, timeout=poll, return_when="ALL_COMPLETED")
-                except TimeoutError:
-                    pass
-                except FuturesCancelledError as e:  # the scheduler dropped a rank (its data died with a worker)
-                    raise RankLost(f"a rank of {name} was cancelled: {e}") from e
-                bad = [f for f in futs if f.status in ("error", "cancelled")]
-                if bad:
-                    errors = [f.exception() for f in bad if f.status == "error"]
-                    user = [e for e in errors if not isinstance(e, (RankLost, OSError))]
-                    if user:
-                        raise user[0]
-                    raise RankLost(f"a rank of {name} failed: {errors[0] if errors else 'cancelled'}")
-                if all(f.status == "finished" for f in futs):
-                    return aligned_values(client.gather(futs))
-                if any(f.status != "finished" for f in deps):
-                    raise RankLost(f"the checkpoint {name} starts from was lost with its worker")
-                require_alive(client, name, workers)
-                now = client.run(seg.progress, name, workers=workers, on_error="return")
-                n = min((v for v in now.values() if isinstance(v, int)), default=0)
-                if n != done:
-                    done, since = n, time.monotonic()
-                elif time.monotonic() - since > self.stall:
-                    raise ClusterError(
-                        f"training stalled: no step finished for {self.stall:.0f} s (step {first + n + 1} of "
-                        f"{self.steps} of the epoch never completed); the cluster is not making progress "
-                        "(PHYLANX_STALL_SECONDS sets the limit)")
+            watch(client, name, wait, steps, self.stall, stalled, poll, poll)
+            return aligned_values(client.gather(futs))
         except BaseException:
-            abort_ranks(client, name, workers)
-            client.cancel(futs)
+            abandon(client, name, workers, futs)
             raise
-
-
-def require_alive(client, name: str, workers):
-    """RankLost when one of ``workers`` (those of segment ``name``) is no longer among the scheduler's."""
-    alive = live_workers(client)
-    gone = [w for w in workers if w not in alive]
-    if gone:
-        raise RankLost(f"worker {gone[0]} of {name} died")
-
-
-def abort_ranks(client, name: str, workers):
-    """Tell the ranks of segment ``name`` on those of ``workers`` still alive to stop (at their next collective or
-    wait). The live workers are asked once, not once a worker."""
-    alive = live_workers(client)
-    client.run(seg.abort, name, workers=[w for w in workers if w in alive], on_error="ignore")
-
-
-def place(client, value, what: str):
-    """``value`` on the cluster, for the ranks' tasks to fetch. Placed on a worker the scheduler picks (a live
-    one), not pushed to the ranks' workers: a worker killed while data is pushed to it made
-    ``Client.scatter(broadcast=True)`` wait for ever. Bounded by SCATTER_SECONDS, then the segment is retried
-    (RankLost)."""
-    try:
-        [fut] = client.sync(client._scatter, [value], hash=False, callback_timeout=SCATTER_SECONDS)
-    except (TimeoutError, OSError) as e:  # asyncio/distributed timeouts; CommClosedError is an OSError
-        raise RankLost(f"placing {what} failed: {type(e).__name__}: {e}") from e
-    return fut

@@ -25,13 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..alignment import aligned
-from .quiet import quiet
-from .ring import Group, RankLost
+from ..segments.ports import RankLost
+from ..segments.rank import PROGRESS, aborted, rank_context
 
-# On each worker: group name -> steps this rank has finished (read by the driver's watchdog with client.run), and
-# the groups the driver has given up on (a rank still running checks it at every step and in its waits).
-PROGRESS: dict = {}
-ABORTED: set = set()
 # (group name, rank) -> the checkpoint a rank other than 0 ended an allreduce segment with: the same values as rank
 # 0's (every rank applied the same sums), kept in its worker for its next segment, which would otherwise wait for
 # rank 0's copy to come over the network first (7.4 MB for simplemlp: 25-30 ms, at every segment's start). Only
@@ -78,23 +74,11 @@ def step_noise(problem, seed: int, epoch: int, step: int, tiles, batch: int) -> 
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts and parts[0] else {}
 
 
-def _aborted(name):
-    return name in ABORTED
-
-
 def run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles: tuple, carry, *data):
     """Rank ``rank`` of ``size``: the segment's steps on the rows of ``tiles`` (``data`` is X and Y of each, in
-    order). Returns ``(carry, stats)``: the new parameters, optimizer state and layer state (for allreduce only
-    rank 0 sends them: every rank holds the same), and this rank's totals."""
-    from distributed import get_worker, secede
-
-    secede()  # a long-running task: its thread leaves the worker's pool (Dask's convention), the slot stays free
-    with quiet(get_worker()):
-        return _run_segment(job, rank, size, name, ports, tiles, carry, *data)
-
-
-def _run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles: tuple, carry, *data):
-    PROGRESS[name] = 0
+    order), a long-running task in its rank context (segments/rank.py). Returns ``(carry, stats)``: the new
+    parameters, optimizer state and layer state (for allreduce only rank 0 sends them: every rank holds the same),
+    and this rank's totals."""
     Xs = [np.ascontiguousarray(aligned(x)) for x in data[0::2]]
     Ys = [np.ascontiguousarray(aligned(y)) for y in data[1::2]]
     problem, opt = job.problem, job.optimizer
@@ -106,7 +90,6 @@ def _run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles:
     local_rows = job.batch * len(tiles)
     global_rows = job.batch * len(job.tile_rows)
 
-    group = Group(name, rank, size if job.mode != "compute" else 1, job.timeout)
     loss_sum = metric_sum = 0.0
     t_compute = 0.0
     p_views, opt_views = problem.views(pvec), _state_views(problem, opt_state, pvec.size)
@@ -115,12 +98,11 @@ def _run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles:
     # the flat gradient only where the ring sums it: one rank, or replicas averaged by their parameters, update
     # with the layers' own gradients (no copy into a flat buffer)
     flat = job.mode != "neighbours" and size > 1
-    try:
-        group.join(ports, lambda: _aborted(name))
+    with rank_context(name, rank, size if job.mode != "compute" else 1, ports, job.timeout) as group:
         g = np.empty_like(pvec) if flat else None
         g_views = None if not flat else [g] if p_views[0] is pvec else problem.views(g)
         for s in range(job.first, job.last):
-            if _aborted(name):
+            if aborted(name):
                 raise RankLost(f"group {name}: the driver cancelled the segment")
             t0 = time.perf_counter()
             picks = [tile_batch(o, s, job.batch) for o in orders]
@@ -159,9 +141,6 @@ def _run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles:
             PROGRESS[name] = s + 1 - job.first
         if job.mode == "allreduce":
             state = _mean_state(group, state)
-    finally:
-        group.close()
-        PROGRESS.pop(name, None)
     stats = {"loss": loss_sum, "metric": metric_sum, "rows": local_rows * (job.last - job.first),
              "sent": group.sent, "comm_s": group.comm_seconds, "compute_s": t_compute}
     keep = job.mode == "neighbours" or rank == 0
@@ -242,18 +221,3 @@ def _mean_state(group, state):
         c[k] = buf[at:at + n].reshape(c[k].shape).astype(c[k].dtype)
         at += n
     return state
-
-
-def progress(name, dask_worker=None):
-    """Steps finished by this worker's rank of group ``name`` (None: no rank of it runs here)."""
-    return PROGRESS.get(name)
-
-
-def running(dask_worker=None):
-    """Group name -> steps finished, for the ranks running on this worker."""
-    return dict(PROGRESS)
-
-
-def abort(name, dask_worker=None):
-    """Tell this worker's rank of ``name`` to stop at its next step or wait (a cancelled task keeps its thread)."""
-    ABORTED.add(name)

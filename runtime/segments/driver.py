@@ -1,0 +1,140 @@
+"""The client's side of a segment (SPMD loops and training both): place values for the ranks, watch the ranks until
+they report, abort a segment given up on, tell a lost scheduler from lost ranks, and run a segment again on the
+live workers from its checkpoint when ranks were lost (as Horovod Elastic and torchrun do).
+
+A segment is one long-running task per rank, pinned to its worker; the ranks form a ring group and run without the
+scheduler. When a rank fails (its worker died: its peers see a closed connection at once) the driver tells the
+surviving ranks to stop, cancels the segment, places it again over the live workers (Dask recomputes a lost tile
+from its lineage) and runs it again from the values it started from. No progress for ``stall`` seconds is a
+ClusterError, never an endless wait. What a segment runs, and what its ranks return, is the caller's
+(spmd/driver.py, training/driver.py)."""
+from __future__ import annotations
+
+import os
+import time
+
+from phylanx_py.errors import ClusterError
+
+from ..dask_connect import live_workers
+from ..dask_faults import scheduler_lost
+from . import rank as on_worker
+from .ports import RankLost, forget_ports
+
+RETRIES = 3  # reruns of one segment from its checkpoint before giving up
+STALL_SECONDS = float(os.environ.get("PHYLANX_STALL_SECONDS", "600"))
+# Seconds a checkpoint may take to reach the ranks (milliseconds normally): past it a worker died during the scatter.
+SCATTER_SECONDS = float(os.environ.get("PHYLANX_SCATTER_SECONDS", "20"))
+POLL_SECONDS = 0.05
+# After a lost rank, how long the client may take to notice a dead scheduler (workers close when their scheduler
+# dies, so a lost rank may be that; the client hears of the closed connection about when the ranks do). Also the
+# pause before a rerun: a worker's nanny restarts it meanwhile.
+GRACE_SECONDS = 1.0
+
+
+def retry(client, attempt, what: str, where: str = "", lost=None):
+    """``attempt(n)`` for n = 0, 1, ... until it returns its result: a RankLost (a rank's worker died, a rank lost
+    its peers) runs it again, up to RETRIES times, after telling ``lost(error)``. A dead scheduler is a ClusterError
+    saying so at once (rather than retries burnt in milliseconds blaming the workers, or a new placement asked of a
+    scheduler that is gone, which waits out the client's reconnect); so is a cluster that keeps losing ranks
+    (``what`` lost ranks in 4 attempts ``where``): its failure, not the user's."""
+    for n in range(RETRIES + 1):
+        try:
+            return attempt(n)
+        except RankLost as e:
+            gone = scheduler_gone(client, GRACE_SECONDS)
+            if gone is not None:
+                raise ClusterError(gone) from e
+            if n == RETRIES:
+                raise ClusterError(f"{what} lost ranks in {RETRIES + 1} attempts{where}; the last: {e}") from e
+            forget_ports(client)  # a worker restarted at the same address has a new ring port
+            if lost is not None:
+                lost(e)
+    raise AssertionError("unreachable")
+
+
+def scheduler_gone(client, grace: float) -> str | None:
+    """What happened to the scheduler (dask_faults.scheduler_lost), looked at for up to ``grace`` seconds; None when
+    the client is still connected then."""
+    deadline = time.monotonic() + grace
+    while client.status == "running" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return scheduler_lost(client)
+
+
+def watch(client, name: str, wait, progress, stall: float, stalled, poll: float = POLL_SECONDS, most: float = 0.5):
+    """Until every rank of segment ``name`` has reported (``wait(timeout)`` waits for them and says whether all
+    have, raising RankLost when one was lost): a ClusterError when the scheduler is lost, or when ``progress()``
+    (steps or collectives finished on the ranks; None: not known this time) has not changed for ``stall`` seconds
+    (``stalled(progress, stall)`` says so). Looks every ``poll`` seconds, doubling up to ``most``."""
+    seen, since = -1, time.monotonic()
+    while True:
+        if wait(poll):
+            return
+        poll = min(max(most, poll), poll * 2)
+        lost = scheduler_lost(client)
+        if lost is not None:  # the scheduler connection dropped: fail now, not after the reconnect
+            raise ClusterError(lost)
+        done = progress()
+        if done is not None and done != seen:
+            seen, since = done, time.monotonic()
+        elif time.monotonic() - since > stall:
+            raise ClusterError(stalled(seen, stall))
+
+
+def tasks_done(client, name: str, futures, timeout: float, failed) -> bool:
+    """Wait up to ``timeout`` s for the ranks' tasks; whether all finished. RankLost when the scheduler dropped one
+    (its data died with a worker); ``failed(bad futures)`` decides what a task that failed or was cancelled is."""
+    from distributed.client import FuturesCancelledError, _wait
+
+    try:
+        client.sync(_wait, futures, timeout=timeout, return_when="ALL_COMPLETED")
+    except TimeoutError:
+        pass
+    except FuturesCancelledError as e:
+        raise RankLost(f"a rank of {name} was cancelled: {e}") from e
+    bad = [f for f in futures if f.status in ("error", "cancelled")]
+    if bad:
+        raise failed(bad)
+    return all(f.status == "finished" for f in futures)
+
+
+def progress(client, name: str, workers) -> dict:
+    """Worker -> steps (or collectives) finished by its rank of segment ``name``; RankLost when one of ``workers``
+    died."""
+    require_alive(client, name, workers)
+    return client.run(on_worker.progress, name, workers=workers, on_error="return")
+
+
+def require_alive(client, name: str, workers):
+    """RankLost when one of ``workers`` (those of segment ``name``) is no longer among the scheduler's."""
+    alive = live_workers(client)
+    gone = [w for w in workers if w not in alive]
+    if gone:
+        raise RankLost(f"worker {gone[0]} of {name} died")
+
+
+def abort_ranks(client, name: str, workers):
+    """Tell the ranks of segment ``name`` on those of ``workers`` still alive to stop (at their next collective or
+    wait). The live workers are asked once, not once a worker."""
+    alive = live_workers(client)
+    client.run(on_worker.abort, name, workers=[w for w in workers if w in alive], on_error="ignore")
+
+
+def abandon(client, name: str, workers, futures):
+    """Give up segment ``name``: its ranks stop (at their next collective or wait) and its futures are dropped."""
+    if client.status == "running":  # else the scheduler is gone: nothing to tell, and asking would wait
+        abort_ranks(client, name, workers)
+        for f in futures:
+            f.cancel()
+
+
+def place(client, value, what: str):
+    """``value`` on the cluster, for the ranks' tasks to fetch. Placed on a worker the scheduler picks (a live
+    one), not pushed to the ranks' workers: a worker killed while data is pushed to it made
+    ``Client.scatter(broadcast=True)`` wait for ever. Bounded by SCATTER_SECONDS, then the segment is retried
+    (RankLost)."""
+    try:
+        [fut] = client.sync(client._scatter, [value], hash=False, callback_timeout=SCATTER_SECONDS)
+    except (TimeoutError, OSError) as e:  # asyncio/distributed timeouts; CommClosedError is an OSError
+        raise RankLost(f"placing {what} failed: {type(e).__name__}: {e}") from e
+    return fut
