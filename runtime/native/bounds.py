@@ -28,6 +28,7 @@ from phylanx_py.primitives.registry import IO, MUTATES, PURE
 from phylanx_py import ir
 
 from . import kinds as K
+from .facts import rule
 
 _MAX_TERMS, _MAX_COEFF, _MAX_CONST = 8, 1 << 10, 1 << 40
 # primitives whose result is a new value, never a view of an argument (bounds.Prover._stores)
@@ -92,6 +93,33 @@ def _scale(iv, k):
     return Interval(lo, hi) if k >= 0 else Interval(hi, lo)
 
 
+class IntervalOps:
+    """What an interval rule (a primitive's ``Lowering.interval(ops, *args)``) computes with: ``interval(arg)``
+    (an argument's Interval or None), interval sums, differences and products by an int, ``const(arg)`` (an int
+    constant's value or None) and MAX_COEFF, the largest factor the bounds stay exact with. Unknown in, None out."""
+
+    MAX_COEFF = _MAX_COEFF
+
+    def __init__(self, prover):
+        self.interval = prover.interval
+
+    @staticmethod
+    def add(x, y):
+        return None if x is None or y is None else Interval(_add(x.lo, y.lo), _add(x.hi, y.hi))
+
+    @staticmethod
+    def sub(x, y):
+        return None if x is None or y is None else Interval(_add(x.lo, y.hi, -1), _add(x.hi, y.lo, -1))
+
+    @staticmethod
+    def scale(x, k):
+        return None if x is None else _scale(x, k)
+
+    @staticmethod
+    def const(n):
+        return n.value if isinstance(n, ir.Const) and type(n.value) is int else None
+
+
 class Prover:
     """The proofs for one loop nest ``loop`` entered with ``env`` (name -> kind) and ``bounds`` (name -> bound
     of a Python/NumPy int's magnitude): ``proven`` (ids of access nodes in bounds when ``conditions`` hold)."""
@@ -112,6 +140,7 @@ class Prover:
             if isinstance(target, (ir.StoreName, ir.SetVar)) and counts[target.name] == 1 and \
                     _TEMP.fullmatch(target.name):
                 self.alias[target.name] = s.value
+        self.ops = IntervalOps(self)
         self.ranged: set = set()  # int arrays whose elements index (their least and greatest, read at the start)
         self.proven: set[int] = set()
         self.least: dict = {}  # the affine part of a condition -> its least constant
@@ -339,22 +368,8 @@ class Prover:
             return Interval(extent, extent)
         if p == "operator.getitem":
             return self.element(args[0], args[1])
-        if p in ("operator.add", "operator.sub"):
-            x, y = self.interval(args[0]), self.interval(args[1])
-            if x is None or y is None:
-                return None
-            if p == "operator.add":
-                return Interval(_add(x.lo, y.lo), _add(x.hi, y.hi))
-            return Interval(_add(x.lo, y.hi, -1), _add(x.hi, y.lo, -1))
-        if p == "operator.neg":
-            x = self.interval(args[0])
-            return _scale(x, -1) if x is not None else None
-        if p == "operator.mul":
-            for a, b in ((args[0], args[1]), (args[1], args[0])):
-                if isinstance(a, ir.Const) and type(a.value) is int and abs(a.value) <= _MAX_COEFF:
-                    x = self.interval(b)
-                    return _scale(x, a.value) if x is not None else None
-        return None
+        transfer = rule(p, "interval")  # the primitive's own (``Lowering.interval``: + - * neg ...)
+        return transfer(self.ops, *args) if transfer is not None else None
 
     def element(self, obj, key):
         """The Interval of an element read ``X[i, j]`` of an int64 array the nest neither rebinds nor stores into:

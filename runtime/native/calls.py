@@ -9,6 +9,7 @@ from phylanx_py.primitives import lookup
 from phylanx_py import ir
 
 from . import kinds as K
+from .facts import rule
 
 SHAPE = 1 << 48  # lengths and shapes: no array has more elements
 SAFE = 1 << 62  # |x| below this: x + y, x - y of two such values stay below 2**63
@@ -35,16 +36,8 @@ class CallRules:
         bs = [self.bound(a) for a in n.args]
         if not bs or None in bs:
             return None
-        if p in ("operator.add", "operator.sub", "operator.iadd", "operator.isub"):
-            return bs[0] + bs[1]
-        if p in ("operator.mul", "operator.imul"):
-            return bs[0] * bs[1]
-        if p in ("operator.neg", "operator.pos", "builtins.abs"):
-            return bs[0]
-        if p in ("operator.floordiv", "operator.mod", "operator.ifloordiv", "operator.imod", "builtins.min",
-                 "builtins.max"):
-            return max(bs)
-        return None
+        magnitude = rule(p, "magnitude")  # the primitive's own (``Lowering.magnitude``: + - * // % min ...)
+        return magnitude(*bs) if magnitude is not None else None
 
     def range_bound(self, n):
         """|i| bound of a ``for i in range(...)`` target the body does not assign."""
