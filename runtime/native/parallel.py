@@ -27,7 +27,7 @@ import functools
 from phylanx_py.source import parse
 
 from .facts import calls
-from .helpers import helper_calls, helper_defs
+from .helpers import helper_calls, raising
 
 # Numba parallel options: only the loops marked prange run in parallel; array expressions stay as written
 PARALLEL_OPTIONS = {"prange": True, "comprehension": False, "reduction": False, "inplace_binop": False,
@@ -41,14 +41,7 @@ _CALLS = {"_ix": "an index not proven in bounds", "_ck_": "Python-int arithmetic
 @functools.cache
 def pure_helpers() -> frozenset:
     """The helpers (runtime/native/helpers.py) that cannot raise: no ``raise`` in them or in what they call."""
-    fns, calls = helper_defs(), helper_calls()
-    raising = {name for name, f in fns.items() if any(isinstance(s, ast.Raise) for s in ast.walk(f))}
-    changed = True
-    while changed:
-        new = {name for name, called in calls.items() if called & raising} - raising
-        raising |= new
-        changed = bool(new)
-    return frozenset(fns) - raising
+    return frozenset(helper_calls()) - raising()
 
 
 class Variant:
