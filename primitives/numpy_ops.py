@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import shapes, vjp
-from .registry import MUTATES, STATE, Inline, Lowering, register
+from .registry import MUTATES, STATE, Inline, call_lowering, register
 from .ufuncs import CALL, native
 
 REDUCTIONS = """
@@ -127,7 +127,7 @@ def _register_numpy():
             register(name, fn, obj=fn, effect=MUTATES)
     # np.ndarray(shape, dtype=...): an allocation like np.empty (its values are whatever the memory held)
     register("ndarray", np.ndarray, obj=np.ndarray,
-             lowering=Lowering("np.empty({0})", allocates=True, keywords=("dtype",)))
+             lowering=call_lowering("np.empty", allocates=True, keywords=("dtype",)))
     # dtypes are callable too: np.float64(3), np.int32(x)
     dtypes = "float64 float32 float16 int64 int32 int16 int8 uint8 uint16 uint32 uint64 bool_ complex128 complex64"
     for name in dtypes.split():

@@ -240,6 +240,14 @@ _BUILTINS_NATIVE = {"len": dict(raises=False), "range": dict(raises=False), "flo
                     "int": _ROUNDS, "bool": dict(raises=False, **_ROUNDS)}
 
 
+def _builtin_lowering(name: str) -> Lowering:
+    """A builtin in a native loop kernel: called as it is, but min and max of two values as a conditional
+    expression (Python's rule: the first of equal values; calls.py takes two values of one kind only)."""
+    if name in ("min", "max"):
+        return Lowering(f"({{1}} if {{1}} {'<' if name == 'min' else '>'} {{0}} else {{0}})", **_BUILTINS_NATIVE[name])
+    return call_lowering(name, **_BUILTINS_NATIVE[name])
+
+
 def _lowering(op: Operator, inplace=False) -> Lowering | None:
     """The operator in a native loop kernel: its Python spelling, which Numba compiles (``@``: Numba's ``np.dot``,
     for the shapes and dtypes runtime/native/calls.py's ``_product`` takes; ``A @= B`` has no native form). The
@@ -328,7 +336,7 @@ def _register_python_ops():
         register(f"builtins.{name}", fn, obj=fn, effect=IO if name == "print" else None, display=name,
                  resolve="shallow" if lazy else "deep", cheap=lazy,
                  inline=None if name == "print" else Inline("{kernel}({args})", "lazy" if lazy else "scalar"),
-                 lowering=call_lowering(name, **_BUILTINS_NATIVE[name]) if name in _BUILTINS_NATIVE else None)
+                 lowering=_builtin_lowering(name) if name in _BUILTINS_NATIVE else None)
 
 
 _register_python_ops()

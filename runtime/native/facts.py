@@ -17,9 +17,10 @@ from phylanx_py.primitives.registry import UnknownPrimitive, current_registry
 
 from . import kinds as K
 
-# The conversions lower.py writes itself around arithmetic (``np.int32(x)``, ``float(x)``), not a primitive's
-# form: of a number, none raises
-_CASTS = frozenset({"float", "bool", "complex"} | {f"np.{'bool_' if d == np.bool_ else d.name}" for d in K.DTYPES})
+# The calls the lowerer writes itself, not a primitive's form: conversions around arithmetic (``np.int32(x)``,
+# ``float(x)``) and ``max`` of Either flags (kinds.py) and of a trip count (bounds.py); of numbers, none raises
+_CASTS = frozenset({"float", "bool", "complex", "max"} |
+                   {f"np.{'bool_' if d == np.bool_ else d.name}" for d in K.DTYPES})
 
 
 def rule(prim: str, field: str):
