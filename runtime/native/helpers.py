@@ -15,6 +15,8 @@ import re
 
 import numpy as np
 
+from . import helpers_numpy
+
 _MIN = -9223372036854775808
 _MAX = 9223372036854775807
 
@@ -373,4 +375,5 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-from . import helpers_numpy  # noqa: E402, F401 - declares NumPy's orders (it needs ``helper``, defined above)
+for _fn in (helpers_numpy._px_linspace, helpers_numpy._block, helpers_numpy._pairwise, helpers_numpy._px_sum):
+    helper()(_fn)  # NumPy's orders (helpers_numpy.py), compiled with the default options

@@ -1,13 +1,11 @@
-"""Kernel helpers (helpers.py) that compute as NumPy does, in NumPy's order: float sums pairwise, linspace's
-steps. Plain Python functions: a kernel's module holds the source of those its source names."""
+"""Kernel helpers that compute as NumPy does, in NumPy's order: float sums pairwise, linspace's steps. Plain
+Python functions, declared as helpers by helpers.py (``helper()``: Numba's default options for each); a kernel's
+module holds the source of those its source names."""
 import numpy as np
-
-from .helpers import helper
 
 
 # np.linspace(start, stop, num) of numbers, float64, in NumPy's steps (function_base.linspace): arange times the
 # step (or over the count times the span when the step underflows to 0), plus start, the last element set to stop
-@helper()
 def _px_linspace(start, stop, num):
     if num < 0:
         raise ValueError("Number of samples must be non-negative.")
@@ -29,7 +27,6 @@ def _px_linspace(start, stop, num):
     return y
 
 
-@helper()
 def _block(a, lo, n):
     if n < 8:
         res = np.zeros(1, a.dtype)[0]
@@ -62,7 +59,6 @@ def _block(a, lo, n):
 
 # NumPy's recursion (halves rounded down to a multiple of 8, blocks of <= 128) as a loop over an explicit
 # stack: Numba's disk cache crashes on recursive functions loaded back
-@helper()
 def _pairwise(a, lo, n):
     if n <= 128:
         return _block(a, lo, n)
@@ -105,7 +101,6 @@ def _pairwise(a, lo, n):
         los[sp], ns[sp], stage[sp] = at, n2, 0
 
 
-@helper()
 def _px_sum(a):
     """np.sum of a 1-D float64/float32/int64 array in NumPy's order (the lowering declines other kinds)."""
     return np.zeros(1, a.dtype)[0] + _pairwise(a, 0, a.shape[0])
