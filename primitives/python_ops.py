@@ -154,7 +154,8 @@ _FUSED_OPERATORS = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "n
                     "eq", "ne"}
 _INT_UNSAFE = {"floordiv", "mod", "pow"}  # NumPy gives 0 with a warning for // 0, raises for negative int powers
 # Operators whose value is always a new array (``Primitive.fresh``)
-_FRESH_OPERATORS = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "matmul"}
+_FRESH_OPERATORS = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "matmul", "lshift",
+                    "rshift", "and_", "or_", "xor"}
 
 
 # The native tier's rules over operand facts (``Lowering.interval``/``magnitude``/``sign``): Python ints in a loop

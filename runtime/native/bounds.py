@@ -23,7 +23,7 @@ import re
 
 import numpy as np
 from phylanx_py.primitives import lookup
-from phylanx_py.primitives.registry import IO, MUTATES, PURE
+from phylanx_py.primitives.registry import IO, MUTATES, PURE, UnknownPrimitive
 
 from phylanx_py import ir
 
@@ -31,11 +31,6 @@ from . import kinds as K
 from .facts import rule
 
 _MAX_TERMS, _MAX_COEFF, _MAX_CONST = 8, 1 << 10, 1 << 40
-# primitives whose result is a new value, never a view of an argument (bounds.Prover._stores)
-_FRESH = frozenset(f"operator.{op}" for op in (
-    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "lshift", "rshift", "and_", "or_",
-    "xor", "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "ilshift", "irshift", "iand", "ior",
-    "ixor"))
 _TEMP = re.compile(r"__px_\d+")  # canonicalize.py's temporaries
 _FLIP = {"operator.lt": "operator.gt", "operator.le": "operator.ge", "operator.gt": "operator.lt",
          "operator.ge": "operator.le"}
@@ -91,6 +86,17 @@ def _scale(iv, k):
     lo = iv.lo.times(k) if iv.lo is not None else None
     hi = iv.hi.times(k) if iv.hi is not None else None
     return Interval(lo, hi) if k >= 0 else Interval(hi, lo)
+
+
+def _new_value(prim) -> bool:
+    """Whether a call of ``prim`` gives a new value, never a view of an argument: a ``fresh`` primitive's (its
+    declaration's), or an in-place operator's (``s += v`` on a name first bound in the nest to new values leaves
+    it holding one)."""
+    try:
+        p = lookup(prim)
+    except UnknownPrimitive:
+        return False
+    return p.fresh or (p.lowering is not None and p.lowering.inplace is not None)
 
 
 class IntervalOps:
@@ -172,7 +178,7 @@ class Prover:
         for st in ir.walk(loop):
             if isinstance(st, ir.Assign) and isinstance(st.target, ir.StoreName):
                 v = st.value
-                ok = isinstance(v, ir.Const) or (isinstance(v, ir.Call) and v.prim in _FRESH)
+                ok = isinstance(v, ir.Const) or (isinstance(v, ir.Call) and _new_value(v.prim))
                 fresh[st.target.name] = fresh.get(st.target.name, True) and ok
             elif isinstance(st, (ir.StoreName, ir.SetVar)):
                 fresh.setdefault(st.name, False)
