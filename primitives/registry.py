@@ -53,8 +53,10 @@ class Lowering:
     flips on a last-bit difference of its operands (comparisons, rounding to integers, int casts, min/max), so an
     inexact operand declines; ``allocates``: a new array of a shape (np.zeros): may raise, a fresh array;
     ``keywords``: the keyword arguments the form takes (``dtype``); ``divides``: "true", "floor" or "mod", whose
-    NumPy rules the lowering keeps (int64 floor division, complex division by zero); ``shifts``: a shift, whose
-    count may reach the width; ``inplace``: for ``x op= v``, the ufunc updating an array in place
+    NumPy rules the lowering keeps (int64 floor division, complex division by zero); ``shifts``: "left" or
+    "right", a shift, whose count may reach the width; ``powers``: "python" (``**``: a Python float to a
+    fractional power is complex there) or "numpy", a power, whose integer exponent must be a constant >= 0 (NumPy
+    raises on a negative one, Numba gives 0); ``inplace``: for ``x op= v``, the ufunc updating an array in place
     (``np.add(a, v, a)``); ``reads``: the positional arguments it only reads (a ufunc's ``nin``: one more is its
     ``out``), for which of a kernel's arrays it leaves unchanged; ``call``: the function its form calls (``np.exp``:
     the key of the facts above where the kernel's source is read). Rules over operand facts, each ``None`` when it
@@ -74,7 +76,8 @@ class Lowering:
     allocates: bool = False
     keywords: tuple = ()
     divides: str | None = None
-    shifts: bool = False
+    shifts: str | None = None
+    powers: str | None = None
     inplace: str | None = None
     reads: int = 0
     call: str | None = None

@@ -159,7 +159,8 @@ for _name in ("divide", "true_divide"):
            native_rules={"divides": "true"})
 for _name in ("power", "float_power"):
     binary(_name, lambda g, a, x, y: g * y * np.power(x, y - 1.0),
-           lambda g, a, x, y: g * a * np.log(np.where(x > 0, x, 1.0)), inexact=True)
+           lambda g, a, x, y: g * a * np.log(np.where(x > 0, x, 1.0)), inexact=True,
+           native_rules={"powers": "numpy"})
 # NaN propagates as in NumPy (``x != x``); ties split the gradient in halves (max_like)
 binary("maximum", max_like, lambda g, a, x, y: max_like(g, a, y, x), ordered=True, native_rules=_ROUNDS,
        fused="({0} if ({0} >= {1} or {0} != {0}) else {1})")

@@ -22,6 +22,7 @@ from ..source_blocks import BlockWriter
 from . import kinds as K
 from .bounds import Prover
 from .calls import DTYPE_CONSTS, SAFE, CallRules
+from .facts import rule
 from .kinds import Decline
 from .signs import COUNTER, Signs, counters, inductive, untested_counters
 
@@ -533,7 +534,7 @@ class Lowerer(CallRules, BlockWriter):
             if low.shifts and not self.small_shift(n, ks[0]):
                 if ks[0].dtype != np.int64:
                     self.fail(f"a shift of {ks[0].dtype} by a count that may reach its width", n)
-                return f"_px_{name[9:]}({atoms[0]}, {atoms[1]})", ks[0], tainted
+                return f"_px_i{low.shifts[0]}shift({atoms[0]}, {atoms[1]})", ks[0], tainted
             return f"np.{low.inplace}({atoms[0]}, {atoms[1]}, {atoms[0]})", ks[0], tainted
         for k in ks:
             if not (K.is_scalar(k) or type(k) is np.ndarray):
@@ -632,7 +633,7 @@ class Lowerer(CallRules, BlockWriter):
 
     def int_power(self, n, k):
         """NumPy raises on integers to negative integer powers; Numba gives 0: only constant exponents >= 0."""
-        if not (n.prim.endswith("pow") or n.prim == "power"):
+        if not rule(n.prim, "powers"):
             return
         ints = isinstance(k, np.integer) or (type(k) is np.ndarray and k.dtype.kind in "iu")
         e = n.args[1] if len(n.args) > 1 else None
@@ -657,7 +658,7 @@ class Lowerer(CallRules, BlockWriter):
             return f"_ck_rshift({atoms[0]}, {atoms[1]})"
         if not (isinstance(k, np.int64) or (type(k) is np.ndarray and k.dtype == np.int64)):
             self.fail(f"a shift of {K.describe(k)} by a count that may reach its width", n)
-        op = "lshift" if n.prim.endswith("lshift") else "rshift"
+        op = f"{rule(n.prim, 'shifts')[0]}shift"
         return f"_np_{op}_{'a' if type(k) is np.ndarray else 's'}({atoms[0]}, {atoms[1]})"
 
     def arith(self, n, low, atoms, ks, k):
@@ -669,7 +670,7 @@ class Lowerer(CallRules, BlockWriter):
             # error model (Python's complex numbers alone raise too, and stay allowed)
             self.fail("a division of NumPy complex numbers (Numba raises at zero, NumPy gives inf/nan)", n)
         self.int_power(n, k)
-        if low.shifts and not (type(k) is int and n.prim.endswith("lshift")) and not self.small_shift(n, k):
+        if low.shifts and not (type(k) is int and low.shifts == "left") and not self.small_shift(n, k):
             return self.shift(n, atoms, k)
         arrays = [x for x in ks + [k] if type(x) is np.ndarray]
         if arrays:
@@ -680,21 +681,21 @@ class Lowerer(CallRules, BlockWriter):
                 return f"_np_floordiv_a({atoms[0]}, {atoms[1]})"
             return low.source(atoms)
         py = all(type(x) in (int, float, bool) for x in ks)
-        if type(k) is int and low.pyint and not n.prim.endswith("pow"):
+        if type(k) is int and low.pyint and not low.powers:
             b = self.bound(n)
             if b is not None and b < SAFE:
                 return low.source(atoms)  # bounded far below 2**63: no check (index arithmetic: i + 1)
             if self.nonneg and Signs(self.nonneg, self._leaf_nodes).safe(n):
                 return low.source(atoms)  # x - 1 with x >= 0
         if type(k) is int and low.pyint:
-            if n.prim.endswith("pow") and not (isinstance(n.args[1], ir.Const) and n.args[1].value >= 0):
+            if low.powers and not (isinstance(n.args[1], ir.Const) and n.args[1].value >= 0):
                 self.fail("a Python int raised to a power that may be negative", n)
             self.checked = True
             return f"{low.pyint}({', '.join(atoms)})"
         if py and low.pyscalar:
             self.checked = True  # its helper stops the kernel (_Overflow) where Python raises: the arrays go back
             return f"{low.pyscalar}({', '.join(atoms)})"
-        if py and n.prim.endswith("pow") and float in map(type, ks) and not (
+        if py and low.powers == "python" and float in map(type, ks) and not (
                 isinstance(n.args[1], ir.Const) and type(n.args[1].value) is int and n.args[1].value >= 0):
             self.fail("a Python float power with an exponent that may be negative or fractional", n)
         if all(type(x) in K.PLAIN for x in ks) and type(k) in K.PLAIN:
