@@ -324,11 +324,13 @@ def helper_calls() -> dict:
             for name, fn in _DEFS.items()}
 
 
+_RAISE = dis.opmap["RAISE_VARARGS"]  # (bytecode is made of 2-byte units, each an opcode and its argument)
+
+
 @functools.cache
 def raising() -> frozenset:
     """The helpers that may raise: a ``raise`` in their code, or a call of a helper that may."""
-    out = {name for name, fn in _DEFS.items()
-           if any(i.opname == "RAISE_VARARGS" for c in _codes(fn.__code__) for i in dis.get_instructions(c))}
+    out = {name for name, fn in _DEFS.items() if any(_RAISE in c.co_code[::2] for c in _codes(fn.__code__))}
     calls = helper_calls()
     while True:
         more = {name for name, called in calls.items() if called & out} - out
@@ -351,9 +353,12 @@ def _texts() -> dict:
     return out
 
 
+@functools.cache
 def _prelude() -> str:
-    return ("import math\nimport numpy as np\nimport numba\n\n" f"_MIN = {_MIN}\n_MAX = {_MAX}\n\n\n" +
-            inspect.getsource(_Overflow).rstrip("\n"))
+    """What every helper may use: the modules, ``_MIN``/``_MAX`` and ``_Overflow`` (written out: a class's source
+    through ``inspect`` parses the whole module, 2 ms)."""
+    return ("import math\nimport numpy as np\nimport numba\n\n" f"_MIN = {_MIN}\n_MAX = {_MAX}\n\n\n"
+            f"class {_Overflow.__name__}(Exception):\n    pass")
 
 
 def helpers_for(source: str) -> str:
