@@ -61,3 +61,13 @@ def _calls(registry) -> dict[str, CallFacts]:
                               min(had.reads, facts.reads))
         out[text] = facts if text not in _CASTS else had
     return out
+
+
+def allocating() -> tuple:
+    """The called functions' texts whose forms allocate an array (``np.zeros`` ...), sorted."""
+    return _allocating(current_registry())
+
+
+@functools.lru_cache(maxsize=8)
+def _allocating(registry) -> tuple:
+    return tuple(sorted(text for text, f in _calls(registry).items() if f.allocates))

@@ -29,7 +29,7 @@ from . import kinds as K
 from . import tiering as T
 from .analysis import arrays_written
 from .calls import SHAPE
-from .facts import calls, rule
+from .facts import allocating, rule
 from .kinds import Decline
 from .lower import Lowerer, as_expression, settle
 from .quick import guard as _guard
@@ -145,7 +145,7 @@ class FunctionLowerer(Lowerer):
 
 def _may_raise(lines) -> bool:
     """Whether generated lines may raise (indexing, division, checked arithmetic, allocations ...): conservative."""
-    raising = _raising(tuple(sorted(name for name, f in calls().items() if f.allocates)))
+    raising = _raising(allocating())
     return any(raising.search(re.sub(r"\.shape\[\d+\]", "", line)) for line in lines)
 
 
