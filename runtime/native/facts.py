@@ -48,19 +48,16 @@ def calls() -> dict[str, CallFacts]:
 
 @functools.lru_cache(maxsize=8)
 def _calls(registry) -> dict[str, CallFacts]:
-    out = {name: CallFacts(raises=False) for name in _CASTS}
+    out = {}
     for name in registry.names():
         low = registry.lookup(name).lowering
         text = low.called if low is not None else None
-        if text is None:
+        if text is None or text in _CASTS:  # (the lowerer's own: never raising, whatever declares them too)
             continue
-        had = out.get(text)
-        facts = CallFacts(low.raises, low.allocates, low.reads)
-        if had is not None and text not in _CASTS:
-            facts = CallFacts(had.raises or facts.raises, had.allocates or facts.allocates,
-                              min(had.reads, facts.reads))
-        out[text] = facts if text not in _CASTS else had
-    return out
+        facts, had = CallFacts(low.raises, low.allocates, low.reads), out.get(text)
+        out[text] = facts if had is None else CallFacts(had.raises or facts.raises, had.allocates or facts.allocates,
+                                                        min(had.reads, facts.reads))
+    return {**out, **{text: CallFacts(raises=False) for text in _CASTS}}
 
 
 def allocating() -> tuple:
