@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import shapes, vjp
-from .registry import MUTATES, STATE, Inline, Lowering, register
+from .registry import MUTATES, STATE, Inline, call_lowering, register
 from .ufuncs import CALL, native
 
 REDUCTIONS = """
@@ -83,11 +83,20 @@ FRESH = set("""
 zeros ones empty full zeros_like ones_like empty_like full_like array copy arange linspace eye identity dot matmul
 """.split())
 
+# The facts of their native forms (ufuncs.native, ``Lowering``): allocations take a dtype and may raise (memory);
+# reductions choosing an element and int casts flip on a last-bit difference; casts of a number never raise.
+NATIVE = {**dict.fromkeys(("zeros", "ones", "empty"), {"allocates": True, "keywords": ("dtype",)}),
+          **dict.fromkeys(("min", "max", "amin", "amax", "argmin", "argmax"), {"compares": True}),
+          **dict.fromkeys(("float64", "float32", "complex128"), {"raises": False}),
+          **dict.fromkeys(("int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "bool_"),
+                          {"raises": False, "compares": True})}
+
 
 def _numpy(name, fn, **rules):
     """A NumPy function as a primitive: its rules from the tables above, plain bytecode on small inputs."""
     return register(name, fn, obj=fn, grad=GRADS.get(name), nondiff=name in NONDIFF, fused=FUSED.get(name),
-                    inline=VIEW_CALL if name in VIEWS else CALL, lowering=native(name), fresh=name in FRESH, **rules)
+                    inline=VIEW_CALL if name in VIEWS else CALL, lowering=native(name, **NATIVE.get(name, {})),
+                    fresh=name in FRESH, **rules)
 
 
 def _register_numpy():
@@ -117,7 +126,8 @@ def _register_numpy():
         if fn is not None:
             register(name, fn, obj=fn, effect=MUTATES)
     # np.ndarray(shape, dtype=...): an allocation like np.empty (its values are whatever the memory held)
-    register("ndarray", np.ndarray, obj=np.ndarray, lowering=Lowering("np.empty({0})"))
+    register("ndarray", np.ndarray, obj=np.ndarray,
+             lowering=call_lowering("np.empty", allocates=True, keywords=("dtype",)))
     # dtypes are callable too: np.float64(3), np.int32(x)
     dtypes = "float64 float32 float16 int64 int32 int16 int8 uint8 uint16 uint32 uint64 bool_ complex128 complex64"
     for name in dtypes.split():

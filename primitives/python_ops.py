@@ -153,28 +153,111 @@ LAZY_BUILTINS = {"len", "list", "tuple", "zip", "enumerate", "reversed", "isinst
 _FUSED_OPERATORS = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "lt", "le", "gt", "ge",
                     "eq", "ne"}
 _INT_UNSAFE = {"floordiv", "mod", "pow"}  # NumPy gives 0 with a warning for // 0, raises for negative int powers
-# Inside native loop kernels (runtime/native): Python ints go through helpers that raise instead of wrapping at
-# 2**63, and division of Python scalars through ones that raise at zero (runtime/native/helpers.py).
-_CHECKED = {"add": "_ck_add", "sub": "_ck_sub", "mul": "_ck_mul", "lshift": "_ck_lshift", "pow": "_ck_pow",
-            "neg": "_ck_neg"}
-_PYSCALAR = {"truediv": "_py_truediv", "floordiv": "_py_floordiv", "mod": "_py_mod"}
-_MATH_NATIVE = set("sqrt exp log log10 log2 log1p expm1 sin cos tan asin acos atan atan2 sinh cosh tanh floor ceil "
-                   "fabs hypot isnan isinf isfinite trunc copysign".split())
-_MATH_INEXACT = set("exp log log10 log2 log1p expm1 sin cos tan asin acos atan atan2 sinh cosh tanh hypot".split())
-_BUILTINS_NATIVE = {"len", "range", "abs", "min", "max", "int", "float", "bool"}
 # Operators whose value is always a new array (``Primitive.fresh``)
-_FRESH_OPERATORS = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "matmul"}
+_FRESH_OPERATORS = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "matmul", "lshift",
+                    "rshift", "and_", "or_", "xor"}
 
 
-def _lowering(op: Operator) -> Lowering | None:
+# The native tier's rules over operand facts (``Lowering.interval``/``magnitude``/``sign``): Python ints in a loop
+# kernel, whose + - * must not pass 2**63 unchecked, and whose indices bounds.py proves in bounds.
+def _iv_add(ops, a, b):
+    return ops.add(ops.interval(a), ops.interval(b))
+
+
+def _iv_sub(ops, a, b):
+    return ops.sub(ops.interval(a), ops.interval(b))
+
+
+def _iv_neg(ops, a):
+    return ops.scale(ops.interval(a), -1)
+
+
+def _iv_mul(ops, a, b):
+    """Products with a small constant only: the bounds stay affine."""
+    for c, x in ((a, b), (b, a)):
+        k = ops.const(c)
+        if k is not None and abs(k) <= ops.MAX_COEFF:
+            return ops.scale(ops.interval(x), k)
+    return None
+
+
+def _same(b):
+    return b
+
+
+def _largest(*bounds):
+    return max(bounds)
+
+
+def _all_nonneg(ops, *args):  # Python ints: an overflowing + or * raises (checked) or was proven not to overflow
+    return all(ops.nonneg(a) for a in args)
+
+
+def _any_nonneg(ops, a, b):  # two's complement: a & b >= 0 when either is
+    return ops.nonneg(a) or ops.nonneg(b)
+
+
+def _positive(ops, d):
+    k = ops.const(d)
+    return k is not None and k > 0
+
+
+_ROUNDS = {"compares": True}  # results that flip on a last-bit difference of the operands
+# Each operator's native rules besides its Python spelling (``Lowering``): Python ints go through helpers that
+# raise instead of wrapping at 2**63 (``pyint``), division of Python scalars through ones that raise at zero
+# (``pyscalar``; runtime/native/helpers.py). The in-place operators (``x op= v``) share them.
+_NATIVE = {
+    "add": dict(pyint="_ck_add", magnitude=lambda x, y: x + y, interval=_iv_add, sign=_all_nonneg),
+    "sub": dict(pyint="_ck_sub", magnitude=lambda x, y: x + y, interval=_iv_sub),
+    "mul": dict(pyint="_ck_mul", magnitude=lambda x, y: x * y, interval=_iv_mul, sign=_all_nonneg),
+    "truediv": dict(pyscalar="_py_truediv", divides="true"),
+    # Python and NumPy: the remainder has the sign of the divisor
+    "floordiv": dict(pyscalar="_py_floordiv", divides="floor", magnitude=_largest, **_ROUNDS,
+                     sign=lambda ops, a, d: _positive(ops, d) and ops.nonneg(a)),
+    "mod": dict(pyscalar="_py_mod", divides="mod", magnitude=_largest, **_ROUNDS,
+                sign=lambda ops, a, d: _positive(ops, d)),
+    "pow": dict(pyint="_ck_pow", inexact=True, powers="python"),
+    "lshift": dict(pyint="_ck_lshift", shifts="left"),
+    "rshift": dict(shifts="right", sign=lambda ops, a, b: ops.nonneg(a)),
+    "and_": dict(sign=_any_nonneg),
+    "or_": dict(sign=_all_nonneg),
+    "xor": dict(sign=_all_nonneg),
+    "neg": dict(pyint="_ck_neg", magnitude=_same, interval=_iv_neg),
+    "pos": dict(magnitude=_same),
+    "not_": _ROUNDS,
+    **dict.fromkeys(("lt", "le", "gt", "ge", "eq", "ne"), _ROUNDS),
+}
+_INEXACT = {"inexact": True}
+# math functions a loop kernel calls as Numba's math.<name>, with their rules
+_MATH_NATIVE = {**dict.fromkeys("sqrt fabs isnan isinf isfinite copysign".split(), {}),
+                **dict.fromkeys("floor ceil trunc".split(), _ROUNDS),
+                **dict.fromkeys("exp log log10 log2 log1p expm1 sin cos tan asin acos atan atan2 sinh cosh tanh "
+                                "hypot".split(), _INEXACT)}
+# builtins a loop kernel calls as they are (``raises=False``: of numbers, never raises)
+_BUILTINS_NATIVE = {"len": dict(raises=False), "range": dict(raises=False), "float": dict(raises=False),
+                    "abs": dict(pyint="_ck_abs", raises=False, magnitude=_same),
+                    "min": dict(raises=False, magnitude=_largest, **_ROUNDS),
+                    "max": dict(raises=False, magnitude=_largest, **_ROUNDS),
+                    "int": _ROUNDS, "bool": dict(raises=False, **_ROUNDS)}
+
+
+def _builtin_lowering(name: str) -> Lowering:
+    """A builtin in a native loop kernel: called as it is, but min and max of two values as a conditional
+    expression (Python's rule: the first of equal values; calls.py takes two values of one kind only)."""
+    if name in ("min", "max"):
+        return Lowering(f"({{1}} if {{1}} {'<' if name == 'min' else '>'} {{0}} else {{0}})", **_BUILTINS_NATIVE[name])
+    return call_lowering(name, **_BUILTINS_NATIVE[name])
+
+
+def _lowering(op: Operator, inplace=False) -> Lowering | None:
     """The operator in a native loop kernel: its Python spelling, which Numba compiles (``@``: Numba's ``np.dot``,
-    for the shapes and dtypes runtime/native/calls.py's ``_product`` takes)."""
+    for the shapes and dtypes runtime/native/calls.py's ``_product`` takes; ``A @= B`` has no native form). The
+    in-place form updates an array with its NumPy ufunc, in place (``np.add(a, v, a)``)."""
     if op.kind == "identity":
         return None
     if op.name == "matmul":
-        return Lowering("np.dot({0}, {1})", inexact=True)
-    return Lowering(f"({op.template})", pyint=_CHECKED.get(op.name), pyscalar=_PYSCALAR.get(op.name),
-                    inexact=op.name == "pow")
+        return None if inplace else Lowering("np.dot({0}, {1})", inexact=True, reads=2)
+    return Lowering(f"({op.template})", inplace=op.numpy if inplace else None, **_NATIVE.get(op.name, {}))
 
 
 # Methods' gradient rules (NumPy's functions' are in numpy_ops.py)
@@ -201,7 +284,7 @@ def _operator(op: Operator):
         # ``x op= v``: a new value on scalars; in place on an array with no task pending that might read it
         register(f"operator.{op.inplace}", getattr(operator, op.inplace), effect=MUTATES,
                  display=f"__{op.inplace}", inline=Inline("{kernel}({0}, {1})", "inplace"),
-                 lowering=_lowering(op) if op.name != "matmul" else None)  # ``A @= B``: no native form
+                 lowering=_lowering(op, inplace=True))
 
 
 def _register_python_ops():
@@ -211,7 +294,8 @@ def _register_python_ops():
              grad=vjp.getitem_vjp, lowering=Lowering("{0}[{1}]"))
     register("operator.setitem", setitem, effect=MUTATES, display="store_at")
     register("operator.delitem", delitem, effect=MUTATES, display="del_at")
-    register("operator.truth", operator.truth, display="__truth", lowering=call_lowering("bool"))
+    register("operator.truth", operator.truth, display="__truth",
+             lowering=call_lowering("bool", **_BUILTINS_NATIVE["bool"]))
     register("python.slice", slice, display="slice", cheap=True, inline=Inline("{kernel}({args})", "value"),
              lowering=call_lowering("slice"))
     register("python.unpack", unpack, display="unpack")
@@ -229,8 +313,7 @@ def _register_python_ops():
         fn = getattr(math, name)
         if callable(fn) and not name.startswith("_"):
             register(f"math.{name}", fn, obj=fn, display=f"math.{name}", inline=scalar_call,
-                     lowering=call_lowering(f"math.{name}", inexact=name in _MATH_INEXACT)
-                     if name in _MATH_NATIVE else None)
+                     lowering=call_lowering(f"math.{name}", **_MATH_NATIVE[name]) if name in _MATH_NATIVE else None)
     register("python.format_value", format_value, display="format")
     register("python.join_str", join_str, display="join_str")
     for attr in ATTRIBUTES:
@@ -254,8 +337,7 @@ def _register_python_ops():
         register(f"builtins.{name}", fn, obj=fn, effect=IO if name == "print" else None, display=name,
                  resolve="shallow" if lazy else "deep", cheap=lazy,
                  inline=None if name == "print" else Inline("{kernel}({args})", "lazy" if lazy else "scalar"),
-                 lowering=(call_lowering(name, pyint="_ck_abs") if name == "abs" else call_lowering(name))
-                 if name in _BUILTINS_NATIVE else None)
+                 lowering=_builtin_lowering(name) if name in _BUILTINS_NATIVE else None)
 
 
 _register_python_ops()

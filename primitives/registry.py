@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -43,7 +44,26 @@ class Lowering:
     ``inexact``: Numba's result may differ from NumPy's in the last bit (exp, log, sin, pow ...); ``moves``: the call
     of one array only moves, copies or allocates its elements (flip, copy, empty_like), computing nothing, so
     Numba's result is NumPy's whatever the dtype; ``view``: its result is a view of that array (flip), so what is
-    stored through it changes the array."""
+    stored through it changes the array.
+
+    What the native tier's analyses need to know of it (runtime/native: lower.py, parallel.py, analysis.py,
+    whole.py, bounds.py, signs.py, calls.py read these, nothing keeps a list of names):
+    ``raises``: the form may raise in a kernel compiled with error_model='numpy' (False: never on numbers; domain
+    errors give nan/inf), so a loop calling it may still run its iterations in parallel; ``compares``: its result
+    flips on a last-bit difference of its operands (comparisons, rounding to integers, int casts, min/max), so an
+    inexact operand declines; ``allocates``: a new array of a shape (np.zeros): may raise, a fresh array;
+    ``keywords``: the keyword arguments the form takes (``dtype``); ``divides``: "true", "floor" or "mod", whose
+    NumPy rules the lowering keeps (int64 floor division, complex division by zero); ``shifts``: "left" or
+    "right", a shift, whose count may reach the width; ``powers``: "python" (``**``: a Python float to a
+    fractional power is complex there) or "numpy", a power, whose integer exponent must be a constant >= 0 (NumPy
+    raises on a negative one, Numba gives 0); ``inplace``: for ``x op= v``, the ufunc updating an array in place
+    (``np.add(a, v, a)``); ``reads``: the positional arguments it only reads (a ufunc's ``nin``: one more is its
+    ``out``), for which of a kernel's arrays it leaves unchanged; ``call``: the function its form calls (``np.exp``:
+    the key of the facts above where the kernel's source is read). Rules over operand facts, each ``None`` when it
+    has none: ``interval(ops, *args)``, the Interval of its int value from its arguments' (``ops``: bounds.py's
+    interval operations, as ``tile``'s ``ops``); ``magnitude(*bounds)``, a bound of ``|value|`` from its
+    arguments' bounds (Python ints proven far from 2**63 need no overflow check); ``sign(ops, *args)``, whether
+    its int value is non-negative given ``ops.nonneg(arg)`` and ``ops.const(arg)`` (signs.py)."""
 
     template: str | Callable
     pyint: str | None = None
@@ -51,15 +71,40 @@ class Lowering:
     inexact: bool = False
     moves: bool = False
     view: bool = False
+    raises: bool = True
+    compares: bool = False
+    allocates: bool = False
+    keywords: tuple = ()
+    divides: str | None = None
+    shifts: str | None = None
+    powers: str | None = None
+    inplace: str | None = None
+    reads: int = 0
+    call: str | None = None
+    interval: Callable | None = None
+    magnitude: Callable | None = None
+    sign: Callable | None = None
 
     def source(self, atoms) -> str:
         t = self.template
         return t(atoms) if callable(t) else t.format(*atoms)
 
+    @property
+    def called(self) -> str | None:
+        """The function the form calls (``np.dot`` of ``"np.dot({0}, {1})"``), or None (an operator, a helper's
+        expression)."""
+        if self.call is not None or callable(self.template):
+            return self.call
+        m = _CALLED.match(self.template)
+        return m.group(1) if m else None
+
+
+_CALLED = re.compile(r"([A-Za-z_][\w.]*)\(")
+
 
 def call_lowering(function: str, **fields) -> Lowering:
     """The lowering ``function(a, b, ...)`` for a family of primitives called like their Numba counterpart."""
-    return Lowering(lambda atoms: f"{function}({', '.join(atoms)})", **fields)
+    return Lowering(lambda atoms: f"{function}({', '.join(atoms)})", call=function, **fields)
 
 
 @dataclass(frozen=True, slots=True)

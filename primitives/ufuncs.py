@@ -27,21 +27,25 @@ float64 float32 int64 int32 int16 int8 uint8 uint16 uint32 bool_ complex128
 MOVES = {"flip", "copy", "empty_like", "zeros_like", "ones_like"}
 
 
-def native(name: str, inexact: bool = False) -> Lowering | None:
-    """The native-loop form of NumPy function ``name``: the same call in Numba, when Numba has it."""
+def native(name: str, **facts) -> Lowering | None:
+    """The native-loop form of NumPy function ``name``: the same call in Numba, when Numba has it, with the facts
+    its declaration gives (``Lowering``'s ``inexact``, ``raises``, ``compares``, ``divides``, ``allocates`` ...).
+    A ufunc only reads its ``nin`` positional arguments (a further one is its ``out``)."""
+    fn = getattr(np, name, None)
+    reads = fn.nin if isinstance(fn, np.ufunc) else 0
     if name == "sum":  # NumPy sums floats pairwise: the kernel uses the same order (runtime/native/helpers.py)
         return Lowering("_px_sum({0})")
     if name == "linspace":  # NumPy's steps, float64 (runtime/native/helpers.py; calls.py ``c_linspace``)
-        return Lowering("_px_linspace({0}, {1}, {2})")
+        return Lowering("_px_linspace({0}, {1}, {2})", keywords=("dtype",))
     if name == "mean":  # the pairwise sum over the count (runtime/native/calls.py ``c_mean``: 1-D float arrays)
         return Lowering("(_px_sum({0}) / {0}.shape[0])")
     if name in ("remainder", "mod"):  # Numba's np.remainder traps (SIGFPE) on int64 -2**63 % -1; its % does not
-        return Lowering("({0} % {1})")
+        return Lowering("({0} % {1})", **facts)
     if name in MOVES:  # one array's elements moved, copied or allocated alike: any dtype (Numba's np.flip: a view)
         return call_lowering(f"np.{name}", moves=True, view=name == "flip")
     if name in ("dot", "matmul"):  # 1-D/2-D float products (runtime/native/calls.py ``_product``): BLAS's last bit
-        return Lowering("np.dot({0}, {1})", inexact=True)
-    return call_lowering(f"np.{name}", inexact=inexact) if name in NUMBA_CALLABLE else None
+        return Lowering("np.dot({0}, {1})", inexact=True, reads=2)
+    return call_lowering(f"np.{name}", reads=reads, **facts) if name in NUMBA_CALLABLE else None
 
 
 # The reduction primitive a ufunc's ``reduce`` is (``np.add.reduce(x)`` is ``np.sum(x)``): the one table the tiled
@@ -68,13 +72,14 @@ class UfuncMethod:
         return (UfuncMethod, (self.ufunc, self.method))
 
 
-def _ufunc(name, **rules):
+def _ufunc(name, native_rules=None, **rules):
+    """``native_rules``: the facts of its native form besides ``inexact`` (``Lowering``: raises, compares ...)."""
     fn = getattr(np, name, None)
     if fn is None:  # not every NumPy has every function
         return None
     rule = shapes.elementwise(fn) if isinstance(fn, np.ufunc) else None
     prim = register(name, fn, obj=fn, shape_rule=rule, inline=CALL,
-                    lowering=native(name, rules.get("inexact", False)), **rules)
+                    lowering=native(name, inexact=rules.get("inexact", False), **(native_rules or {})), **rules)
     if isinstance(fn, np.ufunc) and fn.nin == 2 and fn.nout == 1:
         for method in UFUNC_METHODS:
             register(f"{name}.{method}", UfuncMethod(name, method), effect=MUTATES if method == "at" else None,
@@ -90,25 +95,32 @@ def _outer(name: str) -> Lowering | None:
     return Lowering(lambda atoms: f"np.{name}({atoms[0]}[:, None], {atoms[1]}[None, :])")
 
 
-def unary(name, grad=None, *, fused=None, inexact=False, nondiff=False):
+# Unary math of one number never raises in a kernel (error_model='numpy': a domain error gives nan); results
+# rounded to integers or tested (floor, isnan ...) flip on a last-bit difference of their operand.
+_PURE = {"raises": False}
+_ROUNDS = {"raises": False, "compares": True}
+
+
+def unary(name, grad=None, *, fused=None, inexact=False, nondiff=False, native_rules=_PURE):
     """``fn(x)``; ``grad(g, ans, x)`` is the cotangent of x; ``fused`` its Numba expression of ``{0}``."""
-    return _ufunc(name, grad=unary_rule(grad) if grad else None, fused=fused, inexact=inexact, nondiff=nondiff)
+    return _ufunc(name, native_rules, grad=unary_rule(grad) if grad else None, fused=fused, inexact=inexact,
+                  nondiff=nondiff)
 
 
-def binary(name, grad_x=None, grad_y=None, *, fused=None, inexact=False, ordered=False):
+def binary(name, grad_x=None, grad_y=None, *, fused=None, inexact=False, ordered=False, native_rules=None):
     """``fn(x, y)`` with broadcasting: cotangents are summed back to each input's shape."""
     grad = binary_rule(grad_x, grad_y) if grad_x else None
-    return _ufunc(name, grad=grad, fused=fused, inexact=inexact, ordered=ordered)
+    return _ufunc(name, native_rules, grad=grad, fused=fused, inexact=inexact, ordered=ordered)
 
 
 def comparison(name, symbol, *, ordered=True):
     """A comparison: a boolean result, no gradient; ordered ones refuse complex numbers in Numba."""
-    return _ufunc(name, fused=f"{{0}} {symbol} {{1}}", comparison=True, ordered=ordered, nondiff=True)
+    return _ufunc(name, _ROUNDS, fused=f"{{0}} {symbol} {{1}}", comparison=True, ordered=ordered, nondiff=True)
 
 
-def plain(names: str, *, nondiff=False):
+def plain(names: str, *, nondiff=False, native_rules=None):
     for name in names.split():
-        _ufunc(name, nondiff=nondiff)
+        _ufunc(name, native_rules, nondiff=nondiff)
 
 
 # ---- unary math ---------------------------------------------------------------------------------------------
@@ -138,37 +150,40 @@ unary("arcsinh", lambda g, a, x: g / np.sqrt(x * x + 1.0))
 unary("absolute", lambda g, a, x: g * np.sign(x), fused="np.abs({0})")
 unary("abs", lambda g, a, x: g * np.sign(x), fused="np.abs({0})")
 unary("fabs", lambda g, a, x: g * np.sign(x), fused="np.fabs({0})")
-unary("floor", fused="np.floor({0})", nondiff=True)
-unary("ceil", fused="np.ceil({0})", nondiff=True)
+unary("floor", fused="np.floor({0})", nondiff=True, native_rules=_ROUNDS)
+unary("ceil", fused="np.ceil({0})", nondiff=True, native_rules=_ROUNDS)
 plain("arccosh arctanh degrees radians deg2rad rad2deg conjugate conj spacing")
-plain("trunc rint sign isnan isinf isfinite logical_not invert signbit", nondiff=True)
+plain("trunc rint sign isnan isinf isfinite logical_not invert signbit", nondiff=True, native_rules=_ROUNDS)
 
 # ---- binary math ---------------------------------------------------------------------------------------------
 binary("add", lambda g, a, x, y: g, lambda g, a, x, y: g, fused="{0} + {1}")
 binary("subtract", lambda g, a, x, y: g, lambda g, a, x, y: -g, fused="{0} - {1}")
 binary("multiply", lambda g, a, x, y: g * y, lambda g, a, x, y: g * x, fused="{0} * {1}")
 for _name in ("divide", "true_divide"):
-    binary(_name, lambda g, a, x, y: g / y, lambda g, a, x, y: -g * x / (y * y), fused="{0} / {1}")
+    binary(_name, lambda g, a, x, y: g / y, lambda g, a, x, y: -g * x / (y * y), fused="{0} / {1}",
+           native_rules={"divides": "true"})
 for _name in ("power", "float_power"):
     binary(_name, lambda g, a, x, y: g * y * np.power(x, y - 1.0),
-           lambda g, a, x, y: g * a * np.log(np.where(x > 0, x, 1.0)), inexact=True)
+           lambda g, a, x, y: g * a * np.log(np.where(x > 0, x, 1.0)), inexact=True,
+           native_rules={"powers": "numpy"})
 # NaN propagates as in NumPy (``x != x``); ties split the gradient in halves (max_like)
-binary("maximum", max_like, lambda g, a, x, y: max_like(g, a, y, x), ordered=True,
+binary("maximum", max_like, lambda g, a, x, y: max_like(g, a, y, x), ordered=True, native_rules=_ROUNDS,
        fused="({0} if ({0} >= {1} or {0} != {0}) else {1})")
-binary("minimum", lambda g, a, x, y: max_like(g, a, y, x), max_like, ordered=True,
+binary("minimum", lambda g, a, x, y: max_like(g, a, y, x), max_like, ordered=True, native_rules=_ROUNDS,
        fused="({0} if ({0} <= {1} or {0} != {0}) else {1})")
-binary("fmax", max_like, lambda g, a, x, y: max_like(g, a, y, x))
-binary("fmin", lambda g, a, x, y: max_like(g, a, y, x), max_like)
+binary("fmax", max_like, lambda g, a, x, y: max_like(g, a, y, x), native_rules=_ROUNDS)
+binary("fmin", lambda g, a, x, y: max_like(g, a, y, x), max_like, native_rules=_ROUNDS)
 binary("arctan2", lambda g, a, x, y: g * y / (x * x + y * y), lambda g, a, x, y: -g * x / (x * x + y * y),
-       inexact=True)
-binary("hypot", lambda g, a, x, y: g * x / a, lambda g, a, x, y: g * y / a, inexact=True)
+       inexact=True, native_rules=_PURE)
+binary("hypot", lambda g, a, x, y: g * x / a, lambda g, a, x, y: g * y / a, inexact=True, native_rules=_PURE)
 binary("logaddexp", lambda g, a, x, y: g * np.exp(x - a), lambda g, a, x, y: g * np.exp(y - a))
 for _name in ("remainder", "mod"):
-    binary(_name, lambda g, a, x, y: g, lambda g, a, x, y: -g * np.floor_divide(x, y))
+    binary(_name, lambda g, a, x, y: g, lambda g, a, x, y: -g * np.floor_divide(x, y),
+           native_rules={"divides": "mod", "compares": True})
 plain("fmod divmod logaddexp2 copysign nextafter ldexp gcd lcm modf frexp")
 plain("left_shift right_shift")
-plain("floor_divide logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor "
-      "heaviside", nondiff=True)
+plain("floor_divide", nondiff=True, native_rules={"divides": "floor", "compares": True})
+plain("logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor heaviside", nondiff=True)
 
 # ---- comparisons (NumPy's names: what traced gradient trees record, as the ReLU rule's g*(x>0)) ---------------
 comparison("greater", ">")

@@ -11,6 +11,8 @@ import numpy as np
 from phylanx_py import ir
 from phylanx_py.source import parse
 
+from .facts import calls
+
 
 def _names(node, reads: set, writes: set, closures: set, skip=None):
     """The names ``node`` reads and writes, and those closures below it use, leaving out the subtree ``skip``."""
@@ -181,12 +183,6 @@ def _block_use(block, name) -> str:
 
 
 _READ_ATTRS = frozenset({"shape", "size", "ndim", "dtype"})
-# NumPy functions of the kernels' source that only read their array arguments and return a new value, never a view
-# of one, with the most positional arguments they take before an ``out`` (a ufunc's second positional argument is
-# its output: np.sqrt(y, y) writes y)
-_READING_CALLS = {"dot": 2, "sum": 1, **dict.fromkeys(
-    ("exp", "log", "sqrt", "tanh", "sin", "cos", "abs", "fabs", "floor", "ceil", "isnan", "isinf", "isfinite"), 1)}
-
 
 def arrays_written(source: str, kinds, viewed=frozenset()) -> tuple:
     """Indices of the array arguments (``kinds``: the kernel's last ``len(kinds)`` parameters) that the generated
@@ -224,6 +220,11 @@ def arrays_written(source: str, kinds, viewed=frozenset()) -> tuple:
     if any(is_slice(n) and not in_index(n) for n in ast.walk(fn)):
         return everything  # a name may hold a slice: which index makes a view is not known
 
+    # the NumPy functions of the source that only read their first ``reads`` positional arguments and return a
+    # new value, never a view of one (their declarations' ``Lowering.reads``: a ufunc's next argument is its
+    # output, np.sqrt(y, y) writes y)
+    reading = {text: f.reads for text, f in calls().items()}
+
     def consumed(node) -> bool:
         """``node`` (an array or a view of one) is only read where it stands: an operand of arithmetic or a
         comparison (whose value is a new array), or an argument of a NumPy function that reads its arguments."""
@@ -232,7 +233,7 @@ def arrays_written(source: str, kinds, viewed=frozenset()) -> tuple:
             return True
         return isinstance(up, ast.Call) and node in up.args and not up.keywords and \
             isinstance(up.func, ast.Attribute) and isinstance(up.func.value, ast.Name) and \
-            up.func.value.id == "np" and len(up.args) <= _READING_CALLS.get(up.func.attr, 0)
+            up.func.value.id == "np" and len(up.args) <= reading.get(f"np.{up.func.attr}", 0)
 
     def only_read(name, ndim, views):
         """``views``: the lowerer made views of it (an index it could not see in the source may be one)."""

@@ -9,7 +9,8 @@ evaluated once per run of the nest, not per access.
 
 The proof is interval arithmetic on affine forms. ``for i in range(a, b)`` gives ``i`` the interval
 ``[lo(a), hi(b) - 1]`` inside its body when the body does not assign ``i``; an index ``i - 1`` gets
-``[lo(i) - 1, hi(i) - 2]``, and so on through ``+``, ``-``, negation and products with constants. Every bound is
+``[lo(i) - 1, hi(i) - 2]``, and so on through each primitive's interval rule (its declaration's
+``Lowering.interval``: ``+``, ``-``, negation, products with constants; the algebra is intervals.py's). Every bound is
 an affine form over *invariants*: names the nest does not assign whose magnitude is bounded (shapes, small ints:
 the lowerer's ``bounds``), and ``X.shape[d]`` of arrays the nest does not rebind. An access ``X[..., k, ...]``
 is in bounds when ``-X.shape[d] <= lo(k)`` and ``hi(k) < X.shape[d]`` (Numba wraps negative indices as NumPy
@@ -23,73 +24,28 @@ import re
 
 import numpy as np
 from phylanx_py.primitives import lookup
-from phylanx_py.primitives.registry import IO, MUTATES, PURE
+from phylanx_py.primitives.registry import IO, MUTATES, PURE, UnknownPrimitive
 
 from phylanx_py import ir
 
 from . import kinds as K
+from .facts import rule
+from .intervals import MAX_CONST, Affine, Interval, IntervalOps, plus
 
-_MAX_TERMS, _MAX_COEFF, _MAX_CONST = 8, 1 << 10, 1 << 40
-# primitives whose result is a new value, never a view of an argument (bounds.Prover._stores)
-_FRESH = frozenset(f"operator.{op}" for op in (
-    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "lshift", "rshift", "and_", "or_",
-    "xor", "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "ilshift", "irshift", "iand", "ior",
-    "ixor"))
 _TEMP = re.compile(r"__px_\d+")  # canonicalize.py's temporaries
 _FLIP = {"operator.lt": "operator.gt", "operator.le": "operator.ge", "operator.gt": "operator.lt",
          "operator.ge": "operator.le"}
 
 
-class Affine:
-    """``const + sum(coeff * symbol)``, a symbol being the source of an invariant (``n``, ``A.shape[1]``)."""
-
-    __slots__ = ("const", "terms")
-
-    def __init__(self, const=0, terms=()):
-        self.const = const
-        self.terms = dict(terms)
-
-    @staticmethod
-    def sym(src):
-        return Affine(0, {src: 1})
-
-    def plus(self, other, sign=1):
-        terms = dict(self.terms)
-        for s, c in other.terms.items():
-            terms[s] = terms.get(s, 0) + sign * c
-        return _checked(Affine(self.const + sign * other.const, {s: c for s, c in terms.items() if c}))
-
-    def times(self, k):
-        return _checked(Affine(self.const * k, {s: c * k for s, c in self.terms.items() if c * k}))
-
-    def source(self):
-        parts = [str(self.const)] + [f"{c} * {s}" for s, c in sorted(self.terms.items())]
-        return "(" + " + ".join(parts) + ")"
-
-
-def _checked(a):
-    if abs(a.const) > _MAX_CONST or len(a.terms) > _MAX_TERMS or any(abs(c) > _MAX_COEFF for c in a.terms.values()):
-        return None
-    return a
-
-
-def _add(x, y, sign=1):
-    return None if x is None or y is None else x.plus(y, sign)
-
-
-class Interval:
-    """``[lo, hi]``, each an Affine or None (unknown)."""
-
-    __slots__ = ("lo", "hi")
-
-    def __init__(self, lo, hi):
-        self.lo, self.hi = lo, hi
-
-
-def _scale(iv, k):
-    lo = iv.lo.times(k) if iv.lo is not None else None
-    hi = iv.hi.times(k) if iv.hi is not None else None
-    return Interval(lo, hi) if k >= 0 else Interval(hi, lo)
+def _new_value(prim) -> bool:
+    """Whether a call of ``prim`` gives a new value, never a view of an argument: a ``fresh`` primitive's (its
+    declaration's), or an in-place operator's (``s += v`` on a name first bound in the nest to new values leaves
+    it holding one)."""
+    try:
+        p = lookup(prim)
+    except UnknownPrimitive:
+        return False
+    return p.fresh or (p.lowering is not None and p.lowering.inplace is not None)
 
 
 class Prover:
@@ -112,6 +68,7 @@ class Prover:
             if isinstance(target, (ir.StoreName, ir.SetVar)) and counts[target.name] == 1 and \
                     _TEMP.fullmatch(target.name):
                 self.alias[target.name] = s.value
+        self.ops = IntervalOps(self)
         self.ranged: set = set()  # int arrays whose elements index (their least and greatest, read at the start)
         self.proven: set[int] = set()
         self.least: dict = {}  # the affine part of a condition -> its least constant
@@ -131,7 +88,7 @@ class Prover:
         iv = self.range_interval(loop)
         if iv is None or iv.lo is None or iv.hi is None:
             return None
-        trip = _add(_add(iv.hi, iv.lo, -1), Affine(1))
+        trip = plus(plus(iv.hi, iv.lo, -1), Affine(1))
         return trip.source() if trip is not None else None
 
     def _stores(self, loop):
@@ -143,7 +100,7 @@ class Prover:
         for st in ir.walk(loop):
             if isinstance(st, ir.Assign) and isinstance(st.target, ir.StoreName):
                 v = st.value
-                ok = isinstance(v, ir.Const) or (isinstance(v, ir.Call) and v.prim in _FRESH)
+                ok = isinstance(v, ir.Const) or (isinstance(v, ir.Call) and _new_value(v.prim))
                 fresh[st.target.name] = fresh.get(st.target.name, True) and ok
             elif isinstance(st, (ir.StoreName, ir.SetVar)):
                 fresh.setdefault(st.name, False)
@@ -262,7 +219,7 @@ class Prover:
                 isinstance(self.resolve(x.args[1]), ir.Const) and type(self.resolve(x.args[1]).value) is int:
             c = self.resolve(x.args[1]).value * (1 if x.prim == "operator.add" else -1)
             x = self.resolve(x.args[0])
-        if not (isinstance(x, ir.Var) and x.name in self.scope and abs(c) <= _MAX_CONST):
+        if not (isinstance(x, ir.Var) and x.name in self.scope and abs(c) <= MAX_CONST):
             return
         iv, other = self.scope[x.name], self.interval(y)
         if other is None:
@@ -270,13 +227,13 @@ class Prover:
         # x + c op y: x < y - c, x <= y - c, x > y - c, x >= y - c
         shift = Affine(-c)
         if op in ("operator.lt", "operator.le") and other.hi is not None:
-            hi = _add(other.hi, shift)
-            hi = _add(hi, Affine(1), -1) if op == "operator.lt" and hi is not None else hi
+            hi = plus(other.hi, shift)
+            hi = plus(hi, Affine(1), -1) if op == "operator.lt" and hi is not None else hi
             if hi is not None:
                 self.scope[x.name] = Interval(iv.lo, hi)
         elif op in ("operator.gt", "operator.ge") and other.lo is not None:
-            lo = _add(other.lo, shift)
-            lo = _add(lo, Affine(1)) if op == "operator.gt" and lo is not None else lo
+            lo = plus(other.lo, shift)
+            lo = plus(lo, Affine(1)) if op == "operator.gt" and lo is not None else lo
             if lo is not None:
                 self.scope[x.name] = Interval(lo, iv.hi)
 
@@ -291,7 +248,7 @@ class Prover:
             return None
         one = Affine(1)
         if len(args) == 1:
-            return Interval(Affine(0), _add(ivs[0].hi, one, -1))
+            return Interval(Affine(0), plus(ivs[0].hi, one, -1))
         step = 1
         if len(args) == 3:
             if not (isinstance(args[2], ir.Const) and type(args[2].value) is int and args[2].value != 0):
@@ -299,14 +256,14 @@ class Prover:
             step = args[2].value
         a, b = ivs[0], ivs[1]
         if step > 0:
-            return Interval(a.lo, _add(b.hi, one, -1))
-        return Interval(_add(b.lo, one), a.hi)
+            return Interval(a.lo, plus(b.hi, one, -1))
+        return Interval(plus(b.lo, one), a.hi)
 
     def interval(self, n):
         """The Interval of an int-valued expression, or None."""
         if isinstance(n, ir.Const):
             v = n.value
-            if type(v) is int and abs(v) <= _MAX_CONST:
+            if type(v) is int and abs(v) <= MAX_CONST:
                 return Interval(Affine(v), Affine(v))
             return None
         if isinstance(n, ir.Leaf):
@@ -339,22 +296,8 @@ class Prover:
             return Interval(extent, extent)
         if p == "operator.getitem":
             return self.element(args[0], args[1])
-        if p in ("operator.add", "operator.sub"):
-            x, y = self.interval(args[0]), self.interval(args[1])
-            if x is None or y is None:
-                return None
-            if p == "operator.add":
-                return Interval(_add(x.lo, y.lo), _add(x.hi, y.hi))
-            return Interval(_add(x.lo, y.hi, -1), _add(x.hi, y.lo, -1))
-        if p == "operator.neg":
-            x = self.interval(args[0])
-            return _scale(x, -1) if x is not None else None
-        if p == "operator.mul":
-            for a, b in ((args[0], args[1]), (args[1], args[0])):
-                if isinstance(a, ir.Const) and type(a.value) is int and abs(a.value) <= _MAX_COEFF:
-                    x = self.interval(b)
-                    return _scale(x, a.value) if x is not None else None
-        return None
+        transfer = rule(p, "interval")  # the primitive's own (``Lowering.interval``: + - * neg ...)
+        return transfer(self.ops, *args) if transfer is not None else None
 
     def element(self, obj, key):
         """The Interval of an element read ``X[i, j]`` of an int64 array the nest neither rebinds nor stores into:
@@ -424,7 +367,7 @@ class Prover:
             if iv is None or iv.lo is None or iv.hi is None or d >= self.env[name].ndim:
                 return
             ext = Affine.sym(f"{name}.shape[{d}]")
-            for a in (_add(iv.lo, ext), _add(_add(ext, iv.hi, -1), Affine(1), -1)):  # lo + n >= 0, n - hi - 1 >= 0
+            for a in (plus(iv.lo, ext), plus(plus(ext, iv.hi, -1), Affine(1), -1)):  # lo + n >= 0, n - hi - 1 >= 0
                 if a is None:
                     return
                 if not a.terms:

@@ -9,6 +9,7 @@ from phylanx_py.primitives import lookup
 from phylanx_py import ir
 
 from . import kinds as K
+from .facts import rule
 
 SHAPE = 1 << 48  # lengths and shapes: no array has more elements
 SAFE = 1 << 62  # |x| below this: x + y, x - y of two such values stay below 2**63
@@ -35,16 +36,8 @@ class CallRules:
         bs = [self.bound(a) for a in n.args]
         if not bs or None in bs:
             return None
-        if p in ("operator.add", "operator.sub", "operator.iadd", "operator.isub"):
-            return bs[0] + bs[1]
-        if p in ("operator.mul", "operator.imul"):
-            return bs[0] * bs[1]
-        if p in ("operator.neg", "operator.pos", "builtins.abs"):
-            return bs[0]
-        if p in ("operator.floordiv", "operator.mod", "operator.ifloordiv", "operator.imod", "builtins.min",
-                 "builtins.max"):
-            return max(bs)
-        return None
+        magnitude = rule(p, "magnitude")  # the primitive's own (``Lowering.magnitude``: + - * // % min ...)
+        return magnitude(*bs) if magnitude is not None else None
 
     def range_bound(self, n):
         """|i| bound of a ``for i in range(...)`` target the body does not assign."""
@@ -57,7 +50,11 @@ class CallRules:
         bs = [self.bound(a) for a in it.args]
         return None if None in bs else max(bs)
 
-    # ---- calls with their own kind rules ---------------------------------------------------------------------
+    # ---- calls with their own kind rules; the source they give is their declaration's form (``form``) ---------
+    def form(self, n, atoms):
+        """The source of call ``n`` over ``atoms`` as its primitive's ``Lowering`` writes it."""
+        return lookup(n.prim).lowering.source(atoms)
+
     def index_kind(self, ak, kk, node):
         items = kk if type(kk) is tuple else (kk,)
         ndim = ak.ndim
@@ -98,38 +95,37 @@ class CallRules:
     def c_python_slice(self, n, atoms, ks, kwargs):
         if not all(k is None or (K.is_int(k) and type(k) is not bool) for k in ks):
             self.fail("a slice of non-integers", n)
-        return f"slice({', '.join(atoms)})", K.SLICE
+        return self.form(n, atoms), K.SLICE
 
     def c_python_tuple(self, n, atoms, ks, kwargs):
-        return "(" + "".join(a + ", " for a in atoms) + ")", tuple(ks)
+        return self.form(n, atoms), tuple(ks)
 
     def c_builtins_range(self, n, atoms, ks, kwargs):
         if not all(K.is_int(k) and type(k) is not bool for k in ks):
             self.fail("range of non-integers", n)
-        return f"range({', '.join(atoms)})", K.RANGE
+        return self.form(n, atoms), K.RANGE
 
     def c_builtins_len(self, n, atoms, ks, kwargs):
         if type(ks[0]) is not np.ndarray and type(ks[0]) is not tuple:
             self.fail(f"len of {K.describe(ks[0])}", n)
-        return f"len({atoms[0]})", 3
+        return self.form(n, atoms), 3
 
-    def _minmax(self, n, atoms, ks, op):
+    def _minmax(self, n, atoms, ks):
         if len(ks) != 2 or K.key(ks[0]) != K.key(ks[1]) or not K.is_scalar(ks[0]):
             self.fail(f"{n.prim[9:]} of other than two values of one kind", n)
-        a, b = atoms
-        return f"({b} if {b} {op} {a} else {a})", ks[0]  # Python's rule: the first of equal values
+        return self.form(n, atoms), ks[0]
 
     def c_builtins_min(self, n, atoms, ks, kwargs):
-        return self._minmax(n, atoms, ks, "<")
+        return self._minmax(n, atoms, ks)
 
     def c_builtins_max(self, n, atoms, ks, kwargs):
-        return self._minmax(n, atoms, ks, ">")
+        return self._minmax(n, atoms, ks)
 
     def c_builtins_int(self, n, atoms, ks, kwargs):
         if len(ks) != 1 or not K.is_scalar(ks[0]):
             self.fail("int of a non-number", n)
         if K.is_int(ks[0]) or type(ks[0]) is bool or isinstance(ks[0], np.bool_):
-            return f"int({atoms[0]})", 3
+            return self.form(n, atoms), 3
         self.checked = True
         return f"_py_int({atoms[0]})", 3
 
@@ -151,14 +147,14 @@ class CallRules:
     def _array_attr(self, n, atoms, ks, attr, kind):
         if type(ks[0]) is not np.ndarray:
             self.fail(f".{attr} of {K.describe(ks[0])}", n)
-        return f"{atoms[0]}.{attr}", kind(ks[0])
+        return self.form(n, atoms), kind(ks[0])
 
     def c_sum(self, n, atoms, ks, kwargs):
         a = ks[0]
         if len(ks) != 1 or type(a) is not np.ndarray or a.ndim != 1 or \
                 a.dtype not in (np.float64, np.float32, np.int64):
             self.fail("np.sum other than of a 1-D float64/float32/int64 array (NumPy's summation order)", n)
-        return f"_px_sum({atoms[0]})", a.dtype.type(3)
+        return self.form(n, atoms), a.dtype.type(3)
 
     def c_mean(self, n, atoms, ks, kwargs):
         """``np.mean`` of a 1-D float64/float32 array, as NumPy's ``_mean`` computes it: the pairwise sum in the
@@ -166,7 +162,7 @@ class CallRules:
         a = ks[0]
         if len(ks) != 1 or type(a) is not np.ndarray or a.ndim != 1 or a.dtype not in (np.float64, np.float32):
             self.fail("np.mean other than of a 1-D float64/float32 array (NumPy's summation order)", n)
-        src = lookup(n.prim).lowering.source(atoms)
+        src = self.form(n, atoms)
         return (src if a.dtype == np.float64 else f"np.float32(np.float64(_px_sum({atoms[0]})) / {atoms[0]}.shape[0])",
                 a.dtype.type(3))
 
@@ -177,7 +173,7 @@ class CallRules:
                                for k in ks[:2]) or not K.is_int(ks[2]) or type(ks[2]) is bool or \
                 (kwargs and kwargs["dtype"][1] is not np.float64):
             self.fail("np.linspace other than of int/float64 start and stop and a count (float64)", n)
-        return lookup(n.prim).lowering.source(atoms), K.array(np.dtype(np.float64), 1)
+        return self.form(n, atoms), K.array(np.dtype(np.float64), 1)
 
     def _product(self, n, atoms, ks):
         """``a @ b``, ``np.dot``, ``np.matmul`` of two 1-D or 2-D arrays of one float dtype, as Numba's ``np.dot``
@@ -189,7 +185,7 @@ class CallRules:
         if a.dtype != b.dtype or a.dtype not in (np.float64, np.float32) or not (1 <= a.ndim <= 2 and 1 <= b.ndim <= 2):
             self.fail("a matrix product of other than 1-D/2-D arrays of one dtype, float64 or float32", n)
         k = np.dot(a, b)
-        return f"np.dot({atoms[0]}, {atoms[1]})", (k if type(k) is np.ndarray else a.dtype.type(3)), True
+        return self.form(n, atoms), (k if type(k) is np.ndarray else a.dtype.type(3)), True
 
     def c_operator_matmul(self, n, atoms, ks, kwargs):
         return self._product(n, atoms, ks)
@@ -221,13 +217,13 @@ class CallRules:
         else:
             self.fail(f"np.{fn} of a shape that is not ints", n)
         dt = np.float64
-        extra = ""
+        given = atoms[:1]
         if len(atoms) > 1 or kwargs:
             src, k, _ = kwargs["dtype"] if kwargs else (atoms[1], ks[1], False)
             if k not in DTYPE_CONSTS:
                 self.fail(f"np.{fn} with this dtype", n)
-            dt, extra = k, f", {src}"
-        return f"np.{fn}({atoms[0]}{extra})", K.array(np.dtype(dt), ndim)
+            dt, given = k, [atoms[0], src]  # the dtype passed by position
+        return self.form(n, given), K.array(np.dtype(dt), ndim)
 
     def c_zeros(self, n, atoms, ks, kwargs):
         return self._alloc(n, atoms, ks, kwargs, "zeros")
@@ -248,7 +244,7 @@ def _dtype_call(name):
             self.fail(f"np.{name} of other than one number", n)
         if name != "float64" and name != "float32" and name != "complex128" and type(ks[0]) is int:
             self.fail(f"np.{name} of a Python int (NumPy raises if it does not fit)", n)
-        return f"np.{name}({atoms[0]})", np.dtype(name).type(3)
+        return self.form(n, atoms), np.dtype(name).type(3)
     return rule
 
 

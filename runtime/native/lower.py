@@ -23,27 +23,9 @@ from . import kinds as K
 from . import scalarize
 from .bounds import Prover
 from .calls import DTYPE_CONSTS, SAFE, CallRules
+from .facts import rule
 from .kinds import Decline
 from .signs import COUNTER, Signs, counters, inductive, untested_counters
-
-# results that flip on a last-bit difference of their operands
-_COMPARING = {"operator.lt", "operator.le", "operator.gt", "operator.ge", "operator.eq", "operator.ne",
-              "operator.floordiv", "operator.mod", "operator.ifloordiv", "operator.imod", "operator.truth",
-              "operator.not_", "builtins.int", "builtins.bool", "builtins.min", "builtins.max", "builtins.round",
-              "math.floor", "math.ceil", "math.trunc", "floor", "ceil", "trunc", "rint", "sign", "maximum",
-              "minimum", "min", "max", "amin", "amax", "argmin", "argmax", "floor_divide", "remainder", "mod",
-              "isnan", "isinf", "isfinite", "int64", "int32", "int16", "int8", "uint8", "uint16", "uint32",
-              "bool_"}
-_ARRAY_INPLACE = {"iadd": "add", "isub": "subtract", "imul": "multiply", "itruediv": "true_divide",
-                  "ifloordiv": "floor_divide", "imod": "remainder", "ipow": "power", "ilshift": "left_shift",
-                  "irshift": "right_shift", "iand": "bitwise_and", "ior": "bitwise_or", "ixor": "bitwise_xor"}
-ALLOCATIONS = {"zeros", "ones", "empty", "ndarray"}
-# NumPy's -2**63 // -1 on int64 wraps to -2**63; Numba's gives 0: these go through helpers that keep NumPy's
-_FLOORDIV = {"operator.floordiv", "operator.ifloordiv", "floor_divide"}
-_DIVISIONS = _FLOORDIV | {"operator.truediv", "operator.itruediv", "operator.mod", "operator.imod", "true_divide",
-                          "divide", "remainder", "mod"}
-# shifts by a count outside [0, width): Python and NumPy define them, Numba shifts by the count mod the width
-_SHIFTS = {"operator.lshift", "operator.rshift", "operator.ilshift", "operator.irshift"}
 
 
 class NeedBoundscheck(Exception):
@@ -526,9 +508,9 @@ class Lowerer(CallRules, BlockWriter):
         args = [self.expr(a) for a in n.args]
         kwargs = dict((k, self.expr(v)) for k, v in n.kwargs)
         tainted = any(t for _, _, t in args)
-        if tainted and name in _COMPARING:
+        if tainted and low.compares:
             self.fail(f"{prim.label} of an inexact result (exp, log, ...): Numba's last bit may differ", n)
-        if kwargs and not ((name in ALLOCATIONS or name == "linspace") and set(kwargs) == {"dtype"}):
+        if kwargs and not set(kwargs) <= set(low.keywords):
             self.fail(f"{prim.label} with keyword arguments", n)
         atoms = [a for a, _, _ in args]
         ks = [k for _, k, _ in args]
@@ -537,7 +519,7 @@ class Lowerer(CallRules, BlockWriter):
             src, k, *inexact = special(n, atoms, ks, kwargs)  # (src, kind) or (src, kind, inexact)
             return src, k, tainted or bool(inexact and inexact[0]) or (
                 name == "operator.getitem" and self.arrays_tainted)
-        if name.startswith("operator.i") and name[9:] in _ARRAY_INPLACE and type(ks[0]) is np.ndarray:
+        if low.inplace and type(ks[0]) is np.ndarray:
             K.run(prim.kernel, *ks)  # NumPy's casting rule for the in-place update
             self.int_power(n, ks[0])
             if len(ks) == 2 and ks[0].dtype not in (np.float64, np.int64, np.bool_) and not (
@@ -550,15 +532,15 @@ class Lowerer(CallRules, BlockWriter):
             if len(ks) == 2 and type(ks[1]) in (int, float) and ks[0].dtype not in (np.float64, np.int64):
                 # NEP 50: a Python scalar takes the array's dtype (a float32 array += 0.1 adds float32(0.1))
                 atoms = [atoms[0], self.weak_cast(atoms[1], ks[1], np.result_type(ks[0].dtype, ks[1]), n.args[1])]
-            if name == "operator.imod":  # Numba's np.remainder traps (SIGFPE) on int64 -2**63 % -1; its % does not
+            if low.divides == "mod":  # Numba's np.remainder traps (SIGFPE) on int64 -2**63 % -1; its % does not
                 return f"_px_imod({atoms[0]}, {atoms[1]})", ks[0], tainted
-            if name == "operator.ifloordiv" and ks[0].dtype.kind == "i":
+            if low.divides == "floor" and ks[0].dtype.kind == "i":
                 return f"_px_ifloordiv({atoms[0]}, {atoms[1]})", ks[0], tainted
-            if name in _SHIFTS and not self.small_shift(n, ks[0]):
+            if low.shifts and not self.small_shift(n, ks[0]):
                 if ks[0].dtype != np.int64:
                     self.fail(f"a shift of {ks[0].dtype} by a count that may reach its width", n)
-                return f"_px_{name[9:]}({atoms[0]}, {atoms[1]})", ks[0], tainted
-            return f"np.{_ARRAY_INPLACE[name[9:]]}({atoms[0]}, {atoms[1]}, {atoms[0]})", ks[0], tainted
+                return f"_px_i{low.shifts[0]}shift({atoms[0]}, {atoms[1]})", ks[0], tainted
+            return f"np.{low.inplace}({atoms[0]}, {atoms[1]}, {atoms[0]})", ks[0], tainted
         for k in ks:
             if not (K.is_scalar(k) or type(k) is np.ndarray):
                 self.fail(f"{prim.label} of {K.describe(k)}", n)
@@ -656,7 +638,7 @@ class Lowerer(CallRules, BlockWriter):
 
     def int_power(self, n, k):
         """NumPy raises on integers to negative integer powers; Numba gives 0: only constant exponents >= 0."""
-        if not (n.prim.endswith("pow") or n.prim == "power"):
+        if not rule(n.prim, "powers"):
             return
         ints = isinstance(k, np.integer) or (type(k) is np.ndarray and k.dtype.kind in "iu")
         e = n.args[1] if len(n.args) > 1 else None
@@ -681,51 +663,51 @@ class Lowerer(CallRules, BlockWriter):
             return f"_ck_rshift({atoms[0]}, {atoms[1]})"
         if not (isinstance(k, np.int64) or (type(k) is np.ndarray and k.dtype == np.int64)):
             self.fail(f"a shift of {K.describe(k)} by a count that may reach its width", n)
-        op = "lshift" if n.prim.endswith("lshift") else "rshift"
+        op = f"{rule(n.prim, 'shifts')[0]}shift"
         return f"_np_{op}_{'a' if type(k) is np.ndarray else 's'}({atoms[0]}, {atoms[1]})"
 
     def arith(self, n, low, atoms, ks, k):
         """The operation's source with the casts and checks that keep NumPy's/Python's semantics."""
-        if n.prim in _DIVISIONS and any(type(x) is complex or isinstance(x, np.complexfloating) or
+        if low.divides and any(type(x) is complex or isinstance(x, np.complexfloating) or
                                         (type(x) is np.ndarray and x.dtype.kind == "c") for x in ks) and \
                 any(isinstance(x, np.generic) or type(x) is np.ndarray for x in ks):
             # NumPy gives inf/nan for a complex division by zero; Numba raises ZeroDivisionError whatever the
             # error model (Python's complex numbers alone raise too, and stay allowed)
             self.fail("a division of NumPy complex numbers (Numba raises at zero, NumPy gives inf/nan)", n)
         self.int_power(n, k)
-        if n.prim in _SHIFTS and not (type(k) is int and n.prim.endswith("lshift")) and not self.small_shift(n, k):
+        if low.shifts and not (type(k) is int and low.shifts == "left") and not self.small_shift(n, k):
             return self.shift(n, atoms, k)
         arrays = [x for x in ks + [k] if type(x) is np.ndarray]
         if arrays:
             if any(a.dtype not in (np.float64, np.int64, np.bool_) for a in arrays) or \
                     any(K.is_scalar(x) and type(x) not in K.PLAIN for x in ks):
                 atoms = self.array_operands(n, atoms, ks, k)
-            if n.prim in _FLOORDIV and type(k) is np.ndarray and k.dtype.kind == "i":
+            if low.divides == "floor" and type(k) is np.ndarray and k.dtype.kind == "i":
                 return f"_np_floordiv_a({atoms[0]}, {atoms[1]})"
             return low.source(atoms)
         py = all(type(x) in (int, float, bool) for x in ks)
-        if type(k) is int and low.pyint and not n.prim.endswith("pow"):
+        if type(k) is int and low.pyint and not low.powers:
             b = self.bound(n)
             if b is not None and b < SAFE:
                 return low.source(atoms)  # bounded far below 2**63: no check (index arithmetic: i + 1)
             if self.nonneg and Signs(self.nonneg, self._leaf_nodes).safe(n):
                 return low.source(atoms)  # x - 1 with x >= 0
         if type(k) is int and low.pyint:
-            if n.prim.endswith("pow") and not (isinstance(n.args[1], ir.Const) and n.args[1].value >= 0):
+            if low.powers and not (isinstance(n.args[1], ir.Const) and n.args[1].value >= 0):
                 self.fail("a Python int raised to a power that may be negative", n)
             self.checked = True
             return f"{low.pyint}({', '.join(atoms)})"
         if py and low.pyscalar:
             self.checked = True  # its helper stops the kernel (_Overflow) where Python raises: the arrays go back
             return f"{low.pyscalar}({', '.join(atoms)})"
-        if py and n.prim.endswith("pow") and float in map(type, ks) and not (
+        if py and low.powers == "python" and float in map(type, ks) and not (
                 isinstance(n.args[1], ir.Const) and type(n.args[1].value) is int and n.args[1].value >= 0):
             self.fail("a Python float power with an exponent that may be negative or fractional", n)
         if all(type(x) in K.PLAIN for x in ks) and type(k) in K.PLAIN:
-            if n.prim in _FLOORDIV and type(k) is np.int64:
+            if low.divides == "floor" and type(k) is np.int64:
                 return f"_np_floordiv_s({atoms[0]}, {atoms[1]})"
             src = low.source(atoms)
-            return f"np.bool_({src})" if isinstance(k, np.bool_) and n.prim not in _CMP else src
+            return f"np.bool_({src})" if isinstance(k, np.bool_) and not lookup(n.prim).comparison else src
         # NumPy computes in the promoted dtype of the operands (Python scalars are weak): cast them to it;
         # Python functions (math.*) take doubles
         if type(k) in (int, float, bool):
@@ -735,19 +717,18 @@ class Lowerer(CallRules, BlockWriter):
                 common = np.result_type(*[x if not isinstance(x, np.generic) else x.dtype for x in ks])
             except TypeError:
                 self.fail("operands without a common dtype", n)
-            if common.kind in "iu" and common != np.int64 and int in map(type, ks) and n.prim in _CMP:
+            if common.kind in "iu" and common != np.int64 and int in map(type, ks) and lookup(n.prim).comparison:
                 common = np.dtype(np.int64)  # NumPy 2 compares a Python int with a small int exactly
         # NEP 50: a Python int takes a small int dtype, raising OverflowError when it does not fit (``weak_cast``)
         cast = [self.weak_cast(a, x, common, arg) if not isinstance(x, np.generic) or x.dtype != common else a
                 for a, x, arg in zip(atoms, ks, n.args)]
         src = low.source(cast)
-        if n.prim in _FLOORDIV and isinstance(k, np.signedinteger):
+        if low.divides == "floor" and isinstance(k, np.signedinteger):
             src = f"_np_floordiv_s({cast[0]}, {cast[1]})"
         rk = ("bool_" if k.dtype == np.bool_ else k.dtype.name) if isinstance(k, np.generic) else type(k).__name__
         return f"np.{rk}({src})" if isinstance(k, np.generic) else f"{rk}({src})"
 
 SMALL = 1 << 40  # a Python int argument below this (checked per call) is "small"
-_CMP = {"operator.lt", "operator.le", "operator.gt", "operator.ge", "operator.eq", "operator.ne"}
 
 
 def lower(loop, params, kinds: dict, outputs, small=frozenset(), functions=None) -> tuple[str, bool, dict, frozenset]:

@@ -26,20 +26,12 @@ import functools
 
 from phylanx_py.source import parse
 
-from .helpers import helper_calls, helper_defs
+from .facts import calls
+from .helpers import helper_calls, raising
 
 # Numba parallel options: only the loops marked prange run in parallel; array expressions stay as written
 PARALLEL_OPTIONS = {"prange": True, "comprehension": False, "reduction": False, "inplace_binop": False,
                     "setitem": False, "numpy": False, "stencil": False, "fusion": False}
-# NumPy functions that never raise in a kernel compiled with error_model='numpy' (domain errors give nan/inf)
-_NP_PURE = frozenset({
-    "sqrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "arcsin", "arccos",
-    "arctan", "arctan2", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "hypot", "floor", "ceil",
-    "trunc", "rint", "abs", "absolute", "fabs", "sign", "square", "negative", "maximum", "minimum", "fmax", "fmin",
-    "isnan", "isinf", "isfinite", "copysign", "float64", "float32", "int64", "int32", "int16", "int8", "uint64",
-    "uint32", "uint16", "uint8", "bool_", "complex128"})
-_BUILTINS_PURE = frozenset({"range", "min", "max", "abs", "len", "float", "bool", "complex"})
-_ALLOCATIONS = frozenset({"zeros", "ones", "empty", "full"})
 _READ_ATTRS = frozenset({"shape", "size", "ndim"})
 # what the lowerer's raising helpers are, in the user's terms
 _CALLS = {"_ix": "an index not proven in bounds", "_ck_": "Python-int arithmetic checked for overflow",
@@ -49,14 +41,7 @@ _CALLS = {"_ix": "an index not proven in bounds", "_ck_": "Python-int arithmetic
 @functools.cache
 def pure_helpers() -> frozenset:
     """The helpers (runtime/native/helpers.py) that cannot raise: no ``raise`` in them or in what they call."""
-    fns, calls = helper_defs(), helper_calls()
-    raising = {name for name, f in fns.items() if any(isinstance(s, ast.Raise) for s in ast.walk(f))}
-    changed = True
-    while changed:
-        new = {name for name, called in calls.items() if called & raising} - raising
-        raising |= new
-        changed = bool(new)
-    return frozenset(fns) - raising
+    return frozenset(helper_calls()) - raising()
 
 
 class Variant:
@@ -305,9 +290,13 @@ def _shape_item(sub):
 
 
 def _pure_call(f) -> bool:
-    return (isinstance(f, ast.Name) and (f.id in _BUILTINS_PURE or f.id in pure_helpers())) or \
-        (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "np" and
-         f.attr in _NP_PURE)
+    """A call of a helper that cannot raise, or of a function whose declarations say it never raises on numbers
+    (``Lowering.raises``: np.exp, min ...; a domain error gives nan/inf under error_model='numpy')."""
+    if isinstance(f, ast.Name) and f.id in pure_helpers():
+        return True
+    facts = calls().get(ast.unparse(f)) if isinstance(f, ast.Name) or (
+        isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)) else None
+    return facts is not None and not facts.raises
 
 
 def _assignments(fn):
@@ -346,9 +335,9 @@ def _is_range(it):
 
 
 def _is_allocation(value):
-    return (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and
-            isinstance(value.func.value, ast.Name) and value.func.value.id == "np" and
-            value.func.attr in _ALLOCATIONS)
+    facts = calls().get(ast.unparse(value.func)) if isinstance(value, ast.Call) and \
+        isinstance(value.func, ast.Attribute) and isinstance(value.func.value, ast.Name) else None
+    return facts is not None and facts.allocates
 
 
 def _leaves_or_raises(body, complex_values=False):

@@ -17,6 +17,8 @@ import collections
 
 from phylanx_py import ir
 
+from .facts import rule
+
 COUNTER = 1 << 61
 _STEP = 16
 _CONST = 1 << 40
@@ -102,21 +104,13 @@ class Signs:
         if p in ("builtins.len",) or (p == "operator.getitem" and isinstance(args[0], ir.Call) and
                                        args[0].prim == "attr.shape"):
             return True
-        if p in ("operator.and_", "operator.iand"):  # two's complement: a & b >= 0 when either is
-            return any(self.nonneg(a) for a in args)
-        if p in ("operator.or_", "operator.ior", "operator.xor", "operator.ixor") + _ADD + \
-                ("operator.mul", "operator.imul"):
-            # Python ints: an overflowing + or * raises (checked) or was proven not to overflow
-            return all(self.nonneg(a) for a in args)
-        if p in ("operator.rshift", "operator.irshift"):
-            return self.nonneg(args[0])
-        divisor = _resolve(args[1], self.leaves) if len(args) == 2 else None
-        positive = isinstance(divisor, ir.Const) and type(divisor.value) is int and divisor.value > 0
-        if p in ("operator.mod", "operator.imod"):
-            return positive  # Python and NumPy: the sign of the divisor
-        if p in ("operator.floordiv", "operator.ifloordiv"):
-            return positive and self.nonneg(args[0])
-        return False
+        sign = rule(p, "sign")  # the primitive's own (``Lowering.sign``, with this object as its ``ops``)
+        return bool(sign(self, *args)) if sign is not None else False
+
+    def const(self, n):
+        """The value of ``n`` when it is an int constant (through the fused expression's leaves), else None."""
+        n = _resolve(n, self.leaves)
+        return n.value if isinstance(n, ir.Const) and type(n.value) is int else None
 
     def safe(self, n) -> bool:
         """``n`` (a Python-int + or -) cannot overflow: a difference of non-negatives, a non-negative plus a

@@ -9,6 +9,7 @@ every loop that qualifies is compiled at its first run and runs natively (the di
 """
 from __future__ import annotations
 
+import contextvars
 import os
 import sys
 import threading
@@ -186,7 +187,9 @@ def in_background(compile_fn, *args) -> threading.Thread:
                 if _compiling["threads"] == 0 and sys.getswitchinterval() == _compiling["set"]:
                     sys.setswitchinterval(_compiling["interval"])
 
-    thread = threading.Thread(target=run, daemon=True, name="phylanx-native-compile")
+    # in the caller's context: its registry scope (a test's toy primitives), which the source analyses read
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(run,), daemon=True,
+                              name="phylanx-native-compile")
     thread.start()
     return thread
 

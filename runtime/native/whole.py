@@ -11,6 +11,7 @@ keyword arguments, tiled/GPU/other values) takes the ordinary path: ``call`` ret
 from __future__ import annotations
 
 import collections
+import functools
 import re
 import threading
 import time
@@ -28,8 +29,9 @@ from . import kinds as K
 from . import tiering as T
 from .analysis import arrays_written
 from .calls import SHAPE
+from .facts import allocating, rule
 from .kinds import Decline
-from .lower import ALLOCATIONS, Lowerer, as_expression, settle
+from .lower import Lowerer, as_expression, settle
 from .quick import guard as _guard
 from .quick import make_quick
 
@@ -110,7 +112,7 @@ class FunctionLowerer(Lowerer):
         # caller sees, so a later statement that raises may still rerun the call interpreted
         fresh = {s.target.name for s in self.loop.stmts if isinstance(s, ir.Assign) and
                  isinstance(s.target, ir.StoreName) and self.assigned[s.target.name] == 1 and
-                 isinstance(s.value, ir.Call) and s.value.prim in ALLOCATIONS}
+                 isinstance(s.value, ir.Call) and rule(s.value.prim, "allocates")}
         for s in self.loop.stmts:
             start = len(self.lines)
             self.stmt(s)
@@ -141,12 +143,18 @@ class FunctionLowerer(Lowerer):
                 f"def kernel({', '.join(params)}):\n{body}\n    return {outs}\n")
 
 
-_RAISING = re.compile(r"\[|_ck_|_py_|_amb_|np\.(zeros|ones|empty)\(|/|%|\*\*|<<|>>|math\.")
-
-
 def _may_raise(lines) -> bool:
     """Whether generated lines may raise (indexing, division, checked arithmetic, allocations ...): conservative."""
-    return any(_RAISING.search(re.sub(r"\.shape\[\d+\]", "", line)) for line in lines)
+    raising = _raising(allocating())
+    return any(raising.search(re.sub(r"\.shape\[\d+\]", "", line)) for line in lines)
+
+
+@functools.cache
+def _raising(allocations):
+    """What may raise in the source: indexing, the raising helpers, division and powers, shifts, ``math.``
+    functions, and calls of the functions the declarations say allocate (``np.zeros(``)."""
+    alloc = "|".join(re.escape(a) + r"\(" for a in allocations)
+    return re.compile(r"\[|_ck_|_py_|_amb_|/|%|\*\*|<<|>>|math\." + (f"|{alloc}" if alloc else ""))
 
 
 def _mutates(stmt, fresh, scalars=frozenset(), functions=None) -> bool:
