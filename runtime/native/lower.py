@@ -23,6 +23,8 @@ from . import kinds as K
 from .bounds import Prover
 from .calls import DTYPE_CONSTS, SAFE, CallRules
 from .kinds import Decline
+from .reductions import ReduceRules
+from .reductions import takes as takes_axes
 from .signs import COUNTER, Signs, counters, inductive, untested_counters
 
 # results that flip on a last-bit difference of their operands
@@ -57,7 +59,7 @@ class Widen(Exception):
         self.name, self.either = name, either
 
 
-class Lowerer(CallRules, BlockWriter):
+class Lowerer(CallRules, ReduceRules, BlockWriter):
     """Lowers one loop (``loop``) over ``inputs`` (name -> kind) to a kernel's source."""
 
     def __init__(self, loop, inputs: dict, outputs: list, tainted=frozenset(), arrays_tainted=False, widened=None,
@@ -523,6 +525,8 @@ class Lowerer(CallRules, BlockWriter):
         tainted = any(t for _, _, t in args)
         if tainted and name in _COMPARING:
             self.fail(f"{prim.label} of an inexact result (exp, log, ...): Numba's last bit may differ", n)
+        if takes_axes(name, n, [k for _, k, _ in args]):  # reductions over axes (reductions.py)
+            return self.reduction(n, args)
         if kwargs and not ((name in ALLOCATIONS or name == "linspace") and set(kwargs) == {"dtype"}):
             self.fail(f"{prim.label} with keyword arguments", n)
         atoms = [a for a, _, _ in args]
