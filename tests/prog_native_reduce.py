@@ -77,3 +77,19 @@ def compared_sum(x):
         if np.sum(x[i], axis=0)[0] > 1.0:
             count += 1
     return count
+
+
+def mixed_dtype_sums(x, w, out):
+    # NPBench's resnet: float32 patches times float64 weights (NumPy computes in float64)
+    for i in range(out.shape[1]):
+        out[:, i] = np.sum(x[:, i:i + w.shape[0], :, np.newaxis] * w[np.newaxis, :, :, :], axis=(1, 2))
+    return out, x[:, :1] * w[0, :, 0] + (x[0] < w[0, :, 0])
+
+
+def six_d(g, d, out):
+    # NPBench's scattering_self_energies indexes a 6-d array by six loop variables
+    for q in range(d.shape[0]):
+        for i in range(d.shape[-2]):
+            for j in range(d.shape[-1]):
+                out[q] += g[i] * d[q, 1, 0, 1, i, j] + np.sum(d[q, :, :, :, i], axis=(0, 2))[1, j]
+    return out

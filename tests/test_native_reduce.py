@@ -130,3 +130,16 @@ def test_what_stays_interpreted_says_why(mode):
     native(f, mode, expected=False)
     if mode == "force":
         assert "inexact" in f.explain()
+
+
+@pytest.mark.parametrize("dtypes", [(np.float32, np.float64), (np.int16, np.int64), (np.int32, np.float32)])
+def test_arrays_of_two_dtypes_of_one_kind_compute_in_numpys_common_dtype(mode, dtypes):
+    x = (RNG.random((2, 9, 3)) * 20).astype(dtypes[0])
+    w = (RNG.random((3, 3, 4)) * 20).astype(dtypes[1])
+    out = np.zeros((2, 7, 4), np.result_type(*dtypes))
+    native(run_both(R.mixed_dtype_sums, x, w, out), mode, expected=dtypes[0] != np.int32)  # int with float: not
+
+
+def test_six_dimensional_arrays(mode):
+    d = RNG.random((2, 3, 2, 4, 5, 6))
+    native(run_both(R.six_d, RNG.random(5), d, np.zeros(2)), mode)

@@ -632,9 +632,13 @@ class Lowerer(CallRules, ReduceRules, BlockWriter):
             self.fail("operands without a common dtype", n)
         if common.kind not in "biuf":
             self.fail(f"array arithmetic in {common}", n)
-        if any(type(x) is np.ndarray and x.dtype != common for x in ks):
+        if any(type(x) is np.ndarray and x.dtype.kind != common.kind for x in ks):
             self.fail(f"array arithmetic mixing {' and '.join(sorted({K.describe(x) for x in ks}))} "
                       "(Numba promotes them otherwise)", n)
+        # a narrower array of the same kind is cast first, as NumPy's loop casts it (float32 with float64: an
+        # exact widening, the same in every engine)
+        atoms = [f"{a}.astype(np.{common.name})" if type(x) is np.ndarray and x.dtype != common else a
+                 for a, x in zip(atoms, ks)]
         if type(k) is np.ndarray and k.dtype not in (common, np.bool_):
             self.fail(f"{n.prim.rsplit('.', 1)[-1]} of {common} arrays giving {k.dtype} (Numba's dtype differs)", n)
         return [self.weak_cast(a, x, common, arg) if K.is_scalar(x) and np.asarray(x).dtype != common else a
