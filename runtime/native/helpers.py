@@ -11,6 +11,7 @@ import re
 
 from phylanx_py.source import parse
 
+from .masks import HELPERS as _MASKS
 from .reductions import HELPERS as _REDUCTIONS
 
 HELPERS = '''
@@ -399,7 +400,7 @@ def _pairwise(a, lo, n):
 def _px_sum(a):
     """np.sum of a 1-D float64/float32/int64 array in NumPy's order (the lowering declines other kinds)."""
     return np.zeros(1, a.dtype)[0] + _pairwise(a, 0, a.shape[0])
-''' + _REDUCTIONS
+''' + _REDUCTIONS + _MASKS
 
 
 _NAME = re.compile(r"\b_[A-Za-z0-9_]+\b")

@@ -523,7 +523,7 @@ class Lowerer(CallRules, ReduceRules, BlockWriter):
         args = [self.expr(a) for a in n.args]
         kwargs = dict((k, self.expr(v)) for k, v in n.kwargs)
         tainted = any(t for _, _, t in args)
-        if tainted and name in _COMPARING:
+        if tainted and (name in _COMPARING or prim.comparison or name.startswith("logical_")):
             self.fail(f"{prim.label} of an inexact result (exp, log, ...): Numba's last bit may differ", n)
         if takes_axes(name, n, [k for _, k, _ in args]):  # reductions over axes (reductions.py)
             return self.reduction(n, args)

@@ -113,13 +113,15 @@ def _pxr_min_cols(a):
 
 
 def takes(name, n, ks) -> bool:
-    """Whether this module lowers the call (else the call's ordinary rule does: ``np.sum`` of a 1-D array in
-    calls.py, ``np.max`` of a whole array as Numba's)."""
+    """Whether this module lowers the call (else the call's ordinary rule does: ``np.sum`` of a 1-D float or int64
+    array in calls.py, ``np.max`` of a whole array as Numba's)."""
     if name not in REDUCTIONS:
         return False
     if name.startswith("method.") or n.kwargs or len(n.args) > 1:
         return True
-    return REDUCTIONS[name] in ("sum", "mean") and type(ks[0]) is np.ndarray and ks[0].ndim != 1
+    a = ks[0]  # 1-D: sums of other dtypes (bool, int32: exact); a 1-D mean of ints stays with calls.py's rule
+    return REDUCTIONS[name] in ("sum", "mean") and type(a) is np.ndarray and (
+        a.ndim != 1 or (name == "sum" and a.dtype not in (np.float64, np.float32, np.int64)))
 
 
 def _constant(node):
