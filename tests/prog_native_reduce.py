@@ -93,3 +93,34 @@ def six_d(g, d, out):
             for j in range(d.shape[-1]):
                 out[q] += g[i] * d[q, 1, 0, 1, i, j] + np.sum(d[q, :, :, :, i], axis=(0, 2))[1, j]
     return out
+
+
+def reduction_of_a_name_in_a_condition(x, limit):
+    count = 0
+    for i in range(x.shape[0]):
+        if i > 0 and np.max(x, axis=1)[i] > limit:  # an argument's name: no temporary, fine where it may not run
+            count += 1
+    return count
+
+
+def reductions_in_conditions(x, limit):
+    count = 0
+    for i in range(x.shape[0]):
+        if i > 0 and np.max(x[i - 1:i + 1], axis=0)[0] > limit:  # an expression's temporary: declined there
+            count += 2
+    return count
+
+
+def uint8_sums(x, out):
+    for i in range(x.shape[0]):
+        out[i] = np.sum(x[i], axis=0)  # uint8 sums to uint64, a dtype the kernels do not take
+    return out
+
+
+def split_and_middle_axes(x, out):
+    total = np.sum(x, axis=(1, 2))  # the middle two of 4 axes
+    for i in range(x.shape[0]):
+        # axes 0 and 2 of 3 (not one run: moved last), the middle axis (stored: max and min are exact)
+        total = total + np.sum(x[i], axis=(0, 2)).sum()
+        out[i] = np.min(np.max(x[i], axis=1), axis=1)
+    return out, total, np.max(x, axis=(1, 2))

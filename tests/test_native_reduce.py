@@ -126,6 +126,10 @@ def test_what_stays_interpreted_says_why(mode):
     native(f, mode, expected=False)
     if mode == "force":
         assert "with an axis or keepdims that is not a constant" in f.explain()
+    f = run_both(R.uint8_sums, (x * 100).astype(np.uint8), np.zeros((3, 5), np.int64))
+    native(f, mode, expected=False)
+    if mode == "force":
+        assert "sum: a value of type ndarray (prog_native_reduce.py:" in f.explain()
     f = run_both(R.compared_sum, x)
     native(f, mode, expected=False)
     if mode == "force":
@@ -143,3 +147,18 @@ def test_arrays_of_two_dtypes_of_one_kind_compute_in_numpys_common_dtype(mode, d
 def test_six_dimensional_arrays(mode):
     d = RNG.random((2, 3, 2, 4, 5, 6))
     native(run_both(R.six_d, RNG.random(5), d, np.zeros(2)), mode)
+
+
+def test_reductions_where_an_expression_may_not_run(mode):
+    x = RNG.random((6, 4))
+    native(run_both(R.reduction_of_a_name_in_a_condition, x, 0.5), mode)
+    f = run_both(R.reductions_in_conditions, x, 0.5)
+    native(f, mode, expected=False)
+    if mode == "force":
+        assert "max of an expression in a part of an expression that may not run" in f.explain()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int64])  # float32 sums over split axes: inexact, 1 ulp apart
+def test_split_and_middle_axes(mode, dtype):
+    x = (RNG.random((3, 4, 4, 6)) * 50).astype(dtype)
+    native(run_both(R.split_and_middle_axes, x, np.zeros((3, 4), dtype)), mode)

@@ -23,7 +23,7 @@ from . import kinds as K
 REDUCTIONS = {"sum": "sum", "mean": "mean", "max": "max", "amax": "max", "min": "min", "amin": "min",
               "method.sum": "sum", "method.mean": "mean", "method.max": "max", "method.min": "min"}
 
-# Numba helpers over a C-contiguous 2-D array: rows (kept, reduced) or columns (reduced, kept); ``zero`` is 0 in
+# Numba helpers over a C-contiguous array: rows (kept, reduced) or 3-D (before, reduced, after); ``zero`` is 0 in
 # the result's dtype. Appended to runtime/native/helpers.py's HELPERS (a kernel's module takes those it names).
 HELPERS = '''
 
@@ -47,11 +47,12 @@ def _pxr_isum_rows(a, zero):  # integers (any order: exact), accumulated in the 
 
 
 @numba.njit(cache=True, nogil=True)
-def _pxr_sum_cols(a, zero):
-    out = np.full(a.shape[1], zero)
-    for r in range(a.shape[0]):
-        for p in range(a.shape[1]):
-            out[p] += a[r, p]
+def _pxr_sum_mid(a, zero):  # (before, reduced, after): added one by one in C order, as NumPy's outer loops do
+    out = np.full((a.shape[0], a.shape[2]), zero)
+    for b in range(a.shape[0]):
+        for r in range(a.shape[1]):
+            for p in range(a.shape[2]):
+                out[b, p] += a[b, r, p]
     return out
 
 
@@ -71,15 +72,16 @@ def _pxr_max_rows(a):
 
 
 @numba.njit(cache=True, nogil=True)
-def _pxr_max_cols(a):
-    if a.shape[0] == 0:
+def _pxr_max_mid(a):
+    if a.shape[1] == 0:
         raise ValueError("zero-size array to reduction operation maximum which has no identity")
-    out = a[0].copy()
-    for r in range(1, a.shape[0]):
-        for p in range(a.shape[1]):
-            v = a[r, p]
-            if v > out[p] or v != v:
-                out[p] = v
+    out = a[:, 0].copy()
+    for b in range(a.shape[0]):
+        for r in range(1, a.shape[1]):
+            for p in range(a.shape[2]):
+                v = a[b, r, p]
+                if v > out[b, p] or v != v:
+                    out[b, p] = v
     return out
 
 
@@ -99,15 +101,16 @@ def _pxr_min_rows(a):
 
 
 @numba.njit(cache=True, nogil=True)
-def _pxr_min_cols(a):
-    if a.shape[0] == 0:
+def _pxr_min_mid(a):
+    if a.shape[1] == 0:
         raise ValueError("zero-size array to reduction operation minimum which has no identity")
-    out = a[0].copy()
-    for r in range(1, a.shape[0]):
-        for p in range(a.shape[1]):
-            v = a[r, p]
-            if v < out[p] or v != v:
-                out[p] = v
+    out = a[:, 0].copy()
+    for b in range(a.shape[0]):
+        for r in range(1, a.shape[1]):
+            for p in range(a.shape[2]):
+                v = a[b, r, p]
+                if v < out[b, p] or v != v:
+                    out[b, p] = v
     return out
 '''
 
@@ -156,19 +159,28 @@ class ReduceRules:
         if kw.get("keepdims", False) not in (True, False) or kw.get("axis") is ...:
             self.fail(f"{label} with an axis or keepdims that is not a constant", n)
         prim = lookup(n.prim)
-        k = K.run(lambda x: prim.kernel(x, **kw), a)  # NumPy's result kind; its errors (a bad axis) decline
+        try:  # NumPy's result kind; its errors (a bad axis) and dtypes the kernels do not take (uint64) decline
+            k = K.run(lambda x: prim.kernel(x, **kw), a)
+        except K.Decline as e:
+            self.fail(f"{label}: {e}", n)
         axis = kw.get("axis")
+        if axis == ():
+            self.fail(f"{label} over no axes", n)
         d = a.ndim
         axes = sorted({x % d for x in ((axis,) if type(axis) is int else axis or range(d))})
         kept = [i for i in range(d) if i not in axes]
-        if self.conditional:  # the array's temporary is bound by a statement before the expression's
-            self.fail(f"{label} in a part of an expression that may not run", n)
-        t = f"__pxr{self._reduction_number(n)}"
-        self.emit(f"{t} = {src}")
+        t = src  # a name is read as it is (another name bound to an argument would count as a write: analysis.py)
+        if not src.isidentifier():
+            if self.conditional:  # the array's temporary is bound by a statement before the expression's
+                self.fail(f"{label} of an expression in a part of an expression that may not run", n)
+            t = f"__pxr{self._reduction_number(n)}"
+            self.emit(f"{t} = {src}")
         size = lambda dims: " * ".join(f"{t}.shape[{i}]" for i in dims) or "1"  # noqa: E731
-        rows = kept == list(range(len(kept)))  # the reduced axes trail: summed pairwise per row
-        order = kept + axes if rows else axes + kept
-        arr = f"np.transpose({t}, {tuple(order)})" if order != list(range(d)) else t
+        # the reduced axes trail (rows, summed pairwise), or are one run between kept ones (before, reduced,
+        # after: no transpose, whose Numba typing cost 5 s of compile on a 5-d array); else moved last (a copy)
+        mid = axes == list(range(axes[0], axes[-1] + 1)) and axes[-1] != d - 1
+        rows = not mid
+        arr = t if mid or kept == list(range(len(kept))) else f"np.transpose({t}, {tuple(kept + axes)})"
         arr = f"np.ascontiguousarray({arr})"
         out = k.dtype if type(k) is np.ndarray else np.asarray(k).dtype
         acc = np.dtype(np.float64) if op == "mean" and a.dtype.kind in "biu" else (a.dtype if op in ("max", "min")
@@ -176,11 +188,11 @@ class ReduceRules:
         if acc != a.dtype:
             arr = f"{arr}.astype(np.{acc.name})"
         two = f"{arr}.reshape(({size(kept)}, {size(axes)}))" if rows else \
-            f"{arr}.reshape(({size(axes)}, {size(kept)}))"
+            f"{arr}.reshape(({size(range(axes[0]))}, {size(axes)}, {size(range(axes[-1] + 1, d))}))"
         if op in ("max", "min"):
-            core = f"_pxr_{op}_{'rows' if rows else 'cols'}({two})"
+            core = f"_pxr_{op}_{'rows' if rows else 'mid'}({two})"
         else:
-            helper = "_pxr_sum_cols" if not rows else "_pxr_sum_rows" if acc.kind == "f" else "_pxr_isum_rows"
+            helper = "_pxr_sum_mid" if not rows else "_pxr_sum_rows" if acc.kind == "f" else "_pxr_isum_rows"
             core = f"{helper}({two}, np.{'bool_' if acc == np.bool_ else acc.name}(0))"
         if type(k) is np.ndarray:
             shape = [f"{t}.shape[{i}]" if i in kept else "1" for i in range(d) if i in kept or kw.get("keepdims")]
