@@ -324,7 +324,9 @@ def _register_python_ops():
     for method in PURE_METHODS:
         register(f"method.{method}", MethodKernel(method), display=f".{method}", grad=_METHOD_GRADS.get(method),
                  inline=Inline(f"{{0}}.{method}({{rest}})", "small", kwargs=True), fresh=method == "copy",
-                 lowering=Lowering("{0}.copy()", moves=True) if method == "copy" else None)
+                 lowering=Lowering("{0}.copy()", moves=True) if method == "copy" else
+                 # reductions: runtime/native/reductions.py lowers these calls, with their axes
+                 Lowering(f"{{0}}.{method}()") if method in ("sum", "mean", "max", "min") else None)
     for method in MUTATING_METHODS:
         resolve = _MUTATING_RESOLVE.get(method, "deep")
         register(f"method.{method}", MethodKernel(method), effect=MUTATES, display=f".{method}", resolve=resolve,

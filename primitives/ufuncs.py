@@ -20,6 +20,7 @@ NUMBA_CALLABLE = set("""
 exp exp2 expm1 log log2 log10 log1p sqrt sin cos tan arcsin arccos arctan sinh cosh tanh abs absolute fabs
 floor ceil trunc negative square sign isnan isinf isfinite add subtract multiply divide true_divide maximum
 minimum arctan2 hypot power floor_divide remainder mod zeros ones empty min max amin amax argmin argmax
+logical_and logical_or logical_xor logical_not greater greater_equal less less_equal equal not_equal
 float64 float32 int64 int32 int16 int8 uint8 uint16 uint32 bool_ complex128
 """.split())
 

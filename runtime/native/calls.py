@@ -9,6 +9,7 @@ from phylanx_py.primitives import lookup
 from phylanx_py import ir
 
 from . import kinds as K
+from . import masks
 from .facts import rule
 
 SHAPE = 1 << 48  # lengths and shapes: no array has more elements
@@ -76,6 +77,8 @@ class CallRules:
 
     def c_operator_getitem(self, n, atoms, ks, kwargs):
         obj, key = ks
+        if type(obj) is np.ndarray and type(key) is np.ndarray and key.dtype == np.bool_:
+            return masks.rule(self, n, atoms, obj, key)  # x[mask]: the elements where mask is true (masks.py)
         if type(obj) is np.ndarray and type(key) is np.ndarray:
             # x[cols]: a 1-D array of its elements at a 1-D int array's (a copy; each index checked, as NumPy
             # raises IndexError, negative ones counting from the end)

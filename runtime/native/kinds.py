@@ -15,6 +15,7 @@ PLAIN = frozenset({int, float, bool, np.float64, np.int64, np.bool_})
 RANGE = ("range",)
 SLICE = slice(None)
 INT64 = (-(1 << 63), 1 << 63)
+MAX_NDIM = 8  # arrays (and int tuples) of up to 8 dimensions: an array's stand-in has 2**ndim elements
 
 
 class Either:
@@ -67,10 +68,10 @@ def of_value(v, name=""):
     if t is np.ndarray:
         if v.dtype not in DTYPES:
             raise Decline(f"{name} is an array of {v.dtype}")
-        if not 1 <= v.ndim <= 4:
+        if not 1 <= v.ndim <= MAX_NDIM:
             raise Decline(f"{name} is a {v.ndim}-d array")
         return array(v.dtype, v.ndim)
-    if t is tuple and all(type(x) is int for x in v) and len(v) <= 4:
+    if t is tuple and all(type(x) is int for x in v) and len(v) <= MAX_NDIM:
         return tuple(3 for _ in v)
     raise Decline(f"{name} is {_describe(v)}")
 

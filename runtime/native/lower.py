@@ -25,6 +25,8 @@ from .bounds import Prover
 from .calls import DTYPE_CONSTS, SAFE, CallRules
 from .facts import rule
 from .kinds import Decline
+from .reductions import ReduceRules
+from .reductions import takes as takes_axes
 from .signs import COUNTER, Signs, counters, inductive, untested_counters
 
 
@@ -40,7 +42,7 @@ class Widen(Exception):
         self.name, self.either = name, either
 
 
-class Lowerer(CallRules, BlockWriter):
+class Lowerer(CallRules, ReduceRules, BlockWriter):
     """Lowers one loop (``loop``) over ``inputs`` (name -> kind) to a kernel's source."""
 
     def __init__(self, loop, inputs: dict, outputs: list, tainted=frozenset(), arrays_tainted=False, widened=None,
@@ -508,8 +510,10 @@ class Lowerer(CallRules, BlockWriter):
         args = [self.expr(a) for a in n.args]
         kwargs = dict((k, self.expr(v)) for k, v in n.kwargs)
         tainted = any(t for _, _, t in args)
-        if tainted and low.compares:
+        if tainted and (low.compares or prim.comparison or name.startswith("logical_")):
             self.fail(f"{prim.label} of an inexact result (exp, log, ...): Numba's last bit may differ", n)
+        if takes_axes(name, n, [k for _, k, _ in args]):  # reductions over axes (reductions.py)
+            return self.reduction(n, args)
         if kwargs and not set(kwargs) <= set(low.keywords):
             self.fail(f"{prim.label} with keyword arguments", n)
         atoms = [a for a, _, _ in args]
@@ -615,9 +619,13 @@ class Lowerer(CallRules, BlockWriter):
             self.fail("operands without a common dtype", n)
         if common.kind not in "biuf":
             self.fail(f"array arithmetic in {common}", n)
-        if any(type(x) is np.ndarray and x.dtype != common for x in ks):
+        if any(type(x) is np.ndarray and x.dtype.kind != common.kind for x in ks):
             self.fail(f"array arithmetic mixing {' and '.join(sorted({K.describe(x) for x in ks}))} "
                       "(Numba promotes them otherwise)", n)
+        # a narrower array of the same kind is cast first, as NumPy's loop casts it (float32 with float64: an
+        # exact widening, the same in every engine)
+        atoms = [f"{a}.astype(np.{common.name})" if type(x) is np.ndarray and x.dtype != common else a
+                 for a, x in zip(atoms, ks)]
         if type(k) is np.ndarray and k.dtype not in (common, np.bool_):
             self.fail(f"{n.prim.rsplit('.', 1)[-1]} of {common} arrays giving {k.dtype} (Numba's dtype differs)", n)
         return [self.weak_cast(a, x, common, arg) if K.is_scalar(x) and np.asarray(x).dtype != common else a
