@@ -56,60 +56,38 @@ def _pxr_sum_mid(a, zero):  # (before, reduced, after): added one by one in C or
     return out
 
 
-@numba.njit(cache=True, nogil=True)
-def _pxr_max_rows(a):
-    if a.shape[1] == 0:
+@numba.njit(cache=True, nogil=True, inline="always")
+def _pxr_empty(big):
+    if big:
         raise ValueError("zero-size array to reduction operation maximum which has no identity")
+    raise ValueError("zero-size array to reduction operation minimum which has no identity")
+
+
+@numba.njit(cache=True, nogil=True)
+def _pxr_ext_rows(a, big):  # the greatest (big) or least element of each row
+    if a.shape[1] == 0:
+        _pxr_empty(big)
     out = a[:, 0].copy()
     for p in range(a.shape[0]):
         m = out[p]
         for r in range(1, a.shape[1]):
             v = a[p, r]
-            if v > m or v != v:  # NaN wins, as in NumPy (nothing compares greater than NaN after it)
+            if (v > m if big else v < m) or v != v:  # NaN wins, as in NumPy (nothing passes NaN after it)
                 m = v
         out[p] = m
     return out
 
 
 @numba.njit(cache=True, nogil=True)
-def _pxr_max_mid(a):
+def _pxr_ext_mid(a, big):
     if a.shape[1] == 0:
-        raise ValueError("zero-size array to reduction operation maximum which has no identity")
+        _pxr_empty(big)
     out = a[:, 0].copy()
     for b in range(a.shape[0]):
         for r in range(1, a.shape[1]):
             for p in range(a.shape[2]):
                 v = a[b, r, p]
-                if v > out[b, p] or v != v:
-                    out[b, p] = v
-    return out
-
-
-@numba.njit(cache=True, nogil=True)
-def _pxr_min_rows(a):
-    if a.shape[1] == 0:
-        raise ValueError("zero-size array to reduction operation minimum which has no identity")
-    out = a[:, 0].copy()
-    for p in range(a.shape[0]):
-        m = out[p]
-        for r in range(1, a.shape[1]):
-            v = a[p, r]
-            if v < m or v != v:
-                m = v
-        out[p] = m
-    return out
-
-
-@numba.njit(cache=True, nogil=True)
-def _pxr_min_mid(a):
-    if a.shape[1] == 0:
-        raise ValueError("zero-size array to reduction operation minimum which has no identity")
-    out = a[:, 0].copy()
-    for b in range(a.shape[0]):
-        for r in range(1, a.shape[1]):
-            for p in range(a.shape[2]):
-                v = a[b, r, p]
-                if v < out[b, p] or v != v:
+                if (v > out[b, p] if big else v < out[b, p]) or v != v:
                     out[b, p] = v
     return out
 '''
@@ -190,7 +168,7 @@ class ReduceRules:
         two = f"{arr}.reshape(({size(kept)}, {size(axes)}))" if rows else \
             f"{arr}.reshape(({size(range(axes[0]))}, {size(axes)}, {size(range(axes[-1] + 1, d))}))"
         if op in ("max", "min"):
-            core = f"_pxr_{op}_{'rows' if rows else 'mid'}({two})"
+            core = f"_pxr_ext_{'rows' if rows else 'mid'}({two}, {op == 'max'})"
         else:
             helper = "_pxr_sum_mid" if not rows else "_pxr_sum_rows" if acc.kind == "f" else "_pxr_isum_rows"
             core = f"{helper}({two}, np.{'bool_' if acc == np.bool_ else acc.name}(0))"
