@@ -162,3 +162,8 @@ def test_reductions_where_an_expression_may_not_run(mode):
 def test_split_and_middle_axes(mode, dtype):
     x = (RNG.random((3, 4, 4, 6)) * 50).astype(dtype)
     native(run_both(R.split_and_middle_axes, x, np.zeros((3, 4), dtype)), mode)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64])
+def test_a_method_sum_of_a_1d_array_is_exact_and_may_be_compared(mode, dtype):
+    native(run_both(R.compared_method_sum, (RNG.random((20, 9)) * 0.5).astype(dtype)), mode)
