@@ -63,7 +63,8 @@ def fused_update_groups(statements, groups):
     parameter): one compiled call runs them all when the groups agree (the same scalars; at each array argument,
     C-contiguous arrays of one dtype, writable or not alike) and no two arrays share memory (each its own
     allocation), else one ``fused_update`` per group. A call per parameter paid its checks and dispatch, and on
-    large parameters a hand-off to the block threads, for each parameter (~15 us each: benchmarks/train_fit.py)."""
+    large parameters a hand-off to the block threads, for each parameter: simplemlp's 8-parameter update took
+    0.41 ms that way against 0.35 ms in one call (2 threads, best of 25 runs of 20 updates)."""
     groups = [tuple(g) for g in groups]
     found = _groups_kernel(statements, groups) if len(groups) > 1 else None
     if found is None:
