@@ -106,12 +106,17 @@ def build_program(name, trace: Trace, params: list[str], outputs: list, builder:
     out_nodes = [builder.node(o, loc) for o in outputs]
     keep, counts = _uses(calls, out_nodes)
     # A value read once is written into its reader (an expression tree, as the user wrote it), so element-wise
-    # chains of the gradient fuse into one kernel like those of compiled code.
+    # chains of the gradient fuse into one kernel like those of compiled code. Not into the outputs' tuple, which
+    # fuses nothing: a value only an output reads (a weight's gradient ``a.T @ g``) is computed where it was
+    # recorded, next to its operands. Written into the tuple, every weight gradient ran after the whole backward
+    # pass, on activations and cotangents long gone from the caches: simplemlp's four such products took 3-6%
+    # longer than the same products in the hand-written step (benchmarks/train_fit.py).
+    outputs_read = {v.name for n in out_nodes for v in ir.walk(n) if isinstance(v, ir.Var)}
     inline: dict[str, ir.Node] = {}
     stmts = []
     for rec, call in keep:
         call = _substitute(call, inline)
-        if counts.get(rec.out.name, 0) == 1:
+        if counts.get(rec.out.name, 0) == 1 and rec.out.name not in outputs_read:
             inline[rec.out.name] = call
         else:
             stmts.append(ir.Assign(ir.StoreName(rec.out.name, 0, rec.loc), call, rec.loc))

@@ -9,7 +9,8 @@ that with the registry's NumPy kernels, statement after statement over whole arr
 with another (checked at every call; otherwise the reference runs). Each intermediate is cast to the dtype NumPy
 gives it (the same generated scalar code as fused kernels), and a statement runs compiled only when its value
 already has its target's dtype, so the answer is NumPy's to the last bit. An optimizer's update over a model's
-parameters is one such call per parameter (phylanx_py/nn/optim.py), three to five passes of NumPy in one.
+parameters is one such call for all of them (``fused_update_groups``, phylanx_py/nn/optim.py): one compiled call
+runs the statements over each parameter's arrays in turn, three to five passes of NumPy per parameter in one pass.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from .fused import (
 
 _kernels: dict = {}
 _found: dict = {}
+_found_groups: dict = {}
 
 
 def fused_update(statements, *args):
@@ -54,6 +56,74 @@ def fused_update(statements, *args):
         out = args[target]
         np.copyto(out, reference(spec, args), casting="same_kind")
     return None
+
+
+def fused_update_groups(statements, groups):
+    """``fused_update(statements, *args)`` for each ``args`` of ``groups``, in order (an optimizer's update of every
+    parameter): one compiled call runs them all when the groups agree (the same scalars; at each array argument,
+    C-contiguous arrays of one dtype, writable or not alike) and no two arrays share memory (each its own
+    allocation), else one ``fused_update`` per group. A call per parameter paid its checks and dispatch, and on
+    large parameters a hand-off to the block threads, for each parameter: simplemlp's 8-parameter update took
+    0.41 ms that way against 0.35 ms in one call (2 threads, best of 25 runs of 20 updates)."""
+    groups = [tuple(g) for g in groups]
+    found = _groups_kernel(statements, groups) if len(groups) > 1 else None
+    if found is None:
+        for args in groups:
+            fused_update(statements, *args)
+        return None
+    kernel, columns, sizes = found
+    total = int(sizes.sum())
+    n = _threads() if total >= PARALLEL_MIN_ELEMENTS else 1
+    if n < 2:
+        kernel(*columns, np.zeros_like(sizes), sizes)
+        return None
+    starts = np.cumsum(sizes) - sizes  # element lo:hi of the whole run is group j's lo - start_j : hi - start_j
+
+    def block(lo, hi):
+        kernel(*columns, np.clip(lo - starts, 0, sizes), np.clip(hi - starts, 0, sizes))
+    _map_blocks(block, _blocks(total, n))
+    return None
+
+
+def _groups_kernel(statements, groups):
+    """(the compiled kernel over groups, its arguments: per array argument the tuple of the groups' flat arrays,
+    scalars as they are, the groups' sizes), or None: then each group runs on its own."""
+    first = groups[0]
+    sig = _signature(first)
+    if sig is None or os.environ.get("PHYLANX_FUSE", "1") == "0" or any(len(g) != len(first) for g in groups):
+        return None
+    targets = {t for t, _ in statements}
+    owners: set = set()
+    columns = []
+    for i, a0 in enumerate(first):
+        if type(a0) is not np.ndarray:
+            if any(type(g[i]) is not type(a0) or g[i] != a0 for g in groups):
+                return None
+            columns.append(a0)
+            continue
+        dtype, writeable = a0.dtype, a0.flags.writeable
+        if i in targets and not writeable:
+            return None
+        flat = []
+        for g in groups:
+            a = g[i]
+            if type(a) is not np.ndarray or a.dtype != dtype or a.shape != g[0].shape or a.size == 0:
+                return None
+            flags = a.flags
+            owner = a if a.base is None else a.base  # NumPy points a view's base at the array owning the memory
+            if not flags.c_contiguous or flags.writeable != writeable or type(owner) is not np.ndarray or \
+                    not owner.flags.owndata or id(owner) in owners:
+                return None
+            owners.add(id(owner))
+            flat.append(a.reshape(-1))
+        columns.append(tuple(flat))
+    key = (statements, sig, tuple(type(c) is tuple and c[0].flags.writeable for c in columns), len(groups))
+    hit = _found_groups.get(key, _found_groups)
+    if hit is _found_groups:
+        hit = remember(_found_groups, key, lambda: _find(statements, first, len(groups)))
+    if hit is None:
+        return None
+    return hit, columns, np.array([g[0].size for g in groups], np.int64)
 
 
 def _kernel(statements, args):
@@ -87,7 +157,8 @@ def _layout_ok(statements, args) -> bool:
     return True
 
 
-def _find(statements, args):
+def _find(statements, args, groups: int = 0):
+    """The compiled kernel of ``statements`` for inputs like ``args`` (over ``groups`` groups of them if given)."""
     dtypes = []
     for target, spec in statements:
         try:
@@ -98,12 +169,18 @@ def _find(statements, args):
             return None  # a value cast on its way into the target: left to NumPy's copyto
         dtypes.append(found[0])
     in_dtypes = [np.asarray(a).dtype for a in args]
+    if groups:
+        writeable = [isinstance(a, np.ndarray) and a.flags.writeable for a in args]
+        key = (statements, tuple(d.str for d in in_dtypes), tuple(writeable), groups)
+        return cached_kernel(_kernels, key, lambda: _compile(statements, args, dtypes, in_dtypes, groups, writeable))
     key = (statements, tuple(d.str for d in in_dtypes))
     return cached_kernel(_kernels, key, lambda: _compile(statements, args, dtypes, in_dtypes))
 
 
-def _source(statements, args, dtypes) -> str:
-    """One njit loop: load each array's element, run the statements' scalar code, store the targets."""
+def _source(statements, args, dtypes, groups: bool = False) -> str:
+    """One njit loop: load each array's element, run the statements' scalar code, store the targets. ``groups``:
+    each array argument is a tuple of arrays, one per group, and ``kernel`` runs that loop (``one``) on elements
+    ``lo[j]:hi[j]`` of group ``j``, for each group in order."""
     arrays = [i for i, a in enumerate(args) if isinstance(a, np.ndarray)]
     names = [f"x{i}" if i in arrays else f"a{i}" for i in range(len(args))]
     lines = [f"        x{i} = a{i}[k]" for i in arrays]
@@ -113,18 +190,38 @@ def _source(statements, args, dtypes) -> str:
         lines += [rename(line) for line in body]
         lines += [f"        x{target} = {rename(result)}", f"        a{target}[k] = x{target}"]
     params = ", ".join(f"a{i}" for i in range(len(args)))
-    return ("import numpy as np\nimport numba\n\n\n"
-            "@numba.njit(cache=True, nogil=True)\n"
-            f"def kernel({params}):\n"
-            f"    for k in range(a{arrays[0]}.size):\n" + "\n".join(lines) + "\n")
+    src = ("import numpy as np\nimport numba\n\n\n"
+           "@numba.njit(cache=True, nogil=True)\n"
+           f"def {'one' if groups else 'kernel'}({params}):\n"
+           f"    for k in range(a{arrays[0]}.size):\n" + "\n".join(lines) + "\n")
+    if groups:
+        # each group's part as a C-contiguous slice indexed from 0, the loop above as it is for one group
+        # (``range(lo[j], hi[j])`` in one loop over groups ran 4-5x slower: a negative-index fix-up per access)
+        parts = ", ".join(f"a{i}[j][lo[j]:hi[j]]" if i in arrays else f"a{i}" for i in range(len(args)))
+        src += ("\n\n@numba.njit(cache=True, nogil=True)\n"
+                f"def kernel({params}, lo, hi):\n    for j in range(len(lo)):\n        one({parts})\n")
+    return src
 
 
-def _compile(statements, args, dtypes, in_dtypes):
-    src = _source(statements, args, dtypes)
+def _compile(statements, args, dtypes, in_dtypes, groups: int = 0, writeable=()):
+    src = _source(statements, args, dtypes, groups=bool(groups))
     src += f"\n# {', '.join(_numba_type(d) for d in in_dtypes)}\n"  # one file per input dtypes
 
+    def sample(a, d, i):
+        if not isinstance(a, np.ndarray):
+            return a
+        if not groups:
+            return np.zeros(1, d)
+        one = [np.zeros(1, d) for _ in range(groups)]
+        for z in one:
+            z.flags.writeable = writeable[i]  # read-only arrays are another Numba type: compiled for what comes
+        return tuple(one)
+
     def compile_now(module):  # a failure to compile is a failure here, not at the first real call
-        module.kernel(*[np.zeros(1, d) if isinstance(a, np.ndarray) else a for a, d in zip(args, in_dtypes)])
+        samples = [sample(a, d, i) for i, (a, d) in enumerate(zip(args, in_dtypes))]
+        if groups:
+            samples += [np.zeros(groups, np.int64), np.ones(groups, np.int64)]
+        module.kernel(*samples)
 
     return kernel_cache.load_or_build("update", src, compile_now).kernel
 

@@ -147,3 +147,67 @@ def test_an_update_built_in_the_background_is_numpys_meanwhile_and_compiled_afte
     np.testing.assert_array_equal(v, v2)
     np.testing.assert_array_equal(p, p2)
     assert list(FU._found.values()) and all(hit is not None for hit in FU._found.values())
+
+
+def _groups(shapes, dtype, seed):
+    rng = np.random.default_rng(seed)
+    return [tuple(rng.standard_normal(s).astype(dtype) for _ in range(3)) for s in shapes]
+
+
+def _groups_are_numpys(groups, want, steps):
+    """``steps`` momentum updates of (p, g, v) ``groups`` in one call each equal NumPy's statements on ``want``
+    (copies), group after group, to the bit; the one-call kernel ran."""
+    for _ in range(steps):
+        FU.fused_update_groups(STATEMENTS, [(p, g, v, 0.01, 0.9) for p, g, v in groups])
+        for p, g, v in want:
+            numpy_momentum(p, g, v, 0.01, 0.9)
+    for got, ref in zip(groups, want):
+        np.testing.assert_array_equal(got[0], ref[0])
+        np.testing.assert_array_equal(got[2], ref[2])
+    assert list(FU._found_groups.values()) and all(hit is not None for hit in FU._found_groups.values())
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_one_call_over_groups_is_numpys_per_group_and_runs_compiled(monkeypatch, dtype, threads):
+    """Several parameters in one compiled call (an optimizer's update): with two threads the blocks of the whole
+    run cut through the groups (the first group alone is past the parallel size), and each element is still
+    updated once, as NumPy's statements group after group update it."""
+    monkeypatch.setenv("PHYLANX_NUM_THREADS", threads)
+    monkeypatch.setattr(FU, "_found_groups", {})
+    shapes = [(FU.PARALLEL_MIN_ELEMENTS // 100 + 7, 100), (13,), (5, 4, 3), (1,)]
+    groups = _groups(shapes, dtype, seed=4)
+    _groups_are_numpys(groups, [tuple(a.copy() for a in g) for g in groups], steps=2)
+
+
+def test_groups_sharing_memory_run_group_after_group(monkeypatch):
+    """The same array in two groups, or overlapping views of one buffer: one pass over the groups on two threads
+    would update the shared elements from both threads at once; such groups run one after the other, as NumPy's
+    statements do, and are never handed to the one-call kernel."""
+    monkeypatch.setenv("PHYLANX_NUM_THREADS", "2")
+    add = ((0, ("add", ("arg", 0), ("arg", 1))),)
+    n = FU.PARALLEL_MIN_ELEMENTS
+    p, g1, g2 = np.zeros(n), np.ones(n), np.full(n, 2.0)
+    buf = np.random.default_rng(5).standard_normal(2 * n)
+    views = [(buf[:n], g1), (buf[n // 2:n // 2 + n], g2)]
+    assert FU._groups_kernel(add, [(p, g1), (p, g2)]) is None
+    assert FU._groups_kernel(add, views) is None
+    assert FU._groups_kernel(add, [(np.zeros(n), g1), (np.zeros(n), g2)]) is not None  # distinct arrays: one call
+    FU.fused_update_groups(add, [(p, g1), (p, g2)])
+    np.testing.assert_array_equal(p, np.full(n, 3.0))
+    want = buf.copy()
+    want[:n] += 1
+    want[n // 2:n // 2 + n] += 2
+    FU.fused_update_groups(add, views)
+    np.testing.assert_array_equal(buf, want)
+
+
+def test_groups_with_read_only_gradients_are_numpys(monkeypatch):
+    """Gradients in read-only memory (data-parallel training hands the summed gradient over so; another Numba
+    type): compiled for them too, with the same answer."""
+    monkeypatch.setattr(FU, "_found_groups", {})
+    groups = _groups([(40, 30), (30,)], np.float32, seed=6)
+    want = [tuple(a.copy() for a in g) for g in groups]
+    for _, g, _ in groups:
+        g.flags.writeable = False
+    _groups_are_numpys(groups, want, steps=1)

@@ -156,6 +156,23 @@ def test_the_gradient_is_a_printable_fused_tree_with_user_locations(data, tmp_pa
     assert f"prog_grad.py:{line}:" in text
 
 
+def test_each_weight_gradient_is_computed_where_it_was_recorded_not_in_the_outputs(data):
+    """A gradient only the outputs read (``h.T @ g``) is a statement of its own next to its operands, in the
+    order the backward pass recorded it: written into the returned tuple it ran after the whole backward pass,
+    on operands long out of the caches. The outputs' tuple names values; its items compute nothing."""
+    from phylanx_py import ir
+
+    X, _, Y, params = data
+    g = px.grad(pg.mlp_loss)
+    g(params, X, Y)
+    body = g.tree.function(g.tree.entry).body.stmts
+    ret = body[-1]
+    assert isinstance(ret, ir.Return) and all(isinstance(v, (ir.Var, ir.Const)) for v in ret.value.items)
+    products = [i for i, s in enumerate(body) if isinstance(s, ir.Assign) and "matmul" in str(s)]
+    assert len(products) >= 3  # both weights' gradients and the cotangent of h, each a statement
+    np.testing.assert_allclose(g(params, X, Y)["W1"], pg.mlp_grad_by_hand(params, X, Y)["W1"], rtol=1e-12)
+
+
 def test_gradient_tree_runs_unfused_with_the_same_answer(monkeypatch, data):
     X, _, Y, params = data
     want = px.grad(pg.mlp_loss)(params, X, Y)

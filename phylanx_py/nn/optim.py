@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from phylanx_py.primitives.fused_update import fused_update
+from phylanx_py.primitives.fused_update import fused_update_groups
 
 
 def step_decay(lr: float, step_size: int, gamma: float = 0.1):
@@ -61,7 +61,8 @@ class SGD(Optimizer):
 
     def update(self, params, grads, state, step):
         # With p, g, v, lr, momentum, weight decay as inputs 0-5: v *= m; v += g; p -= lr * v (Nesterov: p -= lr *
-        # (g + m * v)), g being g + wd * p with weight decay: one pass per parameter (primitives/fused_update.py).
+        # (g + m * v)), g being g + wd * p with weight decay: one pass per parameter, all parameters in one call
+        # (primitives/fused_update.py).
         lr = self.rate(step)
         grad = _add(_arg(1), _mul(_arg(5), _arg(0))) if self.weight_decay else _arg(1)
         if self.momentum:
@@ -69,8 +70,8 @@ class SGD(Optimizer):
             statements = ((2, _add(_mul(_arg(2), _arg(4)), grad)), (0, _sub(_arg(0), _mul(_arg(3), direction))))
         else:
             statements = ((0, _sub(_arg(0), _mul(_arg(3), grad))),)
-        for p, g, v in zip(params, grads, state):
-            fused_update(statements, p, g, 0.0 if v is None else v, lr, self.momentum, self.weight_decay)
+        fused_update_groups(statements, [(p, g, 0.0 if v is None else v, lr, self.momentum, self.weight_decay)
+                                         for p, g, v in zip(params, grads, state)])
 
 
 class Adam(Optimizer):
@@ -95,8 +96,8 @@ class Adam(Optimizer):
                       (3, _add(_mul(_arg(3), _arg(7)), _mul(_mul(_arg(8), grad), grad))),
                       (0, _sub(_arg(0), ("divide", _mul(_arg(4), ("divide", _arg(2), _arg(9))),
                                          _add(("sqrt", ("divide", _arg(3), _arg(10))), _arg(11))))))
-        for p, g, (m, v) in zip(params, grads, state):
-            fused_update(statements, p, g, m, v, lr, b1, 1 - b1, b2, 1 - b2, c1, c2, self.eps, self.weight_decay)
+        fused_update_groups(statements, [(p, g, m, v, lr, b1, 1 - b1, b2, 1 - b2, c1, c2, self.eps, self.weight_decay)
+                                         for p, g, (m, v) in zip(params, grads, state)])
 
 
 class RMSprop(Optimizer):
@@ -119,12 +120,12 @@ class RMSprop(Optimizer):
             statements += ((3, _add(_mul(_arg(3), _arg(8)), step_dir)),)
             step_dir = _arg(3)
         statements += ((0, _sub(_arg(0), _mul(_arg(4), step_dir))),)
-        for p, g, (s, buf) in zip(params, grads, state):
-            fused_update(statements, p, g, s, buf, lr, self.rho, 1 - self.rho, self.eps, self.momentum)
+        fused_update_groups(statements, [(p, g, s, buf, lr, self.rho, 1 - self.rho, self.eps, self.momentum)
+                                         for p, g, (s, buf) in zip(params, grads, state)])
 
 
 # Specs of the updates (primitives/fused.py's form): each optimizer's in-place NumPy statements, operation for
-# operation, run by fused_update as one pass per parameter (the reference: the same statements in NumPy).
+# operation, run by fused_update_groups as one pass per parameter (the reference: the same statements in NumPy).
 def _arg(i):
     return ("arg", i)
 
