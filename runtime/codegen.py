@@ -121,7 +121,6 @@ class Generator(StatementEmitter):
         self.emit("__pxr_wait = __pxr_ev.wait")
         self.emit("__pxr_pending = __pxr_ev.pending")
         self.emit("__pxr_lim = __pxr_ev.inline_elements")
-        self.emit("__pxr_shares = __pxr_ev.shares")
         for name, fn in self.program.functions:
             defaults = tuple(self.const(c.value) for c in self.defaults.get(name, ()))
             kwdefaults = {k: self.const(c.value) for k, c in self.kwdefaults.get(name, ())}
@@ -158,10 +157,7 @@ class Generator(StatementEmitter):
         self.emit("except __pxr_PXE:")
         self.emit("    raise")
         self.emit("except __pxr_Exception as __pxr_e:")
-        # chained to what the error names (a fused group's failing operation raises OperationFailed, whose
-        # ExecutionError is caused by the operation's own exception), as run_primitive chains it
-        self.emit("    __pxr_x = __pxr_fail(__pxr_e)")
-        self.emit("    raise __pxr_x from __pxr_x.__cause__")
+        self.emit("    raise __pxr_fail(__pxr_e) from __pxr_e")
         self.indent -= 1
         self.fn_stack.pop()
         self.emit(f"{ident}.__qualname__ = {ident}.__name__ = {qualname!r}")
@@ -284,23 +280,6 @@ class Generator(StatementEmitter):
         return self.assign_temp(f"__pxr_call_value(__pxr_ev, {fn}, ({''.join(a + ', ' for a in args)}), {kw}, "
                                 f"{self.const(n.loc, 'l')})", n.loc, "call")
 
-    def emit_fused_call(self, t: str, site: str, call: str, leaves, loc):
-        """The group's kernel on NumPy arrays and scalars, called here directly while no task is in flight on a
-        runtime that shares results (what the Evaluation does for a parallel primitive, without its checks:
-        ~5 us a call, four calls a training step); else through the Evaluation (futures, tiled arrays, Dask)."""
-        prim = self.consts[site].prim
-        if not prim.parallel or prim.numba_kernel is not None:
-            self.emit(f"    {t} = {call}", loc, "fused")
-            return
-        plain = [f"(__pxr_type({a}) is __pxr_ndarray or __pxr_type({a}) in __pxr_S)"
-                 for a in dict.fromkeys(leaves) if not _is_literal(a)]
-        prefix = f"__pxr_call({site}, ("
-        direct = f"{self.const(prim.kernel)}({call[len(prefix):-2]})"  # the same arguments, unpacked
-        self.emit(f"    if __pxr_shares and not __pxr_pending and {' and '.join(plain) or 'True'}:", loc, "fused")
-        self.emit(f"        {t} = {direct}", loc, "fused")
-        self.emit("    else:")
-        self.emit(f"        {t} = {call}", loc, "fused")
-
     def resolved(self, atom: str, loc, label) -> str:
         """A temp holding ``atom``'s value (waiting if it is a future): for conditions and iterables."""
         if _is_literal(atom):
@@ -333,7 +312,7 @@ class Generator(StatementEmitter):
         self.leaf_atoms.append(leaves)
         if tests:
             self.emit(f"if {' or '.join(tests)}:", n.loc, "fused")
-            self.emit_fused_call(t, site, call, leaves, n.loc)
+            self.emit(f"    {t} = {call}", n.loc, "fused")
             self.emit("else:")
             self.indent += 1
         self.emit(f"{t} = {self.expr(n.body)}", n.loc, "fused")

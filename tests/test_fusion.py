@@ -415,44 +415,14 @@ def test_small_inputs_run_op_by_op(spy):
     assert spy == []
 
 
-def test_a_group_on_numpy_arrays_runs_its_kernel_without_the_evaluation_and_futures_still_go_through_it(
-        spy, monkeypatch):
-    """With NumPy arrays in and no task in flight, on a runtime whose results are shared, the generated code calls
-    the group's kernel itself (what the Evaluation would do, without ~5 us of its checks a call); futures (every
-    array primitive a task) still go through the Evaluation. The same answer both ways."""
-    from phylanx_py.runtime.evaluation import Evaluation
-
-    through: list = []
-    real_call = Evaluation.call
-
-    def call(self, site, args, kwargs=None):
-        through.append(site.prim.name)
-        return real_call(self, site, args, kwargs)
-
-    monkeypatch.setattr(Evaluation, "call", call)
-    x = np.linspace(-3, 3, N)
-    f = px.compile(P.gauss_sine)
-    with px.using(px.runtime.synchronous()):
-        assert_same(f(x), P.gauss_sine(x))
-    assert "fused.elementwise" not in through and paths(spy) == ["numba"]
-    x2 = rng().normal(size=(200, 100))
-    assert_same(_on_futures(P.sliced, x2), P.sliced(x2))
-    assert "fused.elementwise" in through
-
-
-def _on_futures(fn, x):
-    """``fn`` compiled and run on a local pool where every array primitive is a task: slices are futures."""
-    rt = px.runtime.local(2, inline_elements=0)
+def test_futures_take_the_fused_primitive_even_when_small(spy):
+    rt = px.runtime.local(2, inline_elements=0)  # every array primitive is a task: slices are futures
+    x = rng().normal(size=(20, 10))
     try:
         with px.using(rt):
-            return px.compile(fn)(x)
+            got = px.compile(P.sliced)(x)
     finally:
         rt.close()
-
-
-def test_futures_take_the_fused_primitive_even_when_small(spy):
-    x = rng().normal(size=(20, 10))
-    got = _on_futures(P.sliced, x)
     assert_same(got, P.sliced(x))
     assert paths(spy) == ["reference"]
 
