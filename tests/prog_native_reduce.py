@@ -132,3 +132,18 @@ def compared_method_sum(x):
         if x[i].sum() > 2.0:  # a 1-D float sum in NumPy's pairwise order: exact, so it may be compared
             count += 1
     return count
+
+
+def method_sum_against_np_sum(x):
+    count = 0
+    for i in range(x.shape[0]):
+        if x[i].sum() != np.sum(x[i]):  # the same pairwise order for both: equal, to the bit
+            count += 1
+    return count, x[-1].sum()
+
+
+def loop_then_empty_max(a, x):
+    for i in range(a.shape[0]):
+        a[i] += 1.0
+    m = np.max(x, axis=0)  # ValueError for an empty x: the error names this line, not the loop's
+    return m

@@ -94,3 +94,10 @@ def rebinds_what_it_reads(steps, x):
     for _ in range(steps):
         x = x[1:] * 2.0 + x[:-1]
     return x
+
+
+def new_array_keeps_the_operands_order(steps, a, b):
+    x = a
+    for _ in range(steps):
+        x = a + b * 2.0
+    return x

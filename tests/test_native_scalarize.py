@@ -56,6 +56,21 @@ def test_element_wise_statements_give_the_plain_answer(fn, args, nest, native_ti
         assert (NEST in _kernel_sources(f)) == nest, _kernel_sources(f)
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_a_new_array_has_numpys_memory_order(order, native_tier):
+    # NumPy's element-wise result follows its operands' order (F in, F out); the nest allocates C order, so it
+    # runs only for operands in C order (a review found F-ordered inputs given a C-ordered result)
+    a, b = np.asarray(_grid(4, 3), order=order), np.asarray(_grid(4, 3, 1), order=order)
+    f = px.compile(S.new_array_keeps_the_operands_order)
+    for _ in range(2):
+        got, want = f(2, a, b), S.new_array_keeps_the_operands_order(2, a, b)
+        np.testing.assert_array_equal(got, want)
+        assert (got.strides, got.flags.c_contiguous, got.flags.f_contiguous) == \
+            (want.strides, want.flags.c_contiguous, want.flags.f_contiguous)
+    if native_tier == "force":
+        assert NEST in _kernel_sources(f)
+
+
 def test_an_array_written_through_another_name_takes_the_array_statement(native_tier):
     # b is a: the guard finds the arrays share memory, and NumPy's right side (a temporary) decides
     f = px.compile(S.same_elements)

@@ -91,6 +91,21 @@ def _apart(a, b):
     return ahi <= blo or bhi <= alo
 
 
+# Whether an operand's strides (of its dimensions longer than 1, taken in order) never grow: NumPy then makes an
+# element-wise result C-ordered, as scalarize.py's loop nest allocates it (otherwise the array expression runs,
+# whose result keeps the operands' order, as NumPy's: F-ordered inputs give an F-ordered result).
+@helper(inline="always")
+def _c_order(strides, lengths):
+    last = -1
+    for d in range(len(strides)):
+        if lengths[d] > 1:
+            s = abs(strides[d])
+            if last >= 0 and s > last:
+                return False
+            last = s
+    return True
+
+
 # A Python int operand of small-int NumPy arithmetic (NEP 50: it takes the other operand's dtype, uint8 + x is
 # uint8): NumPy raises OverflowError when it is outside that dtype's range; the loop reruns interpreted, which
 # raises it at its line

@@ -25,6 +25,7 @@ from phylanx_py.errors import ConfigurationError, ExecutionError
 from .. import floor, profiling
 from ..base import Runtime
 from ..loop_tiers import FALLBACK
+from . import helpers
 from . import kinds as K
 from . import tiering as T
 from .analysis import arrays_written
@@ -151,10 +152,14 @@ def _may_raise(lines) -> bool:
 
 @functools.cache
 def _raising(allocations):
-    """What may raise in the source: indexing, the raising helpers, division and powers, shifts, ``math.``
-    functions, and calls of the functions the declarations say allocate (``np.zeros(``)."""
+    """What may raise in the source: indexing, the helpers that may raise (helpers.raising(), read from their code:
+    a fixed list of prefixes missed the masks' and reductions' helpers, whose errors then named the loop before
+    them), division and powers, shifts, ``math.`` functions, and calls of the functions the declarations say
+    allocate (``np.zeros(``)."""
     alloc = "|".join(re.escape(a) + r"\(" for a in allocations)
-    return re.compile(r"\[|_ck_|_py_|_amb_|/|%|\*\*|<<|>>|math\." + (f"|{alloc}" if alloc else ""))
+    named = "|".join(re.escape(h) + r"\(" for h in sorted(helpers.raising()))
+    return re.compile(r"\[|_ck_|_py_|_amb_|/|%|\*\*|<<|>>|math\." + (f"|{alloc}" if alloc else "") +
+                      (f"|{named}" if named else ""))
 
 
 def _mutates(stmt, fresh, scalars=frozenset(), functions=None) -> bool:
