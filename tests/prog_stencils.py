@@ -101,3 +101,14 @@ def new_array_keeps_the_operands_order(steps, a, b):
     for _ in range(steps):
         x = a + b * 2.0
     return x
+
+
+def orthonormalize(a):
+    # modified Gram-Schmidt: column statements inside loops whose indices the tier versions by sign
+    m, n = a.shape
+    q = np.zeros((m, n))
+    for k in range(n):
+        q[:, k] = a[:, k] / np.sqrt(np.dot(a[:, k], a[:, k]))
+        for j in range(k + 1, n):
+            a[:, j] -= q[:, k] * np.dot(q[:, k], a[:, j])
+    return q

@@ -172,8 +172,10 @@ class _Nest:
                 return self.scalar(node)  # an element (``_fict_[t]``): once, before the loop
             return self.read(name, comps)
         prim = lookup(node.prim)
-        if prim.fused is None or prim.int_unsafe or prim.lowering is None:
+        if prim.int_unsafe or prim.lowering is None:
             raise _No
+        if prim.fused is None:  # not element-wise: a scalar (``np.dot(u, v)``), once, before the loop, or _No
+            return self.scalar(node)
         return ir.Call(node.prim, tuple(self.element(a) for a in node.args), loc=node.loc)
 
     def scalar(self, node):
@@ -334,7 +336,7 @@ def _emit(low, n):
         obj, _, _ = low.expr(store.args[0])
         key, kk, _ = low.expr(store.args[1])
         low.emit(f"{low.access(store, store.args[0], obj, store.args[1], key, kk)} = {src}")
-        if tainted:
+        if tainted and fresh is None:  # a new array's taint is its name's (the array statement binds it)
             low.arrays_tainted = True
     finally:
         low.unchecked = before_unchecked
@@ -352,6 +354,13 @@ def _emit(low, n):
     if len(low.lines) == start:
         low.emit("pass")
     low.indent -= 1
+    # the nest's temporaries live in this statement only: left in the kinds, they made the two versions of an
+    # enclosing loop (lower.two_versions: its names differ by the counter) "disagree on kinds" (NPBench's
+    # gramschmidt went back to the interpreter)
+    for v in [v for v in low.env if v.startswith("__pxz")]:
+        del low.env[v]
+        low.taint.discard(v)
+        low.bounds.pop(v, None)
 
 
 def _same_components(a, b) -> bool:
