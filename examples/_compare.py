@@ -29,8 +29,10 @@ def median_time(fn, repeats: int):
 
 
 def speed(ratio: float) -> str:
-    """``ratio`` = plain time / compiled time, in words; within 10% it is run-to-run noise on a shared machine."""
-    text = f"{ratio:.2f}x faster" if ratio >= 1 else f"{1 / ratio:.2f}x slower"
+    """``ratio`` = plain time / compiled time, in words (whole numbers from 10x: more digits say nothing); within
+    10% it is run-to-run noise on a shared machine."""
+    text = f"{ratio:.0f}x faster" if ratio >= 10 else f"{ratio:.2f}x faster" if ratio >= 1 else \
+        f"{1 / ratio:.2f}x slower"
     return text + (" (about the same)" if 0.9 < ratio < 1.1 else "")
 
 

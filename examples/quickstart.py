@@ -21,6 +21,7 @@ import argparse
 import time
 
 import numpy as np
+from _compare import cluster_hint, median_time, speed
 
 import phylanx_py as px
 
@@ -42,23 +43,12 @@ def plate(size):
     return u
 
 
-def timed(fn, *args):
-    t0 = time.perf_counter()
-    result = fn(*args)
-    return time.perf_counter() - t0, result
-
-
 def tier(fn) -> str:
     """The line of ``explain()`` saying which tier the calls run in now: the whole function's, or on a cluster
     (where loops go native one by one) the outer loop's."""
     lines = fn.explain().splitlines()
     return next((line for line in lines if line.startswith("function at")),
                 next((line for line in lines if line.startswith("loop at")), lines[-1]))
-
-
-def speed(ratio: float) -> str:
-    return f"{ratio:.0f}x faster" if ratio >= 10 else f"{ratio:.2f}x faster" if ratio >= 1 \
-        else f"{1 / ratio:.2f}x slower"
 
 
 def main() -> None:
@@ -74,19 +64,17 @@ def main() -> None:
     # The current runtime: the local thread pool by default; a Dask cluster under ``phylanx-py run
     # --local-cluster 2`` / ``--scheduler tcp://...`` or PHYLANX_SCHEDULER=tcp://...
     rt = px.runtime.current()
-    t_plain = min(timed(relax.__wrapped__, plate(args.size), args.sweeps, omega)[0] for _ in range(3))
-    t_first, u = timed(relax, plate(args.size), args.sweeps, omega)  # translates the function, starts the tiers
+    plates = iter([plate(args.size) for _ in range(4 + max(args.repeats, 1))])  # made before the timing starts
+    t_plain = median_time(lambda: relax.__wrapped__(next(plates), args.sweeps, omega), 3)[0]
+    # the first call translates the function and starts the tiers
+    t_first = median_time(lambda: relax(next(plates), args.sweeps, omega), 1)[0]
     calls, start = 1, time.perf_counter()
     # Call on while the kernel compiles: each call meanwhile costs what the plain function costs.
     while " native runs" not in tier(relax) and time.perf_counter() - start < args.wait:
         relax(plate(args.size), args.sweeps, omega)
         calls += 1
     waited = time.perf_counter() - start
-    times = []
-    for _ in range(args.repeats):
-        t, u = timed(relax, plate(args.size), args.sweeps, omega)
-        times.append(t)
-    t_now = float(np.median(times))
+    t_now, u = median_time(lambda: relax(next(plates), args.sweeps, omega), args.repeats)
     u_plain = relax.__wrapped__(plate(args.size), args.sweeps, omega)
 
     print(f"SOR relaxation: {args.size} x {args.size} grid, {args.sweeps} sweeps a call")
@@ -100,9 +88,7 @@ def main() -> None:
     print(f"  max |phylanx-py - NumPy| = {np.max(np.abs(u - u_plain)):.2g}")
     print(f"  explain(): {tier(relax).split('; compiled in')[0]}; ...)")
     print("vectorised NumPy code, fused into kernels:  python examples/lra.py")
-    if local:
-        print("the same script on a local Dask cluster of 2 workers:  "
-              "phylanx-py run --local-cluster 2 examples/quickstart.py")
+    cluster_hint()
     if not np.allclose(u, u_plain):
         raise SystemExit("compiled and plain results differ")
 
