@@ -27,22 +27,29 @@ from __future__ import annotations
 import os
 
 import numpy as np
-from phylanx_py.primitives import lookup
 
 from phylanx_py import ir
 
+from . import contract
 from . import kinds as K
+from .nests import (
+    IDX,
+    Nest,
+    No,
+    Spans,
+    array_name,
+    components,
+    element_read,
+    forget,
+    hoist,
+    loop_indices,
+    replace,
+    resolve,
+    same_components,
+)
 
 _INPLACE = {"operator.iadd": "operator.add", "operator.isub": "operator.sub", "operator.imul": "operator.mul",
             "operator.itruediv": "operator.truediv"}
-# The generated indices hold uint64 values in the kernel, so Numba indexes without its test for a negative index
-# (which kept LLVM from vectorizing the loop: 6 ns an element against 0.4 here). Their kind is int64 (the kinds
-# take no uint64): they appear only in index sums, where both are integers that wrap and never need checks.
-_IDX = np.int64(3)
-
-
-class _No(Exception):
-    """Not this statement: the array statement is lowered as before."""
 
 
 def note_temporary(low, n) -> None:
@@ -64,143 +71,12 @@ def scalarized(low, n) -> bool:
         return False
     saved, lines, indent = low._state(), list(low.lines), low.indent
     try:
-        _emit(low, n)
+        (contract.emit if contract.takes(n.value) else _emit)(low, n)
         return True
-    except (_No, K.Decline):
+    except (No, K.Decline):
         low._restore(saved)
         low.lines[:], low.indent = lines, indent
         return False
-
-
-def _resolve(low, node):
-    """A canonicalizer temporary's value in place of its name."""
-    while isinstance(node, ir.Var) and node.depth == 0 and node.name in low.pxz_temps:
-        node = low.pxz_temps[node.name]
-    return node
-
-
-def _array_name(low, node) -> str:
-    node = _resolve(low, node)
-    if not (isinstance(node, ir.Var) and node.depth == 0 and type(low.env.get(node.name)) is np.ndarray):
-        raise _No
-    return node.name
-
-
-def _components(low, key, ndim):
-    """The key as one component per dimension: ("slice", start, stop) with IR nodes or None, or ("int", node)."""
-    key = _resolve(low, key)
-    if isinstance(key, ir.Tuple) or (isinstance(key, ir.Call) and key.prim == "python.tuple" and not key.kwargs):
-        items = key.items if isinstance(key, ir.Tuple) else key.args
-    else:
-        items = (key,)
-    comps = []
-    for it in items:
-        it = _resolve(low, it)
-        if isinstance(it, ir.Call) and it.prim == "python.slice" and not it.kwargs:
-            start, stop, step = (tuple(it.args) + (None, None, None))[:3]
-            if step is not None and not (isinstance(step, ir.Const) and step.value in (None, 1)):
-                raise _No
-            comps.append(("slice", _bound(start), _bound(stop)))
-        elif not (isinstance(it, ir.Const) and type(it.value) is not int):
-            comps.append(("int", it))  # an integer, or ``_int_src`` says _No
-        else:
-            raise _No
-    if len(comps) > ndim:
-        raise _No
-    return comps + [("slice", None, None)] * (ndim - len(comps))
-
-
-def _bound(node):
-    return None if node is None or (isinstance(node, ir.Const) and node.value is None) else node
-
-
-def _token(node):
-    """A hashable stand-in of an index expression: equal for equal constants and names, else its identity."""
-    if node is None:
-        return None
-    if isinstance(node, ir.Const):
-        return ("c", type(node.value).__name__, node.value)
-    if isinstance(node, ir.Var):
-        return ("v", node.name, node.depth)
-    return ("n", id(node))
-
-
-def _same(a, b) -> bool:
-    """The same index expression (constants and names only): ``B[s] = B[s] op e`` reads what it writes."""
-    if a is None or b is None:
-        return a is b
-    if isinstance(a, ir.Const) and isinstance(b, ir.Const):
-        return type(a.value) is type(b.value) and a.value == b.value
-    return isinstance(a, ir.Var) and isinstance(b, ir.Var) and (a.name, a.depth) == (b.name, b.depth)
-
-
-class _Nest:
-    """What one statement's loop nest reads: its arrays with their components, its hoisted scalars."""
-
-    def __init__(self, low, target, comps):
-        self.low, self.target, self.comps = low, target, comps
-        self.rank = None if comps is None else sum(1 for c in comps if c[0] == "slice")
-        self.reads: list = []  # (array name, components, the element-read node)
-        self.scalars: list = []  # (temporary name, IR node): evaluated once, before the loop
-
-    def element(self, node):
-        """The element form of an operand or an element-wise expression over operands."""
-        low = self.low
-        node = _resolve(low, node) if isinstance(node, ir.Var) else node
-        if isinstance(node, ir.Fused):
-            if node.reduce:
-                raise _No
-            leaves = [self.element(leaf) for leaf in node.leaves]
-            return _substitute(node.body, leaves)
-        if isinstance(node, ir.Const):
-            if type(node.value) not in (int, float, bool):
-                raise _No
-            return node
-        if isinstance(node, ir.Var):
-            k = low.env.get(node.name) if node.depth == 0 else None
-            if type(k) is np.ndarray:
-                return self.read(node.name, [("slice", None, None)] * k.ndim)
-            if k is None or not K.is_scalar(k):
-                raise _No
-            return node
-        if not isinstance(node, ir.Call) or node.kwargs:
-            raise _No
-        if node.prim == "operator.getitem":
-            name = _array_name(low, node.args[0])
-            comps = _components(low, node.args[1], low.env[name].ndim)
-            if not any(c[0] == "slice" for c in comps):
-                return self.scalar(node)  # an element (``_fict_[t]``): once, before the loop
-            return self.read(name, comps)
-        prim = lookup(node.prim)
-        if prim.int_unsafe or prim.lowering is None:
-            raise _No
-        if prim.fused is None:  # not element-wise: a scalar (``np.dot(u, v)``), once, before the loop, or _No
-            return self.scalar(node)
-        return ir.Call(node.prim, tuple(self.element(a) for a in node.args), loc=node.loc)
-
-    def scalar(self, node):
-        name = f"__pxz_v{next(self.low.tmp)}"
-        self.scalars.append((name, node))
-        return ir.Var(name, loc=node.loc)
-
-    def read(self, name, comps):
-        if self.rank is None:  # a new array: as many dimensions as its first operand's slices
-            self.rank = sum(1 for c in comps if c[0] == "slice")
-        if sum(1 for c in comps if c[0] == "slice") != self.rank:
-            raise _No  # broadcasting across ranks: the array statement
-        if name == self.target and not _same_components(comps, self.comps):
-            raise _No  # another part of the array written: NumPy reads it whole before writing
-        node = ir.Call("operator.getitem", (ir.Var(name), ir.Tuple(())))  # a placeholder: ``_emit`` replaces it
-        self.reads.append((name, comps, node))
-        return node
-
-
-def _substitute(body, leaves):
-    if isinstance(body, ir.Leaf):
-        return leaves[body.index]
-    if isinstance(body, ir.Call):
-        return ir.Call(body.prim, tuple(_substitute(a, leaves) for a in body.args), body.kwargs, loc=body.loc)
-    return body
 
 
 def _emit(low, n):
@@ -208,72 +84,37 @@ def _emit(low, n):
     value = n.value
     if isinstance(t, ir.StoreName):  # ``x = <element-wise>``: a new array, filled by the nest
         if t.depth != 0 or (isinstance(value, ir.Call) and value.prim in _INPLACE):
-            raise _No
+            raise No
         name, tk, comps = None, None, None
-        nest = _Nest(low, None, None)
+        nest = Nest(low, None, None)
         expr = nest.element(value)
         if any(expr is placeholder for _, _, placeholder in nest.reads):
-            raise _No  # ``x = a[1:]`` binds a view, not a copy
+            raise No  # ``x = a[1:]`` binds a view, not a copy
     else:
-        name = _array_name(low, t.obj)
+        name = array_name(low, t.obj)
         tk = low.env[name]
         if tk.dtype not in K.DTYPES:
-            raise _No
-        comps = _components(low, t.key, tk.ndim)
-        nest = _Nest(low, name, comps)
+            raise No
+        comps = components(low, t.key, tk.ndim)
+        nest = Nest(low, name, comps)
         if nest.rank == 0:
-            raise _No  # one element: an ordinary store
+            raise No  # one element: an ordinary store
         if isinstance(value, ir.Call) and value.prim in _INPLACE and not value.kwargs:
             first, rest = value.args
-            first = _resolve(low, first)
+            first = resolve(low, first)
             if not (isinstance(first, ir.Call) and first.prim == "operator.getitem" and
-                    _array_name(low, first.args[0]) == name and
-                    _same_components(_components(low, first.args[1], tk.ndim), comps)):
-                raise _No
+                    array_name(low, first.args[0]) == name and
+                    same_components(components(low, first.args[1], tk.ndim), comps)):
+                raise No
             expr = ir.Call(_INPLACE[value.prim], (nest.read(name, comps), nest.element(rest)), loc=value.loc)
         else:
             expr = nest.element(value)
     if not nest.reads or not nest.rank:
-        raise _No
+        raise No
 
-    new = lambda: f"__pxz{next(low.tmp)}"  # noqa: E731
     conds = []
-    seen = {}  # (array, dimension, component) -> its index part and length, emitted once (compile time)
-
-    def span(array, comps_):
-        """Emit the start (and for an int, the normalized index) of each component; its index parts and the
-        lengths of its slice dimensions."""
-        index, lengths = [], []
-        for d, c in enumerate(comps_):
-            dim = f"{array}.shape[{d}]"
-            memo = (array, d, c[0]) + tuple(_token(x) for x in c[1:])
-            if memo in seen:
-                part, length = seen[memo]
-                index.append(part)
-                if length is not None:
-                    lengths.append(length)
-                continue
-            if c[0] == "int":
-                k, u = new(), new()
-                low.emit(f"{k} = {_int_src(low, c[1])}")
-                low.emit(f"{k} = {k} + {dim} if {k} < 0 else {k}")
-                low.emit(f"{u} = np.uint64({k}) if {k} >= 0 else np.uint64(0)")
-                conds.append(f"0 <= {k} < {dim}")
-                index.append(("int", u))
-                seen[memo] = (index[-1], None)
-                continue
-            a, b, s, e = new(), new(), new(), new()
-            _normal(low, a, c[1], dim, "0")
-            _normal(low, b, c[2], dim, dim)
-            low.emit(f"{s} = np.uint64({a})")
-            low.emit(f"{e} = np.uint64({b} - {a} if {b} > {a} else 0)")
-            index.append(("slice", s))
-            lengths.append(e)
-            seen[memo] = (index[-1], e)
-        for v in [v for _, v in index] + lengths:
-            low.env[v] = _IDX
-            low.bounds.pop(v, None)
-        return index, lengths
+    span = Spans(low, conds)
+    new = span.new
 
     fresh = None
     if name is None:  # the new array: indexed from 0 in every dimension
@@ -287,7 +128,7 @@ def _emit(low, n):
         if target_lengths is None:
             target_lengths = lengths
         conds += [f"{a} == {b}" for a, b in zip(lengths, target_lengths) if a != b]
-        elements[id(placeholder)] = _element_read(array, index, loops)
+        elements[id(placeholder)] = element_read(array, index, loops)
         if name is None and nest.rank > 1:  # a new array: C-ordered as NumPy would make it (helpers._c_order)
             dims = [d for d, c in enumerate(comps_) if c[0] == "slice"]
             conds.append(f"_c_order(({''.join(f'{array}.strides[{d}], ' for d in dims)}), "
@@ -296,22 +137,13 @@ def _emit(low, n):
         fresh = new()
         target_index = [("slice", zero) for zero in ["__pxz_zero"] * nest.rank]
         low.emit("__pxz_zero = np.uint64(0)")
-        low.env["__pxz_zero"] = _IDX
+        low.env["__pxz_zero"] = IDX
     for other in sorted({a for a, _, _ in nest.reads if name is not None and a != name}):
         conds.append(f"_apart({name}, {other})")  # helpers.py: their memory extents do not meet
-    for tmp, node in nest.scalars:
-        src, k, tainted = low.expr(node)
-        if not K.is_scalar(k) or type(k) is K.Either:
-            raise _No
-        low.emit(f"{tmp} = {src}")
-        low.env[tmp] = k
-        (low.taint.add if tainted else low.taint.discard)(tmp)
-        low.bounds.pop(tmp, None)
-    for v in loops:
-        low.env[v] = _IDX
-        low.bounds.pop(v, None)
-    expr = _replace(expr, elements)
-    store = _element_read(fresh or name, target_index, loops)
+    hoist(low, nest)
+    loop_indices(low, loops)
+    expr = replace(expr, elements)
+    store = element_read(fresh or name, target_index, loops)
     before_unchecked = low.unchecked
     low.unchecked = low.unchecked | {id(e) for e in elements.values()} | {id(store)}
     low.emit(f"if {' and '.join(conds) or 'True'}:  # an element-wise statement as one loop nest")
@@ -325,14 +157,14 @@ def _emit(low, n):
     try:
         src, k, tainted = low.expr(expr)
         if type(k) is K.Either or not isinstance(k, np.generic) or np.dtype(type(k)) not in K.DTYPES:
-            raise _No
+            raise No
         dtype = np.dtype(type(k))
         if fresh is not None:
             low.lines[allocation] = "    " * (low.indent - nest.rank) + \
                 f"{fresh} = np.empty(({''.join(x + ', ' for x in target_lengths)}), np.{dtype.name})"
             low.env[fresh] = K.array(dtype, nest.rank)
-        elif dtype != tk.dtype:
-            raise _No  # a cast on the store: NumPy's casting rules, not a C cast
+        elif dtype != tk.dtype and not (dtype.kind == tk.dtype.kind == "f"):
+            raise No  # a cast on the store: NumPy's casting rules, not a C cast (between floats both round alike)
         obj, _, _ = low.expr(store.args[0])
         key, kk, _ = low.expr(store.args[1])
         low.emit(f"{low.access(store, store.args[0], obj, store.args[1], key, kk)} = {src}")
@@ -349,64 +181,9 @@ def _emit(low, n):
     start = len(low.lines)
     src, k_array, tainted_array = low.expr(n.value)
     if fresh is not None and K.key(k_array) != K.key(K.array(dtype, nest.rank)):
-        raise _No  # the array statement's kind must be the nest's (both branches bind the name)
+        raise No  # the array statement's kind must be the nest's (both branches bind the name)
     low.assign(t, src, k_array, tainted_array)
     if len(low.lines) == start:
         low.emit("pass")
     low.indent -= 1
-    # the nest's temporaries live in this statement only: left in the kinds, they made the two versions of an
-    # enclosing loop (lower.two_versions: its names differ by the counter) "disagree on kinds" (NPBench's
-    # gramschmidt went back to the interpreter)
-    for v in [v for v in low.env if v.startswith("__pxz")]:
-        del low.env[v]
-        low.taint.discard(v)
-        low.bounds.pop(v, None)
-
-
-def _same_components(a, b) -> bool:
-    return len(a) == len(b) and all(c[0] == d[0] and all(_same(x, y) for x, y in zip(c[1:], d[1:]))
-                                    for c, d in zip(a, b))
-
-
-def _int_src(low, node):
-    if any(isinstance(x, (ir.SetVar, ir.Apply)) for x in ir.walk(node)):
-        raise _No  # evaluated again by the array statement
-    src, k, _ = low.expr(node)
-    if not K.is_int(k) or type(k) in (bool, K.Either):
-        raise _No
-    return src
-
-
-def _normal(low, name, node, dim, default):
-    """Emit ``name = `` a slice bound as Python reads it for a dimension of length ``dim`` (negative from the end,
-    clipped), in conditional expressions: Numba types a ``min``/``max`` of literal ints slowly (a 3-D stencil's
-    nest took 20 s to compile with them)."""
-    if node is None:
-        low.emit(f"{name} = {default}")
-        return
-    if isinstance(node, ir.Const) and type(node.value) is int:
-        c = node.value
-        low.emit(f"{name} = {c} if {c} < {dim} else {dim}" if c >= 0 else
-                 f"{name} = {dim} - {-c} if {dim} > {-c} else 0")
-        return
-    low.emit(f"{name} = {_int_src(low, node)}")
-    low.emit(f"{name} = {name} + {dim} if {name} < 0 else {name}")
-    low.emit(f"{name} = 0 if {name} < 0 else ({dim} if {name} > {dim} else {name})")
-
-
-def _element_read(array, index, loops):
-    parts, loop = [], iter(loops)
-    for kind, v in index:
-        parts.append(ir.Var(v) if kind == "int" else ir.Call("operator.add", (ir.Var(v), ir.Var(next(loop)))))
-    return ir.Call("operator.getitem", (ir.Var(array), ir.Tuple(tuple(parts))))
-
-
-def _replace(node, elements):
-    """``node`` with each read placeholder (by identity: equal placeholders are distinct reads) replaced."""
-    if id(node) in elements:
-        return elements[id(node)]
-    if isinstance(node, ir.Call):
-        return ir.Call(node.prim, tuple(_replace(a, elements) for a in node.args), node.kwargs, loc=node.loc)
-    return node
-
-
+    forget(low)

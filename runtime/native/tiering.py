@@ -345,8 +345,9 @@ class Signatures:
         if isinstance(e, entry.overflow):
             for a, copy in saved:
                 a[...] = copy
-            self.decline(entry, "a Python int grew past 2**63 or did not fit a small int dtype, or a value that may "
-                                f"be a Python or a NumPy scalar was divided by zero: {what} reran interpreted")
+            why = e.args[0] if e.args else "a Python int grew past 2**63 or did not fit a small int dtype, or a " \
+                "value that may be a Python or a NumPy scalar was divided by zero"
+            self.decline(entry, f"{why}: {what} reran interpreted")
             return True
         return False
 

@@ -1,0 +1,292 @@
+"""What the loop-nest lowerings of array statements share (scalarize.py: element-wise statements; contract.py: sums
+of element-wise expressions): an array statement's operands as components per dimension, the nest's reads and its
+hoisted scalars (``Nest``), the emitted starts and lengths of slices (``Spans``), and the guard's parts."""
+from __future__ import annotations
+
+import numpy as np
+from phylanx_py.primitives import lookup
+
+from phylanx_py import ir
+
+from . import kinds as K
+
+# The generated indices hold uint64 values in the kernel, so Numba indexes without its test for a negative index
+# (which kept LLVM from vectorizing the loop: 6 ns an element against 0.4 here). Their kind is int64 (the kinds
+# take no uint64): they appear only in index sums, where both are integers that wrap and never need checks.
+IDX = np.int64(3)
+
+
+class No(Exception):
+    """Not this statement: the array statement is lowered as before."""
+
+
+def resolve(low, node):
+    """A canonicalizer temporary's value in place of its name."""
+    while isinstance(node, ir.Var) and node.depth == 0 and node.name in low.pxz_temps:
+        node = low.pxz_temps[node.name]
+    return node
+
+
+def array_name(low, node) -> str:
+    node = resolve(low, node)
+    if not (isinstance(node, ir.Var) and node.depth == 0 and type(low.env.get(node.name)) is np.ndarray):
+        raise No
+    return node.name
+
+
+def components(low, key, ndim):
+    """The key as one component per dimension: ("slice", start, stop) with IR nodes or None, or ("int", node); a
+    ``None`` (``np.newaxis``) is ("new",), a dimension of length 1 that indexes nothing."""
+    key = resolve(low, key)
+    if isinstance(key, ir.Tuple) or (isinstance(key, ir.Call) and key.prim == "python.tuple" and not key.kwargs):
+        items = key.items if isinstance(key, ir.Tuple) else key.args
+    else:
+        items = (key,)
+    comps = []
+    for it in items:
+        it = resolve(low, it)
+        if isinstance(it, ir.Call) and it.prim == "python.slice" and not it.kwargs:
+            start, stop, step = (tuple(it.args) + (None, None, None))[:3]
+            if step is not None and not (isinstance(step, ir.Const) and step.value in (None, 1)):
+                raise No
+            comps.append(("slice", bound(start), bound(stop)))
+        elif isinstance(it, ir.Const) and it.value is None:
+            comps.append(("new",))
+        elif not (isinstance(it, ir.Const) and type(it.value) is not int):
+            comps.append(("int", it))  # an integer, or ``int_src`` says No
+        else:
+            raise No
+    used = sum(1 for c in comps if c[0] != "new")
+    if used > ndim:
+        raise No
+    return comps + [("slice", None, None)] * (ndim - used)
+
+
+def bound(node):
+    return None if node is None or (isinstance(node, ir.Const) and node.value is None) else node
+
+
+def token(node):
+    """A hashable stand-in of an index expression: equal for equal constants and names, else its identity."""
+    if node is None:
+        return None
+    if isinstance(node, ir.Const):
+        return ("c", type(node.value).__name__, node.value)
+    if isinstance(node, ir.Var):
+        return ("v", node.name, node.depth)
+    return ("n", id(node))
+
+
+def same(a, b) -> bool:
+    """The same index expression (constants and names only): ``B[s] = B[s] op e`` reads what it writes."""
+    if a is None or b is None:
+        return a is b
+    if isinstance(a, ir.Const) and isinstance(b, ir.Const):
+        return type(a.value) is type(b.value) and a.value == b.value
+    return isinstance(a, ir.Var) and isinstance(b, ir.Var) and (a.name, a.depth) == (b.name, b.depth)
+
+
+class Nest:
+    """What one statement's loop nest reads: its arrays with their components, its hoisted scalars."""
+
+    def __init__(self, low, target, comps, frame=False):
+        # frame: operands broadcast against each other (contract.py), each read's rank its own; else every read
+        # has the statement's rank and no new axes
+        self.low, self.target, self.comps, self.frame = low, target, comps, frame
+        self.rank = None if comps is None else sum(1 for c in comps if c[0] == "slice")
+        self.reads: list = []  # (array name, components, the element-read node)
+        self.scalars: list = []  # (temporary name, IR node): evaluated once, before the loop
+
+    def element(self, node):
+        """The element form of an operand or an element-wise expression over operands."""
+        low = self.low
+        node = resolve(low, node) if isinstance(node, ir.Var) else node
+        if isinstance(node, ir.Fused):
+            if node.reduce:
+                raise No
+            leaves = [self.element(leaf) for leaf in node.leaves]
+            return substitute(node.body, leaves)
+        if isinstance(node, ir.Const):
+            if type(node.value) not in (int, float, bool):
+                raise No
+            return node
+        if isinstance(node, ir.Var):
+            k = low.env.get(node.name) if node.depth == 0 else None
+            if type(k) is np.ndarray:
+                return self.read(node.name, [("slice", None, None)] * k.ndim)
+            if k is None or not K.is_scalar(k):
+                raise No
+            return node
+        if not isinstance(node, ir.Call) or node.kwargs:
+            raise No
+        if node.prim == "operator.getitem":
+            name = array_name(low, node.args[0])
+            comps = components(low, node.args[1], low.env[name].ndim)
+            if not any(c[0] == "slice" for c in comps):
+                return self.scalar(node)  # an element (``_fict_[t]``): once, before the loop
+            return self.read(name, comps)
+        prim = lookup(node.prim)
+        if prim.int_unsafe or prim.lowering is None:
+            raise No
+        if prim.fused is None:  # not element-wise: a scalar (``np.dot(u, v)``), once, before the loop, or No
+            return self.scalar(node)
+        return ir.Call(node.prim, tuple(self.element(a) for a in node.args), loc=node.loc)
+
+    def scalar(self, node):
+        name = f"__pxz_v{next(self.low.tmp)}"
+        self.scalars.append((name, node))
+        return ir.Var(name, loc=node.loc)
+
+    def read(self, name, comps):
+        if self.frame:
+            if name == self.target:
+                raise No
+            node = ir.Call("operator.getitem", (ir.Var(name), ir.Tuple(())))
+            self.reads.append((name, comps, node))
+            return node
+        if any(c[0] == "new" for c in comps):
+            raise No
+        if self.rank is None:  # a new array: as many dimensions as its first operand's slices
+            self.rank = sum(1 for c in comps if c[0] == "slice")
+        if sum(1 for c in comps if c[0] == "slice") != self.rank:
+            raise No  # broadcasting across ranks: the array statement
+        if name == self.target and not same_components(comps, self.comps):
+            raise No  # another part of the array written: NumPy reads it whole before writing
+        node = ir.Call("operator.getitem", (ir.Var(name), ir.Tuple(())))  # a placeholder, replaced when emitted
+        self.reads.append((name, comps, node))
+        return node
+
+
+def substitute(body, leaves):
+    if isinstance(body, ir.Leaf):
+        return leaves[body.index]
+    if isinstance(body, ir.Call):
+        return ir.Call(body.prim, tuple(substitute(a, leaves) for a in body.args), body.kwargs, loc=body.loc)
+    return body
+
+
+def same_components(a, b) -> bool:
+    return len(a) == len(b) and all(c[0] == d[0] and all(same(x, y) for x, y in zip(c[1:], d[1:]))
+                                    for c, d in zip(a, b))
+
+
+def int_src(low, node):
+    if any(isinstance(x, (ir.SetVar, ir.Apply)) for x in ir.walk(node)):
+        raise No  # evaluated again by the array statement
+    src, k, _ = low.expr(node)
+    if not K.is_int(k) or type(k) in (bool, K.Either):
+        raise No
+    return src
+
+
+def normal(low, name, node, dim, default):
+    """Emit ``name = `` a slice bound as Python reads it for a dimension of length ``dim`` (negative from the end,
+    clipped), in conditional expressions: Numba types a ``min``/``max`` of literal ints slowly (a 3-D stencil's
+    nest took 20 s to compile with them)."""
+    if node is None:
+        low.emit(f"{name} = {default}")
+        return
+    if isinstance(node, ir.Const) and type(node.value) is int:
+        c = node.value
+        low.emit(f"{name} = {c} if {c} < {dim} else {dim}" if c >= 0 else
+                 f"{name} = {dim} - {-c} if {dim} > {-c} else 0")
+        return
+    low.emit(f"{name} = {int_src(low, node)}")
+    low.emit(f"{name} = {name} + {dim} if {name} < 0 else {name}")
+    low.emit(f"{name} = 0 if {name} < 0 else ({dim} if {name} > {dim} else {name})")
+
+
+def element_read(array, index, loops):
+    parts, loop = [], iter(loops)
+    for kind, v in index:
+        parts.append(ir.Var(v) if kind == "int" else ir.Call("operator.add", (ir.Var(v), ir.Var(next(loop)))))
+    return ir.Call("operator.getitem", (ir.Var(array), ir.Tuple(tuple(parts))))
+
+
+def replace(node, elements):
+    """``node`` with each read placeholder (by identity: equal placeholders are distinct reads) replaced."""
+    if id(node) in elements:
+        return elements[id(node)]
+    if isinstance(node, ir.Call):
+        return ir.Call(node.prim, tuple(replace(a, elements) for a in node.args), node.kwargs, loc=node.loc)
+    return node
+
+
+class Spans:
+    """Emits the index parts of the arrays' components, each once per statement (compile time): an int's normalized
+    index (its range test joins ``conds``), a slice's start and length. ``spans(array, comps)`` gives the index parts
+    (("int", name), ("slice", start name) or ("new", None)) and the lengths of the slice and new dimensions (a new
+    one's is None)."""
+
+    def __init__(self, low, conds: list):
+        self.low, self.conds, self.seen = low, conds, {}
+
+    def new(self):
+        return f"__pxz{next(self.low.tmp)}"
+
+    def __call__(self, array, comps):
+        low, index, lengths = self.low, [], []
+        d = 0
+        for c in comps:
+            if c[0] == "new":
+                index.append(("new", None))
+                lengths.append(None)
+                continue
+            dim = f"{array}.shape[{d}]"
+            d += 1
+            memo = (array, d, c[0]) + tuple(token(x) for x in c[1:])
+            if memo in self.seen:
+                part, length = self.seen[memo]
+                index.append(part)
+                if length is not None:
+                    lengths.append(length)
+                continue
+            if c[0] == "int":
+                k, u = self.new(), self.new()
+                low.emit(f"{k} = {int_src(low, c[1])}")
+                low.emit(f"{k} = {k} + {dim} if {k} < 0 else {k}")
+                low.emit(f"{u} = np.uint64({k}) if {k} >= 0 else np.uint64(0)")
+                self.conds.append(f"0 <= {k} < {dim}")
+                index.append(("int", u))
+                self.seen[memo] = (index[-1], None)
+                continue
+            a, b, s, e = self.new(), self.new(), self.new(), self.new()
+            normal(low, a, c[1], dim, "0")
+            normal(low, b, c[2], dim, dim)
+            low.emit(f"{s} = np.uint64({a})")
+            low.emit(f"{e} = np.uint64({b} - {a} if {b} > {a} else 0)")
+            index.append(("slice", s))
+            lengths.append(e)
+            self.seen[memo] = (index[-1], e)
+        for v in [v for _, v in index if v is not None] + [x for x in lengths if x is not None]:
+            low.env[v] = IDX
+            low.bounds.pop(v, None)
+        return index, lengths
+
+
+def hoist(low, nest) -> None:
+    """Emit the nest's scalar operands (evaluated once, before the loop, as NumPy evaluates them once)."""
+    for tmp, node in nest.scalars:
+        src, k, tainted = low.expr(node)
+        if not K.is_scalar(k) or type(k) is K.Either:
+            raise No
+        low.emit(f"{tmp} = {src}")
+        low.env[tmp] = k
+        (low.taint.add if tainted else low.taint.discard)(tmp)
+        low.bounds.pop(tmp, None)
+
+
+def loop_indices(low, loops) -> None:
+    for v in loops:
+        low.env[v] = IDX
+        low.bounds.pop(v, None)
+
+
+def forget(low) -> None:
+    """The nest's temporaries live in its statement only: left in the kinds, they made the two versions of an
+    enclosing loop (lower.two_versions: its names differ by the counter) "disagree on kinds" (NPBench's gramschmidt
+    went back to the interpreter)."""
+    for v in [v for v in low.env if v.startswith("__pxz")]:
+        del low.env[v]
+        low.taint.discard(v)
+        low.bounds.pop(v, None)
