@@ -7,7 +7,7 @@ import numpy as np
 import prog_contract as C
 import pytest
 from helpers import check_against
-from phylanx_py.runtime.native.contract import RERUN
+from phylanx_py.runtime.native.nests import RERUN
 from test_native_scalarize import _kernel_sources
 
 import phylanx_py as px

@@ -37,11 +37,22 @@ import numpy as np
 from phylanx_py import ir
 
 from . import kinds as K
-from .nests import Nest, No, Spans, array_name, components, forget, hoist, loop_indices, replace
+from .nests import (
+    Nest,
+    No,
+    Spans,
+    array_name,
+    components,
+    forget,
+    guarded,
+    hoist,
+    loop_indices,
+    otherwise_rerun,
+    replace,
+)
 from .reductions import _constant
 
 _DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.int64))  # the sum's dtype is the element's
-RERUN = "a sum over axes whose operands broadcast, overlap its target or index out of range"
 
 
 def takes(value) -> bool:
@@ -136,7 +147,7 @@ def emit(low, n):
         store = ir.Call("operator.getitem", (ir.Var(name), ir.Tuple(tuple(parts))))
     before_unchecked = low.unchecked
     low.unchecked = low.unchecked | {id(e) for e in elements.values()} | {id(store)}
-    low.emit(f"if {' and '.join(conds) or 'True'}:  # a sum of an element-wise expression as one loop nest")
+    guarded(low, conds, "a sum of an element-wise expression")
     low.indent += 1
     allocation = len(low.lines)
     if name is None:
@@ -177,9 +188,7 @@ def emit(low, n):
     elif tainted:
         low.arrays_tainted = True
     low.indent -= 1
-    low.emit("else:")
-    low.emit(f"    raise _Overflow({RERUN!r})")
-    low.checked = True  # the caller copies the arrays the kernel may change, to rerun on them
+    otherwise_rerun(low)
     forget(low)
 
 

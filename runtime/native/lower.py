@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import re
 
 import numpy as np
 from phylanx_py.primitives import lookup
@@ -303,7 +304,8 @@ class Lowerer(CallRules, ReduceRules, BlockWriter):
         self.lines, self.indent = lines, indent
         if self._state_key() != after_key:  # both versions are one loop: they must leave the same kinds
             self.fail(f"a loop whose two versions ({attr} or not) disagree on kinds", n)
-        if fast == plain:
+        if fast == plain or _renumbered(fast) == _renumbered(plain):  # (the same code but for temporaries' numbers:
+            # loop nests of array statements carry their own tests, and a copy more costs Numba seconds to compile)
             self.lines += [line[4:] for line in plain]
             return
         for line in setup:  # what the tests read (an index array's least and greatest element)
@@ -800,3 +802,12 @@ def _renamed(node, names):
 
 def _is_np(k) -> bool:
     return isinstance(k, np.generic)
+
+
+_NUMBERED = re.compile(r"\b__px[a-z]+\d+\b")  # the lowerer's numbered temporaries (nests, reductions)
+
+
+def _renumbered(lines):
+    """``lines`` with each numbered temporary renamed by its order of first appearance."""
+    names: dict = {}
+    return [_NUMBERED.sub(lambda m: names.setdefault(m.group(0), f"__px#{len(names)}"), line) for line in lines]

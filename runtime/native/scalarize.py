@@ -11,7 +11,7 @@ element once:
             for i1 in range(n1):
                 B[s0 + i0, s1 + i1] = 0.2 * (A[a0 + i0, a1 + i1] + ...)
     else:
-        B[1:-1, 1:-1] = <the array expression, as before>
+        raise _Overflow(...)   # the loop (or call) reruns interpreted, its arrays put back (nests.otherwise_rerun)
 
 The element expression is lowered by the lowerer itself over element reads, so its NumPy semantics (NEP 50
 promotion, inexact functions, integer helpers) are the scalar ones, which NEP 50 makes the array ones. Taken only
@@ -20,7 +20,7 @@ kernel, whole arrays, or scalars (evaluated once, before the loop, as NumPy eval
 element-wise primitives (a fused form) with Numba's integer semantics equal to NumPy's; the result's dtype is the
 target's; the target array is read only at the very elements it writes (``B[s] = B[s] * 2``; another slice of it
 would need NumPy's temporary), and the guard tests at run time that no other operand shares its memory and that
-every operand's extent equals the target's (broadcasting takes the array statement). In-place forms
+every operand's extent equals the target's (broadcasting through a slice of length 1 reruns interpreted). In-place forms
 (``B[s] -= e``, as the canonicalizer writes them) are the same statement with ``B[s]`` read first."""
 from __future__ import annotations
 
@@ -41,8 +41,10 @@ from .nests import (
     components,
     element_read,
     forget,
+    guarded,
     hoist,
     loop_indices,
+    otherwise_rerun,
     replace,
     resolve,
     same_components,
@@ -146,7 +148,7 @@ def _emit(low, n):
     store = element_read(fresh or name, target_index, loops)
     before_unchecked = low.unchecked
     low.unchecked = low.unchecked | {id(e) for e in elements.values()} | {id(store)}
-    low.emit(f"if {' and '.join(conds) or 'True'}:  # an element-wise statement as one loop nest")
+    guarded(low, conds, "an element-wise statement")
     low.indent += 1
     allocation = len(low.lines)
     if fresh is not None:
@@ -174,16 +176,7 @@ def _emit(low, n):
         low.unchecked = before_unchecked
     low.indent -= len(loops)
     if fresh is not None:
-        low.emit(f"{t.name} = {fresh}")
+        low.assign(t, fresh, K.array(dtype, nest.rank), tainted)
     low.indent -= 1
-    low.emit("else:")
-    low.indent += 1
-    start = len(low.lines)
-    src, k_array, tainted_array = low.expr(n.value)
-    if fresh is not None and K.key(k_array) != K.key(K.array(dtype, nest.rank)):
-        raise No  # the array statement's kind must be the nest's (both branches bind the name)
-    low.assign(t, src, k_array, tainted_array)
-    if len(low.lines) == start:
-        low.emit("pass")
-    low.indent -= 1
+    otherwise_rerun(low)
     forget(low)
