@@ -13,7 +13,6 @@ from phylanx_py import ir
 
 from . import kinds as K
 from .calls import DTYPE_CONSTS
-from .kindflow import NeedBoundscheck
 from .kinds import Decline
 from .reductions import takes as takes_axes
 
@@ -177,12 +176,14 @@ class Expressions:
         if not self.manual or id(node) in self.unchecked:
             return f"{obj}[{key}]"
         if any(isinstance(s, ir.SetVar) for s in ir.walk(obj_node)):
-            raise NeedBoundscheck()  # the array's expression must be evaluated once
+            self.wants_boundscheck = True  # the array's expression must be evaluated once: learned (settle)
+            return f"{obj}[{key}]"
         if isinstance(key_node, ir.Tuple):
             comps = [self.expr(it)[:2] for it in key_node.items]
         elif type(key_kind) is tuple:  # a tuple held by a name (a[k] += v keeps its key in a temporary)
             if any(isinstance(s, ir.SetVar) for s in ir.walk(key_node)):
-                raise NeedBoundscheck()
+                self.wants_boundscheck = True
+                return f"{obj}[{key}]"
             comps = [(f"{key}[{c}]", kc) for c, kc in enumerate(key_kind)]
         else:
             comps = [(key, key_kind)]

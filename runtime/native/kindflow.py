@@ -1,8 +1,11 @@
 """How kinds flow through a loop nest's statements as it is lowered (runtime/native/lower.py): a name's kind when
-it is bound, at the join after an ``if``, around a loop; and ``settle``, the lowering iterated until the kinds settle.
+it is bound, at the join after an ``if``, around a loop; and ``settle``, the lowerings iterated to a fixpoint.
 
 A Python scalar that may become a NumPy one (``s = 0.0`` then ``s += a[i]``) becomes an Either (kinds.py) with a
 flag in the kernel; a name whose kind changes otherwise declines. A loop's body must leave the kinds it found.
+What a lowering finds about the whole nest (a name that is an Either, inexact results reaching names or arrays, an
+access that needs Numba's boundscheck) holds from the nest's start, so it is learned: unioned into what the next
+lowering starts from, until a lowering learns nothing new (``settle``).
 A mixin of lower.Lowerer: ``self.env``, ``self.inputs``, ``self.widened``, ``self.fail`` are its."""
 from __future__ import annotations
 
@@ -13,18 +16,7 @@ from .kinds import Decline
 from .signs import COUNTER, counters
 
 SMALL = 1 << 40  # a Python int argument below this (checked per call) is "small"
-
-
-class NeedBoundscheck(Exception):
-    """Restart lowering with Numba's boundscheck on the whole kernel (an access the source cannot check)."""
-
-
-class Widen(Exception):
-    """Restart lowering with ``name`` as an Either (a Python scalar that may become a NumPy one)."""
-
-    def __init__(self, name, either):
-        super().__init__(name)
-        self.name, self.either = name, either
+ROUNDS = 12  # lowerings before a nest whose kinds keep changing declines
 
 
 class KindFlow:
@@ -46,12 +38,12 @@ class KindFlow:
                 self.fail(f"'{name}' is {K.describe(w)} or {K.describe(k)}", node)
             k = K.Either(w.py, w.np, name)
         elif type(k) is K.Either:
-            raise Widen(name, K.Either(k.py, k.np, name))
+            k = self.widen(name, k)
         if name not in self.counters:
             self.bounds.pop(name, None)
         old = self.env.get(name)
         if old is not None and name in self.inputs and K.key(old) != K.key(k):
-            self.widen_or_fail(name, old, k, node)
+            k = self.widen_or_fail(name, old, k, node)
         self.env[name] = k
         if t:
             self.taint.add(name)
@@ -59,10 +51,20 @@ class KindFlow:
             self.taint.discard(name)
         return flags
 
+    def widen(self, name, either):
+        """``name`` as an Either from here on, and learned: the next lowering has it from the nest's start."""
+        e = self.learned[name] = self.widened[name] = K.Either(either.py, either.np, name)
+        return e
+
     def widen_or_fail(self, name, a, b, node):
+        """The Either ``name`` becomes, its kind being ``a`` or ``b`` (a Python scalar and its NumPy one), or
+        Decline (other kinds, or ``name`` an Either of other kinds already)."""
         e = K.either_of(a, b, name)
-        if e is not None and name not in self.widened:
-            raise Widen(name, K.Either(e.py, e.np, name))
+        if e is not None:
+            had = self.learned.get(name)
+            if name not in self.widened or (had is not None and (K.key(had.py), K.key(had.np)) ==
+                                            (K.key(e.py), K.key(e.np))):
+                return self.widen(name, e)
         self.fail(f"'{name}' changes from {K.describe(a)} to {K.describe(b)}", node)
 
     def join(self, a, b, node):
@@ -71,7 +73,8 @@ class KindFlow:
             if name in a and name in b:
                 if K.key(a[name]) != K.key(b[name]):
                     if K.either_of(a[name], b[name], name) is not None:
-                        self.widen_or_fail(name, a[name], b[name], node)
+                        out[name] = self.widen_or_fail(name, a[name], b[name], node)
+                        continue
                     if name in self.inputs:
                         self.fail(f"'{name}' is {K.describe(a[name])} or {K.describe(b[name])} after the if", node)
                     continue  # unreadable afterwards
@@ -92,6 +95,7 @@ class KindFlow:
             now = self.env.get(name)
             if now is not None and K.key(now) != K.key(k) and K.either_of(now, k, name) is not None:
                 self.widen_or_fail(name, k, now, node)
+                continue  # learned: an Either from the loop's start in the next lowering
             if now is None or K.key(now) != K.key(k):
                 self.fail(f"'{name}' changes kind in the loop ({K.describe(k)} -> "
                           f"{K.describe(now) if now is not None else 'unbound'})", node)
@@ -99,24 +103,29 @@ class KindFlow:
 
 def settle(cls, node, params, kinds: dict, outputs, small=frozenset(), **extra):
     """(source, the lowerer that made it) of ``node`` lowered by a ``cls`` (Lowerer or a subclass taking
-    ``extra``), iterated until taints and Either kinds settle; Decline."""
+    ``extra``); Decline.
+
+    A fixpoint over what the lowerings learn: the Either names (``widen``), the tainted names and arrays (inexact
+    results), whether an access needs Numba's boundscheck (``access``). Each lowering starts from the union of
+    what those before it learned and goes on past what it learns, so one lowering can learn several things; the
+    first that learns nothing new is the kernel. A lowering that learned something and then failed (its later
+    kinds were the ones it was still learning) decides nothing: the next, starting from more, does."""
     written = {s.name for s in ir.walk(node) if isinstance(s, (ir.StoreName, ir.SetVar))}
     bounds = {name: SMALL for name in small if name not in written}
     steps = counters(node, set(params), small)
     bounds.update({name: COUNTER for name in steps})
     tainted, arrays, widened, manual = frozenset(), False, {}, True
-    for _ in range(12):  # taint and Either kinds found late flow to the loop's start: iterate to a fixpoint
+    for _ in range(ROUNDS):
         low = cls(node, kinds, outputs, tainted, arrays, dict(widened), dict(bounds), manual, steps, **extra)
         try:
             src = low.source(params)
-        except Widen as w:
-            widened[w.name] = w.either
-            continue
-        except NeedBoundscheck:
-            manual = False
-            continue
-        if low.taint <= tainted and low.arrays_tainted == arrays:
+        except Exception:
+            if not (low.learned or low.wants_boundscheck):
+                raise
+            src = None
+        if not (low.learned or low.wants_boundscheck) and low.taint <= tainted and low.arrays_tainted == arrays:
             return src, low
+        widened.update(low.learned)
+        manual = manual and not low.wants_boundscheck
         tainted, arrays = tainted | frozenset(low.taint), arrays or low.arrays_tainted
     raise Decline("kinds or inexact results do not settle around the loop")
-

@@ -26,13 +26,13 @@ from . import scalarize
 from .arith import ArithRules
 from .calls import CallRules
 from .expressions import Expressions, as_expression
-from .kindflow import SMALL, KindFlow, NeedBoundscheck, Widen, settle
+from .kindflow import SMALL, KindFlow, settle
 from .kinds import Decline
 from .reductions import ReduceRules
 from .versions import Versions
 
 # the names other modules import from here (whole.py, tiering.py, loop.py)
-__all__ = ["SMALL", "Lowerer", "NeedBoundscheck", "Widen", "as_expression", "lower", "settle"]
+__all__ = ["SMALL", "Lowerer", "as_expression", "lower", "settle"]
 
 
 class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRules, BlockWriter):
@@ -58,6 +58,10 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         self.pxz_temps: dict = {}  # canonicalizer temporaries' values (scalarize.note_temporary)
         self.bounds = dict(bounds or {})  # name -> |value| bound (Python ints needing no overflow check)
         self.widened = widened or {}
+        # what this lowering learns for the next one (kindflow.settle): names found to be Eithers, an access that
+        # needs Numba's boundscheck on the whole kernel
+        self.learned: dict = {}
+        self.wants_boundscheck = False
         self.flags_start = [f"__pxw_{n} = {int(_is_np(inputs.get(n)))}" for n in self.widened]
         inputs = {n: (K.Either(self.widened[n].py, self.widened[n].np, n) if n in self.widened else k)
                   for n, k in inputs.items()}
