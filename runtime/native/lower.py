@@ -10,7 +10,8 @@ them (or storing them into an array later compared) declines, as fused kernels d
 This module has the statements and the entry (``lower``); the Lowerer's other parts are mixins named for what they
 own: expressions.py (expressions and array accesses), arith.py (arithmetic's NumPy-vs-Numba rules), calls.py and
 reductions.py (calls with rules of their own), kindflow.py (kinds through statements, and ``settle``, which lowers
-again until they settle), versions.py (loops lowered in an unchecked or non-negative version and as they are).
+again from what a lowering learned until nothing new is learned), versions.py (loops lowered in an unchecked or
+non-negative version and as they are).
 """
 from __future__ import annotations
 
