@@ -18,10 +18,10 @@ from .fused import (
     _map_blocks,
     _threads,
     _tile_elementwise,
-    cached_kernel,
     note_kernel,
     reference,
 )
+from .kernel_builds import cached_kernel
 from .registry import OperationFailed, register
 
 # ---- a chain feeding a sum: one pass, no intermediate array ----------------------------------------------

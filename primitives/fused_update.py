@@ -29,10 +29,9 @@ from .fused import (
     _numba_type,
     _signature,
     _threads,
-    cached_kernel,
     reference,
-    remember,
 )
+from .kernel_builds import cached_kernel, remember
 
 _kernels: dict = {}
 _found: dict = {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import fused
+from . import fused, kernel_builds
 from .registry import OperationFailed, lookup, register
 
 # Below this many elements of X, calling the kernel costs more than it saves (LRA 569x30 measured 4.5x NumPy
@@ -86,7 +86,7 @@ def _kinds(X, v, leaves):
 
 
 def _kernel(spec, kinds):
-    return fused.cached_kernel(_kernels, (spec, kinds), lambda: _build(spec, kinds))
+    return kernel_builds.cached_kernel(_kernels, (spec, kinds), lambda: _build(spec, kinds))
 
 
 def _build(spec, kinds):

@@ -36,6 +36,7 @@ from .dask_connect import (  # noqa: F401 - check_workers, WORKER_MALLOC_ENV: wh
     connect,
     start_local_cluster,
 )
+from .dask_profile import DaskProfiling
 from .executors import FUTURES, ClosedError, closed_error, collect, substitute
 
 UPLOAD_BYTES = 1 << 20
@@ -66,9 +67,9 @@ def apply_site(site, args, kwargs):
 ON_CLOSE: list = []
 
 
-class DaskExecutor(DaskCluster):
+class DaskExecutor(DaskProfiling, DaskCluster):
     """Submits call sites to a ``distributed.Client``; waits with a watchdog so nothing hangs. Its cluster
-    operations (for tiled arrays) are in dask_cluster.py."""
+    operations (for tiled arrays) are in dask_cluster.py, its profiles from the task stream in dask_profile.py."""
 
     name = "dask"
     callbacks = False  # see Evaluation._track
@@ -196,9 +197,7 @@ class DaskExecutor(DaskCluster):
         args = tuple(self._upload(a, ev) for a in args)
         kwargs = {k: self._upload(v, ev) for k, v in kwargs.items()}
         if ev is not None and ev.profile is not None:
-            deps: list = []
-            collect((args, kwargs), deps)
-            ev.profile_keys[key] = (site, [d.key for d in deps if type(d) is self._distributed.Future])
+            self.note_task(ev, key, site, (args, kwargs))
         home = self._home_of((args, kwargs))
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*[Ll]arge graph.*")
@@ -241,26 +240,6 @@ class DaskExecutor(DaskCluster):
     @staticmethod
     def _placement(home) -> dict:
         return {} if home is None else {"workers": [home], "allow_other_workers": True}
-
-    # ---- profiling -----------------------------------------------------------------------------------
-    def start_profile(self, ev):
-        """Make sure the scheduler records a task stream from now on (its plugin starts on first request)."""
-        ev.profile_since = time.time()
-        self.client.get_task_stream(start=ev.profile_since)
-
-    def collect_profile(self, ev):
-        """Per-task compute time, worker, result size and bytes fetched from other workers, from the
-        scheduler's task stream, reported to the profile under each task's call site."""
-        entries = {e["key"]: e for e in self.client.get_task_stream(start=ev.profile_since)}
-        for key, (site, deps) in ev.profile_keys.items():
-            e = entries.get(key)
-            if e is None:
-                continue
-            compute = sum(s["stop"] - s["start"] for s in e.get("startstops", ()) if s.get("action") == "compute")
-            moved = sum(entries[d].get("nbytes", 0) for d in deps
-                        if d in entries and entries[d].get("worker") != e.get("worker"))
-            ev.profile.record(site.loc, site.prim.label, compute, "task", e.get("worker", "?"),
-                              e.get("nbytes", 0) or 0, moved)
 
     # ---- waiting -------------------------------------------------------------------------------------
     def _watch(self):

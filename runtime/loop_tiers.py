@@ -10,7 +10,7 @@ and its ``quick(args)``, when not None, is tried before anything else per call a
 (not this call: take the general path) or ``FALLBACK`` (run this call through the tree)."""
 from __future__ import annotations
 
-from phylanx_py.primitives import fused as _fused
+from phylanx_py.primitives.kernel_builds import BUILT_HOOKS
 
 # (factory, native, nested, order): ``factory(fn, loop, where, program, namespaces, **extra) -> tier or None``;
 # ``native``: its tiers run native code (not offered in programs built without, such as profiled ones);
@@ -81,7 +81,7 @@ def kernel_ready():
     READY["kernels"] += 1
 
 
-_fused.BUILT_HOOKS.append(kernel_ready)  # so did a fused kernel built in the background
+BUILT_HOOKS.append(kernel_ready)  # so did a fused kernel built in the background
 
 
 class HandOver:

@@ -1,6 +1,6 @@
 """The native tier: loop nests and whole functions lowered to Numba at call time (see tiering.py for the modes,
-lower.py for what keeps the plain function's answer). Importing it registers both with loop_tiers.py, after every
-other loop tier."""
+lower.py and arith.py for what keeps the plain function's answer). Importing it registers both with loop_tiers.py,
+after every other loop tier."""
 from .. import loop_tiers
 from .kinds import Decline
 from .loop import NativeLoop, mode

@@ -284,7 +284,7 @@ def loop_indices(low, loops) -> None:
 
 def forget(low) -> None:
     """The nest's temporaries live in its statement only: left in the kinds, they made the two versions of an
-    enclosing loop (lower.two_versions: its names differ by the counter) "disagree on kinds" (NPBench's gramschmidt
+    enclosing loop (versions.two_versions: its names differ by the counter) "disagree on kinds" (NPBench's gramschmidt
     went back to the interpreter)."""
     for v in [v for v in low.env if v.startswith("__pxz")]:
         del low.env[v]

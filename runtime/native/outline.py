@@ -1,5 +1,5 @@
 """The fast version of each loop nest (the one run when its tests hold: accesses proven in bounds, Python ints
-known non-negative; lower.py ``two_versions``) moved into a Numba function of its own, which the kernel calls.
+known non-negative; versions.py ``two_versions``) moved into a Numba function of its own, which the kernel calls.
 
 Why: with both versions in one function, LLVM optimised the fast one worse. Measured on this machine (medians of
 7 batches of fresh inputs, medium sizes of ``benchmarks/loops.py``): gramschmidt 144 us with both in one function,
@@ -19,7 +19,7 @@ import itertools
 
 from phylanx_py.source import parse
 
-MARKS = ("# unchecked version", "# nonneg version")  # how lower.py ends the line of a two-version test
+MARKS = ("# unchecked version", "# nonneg version")  # how versions.py ends the line of a two-version test
 
 
 class _Unsupported(Exception):

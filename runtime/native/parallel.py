@@ -28,6 +28,7 @@ from phylanx_py.source import parse
 
 from .facts import calls
 from .helpers import helper_calls, raising
+from .liveness import live_after, scan, stored_names
 
 # Numba parallel options: only the loops marked prange run in parallel; array expressions stay as written
 PARALLEL_OPTIONS = {"prange": True, "comprehension": False, "reduction": False, "inplace_binop": False,
@@ -134,15 +135,15 @@ class _Finder:
         if why:
             return why
         v = target.id
-        names = _stored_names(loop.body)
+        names = stored_names(loop.body)
         if v in names:
             return f"'{v}' is assigned in the loop"
         if names & set(self.arrays):
             return f"'{sorted(names & set(self.arrays))[0]}' is bound in the loop"
         for name in sorted(names | {v}):
-            if name != v and _scan(loop.body, name)[0]:
+            if name != v and scan(loop.body, name)[0]:
                 return f"'{name}' is carried from one iteration to the next"
-            if _live_after(chain, name):
+            if live_after(chain, name):
                 return f"'{name}' is read after the loop"
         return self.arrays_of(loop, v, names | {v})
 
@@ -377,89 +378,6 @@ def _leaves_or_raises(body, complex_values=False):
     return None
 
 
-def _stored_names(body):
-    return {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-
-
-def _reads(node, name):
-    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(node))
-
-
-def _binds(target, name):
-    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(target))
-
-
-def _scan(stmts, name):
-    """(read, bound, leaves) for running ``stmts`` from their start: ``read``, a path may read ``name`` before
-    binding it; ``bound``, every path that reaches the end binds it first (so too when none reaches it);
-    ``leaves``, a ``break`` or ``continue`` may jump elsewhere before it is bound (a ``return`` ends the path:
-    the name is dead on it unless the return reads it)."""
-    leaves = False
-    for s in stmts:
-        if isinstance(s, (ast.Break, ast.Continue)):
-            return False, True, True
-        if isinstance(s, ast.Return):  # the path ends: what it does not read is dead on it
-            if s.value is not None and _reads(s.value, name):
-                return True, False, leaves
-            return False, True, leaves
-        if isinstance(s, ast.If):
-            if _reads(s.test, name):
-                return True, False, leaves
-            r1, b1, l1 = _scan(s.body, name)
-            r2, b2, l2 = _scan(s.orelse, name)
-            if r1 or r2:
-                return True, False, leaves
-            leaves = leaves or l1 or l2
-            if b1 and b2:
-                return False, True, leaves
-            continue
-        if isinstance(s, (ast.For, ast.While)):  # may run no iteration: never binds for sure
-            head = s.iter if isinstance(s, ast.For) else s.test
-            if _reads(head, name):
-                return True, False, leaves
-            r, _, _ = _scan(s.body, name)  # its own break and continue stay inside it
-            if (r and not (isinstance(s, ast.For) and _binds(s.target, name))) or _reads(ast.Module(s.orelse, []),
-                                                                                       name):
-                return True, False, leaves
-            continue
-        if isinstance(s, (ast.Assign, ast.AnnAssign)):
-            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
-            if (s.value is not None and _reads(s.value, name)) or any(_reads(t, name) for t in targets):
-                return True, False, leaves
-            if any(_binds(t, name) for t in targets):
-                return False, True, leaves
-            continue
-        if isinstance(s, ast.AugAssign) and (_binds(s.target, name) or _reads(s, name)):
-            return True, False, leaves
-        if _reads(s, name) or _binds(s, name):  # anything else that touches it (a walrus): as a read
-            return True, False, leaves
-    return False, False, leaves
-
-
-def _live_after(chain, name):
-    """Whether ``name`` may be read after the statement ``chain`` leads to before it is bound again (or a jump
-    may skip the binding: then it counts as read). ``chain``: [(block, index)] of the statements around it,
-    with (loop or if, field) between levels."""
-    frames = [f for f in chain if isinstance(f[1], int)]
-    owners = [f for f in chain if not isinstance(f[1], int)]
-    for level in range(len(frames) - 1, -1, -1):
-        block, i = frames[level]
-        read, bound, leaves = _scan(block[i + 1:], name)
-        if read or leaves:
-            return True
-        if bound:
-            return False
-        owner = owners[level - 1][0] if level > 0 else None
-        if isinstance(owner, (ast.For, ast.While)):  # the enclosing loop's next iteration
-            if isinstance(owner, ast.While) and _reads(owner.test, name):
-                return True
-            if not (isinstance(owner, ast.For) and _binds(owner.target, name)):
-                read, _, leaves = _scan(owner.body, name)
-                if read or leaves:
-                    return True
-    return False
-
-
 def _temporaries(body):
     """The lowerer's temporaries in a loop body, bound once: ``t = a`` (an alias of an array) and ``k = (i, j)``
     (a key)."""
@@ -471,7 +389,7 @@ def _temporaries(body):
     aliases, keys = {}, {}
     for s in ast.walk(ast.Module(body, [])):
         if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) and \
-                counts.get(s.targets[0].id) == 1 and not _scan(body, s.targets[0].id)[0]:
+                counts.get(s.targets[0].id) == 1 and not scan(body, s.targets[0].id)[0]:
             if isinstance(s.value, ast.Name):
                 aliases[s.targets[0].id] = s.value.id
             elif isinstance(s.value, ast.Tuple):

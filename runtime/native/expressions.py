@@ -1,0 +1,226 @@
+"""Expressions of a loop nest lowered to (source, kind, tainted): constants, names, conditionals, tuples, calls of
+primitives (their NumPy-vs-Numba rules: arith.py, calls.py, reductions.py), inlined calls of the program's functions,
+and array accesses, checked in the source unless Numba checks or bounds.py proved them (a mixin of lower.Lowerer)."""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+from phylanx_py.primitives import lookup
+
+from phylanx_py import ir
+
+from . import kinds as K
+from .calls import DTYPE_CONSTS
+from .kinds import Decline
+from .reductions import takes as takes_axes
+
+
+class Expressions:
+    """The ``e_*`` handlers and array accesses (a mixin of lower.Lowerer)."""
+
+    def expr(self, n):
+        handler = getattr(self, "e_" + type(n).__name__, None)
+        if handler is None:
+            self.fail(f"{type(n).__name__.lower()} expressions", n)
+        return handler(n)
+
+    def e_Const(self, n):
+        v = n.value
+        t = type(v)
+        if t is bool or v is None:
+            return repr(v), v, False
+        if t is int:
+            if not K.INT64[0] <= v < K.INT64[1]:
+                self.fail("a Python int constant past 2**63", n)
+            return repr(v), 3, False
+        if t is float:
+            if math.isnan(v):
+                return "math.nan", 1.5, False
+            if math.isinf(v):
+                return ("math.inf" if v > 0 else "(-math.inf)"), 1.5, False
+            return repr(v), 1.5, False
+        if v in DTYPE_CONSTS:
+            return f"np.{DTYPE_CONSTS[v]}", v, False
+        self.fail(f"a constant of type {t.__name__}", n)
+
+    def e_Var(self, n):
+        if n.depth != 0:
+            self.fail(f"'{n.name}' of an enclosing function", n)
+        if n.name not in self.env:
+            self.fail(f"'{n.name}' may be read before it is assigned", n)
+        return n.name, self.env[n.name], n.name in self.taint
+
+    def e_SetVar(self, n):
+        src, k, t = self.expr(n.value)
+        self.bind(n, n.name, k, t)
+        return f"({n.name} := {src})", k, t
+
+    def e_IfExp(self, n):
+        c = self.cond(n.cond)
+        self.conditional += 1
+        a, ka, ta = self.expr(n.then)
+        b, kb, tb = self.expr(n.orelse)
+        self.conditional -= 1
+        if K.key(ka) != K.key(kb):
+            self.fail(f"a conditional expression of {K.describe(ka)} or {K.describe(kb)}", n)
+        return f"({a} if {c} else {b})", ka, ta or tb
+
+    def e_BoolOp(self, n):
+        parts = [self.expr(n.values[0])]
+        self.conditional += 1
+        parts += [self.expr(v) for v in n.values[1:]]
+        self.conditional -= 1
+        k0 = parts[0][1]
+        if any(K.key(k) != K.key(k0) for _, k, _ in parts) or not K.is_scalar(k0):
+            self.fail(f"'{n.op}' of values of different kinds", n)
+        if any(t for _, _, t in parts[:-1]):
+            self.fail("'and'/'or' deciding on an inexact result", n)
+        return "(" + f" {n.op} ".join(p for p, _, _ in parts) + ")", k0, any(t for _, _, t in parts)
+
+    def e_Tuple(self, n):
+        parts = [self.expr(i) for i in n.items]
+        return "(" + "".join(p + ", " for p, _, _ in parts) + ")", tuple(k for _, k, _ in parts), \
+            any(t for _, _, t in parts)
+
+    def e_Apply(self, n):
+        """A call of one of the program's functions whose body is one expression (``return e``, or ``if``/``else``
+        of such returns: NPBench's nussinov ``match``), inlined: its arguments bound to temporaries in order, as
+        Python binds the parameters before the body runs, then the body as an expression over them."""
+        fn = self.functions.get(n.func.name) if isinstance(n.func, ir.FuncRef) else None
+        if fn is None:
+            self.fail("a call of a function value", n)
+        body = as_expression(list(fn.body.stmts))
+        if body is None:
+            self.fail(f"a call of '{fn.name}', whose body is not one returned expression", n)
+        if n.kwargs or fn.kwonly or len(n.args) != len(fn.params):
+            self.fail(f"a call of '{fn.name}' with keywords or defaults", n)
+        if id(n) not in self.applies:
+            self.fail(f"a call inside the called function '{fn.name}'", n)
+        if any(isinstance(x, (ir.StoreName, ir.SetVar, ir.Lambda)) for x in ir.walk(body)) or any(
+                isinstance(x, ir.Var) and (x.depth != 0 or x.name not in fn.params) for x in ir.walk(body)):
+            self.fail(f"a call of '{fn.name}', which binds or reads other names than its parameters", n)
+        if self.conditional:
+            # its arguments are bound by statements before the expression's: there they would run even where
+            # Python skips them (``i < n and f(a[i])``)
+            self.fail(f"a call of '{fn.name}' in a part of an expression that may not run", n)
+        names = {p: f"__pxc{self.applies[id(n)]}_{p}" for p in fn.params}
+        for p, a in zip(fn.params, n.args):
+            src, k, t = self.expr(a)
+            if type(k) is K.Either:
+                self.fail(f"a call of '{fn.name}' with a value that may be a Python or a NumPy scalar", n)
+            self.env[names[p]] = k
+            (self.taint.add if t else self.taint.discard)(names[p])
+            self.bounds.pop(names[p], None)
+            self.emit(f"{names[p]} = {src}")  # Numba does not type ``:=`` next to a conditional expression
+        return self.expr(_renamed(body, names))
+
+    def e_Fused(self, n):
+        if n.reduce:
+            self.fail("a fused reduction", n)
+        self._leaves = [self.expr(leaf) for leaf in n.leaves]
+        self._leaf_nodes = n.leaves
+        return self.expr(n.body)
+
+    def e_Leaf(self, n):
+        return self._leaves[n.index]
+
+    def e_Call(self, n):
+        prim = lookup(n.prim)
+        low = prim.lowering
+        name = n.prim
+        if low is None:
+            self.fail(f"{prim.label} has no native form", n)
+        args = [self.expr(a) for a in n.args]
+        kwargs = dict((k, self.expr(v)) for k, v in n.kwargs)
+        tainted = any(t for _, _, t in args)
+        if tainted and (low.compares or prim.comparison or name.startswith("logical_")):
+            self.fail(f"{prim.label} of an inexact result (exp, log, ...): Numba's last bit may differ", n)
+        if takes_axes(name, n, [k for _, k, _ in args]):  # reductions over axes (reductions.py)
+            return self.reduction(n, args)
+        if kwargs and not set(kwargs) <= set(low.keywords):
+            self.fail(f"{prim.label} with keyword arguments", n)
+        atoms = [a for a, _, _ in args]
+        ks = [k for _, k, _ in args]
+        special = getattr(self, "c_" + name.replace(".", "_"), None)
+        if special is not None:
+            src, k, *inexact = special(n, atoms, ks, kwargs)  # (src, kind) or (src, kind, inexact)
+            return src, k, tainted or bool(inexact and inexact[0]) or (
+                name == "operator.getitem" and self.arrays_tainted)
+        if low.inplace and type(ks[0]) is np.ndarray:  # ``a += b`` on an array (arith.py)
+            return self.inplace(n, prim, low, atoms, ks, tainted)
+        for k in ks:
+            if not (K.is_scalar(k) or type(k) is np.ndarray):
+                self.fail(f"{prim.label} of {K.describe(k)}", n)
+        origins = {k.origin for k in ks if type(k) is K.Either}
+        if origins:
+            return self.either_call(n, prim, low, atoms, ks, origins, tainted)
+        try:
+            k = K.run(prim.kernel, *ks)
+        except Decline as e:
+            self.fail(f"{prim.label}: {e}", n)
+        if low.moves:  # flip, copy, empty_like ...: elements moved or allocated, not computed on (any dtype)
+            if len(ks) != 1 or type(ks[0]) is not np.ndarray:
+                self.fail(f"{prim.label} of other than one array", n)
+            if low.view:  # what is written through the view changes the array (analysis.arrays_written)
+                base = n.args[0]
+                self.viewed.add(base.name if isinstance(base, ir.Var) and base.depth == 0 else "*")
+            return low.source(atoms), k, tainted
+        inexact = low.inexact and not (K.is_int(k) or type(k) is bool)
+        return self.arith(n, low, atoms, ks, k), k, tainted or inexact
+
+    def access(self, node, obj_node, obj, key_node, key, key_kind):
+        """The source of ``obj[key]`` (an array access): as it is where Numba checks or the access is proven in
+        bounds, else with each integer index checked (``_ix``: IndexError as NumPy raises it)."""
+        if not self.manual or id(node) in self.unchecked:
+            return f"{obj}[{key}]"
+        if any(isinstance(s, ir.SetVar) for s in ir.walk(obj_node)):
+            self.wants_boundscheck = True  # the array's expression must be evaluated once: learned (settle)
+            return f"{obj}[{key}]"
+        if isinstance(key_node, ir.Tuple):
+            comps = [self.expr(it)[:2] for it in key_node.items]
+        elif type(key_kind) is tuple:  # a tuple held by a name (a[k] += v keeps its key in a temporary)
+            if any(isinstance(s, ir.SetVar) for s in ir.walk(key_node)):
+                self.wants_boundscheck = True
+                return f"{obj}[{key}]"
+            comps = [(f"{key}[{c}]", kc) for c, kc in enumerate(key_kind)]
+        else:
+            comps = [(key, key_kind)]
+        parts, d = [], 0
+        for src, k in comps:
+            if k is None:
+                parts.append(src)  # np.newaxis: no dimension of obj
+                continue
+            parts.append(f"_ix({src}, {obj}.shape[{d}])" if K.is_int(k) and type(k) is not bool else src)
+            d += 1
+        if not parts:  # an empty key: ``p[()]`` (``p[]`` is no Python)
+            return f"{obj}[()]"
+        return f"{obj}[{', '.join(parts)}{',' if len(parts) == 1 and type(key_kind) is tuple else ''}]"
+
+
+def as_expression(stmts):
+    """A function body that is one returned expression (``return e``; ``if c: <body> else: <body>``, the ``else``
+    part possibly the statements after the ``if``) as one expression node, else None."""
+    if len(stmts) == 1 and isinstance(stmts[0], ir.Return):
+        return stmts[0].value
+    if stmts and isinstance(stmts[0], ir.If):
+        first = stmts[0]
+        then = as_expression(list(first.then.stmts))
+        orelse = as_expression(list(first.orelse.stmts) + stmts[1:])
+        if then is not None and orelse is not None:
+            return ir.IfExp(first.cond, then, orelse, loc=first.loc)
+    return None
+
+
+def _renamed(node, names):
+    """``node`` with its variables (of the called function: depth 0) renamed by ``names``."""
+    if isinstance(node, ir.Var) and node.depth == 0 and node.name in names:
+        return dataclasses.replace(node, name=names[node.name])
+    if isinstance(node, ir.Node):
+        return dataclasses.replace(node, **{f.name: _renamed(getattr(node, f.name), names)
+                                            for f in dataclasses.fields(node)})
+    if type(node) is tuple:
+        return tuple(_renamed(x, names) for x in node)
+    return node
+

@@ -1,0 +1,91 @@
+"""Loop nests lowered in two versions under a test of values at their start (a mixin of lower.Lowerer): with the
+accesses proven in bounds unchecked (bounds.py), and knowing which Python ints stay non-negative (signs.py); the
+first runs when the test holds, the other as the loop is. outline.py finds the versions by the test's mark."""
+from __future__ import annotations
+
+import re
+
+from . import kinds as K
+from .bounds import Prover
+from .signs import inductive, untested_counters
+
+
+class Versions:
+    """``for``/``while`` lowered in versions (a mixin of lower.Lowerer: ``for_loop``/``while_loop`` are its)."""
+
+    def s_For(self, n):
+        self.versioned(n, self.for_loop)
+
+    def s_While(self, n):
+        self.versioned(n, self.while_loop)
+
+    def versioned(self, n, lower_loop):
+        inner = lower_loop
+        lower_loop = lambda n: self.sign_versioned(n, inner)  # noqa: E731 - the loop, and its sign version
+        if not self.manual or self.loop_entries or self.unchecked:
+            return lower_loop(n)
+        prover = Prover(n, self.env, self.bounds)
+        if not prover.proven:
+            return lower_loop(n)
+        self.two_versions(n, lower_loop, prover.conditions, "unchecked", frozenset(prover.proven), prover.setup)
+
+    def sign_versioned(self, n, lower_loop):
+        """The loop lowered knowing which Python ints stay non-negative through it (signs.py), under a test of
+        their values at its start, and as it is."""
+        names = inductive(n, self.env) - self.nonneg
+        names -= untested_counters(n, names, self.counters)
+        if not names:
+            return lower_loop(n)
+        self.two_versions(n, lower_loop, [f"{name} >= 0" for name in sorted(names)], "nonneg", self.nonneg | names)
+
+    def two_versions(self, n, lower_loop, conds, attr, assumed, setup=()):
+        """The loop lowered with ``self.<attr>`` set to ``assumed`` (what holds when ``conds``, tests of values at
+        its start, hold) and as it is, the first run when they hold; once when no test is needed (it is lowered
+        with the assumption) or when the assumption changes nothing."""
+        before, lines, indent, known = self._state(), self.lines, self.indent, getattr(self, attr)
+        self.lines, self.indent = [], indent + 1
+        setattr(self, attr, assumed)
+        lower_loop(n)
+        setattr(self, attr, known)
+        fast, after, after_key = self.lines, self._state(), self._state_key()
+        self.lines, self.indent = lines, indent
+        if not conds:
+            self.lines += [line[4:] for line in fast]
+            return
+        self._restore(before)
+        self.lines, self.indent = [], indent + 1
+        lower_loop(n)
+        plain = self.lines
+        self.lines, self.indent = lines, indent
+        if self._state_key() != after_key:  # both versions are one loop: they must leave the same kinds
+            self.fail(f"a loop whose two versions ({attr} or not) disagree on kinds", n)
+        if fast == plain or _renumbered(fast) == _renumbered(plain):  # (the same code but for temporaries' numbers:
+            # loop nests of array statements carry their own tests, and a copy more costs Numba seconds to compile)
+            self.lines += [line[4:] for line in plain]
+            return
+        for line in setup:  # what the tests read (an index array's least and greatest element)
+            self.emit(line)
+        self.emit(f"if {' and '.join(conds)}:  # {attr} version")  # the mark outline.py looks for
+        self.lines += fast
+        self.emit("else:")
+        self.lines += plain
+        self._restore(after)
+
+    def _state(self):
+        return (dict(self.env), set(self.taint), dict(self.bounds), self.arrays_tainted)
+
+    def _state_key(self):
+        return ({k: K.key(v) for k, v in self.env.items()}, set(self.taint), dict(self.bounds), self.arrays_tainted)
+
+    def _restore(self, state):
+        env, taint, bounds, arrays = state
+        self.env, self.taint, self.bounds, self.arrays_tainted = dict(env), set(taint), dict(bounds), arrays
+
+
+_NUMBERED = re.compile(r"\b__px[a-z]+\d+\b")  # the lowerer's numbered temporaries (nests, reductions)
+
+
+def _renumbered(lines):
+    """``lines`` with each numbered temporary renamed by its order of first appearance."""
+    names: dict = {}
+    return [_NUMBERED.sub(lambda m: names.setdefault(m.group(0), f"__px#{len(names)}"), line) for line in lines]
