@@ -98,6 +98,21 @@ def tasks_done(client, name: str, futures, timeout: float, failed) -> bool:
     return all(f.status == "finished" for f in futures)
 
 
+def results(client, name: str, futures, timeout: float | None = None) -> list:
+    """The ranks' results, once ``tasks_done`` found them all finished; RankLost when they cannot be fetched within
+    ``timeout`` s (SCATTER_SECONDS): a worker holding one died after its rank finished, and the scheduler then
+    recomputes that rank alone, which waits for peers that are gone (``client.gather`` waited for it for good: a CI
+    run hung 25 minutes in test_chaos there)."""
+    from distributed.client import FuturesCancelledError
+
+    try:
+        return client.sync(client._gather, futures, callback_timeout=SCATTER_SECONDS if timeout is None else timeout)
+    except TimeoutError as e:
+        raise RankLost(f"a result of {name} was lost with its worker after its rank finished") from e
+    except FuturesCancelledError as e:
+        raise RankLost(f"a rank of {name} was cancelled: {e}") from e
+
+
 def progress(client, name: str, workers) -> dict:
     """Worker -> steps (or collectives) finished by its rank of segment ``name``; RankLost when one of ``workers``
     died."""

@@ -15,6 +15,7 @@ import weakref
 from ..dask_connect import live_workers
 from ..segments import service
 from ..segments.driver import STALL_SECONDS, abandon, place, progress, retry, tasks_done, watch
+from ..segments.driver import results as segment_results
 from ..segments.placement import assign as _assign
 from ..segments.ports import RankLost, forget_ports, known_port, port_addresses
 from . import rank as rank_task
@@ -217,7 +218,7 @@ def _attempt(cluster, job, ranks, tile_futures, stall):
         watch(client, name, lambda timeout: tasks_done(client, name, futs, timeout, _failed(name)),
               lambda: sum(v for v in progress(client, name, workers).values() if isinstance(v, int)), stall,
               _stalled)
-        results = client.gather(futs)
+        results = segment_results(client, name, futs)
     except BaseException:
         abandon(client, name, workers, futs)
         raise

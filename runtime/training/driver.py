@@ -19,6 +19,7 @@ import numpy as np
 from ..alignment import aligned_values
 from ..segments import rank as on_worker
 from ..segments.driver import RETRIES, STALL_SECONDS, abandon, place, progress, retry, tasks_done, watch
+from ..segments.driver import results as segment_results
 from ..segments.placement import assign
 from ..segments.ports import RankLost, port_addresses
 from . import segment as seg
@@ -234,7 +235,7 @@ class SegmentTrainer:
         poll = min(0.5, max(self.stall / 4, 0.05))
         try:
             watch(client, name, wait, steps, self.stall, stalled, poll, poll)
-            return aligned_values(client.gather(futs))
+            return aligned_values(segment_results(client, name, futs))
         except BaseException:
             abandon(client, name, workers, futs)
             raise
