@@ -478,8 +478,11 @@ def dot_compared(a, b):
 
 
 def _doubled(x):
-    # two statements: a kernel inlines only functions that are one returned expression, so the programs calling
-    # this one are not whole-function kernels (they test the loop tier)
+    # a return inside an ``if`` and another at the end: a kernel inlines neither form (one returned expression, or
+    # statements ending in the only return), so the programs calling this one are not whole-function kernels (they
+    # test the loop tier)
+    if x.shape[0] == 0:
+        return x * 2.0
     y = x * 2.0
     return y
 

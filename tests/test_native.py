@@ -1439,9 +1439,11 @@ def test_a_call_that_may_not_run_stays_interpreted(forced):
     assert "a call of 'weight' in a part of an expression that may not run" in f.explain()
 
 
-def test_a_called_function_with_statements_stays_interpreted(forced):
+def test_a_called_function_with_statements_is_inlined_as_statements(forced):
+    # (it stayed interpreted before statement bodies were inlined: tests/test_native_inline.py has more)
     f = run_both(L.calls_with_local, np.linspace(0.0, 3.0, 5))
-    assert "a call of 'with_local', whose body is not one returned expression" in f.explain()
+    line = L.calls_with_local.__code__.co_firstlineno
+    assert f.explain().startswith(f"function at prog_loops.py:{line} -> native (whole function"), f.explain()
 
 
 def test_an_error_inside_an_inlined_call_names_the_loop(forced):

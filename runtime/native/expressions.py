@@ -92,20 +92,26 @@ class Expressions:
         if fn is None:
             self.fail("a call of a function value", n)
         body = as_expression(list(fn.body.stmts))
+        stmts = ()
         if body is None:
-            self.fail(f"a call of '{fn.name}', whose body is not one returned expression", n)
+            stmts, body = inlined_statements(fn)
+            if body is None:
+                self.fail(f"a call of '{fn.name}', whose body is not statements ending in its one return", n)
         if n.kwargs or fn.kwonly or len(n.args) != len(fn.params):
             self.fail(f"a call of '{fn.name}' with keywords or defaults", n)
         if id(n) not in self.applies:
             self.fail(f"a call inside the called function '{fn.name}'", n)
-        if any(isinstance(x, (ir.StoreName, ir.SetVar, ir.Lambda)) for x in ir.walk(body)) or any(
-                isinstance(x, ir.Var) and (x.depth != 0 or x.name not in fn.params) for x in ir.walk(body)):
+        if not stmts and (any(isinstance(x, (ir.StoreName, ir.SetVar, ir.Lambda)) for x in ir.walk(body)) or any(
+                isinstance(x, ir.Var) and (x.depth != 0 or x.name not in fn.params) for x in ir.walk(body))):
             self.fail(f"a call of '{fn.name}', which binds or reads other names than its parameters", n)
         if self.conditional:
-            # its arguments are bound by statements before the expression's: there they would run even where
+            # its arguments (and statements) are emitted before the expression's: there they would run even where
             # Python skips them (``i < n and f(a[i])``)
             self.fail(f"a call of '{fn.name}' in a part of an expression that may not run", n)
-        names = {p: f"__pxc{self.applies[id(n)]}_{p}" for p in fn.params}
+        k = self.applies[id(n)]
+        names = {p: f"__pxc{k}_{p}" for p in fn.params}
+        # the statements' own names too (a canonicalizer temporary keeps its prefix: scalarize.py looks for it)
+        names.update({x: (f"__px_c{k}{x}" if x.startswith("__px_") else f"__pxc{k}_{x}") for x in _bound(stmts)})
         for p, a in zip(fn.params, n.args):
             src, k, t = self.expr(a)
             if type(k) is K.Either:
@@ -114,6 +120,8 @@ class Expressions:
             (self.taint.add if t else self.taint.discard)(names[p])
             self.bounds.pop(names[p], None)
             self.emit(f"{names[p]} = {src}")  # Numba does not type ``:=`` next to a conditional expression
+        for st in stmts:  # a body of statements: inlined before the expression that calls it, as they run first
+            self.stmt(_renamed(st, names))
         return self.expr(_renamed(body, names))
 
     def e_Fused(self, n):
@@ -213,10 +221,40 @@ def as_expression(stmts):
     return None
 
 
+def inlined_statements(fn):
+    """(statements, returned expression) of a function body that a kernel inlines as statements: simple statements
+    and loops (NPBench's cavity_flow ``build_up_b``, ``pressure_poisson``) ending in its only ``return`` or none
+    (the value None), reading only its parameters and its own names; (None, None) otherwise."""
+    stmts = list(fn.body.stmts)
+    last = stmts[-1] if stmts else None
+    body = ir.Const(None)
+    if isinstance(last, ir.Return):
+        stmts, body = stmts[:-1], (last.value if last.value is not None else ir.Const(None))
+    nodes = [x for st in stmts for x in ir.walk(st)] + list(ir.walk(body))
+    if any(isinstance(x, (ir.Return, ir.Lambda)) for x in nodes):
+        return None, None
+    known = set(fn.params) | _bound(stmts)
+    if any(isinstance(x, (ir.Var, ir.StoreName, ir.SetVar)) and (x.depth != 0 or x.name not in known) for x in nodes):
+        return None, None
+    return tuple(stmts), body
+
+
+def inlinable(fn) -> bool:
+    """Whether a kernel inlines a call of ``fn`` (one returned expression, or ``inlined_statements``)."""
+    stmts = list(fn.body.stmts)
+    return as_expression(stmts) is not None or inlined_statements(fn)[1] is not None
+
+
+def _bound(stmts) -> set:
+    return {x.name for st in stmts for x in ir.walk(st) if isinstance(x, (ir.StoreName, ir.SetVar)) and x.depth == 0}
+
+
 def _renamed(node, names):
     """``node`` with its variables (of the called function: depth 0) renamed by ``names``."""
-    if isinstance(node, ir.Var) and node.depth == 0 and node.name in names:
-        return dataclasses.replace(node, name=names[node.name])
+    if isinstance(node, (ir.Var, ir.StoreName, ir.SetVar)) and node.depth == 0 and node.name in names:
+        node = dataclasses.replace(node, name=names[node.name])
+        if isinstance(node, ir.Var):
+            return node
     if isinstance(node, ir.Node):
         return dataclasses.replace(node, **{f.name: _renamed(getattr(node, f.name), names)
                                             for f in dataclasses.fields(node)})

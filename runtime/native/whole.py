@@ -30,9 +30,10 @@ from . import kinds as K
 from . import tiering as T
 from .analysis import arrays_written
 from .calls import SHAPE
+from .expressions import inlinable
 from .facts import allocating, rule
 from .kinds import Decline
-from .lower import Lowerer, as_expression, settle
+from .lower import Lowerer, settle
 from .quick import guard as _guard
 from .quick import make_quick
 
@@ -52,8 +53,8 @@ def whole_function(program: ir.Program):
 def _static_reason(program, fn):
     nodes = list(ir.walk(fn.body))
     stmts = fn.body.stmts
-    if any(name != program.entry and as_expression(list(f.body.stmts)) is None for name, f in program.functions):
-        return "it calls other functions"  # other than those a kernel inlines (one returned expression: lower.py)
+    if any(name != program.entry and not inlinable(f) for name, f in program.functions):
+        return "it calls other functions"  # other than those a kernel inlines (expressions.inlinable)
     if fn.kwonly:
         return "keyword-only parameters"
     if not any(isinstance(s, (ir.For, ir.While)) for s in nodes):
