@@ -284,6 +284,7 @@ class Signatures:
         """Compile the entry's sequential kernel for its signature (in the compile process first when in the
         background, then a load from the kernel cache here), then its parallel variant when it has one."""
         t0 = time.perf_counter()
+        ready = False
         try:
             sig = self._signature(entry, args)
             warm_elsewhere("load_sequential", entry.source, sig)
@@ -292,7 +293,7 @@ class Signatures:
             entry.overflow = module._Overflow
             self._install(entry, module, compiled)
             STATS["compiled"] += 1
-            kernel_ready()
+            ready = True
         except UnsafeCacheError as e:  # the folder turned unsafe since the caller checked: the next call raises it
             entry.refused = e
             return
@@ -303,12 +304,19 @@ class Signatures:
             return
         finally:
             entry.compile_seconds += time.perf_counter() - t0
-            entry.compiling = False
+            if not ready:
+                entry.compiling = False
         # its parallel variant, compiled once a call proves long enough (at once when forced); the sequential
-        # kernel runs meanwhile
-        parallel_variant(entry, sig, current_mode() == "force", self._changed)
-        if entry.parallel is not None:
-            self._changed()
+        # kernel runs meanwhile. "compiling" (explain()) ends, and the floor hears of the kernel, only once the
+        # entry is complete: a call between the two found the kernel without its variant's state (a test that
+        # waited for the end of "compiling" then saw its call not measured, under load)
+        try:
+            parallel_variant(entry, sig, current_mode() == "force", self._changed)
+            if entry.parallel is not None:
+                self._changed()
+        finally:
+            entry.compiling = False
+            kernel_ready()
 
     def _held(self, args):
         """What a background compile keeps of the call's arguments (``_signature`` types them)."""
