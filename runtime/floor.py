@@ -7,8 +7,8 @@ definition (promise 1), so a call may run it. Per signature (the arguments' type
 timed: the first call runs the plain function, the second the tree, then the one whose median of its last three
 times is lower runs, and the other is timed again at calls 4, 8, 16, 32 and every 64th after, and the tree at the
 next call after a native kernel got ready (the tree improves as its fused and native kernels compile in the
-background). That probing is the price of finding where the tree wins (fused element-wise chains, tasks on both
-cores, loops gone native): at most one call in 64 once settled.
+background), but never within ``SPACING`` calls of its last run. That probing is the price of finding where the
+tree wins (fused element-wise chains, tasks on both cores, loops gone native): at most one call in 64 once settled.
 
 Which calls may run the plain function (``Floor.of``): only on the local runtime (``px.runtime.local()``: the
 synchronous one is for debugging the tree, Dask runs the work on the cluster), outside ``px.profile()`` (which
@@ -41,6 +41,10 @@ _SCALARS = frozenset({int, float, bool, complex, str, bytes, type(None)})
 _CONTAINERS = (list, tuple, dict)
 PROBES = (4, 8, 16, 32)  # calls at which the slower way is timed again; then every PROBE_EVERY-th
 PROBE_EVERY = 64
+# The slower way runs again (a probe, or the tree after a kernel got ready) only SPACING calls or more after it last
+# ran: while a function's kernels compile one after another, each one ready had the tree run on the next call, and
+# NPBench's calls 2-6 ran the slower tree 3-4 times of 5 (covariance2 at 0.41x NumPy, bicg and arc_distance too)
+SPACING = 3
 SAMPLES = 3  # the recent times kept per way; the one compared is their median (``typical``)
 KEYS_KEPT = 64  # signatures remembered per function (a program calling it with ever new shapes starts over)
 _FAILED = object()
@@ -51,12 +55,13 @@ def enabled() -> bool:
 
 
 class _Times:
-    __slots__ = ("plain", "tree", "calls", "kernels")
+    __slots__ = ("plain", "tree", "calls", "kernels", "last")
 
     def __init__(self):
         self.plain: list = []  # recent times of each way, seconds
         self.tree: list = []
         self.calls = 0
+        self.last = {True: -SPACING, False: -SPACING}  # the call (number) each way last ran at, by use_plain
         self.kernels = 0  # native kernels compiled in this process when the tree last ran
 
 
@@ -137,10 +142,13 @@ class Floor:
             use_plain = False
         else:
             use_plain = typical(times.plain) <= typical(times.tree)
-            if n in PROBES or n % PROBE_EVERY == 0:
+            if n - times.last[not use_plain] < SPACING:
+                pass  # the slower way ran lately (SPACING)
+            elif n in PROBES or n % PROBE_EVERY == 0:
                 use_plain = not use_plain
             elif use_plain and READY["kernels"] != times.kernels:
                 use_plain = False  # a native kernel is ready since the tree last ran: maybe one of its loops
+        times.last[use_plain] = n
         t0 = time.perf_counter()
         if not use_plain:
             times.kernels = READY["kernels"]

@@ -116,10 +116,13 @@ def test_a_native_kernel_getting_ready_has_the_tree_timed_again(local, monkeypat
     assert spy.calls == 3
     times.plain[:], times.tree[:] = [0.0], [1.0]
     monkeypatch.setitem(floor.READY, "kernels", floor.READY["kernels"] + 1)
-    f(A, 1.0)  # call 6: no fixed probe, but a kernel is new
-    assert spy.calls == 3
-    f(A, 1.0)  # call 7: the plain function again (its times are still the better)
-    assert spy.calls == 4
+    f(A, 1.0)  # calls 6 and 7: a kernel is new, but the tree ran at call 5 (floor.SPACING)
+    f(A, 1.0)
+    assert spy.calls == 5
+    f(A, 1.0)  # call 8: the tree, for the new kernel
+    assert spy.calls == 5
+    f(A, 1.0)  # call 9: the plain function again (its times are still the better)
+    assert spy.calls == 6
 
 
 def test_a_plain_run_that_fails_reruns_through_the_tree(local, monkeypatch):
