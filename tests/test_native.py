@@ -9,6 +9,7 @@ import numpy as np
 import prog_loops as L
 import pytest
 from helpers import assert_same, check
+from phylanx_py.runtime.native import background as native_background
 from phylanx_py.runtime.native import tiering as native_tiering
 from phylanx_py.runtime.native import tuning as native_tuning
 
@@ -408,35 +409,35 @@ def test_at_exit_no_compile_starts_here_and_running_ones_are_waited_for(monkeypa
 
     from phylanx_py.runtime.native import compile_process
 
-    monkeypatch.setattr(native_tiering, "_exit", {"exiting": False, "inside": 0})
+    monkeypatch.setattr(native_background, "_exit", {"exiting": False, "inside": 0})
     replied, steps = threading.Event(), []
     monkeypatch.setattr(compile_process, "warm", lambda *a: replied.wait(10))
 
     def compile_fn():
         steps.append("typing")
-        native_tiering.warm_elsewhere("load_sequential", "source", ())
+        native_background.warm_elsewhere("load_sequential", "source", ())
         steps.append("compiling here")
 
-    t = native_tiering.in_background(compile_fn)
+    t = native_background.in_background(compile_fn)
     deadline = time.monotonic() + 10
-    while native_tiering._exit["inside"] != 0 or not steps:  # waiting for the reply: not inside
+    while native_background._exit["inside"] != 0 or not steps:  # waiting for the reply: not inside
         assert time.monotonic() < deadline
         time.sleep(0.01)
     t0 = time.monotonic()
-    native_tiering._at_exit()
+    native_background._at_exit()
     assert time.monotonic() - t0 < 1  # the exit did not wait for the reply
     replied.set()
     t.join(10)
     assert steps == ["typing"]  # stopped: no compile in this process after the exit began
     later = []
-    native_tiering.in_background(lambda: later.append(1)).join(10)
+    native_background.in_background(lambda: later.append(1)).join(10)
     assert later == []  # and none starts
 
-    monkeypatch.setattr(native_tiering, "_exit", {"exiting": False, "inside": 0})
+    monkeypatch.setattr(native_background, "_exit", {"exiting": False, "inside": 0})
     started, done = threading.Event(), threading.Event()
-    native_tiering.in_background(lambda: (started.set(), time.sleep(0.5), done.set()))
+    native_background.in_background(lambda: (started.set(), time.sleep(0.5), done.set()))
     assert started.wait(10)
-    native_tiering._at_exit()
+    native_background._at_exit()
     assert done.is_set()  # the exit waited for the compile running here
 
 
@@ -778,12 +779,12 @@ def test_background_compiles_run_with_a_short_switch_interval_and_put_it_back():
         seen.append((tag, sys.getswitchinterval()))
         release.wait(10)
 
-    first = native_tiering.in_background(compile_fn, "a")
-    second = native_tiering.in_background(compile_fn, "b")
+    first = native_background.in_background(compile_fn, "a")
+    second = native_background.in_background(compile_fn, "b")
     deadline = time.monotonic() + 10
     while len(seen) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
-    short = min(before, native_tiering.COMPILE_SWITCH_INTERVAL)
+    short = min(before, native_background.COMPILE_SWITCH_INTERVAL)
     assert [tag for tag, _ in sorted(seen)] == ["a", "b"]
     assert [interval for _, interval in seen] == [pytest.approx(short, rel=1e-6)] * 2  # (held in microseconds)
     release.set()
@@ -792,7 +793,7 @@ def test_background_compiles_run_with_a_short_switch_interval_and_put_it_back():
     # an interval the program sets while a compile runs is its own: the compile's end leaves it
     seen.clear()
     release.clear()
-    third = native_tiering.in_background(compile_fn, "c")
+    third = native_background.in_background(compile_fn, "c")
     while not seen and time.monotonic() < deadline + 10:
         time.sleep(0.01)
     try:
@@ -1631,7 +1632,7 @@ def test_a_child_forked_during_a_compile_does_not_wait_for_it_at_exit(tmp_path):
     script = tmp_path / "fork_during_compile.py"
     script.write_text(textwrap.dedent("""
         import multiprocessing as mp, sys, threading, time
-        from phylanx_py.runtime.native import tiering
+        from phylanx_py.runtime.native import background as tiering
         release = threading.Event()
         before = sys.getswitchinterval()
         thread = tiering.in_background(lambda: release.wait(60))

@@ -368,9 +368,9 @@ def test_every_figure_names_its_command_and_load(page):
 
 def test_the_figures_that_are_code_values_are_the_codes():
     from phylanx_py.runtime import evaluation
-    from phylanx_py.runtime.native import tiering, tuning
+    from phylanx_py.runtime.native import background, tiering, tuning
 
-    assert (tiering.HOT_SECONDS, evaluation.CHEAP_SECONDS, tiering.COMPILE_SWITCH_INTERVAL, tuning.MIN_SECONDS) == \
+    assert (tiering.HOT_SECONDS, evaluation.CHEAP_SECONDS, background.COMPILE_SWITCH_INTERVAL, tuning.MIN_SECONDS) == \
         (50e-3, 200e-6, 0.2e-3, 20e-6)
     import dask
     import distributed  # noqa: F401 - loads Dask's distributed.* configuration

@@ -10,14 +10,10 @@ reruns interpreted, as in loop.py. Anything else (other runtimes than the local 
 keyword arguments, tiled/GPU/other values) takes the ordinary path: ``call`` returns ``fallback()``."""
 from __future__ import annotations
 
-import collections
-import functools
-import re
 import threading
 import time
 
 import numpy as np
-from phylanx_py.primitives import MUTATES, lookup
 
 from phylanx_py import ir
 from phylanx_py.errors import ConfigurationError, ExecutionError
@@ -25,17 +21,15 @@ from phylanx_py.errors import ConfigurationError, ExecutionError
 from .. import floor, profiling
 from ..base import Runtime
 from ..loop_tiers import FALLBACK
-from . import helpers
 from . import kinds as K
 from . import tiering as T
 from .analysis import arrays_written
-from .calls import SHAPE
 from .expressions import inlinable
-from .facts import allocating, rule
 from .kinds import Decline
-from .lower import Lowerer, settle
+from .lower import settle
 from .quick import guard as _guard
 from .quick import make_quick
+from .whole_lower import FunctionLowerer
 
 
 def whole_function(program: ir.Program):
@@ -67,140 +61,6 @@ def _static_reason(program, fn):
     if any(isinstance(v, (ir.Var, ir.StoreName, ir.SetVar)) and v.depth != 0 for v in nodes):
         return "it uses an enclosing function's variables"
     return None
-
-
-class FunctionLowerer(Lowerer):
-    """Lowers a function body's statements (``loop``: a Block), then ``ret``, the returned expression. Records the
-    stages (top-level statements) that may raise, so an error can be put at its statement."""
-
-    def __init__(self, body, inputs, outputs, tainted=frozenset(), arrays_tainted=False, widened=None,
-                 bounds=None, manual=True, counters=frozenset(), ret=None, functions=None):
-        super().__init__(body, inputs, outputs, tainted, arrays_tainted, widened, bounds, manual, counters,
-                         functions)
-        self.ret = ret
-        self.named, self.not_scalars = set(), set()
-
-    def bind(self, node, name, k, t):
-        # the names ever bound to a number, and those bound to anything else (``_mutates``)
-        self.named.add(name)
-        if not K.is_scalar(k):
-            self.not_scalars.add(name)
-        return super().bind(node, name, k, t)
-
-    def s_Assign(self, n):
-        """A name bound once, outside loops, to a bounded Python int (``n = A.shape[0]``) keeps its bound, as a
-        small int argument of a loop kernel does: index arithmetic on it runs unchecked."""
-        super().s_Assign(n)
-        if self.loop_entries or self.indent != 1:
-            return
-        targets = [n.target] if isinstance(n.target, ir.StoreName) else list(getattr(n.target, "targets", ()))
-        value = n.value
-        for t in targets:
-            if not isinstance(t, ir.StoreName) or self.assigned[t.name] != 1 or not K.is_int(self.env.get(t.name)):
-                continue
-            if isinstance(n.target, ir.StoreName):
-                b = self.bound(value)
-            else:  # h, w = a.shape
-                b = SHAPE if isinstance(value, ir.Call) and value.prim == "attr.shape" else None
-            if b is not None:
-                self.bounds[t.name] = b
-
-    def source(self, params):
-        self.assigned = collections.Counter(s.name for s in ir.walk(self.loop)
-                                            if isinstance(s, (ir.StoreName, ir.SetVar)))
-        self.lines += ["    " + f for f in self.flags_start]
-        stages, mutated = [], False  # (node, first line, is a loop) of each stage that may raise
-        # arrays the function makes itself (y = np.zeros(n), bound once): changing them changes nothing the
-        # caller sees, so a later statement that raises may still rerun the call interpreted
-        fresh = {s.target.name for s in self.loop.stmts if isinstance(s, ir.Assign) and
-                 isinstance(s.target, ir.StoreName) and self.assigned[s.target.name] == 1 and
-                 isinstance(s.value, ir.Call) and rule(s.value.prim, "allocates")}
-        for s in self.loop.stmts:
-            start = len(self.lines)
-            self.stmt(s)
-            is_loop = isinstance(s, (ir.For, ir.While))
-            if is_loop or _may_raise(self.lines[start:]):
-                if mutated and not is_loop:
-                    self.fail("a statement that may raise after a loop changed values", s)
-                stages.append((s, start, is_loop))
-            # a loop changing only scalars and arrays made here (crc16's) changes nothing the caller sees
-            mutated = mutated or _mutates(s, fresh, self.named - self.not_scalars, self.functions)
-        src, k, _ = self.expr(self.ret)
-        if _may_raise([src]):
-            if mutated:
-                self.fail("a return value that may raise after a loop changed values", self.ret)
-            stages.append((self.ret, len(self.lines), False))
-        self.flag_outputs = []
-        self.ret_kind = _returnable(self, k)
-        flags = [e.flag() for e in _eithers(k)]
-        self.stages = [(node, is_loop) for node, _, is_loop in stages]
-        if len(stages) > 1:  # which one raised: the kernel writes the stage's number before it runs
-            for i, (_, start, _) in reversed(list(enumerate(stages))):
-                self.lines.insert(start, f"    __pxs[0] = {i}")
-            params = ["__pxs"] + list(params)
-        body = "\n".join(self.lines) or "    pass"
-        # the value alone when no flag follows it (a tuple to box and unpack costs 0.1 us a call)
-        outs = "(" + "".join(f"{x}, " for x in [src] + flags) + ")" if flags else src
-        return (f"{self.decorator()}\n"
-                f"def kernel({', '.join(params)}):\n{body}\n    return {outs}\n")
-
-
-def _may_raise(lines) -> bool:
-    """Whether generated lines may raise (indexing, division, checked arithmetic, allocations ...): conservative."""
-    raising = _raising(allocating())
-    return any(raising.search(re.sub(r"\.shape\[\d+\]", "", line)) for line in lines)
-
-
-@functools.cache
-def _raising(allocations):
-    """What may raise in the source: indexing, the helpers that may raise (helpers.raising(), read from their code:
-    a fixed list of prefixes missed the masks' and reductions' helpers, whose errors then named the loop before
-    them), division and powers, shifts, ``math.`` functions, and calls of the functions the declarations say
-    allocate (``np.zeros(``)."""
-    alloc = "|".join(re.escape(a) + r"\(" for a in allocations)
-    named = "|".join(re.escape(h) + r"\(" for h in sorted(helpers.raising()))
-    return re.compile(r"\[|_ck_|_py_|_amb_|/|%|\*\*|<<|>>|math\." + (f"|{alloc}" if alloc else "") +
-                      (f"|{named}" if named else ""))
-
-
-def _mutates(stmt, fresh, scalars=frozenset(), functions=None) -> bool:
-    """Whether a statement (a loop too) may change an array the caller sees (a store, an in-place operator on
-    anything but an array in ``fresh`` or a name in ``scalars``, which hold numbers; a call of a function that
-    changes any array in place)."""
-    def local(obj):
-        return isinstance(obj, ir.Var) and (obj.name in fresh or obj.name in scalars)
-
-    def changes(fn):
-        return any(isinstance(s, ir.StoreItem) or (isinstance(s, ir.Call) and _written(s)) for s in ir.walk(fn.body))
-
-    return any((isinstance(s, ir.StoreItem) and not local(s.obj)) or
-               (isinstance(s, ir.Call) and any(not local(w) for w in _written(s))) or
-               (isinstance(s, ir.Apply) and isinstance(s.func, ir.FuncRef) and s.func.name in (functions or {})
-                and changes(functions[s.func.name]))
-               for s in ir.walk(stmt))
-
-
-def _written(call):
-    """The arguments a call may change in place: an in-place operator's or a mutating primitive's first, a ufunc's
-    output (``np.multiply(z, z, z)``)."""
-    if call.prim.startswith("operator.i") or lookup(call.prim).effect == MUTATES:
-        return call.args[:1]
-    kernel = lookup(call.prim).kernel
-    return call.args[kernel.nin:] if isinstance(kernel, np.ufunc) else ()
-
-
-
-def _eithers(k):
-    items = k if type(k) is tuple else (k,)
-    return [x for x in items if type(x) is K.Either]
-
-
-def _returnable(low, k):
-    items = k if type(k) is tuple else (k,)
-    for x in items:
-        if not (x is None or type(x) in (np.ndarray, K.Either) or K.is_scalar(x)):
-            low.fail(f"a return value of {K.describe(x)}", low.ret)
-    return k
 
 
 # a call (of a function with nested loops) at least this long runs through the tree while its kernel is not
