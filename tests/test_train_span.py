@@ -8,6 +8,7 @@ import threading
 import numpy as np
 import pytest
 from cluster import DaskProcesses
+from phylanx_py.runtime.segments import rank as on_worker
 from phylanx_py.runtime.training import SegmentTrainer
 from phylanx_py.runtime.training import segment as seg
 from test_training import blobs, kill_a_rank_mid_segment, small_model
@@ -66,8 +67,10 @@ def test_a_span_equals_per_epoch_segments_and_keeps_the_checkpoint_on_the_worker
     with px.runtime.dask(procs.address) as rt:
         client = rt.executor.client
         ref, ref_carries, ref_losses, _, _ = train(rt, X, Y, span=False)
+        aborted = client.run(lambda: len(on_worker.ABORTED))
         got, carries, losses, restarts, tr = train(rt, X, Y, span=True)
         kept = client.run(lambda: len(seg.SPANS))
+        assert client.run(lambda: len(on_worker.ABORTED)) == aborted  # a span that ended well leaves no name
     np.testing.assert_array_equal(got, ref)  # the same additions in the same order
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-12)  # (summed over the ranks by the ring)
     assert all(c is not None for c in ref_carries)  # per-epoch segments hand the checkpoint back every epoch

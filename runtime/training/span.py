@@ -22,7 +22,6 @@ import uuid
 import weakref
 
 from ..alignment import aligned_values
-from ..segments import rank as on_worker
 from ..segments.driver import abandon, progress, retry, watch
 from ..segments.ports import RankLost, port_addresses
 from . import segment as seg
@@ -229,8 +228,7 @@ class Span:
         for name in names:
             _forget(client, name)
         if names and client.status == "running":
-            try:
+            try:  # (a span still running was aborted above: a finished one leaves no name in ABORTED)
                 client.run(seg.drop_spans, names, on_error="ignore")
-                client.run(on_worker.abort, names[-1], on_error="ignore")
             except Exception:  # noqa: BLE001 - best effort
                 pass
