@@ -201,10 +201,9 @@ def report(job, group, name, epoch, stats, checkpoint) -> dict:
     stats = {k: (int(v) if k in ("rows", "sent") else float(v)) for k, v in stats.items()}
     whole = job.mode == "allreduce"  # these totals are every rank's, not this rank's alone
     if whole:
-        kept = SPANS.get(name, {}).get("reports", {})
-        pvec, opt_state, state = checkpoint
-        SPANS[name] = {"epoch": epoch, "reports": {**kept, epoch: stats},
-                       "checkpoint": (pvec.copy(), copy.deepcopy(opt_state), copy.deepcopy(state))}
+        kept = SPANS.get(name, {})
+        SPANS[name] = {"epoch": epoch, "reports": {**kept.get("reports", {}), epoch: stats},
+                       "checkpoint": _copy_into(kept.get("checkpoint"), checkpoint)}
         SPANS.move_to_end(name)
         while len(SPANS) > SPANS_KEEP:
             SPANS.popitem(last=False)
@@ -214,6 +213,22 @@ def report(job, group, name, epoch, stats, checkpoint) -> dict:
     except Exception:  # noqa: BLE001 - an announcement lost: the driver reads the epoch from the task's result
         pass
     return stats
+
+
+def _copy_into(old, new):
+    """A copy of ``new`` (arrays in tuples, lists and dicts), into ``old``'s arrays where they match: a fresh 3.7 MB
+    array page-faults on a worker (malloc gives it back to the system every time: 12.6 ms for simplemlp's
+    parameters and momentum, 0.3 ms into the last epoch's copy)."""
+    if type(new) is np.ndarray:
+        if type(old) is np.ndarray and old.shape == new.shape and old.dtype == new.dtype:
+            np.copyto(old, new)
+            return old
+        return new.copy()
+    if type(new) in (tuple, list) and type(old) is type(new) and len(old) == len(new):
+        return type(new)(_copy_into(o, n) for o, n in zip(old, new))
+    if type(new) is dict and type(old) is dict and old.keys() == new.keys():
+        return {k: _copy_into(old[k], v) for k, v in new.items()}
+    return copy.deepcopy(new)
 
 
 def span_kept(name, dask_worker=None):
