@@ -116,3 +116,23 @@ def test_a_rank_killed_mid_span_is_survived_from_the_survivors_copy():
     assert carries[:-1] == [None] * (EPOCHS - 1)
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-7)  # one rank sums both tiles after the kill
     np.testing.assert_allclose(got, ref, rtol=1e-7, atol=1e-10)
+
+
+def test_the_next_span_on_the_same_workers_reuses_the_ranks_ring(procs):
+    """A span that ended well leaves its ranks' ring group on the workers (segments/rank.py POOL); the next one on
+    the same workers (the next fit call) takes it instead of connecting again, and trains the same, bit for bit."""
+    X, Y = blobs(n=400)
+    with px.runtime.dask(procs.address) as rt:
+        client = rt.executor.client
+
+        def kept():
+            return client.run(lambda: {k: {r: id(g) for r, g in v.items()} for k, v in on_worker.POOL.items()})
+
+        first = train(rt, X, Y, span=True)
+        after_first = kept()
+        second = train(rt, X, Y, span=True)
+        after_second = kept()
+    np.testing.assert_array_equal(first[0], second[0])
+    assert first[2] == second[2]
+    # a group kept on each worker by the first span, and the very same ones (no new lease) after the second
+    assert all(len(v) >= 1 for v in after_first.values()) and after_second == after_first, (after_first, after_second)

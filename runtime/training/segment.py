@@ -63,6 +63,7 @@ class Job:
     hold: bool = False  # the driver will start the next segment from this one's: ranks other than 0 keep theirs
     epochs: int = 1  # epochs from ``epoch`` on (the first from step ``first``, any others whole)
     span: bool = False  # a span (span.py): every epoch's end reported, the stats returned by epoch
+    lease: tuple | None = None  # (key, reuse): the ranks' group kept for the next span (segments/rank.py)
 
 
 def steps_per_epoch(tile_rows, batch: int) -> int:
@@ -105,7 +106,8 @@ def run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles: 
     flat = job.mode != "neighbours" and size > 1
     work = _Work(job, problem, opt, tiles, Xs, Ys, pvec, p_views, opt_views, flat, name)
     reports = {}
-    with rank_context(name, rank, size if job.mode != "compute" else 1, ports, job.timeout) as group:
+    with rank_context(name, rank, size if job.mode != "compute" else 1, ports, job.timeout,
+                      lease=job.lease) as group:
         work.g = np.empty_like(pvec) if flat else None
         work.g_views = None if not flat else [work.g] if p_views[0] is pvec else problem.views(work.g)
         for epoch in range(job.epoch, job.epoch + job.epochs):

@@ -29,6 +29,11 @@ from . import segment as seg
 # client -> {span name -> its Span}: one handler per client for the epoch announcements (a topic has one handler)
 _LISTENERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
+# client -> {(workers, ports): lease key}: the ring group the ranks of the last span on those workers kept when it
+# ended well (segments/rank.py POOL), reused by the next span there (the next fit call): no connections or
+# shared-memory regions made again. Taken while a span runs, put back when it ended well.
+_LEASES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+LEASES_KEEP = 4
 
 
 def _listen(client, name, span):
@@ -68,6 +73,7 @@ class Span:
         self.names: list = []  # spans that may have left copies on the workers
         self.recovered: list = []  # the epoch each checkpoint fetched after a lost rank ended (-1: the start's)
         self.started = 0  # spans started (the first, and one per recovery)
+        self.lease = None  # ((workers, ports), (key, reuse) or None) of the span running
         self._arrived = threading.Event()
 
     # ---- the caller's epochs ----------------------------------------------------------------------------
@@ -110,14 +116,15 @@ class Span:
         n = len(ranks)
         tr.ranks = ranks
         name = f"phylanx-train-{uuid.uuid4().hex[:12]}-e{first}s0"
+        ports = tuple(port_addresses(client, [w for w, _ in ranks])) if tr.mode != "compute" else ()
+        lease = self._lease(ranks, ports)
         job = seg.Job(tr.problem, tr.optimizer, tr.mode, tr.every, tr.batch, tr.seed, first, 0, tr.steps, tr.steps,
-                      tr.tile_rows, tr.stall, epochs=tr.horizon - first, span=True)
+                      tr.tile_rows, tr.stall, epochs=tr.horizon - first, span=True, lease=lease)
         _listen(client, name, self)
         self.names.append(name)
         self.parts = {}
         cf = tr._scatter(carry, [w for w, _ in ranks], broadcast=True)
         jf = tr._scatter(job, [w for w, _ in ranks], broadcast=True)
-        ports = tuple(port_addresses(client, [w for w, _ in ranks])) if tr.mode != "compute" else ()
         specs = [(f"train-segment-{name}-rank{r}", w,
                   (jf, r, n, name, ports, tiles, cf, *[a for t in tiles for a in (tr.x_tiles[t], tr.y_tiles[t])]))
                  for r, (w, tiles) in enumerate(ranks)]
@@ -125,8 +132,18 @@ class Span:
         for f in futs:
             f.add_done_callback(lambda _: self._arrived.set())
         self.running = (name, futs, ranks)
+        self.lease = ((tuple(w for w, _ in ranks), ports), lease)
         self.started += 1
         return n
+
+    def _lease(self, ranks, ports):
+        """(key, reuse) of the group the span's ranks keep (allreduce on more than one rank), reusing the one the
+        last span on these workers and ports kept."""
+        if self.tr.mode != "allreduce" or len(ranks) < 2:
+            return None
+        with _LOCK:
+            old = _LEASES.setdefault(self.client, {}).pop((tuple(w for w, _ in ranks), ports), None)
+        return (old, True) if old is not None else (f"phylanx-lease-{uuid.uuid4().hex[:12]}", False)
 
     def _complete(self, epoch):
         """Whether epoch ``epoch``'s totals are known (compute mode: every rank's, summed then)."""
@@ -187,6 +204,13 @@ class Span:
         name = self.running[0]
         self.running = None
         self.base = (self.tr.horizon, self.final)
+        where, lease = self.lease
+        if lease is not None:  # every rank ended well: its group is kept for the next span on these workers
+            with _LOCK:
+                leases = _LEASES.setdefault(self.client, {})
+                leases[where] = lease[0]
+                while len(leases) > LEASES_KEEP:
+                    leases.pop(next(iter(leases)))
         _forget(self.client, name)
 
     def _recover(self):
