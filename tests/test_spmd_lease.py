@@ -78,3 +78,21 @@ def test_a_worker_killed_between_calls_leaves_no_group_waited_on(procs):
         t0 = time.monotonic()
         np.testing.assert_allclose(f(Xt, yt, 0.5, 5), P.lra(X, y, 0.5, 5), rtol=RTOL, atol=1e-14)
         assert time.monotonic() - t0 < 60
+
+
+def test_calls_on_new_tiled_arrays_on_the_same_workers_reuse_the_group(procs):
+    """The group depends on the ranks' workers, not on their tiles: a loop called on a new tiled array every call
+    (as a user who tiles inside a loop does) keeps one group per worker, not one per call."""
+    with px.runtime.dask(procs.address) as rt, px.using(rt):
+        client = rt.executor.client
+        f = px.compile(P.lra)
+        kept = []
+        for seed in range(4):
+            X, y = _data(seed=seed)
+            Xt, yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(y, tiles=(2,))
+            Xt.persist(wait=True), yt.persist(wait=True)
+            np.testing.assert_allclose(f(Xt, yt, 0.5, 3), P.lra(X, y, 0.5, 3), rtol=RTOL, atol=1e-14)
+            kept.append(pooled(client))
+    workers = {w for k in kept for w, v in k.items() if v}
+    assert len(workers) == 2 and all(len(v) == 1 for v in kept[-1].values()), kept
+    assert kept[1:] == kept[:-1]

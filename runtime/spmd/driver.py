@@ -84,9 +84,10 @@ def run(cluster, make_job, tile_futures, tile_rows, tile_bytes, stall=None):
 _PLACED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 PLACED_KEEP = 16
 _PLACED_LOCK = threading.Lock()
-# Per client, (tiles, ranks, ports) -> the lease key under which the ranks of the last direct segment on them kept
-# their group (segments/rank.py POOL): the next call's ranks reuse it (no connections made, no shared-memory region
-# made) when every rank of the last one ended well. Taken while a call runs (a concurrent call forms its own) and
+# Per client, (the ranks' workers, their ports) -> the lease key under which the ranks of the last direct segment
+# there kept their group (segments/rank.py POOL): the next call's ranks there reuse it (no connections made, no
+# shared-memory region made) when every rank of the last one ended well, whatever tiles they hold (a loop called on
+# new tiled arrays every call too). Taken while a call runs (a concurrent call forms its own) and
 # put back only after a call that ended well.
 _LEASES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 LEASES_KEEP = 4
@@ -112,9 +113,10 @@ def _try_direct(client, make_job, tile_futures, tile_rows, tile_bytes, stall):
         job = make_job(ranks, tuple(port_addresses(client, [w for w, _, _ in ranks])))
         if _size(job) >= INLINE_JOB_BYTES:
             return None
-        lease = _lease(client, (tiles, tuple(ranks), job.ports))
+        where = (tuple(w for w, _, _ in ranks), job.ports)  # a group depends on its ranks' workers, not the tiles
+        lease = _lease(client, where)
         out = _attempt_direct(client, job, ranks, tile_futures, stall, lease)
-        _lease_done(client, (tiles, tuple(ranks), job.ports), lease)
+        _lease_done(client, where, lease)
     except (_NotDirect, RankLost) as e:  # (RankLost from port_addresses too: a worker of the placement is gone)
         with _PLACED_LOCK:
             placed.pop(tiles, None)
@@ -130,8 +132,8 @@ def _try_direct(client, make_job, tile_futures, tile_rows, tile_bytes, stall):
 
 
 def _lease(client, key):
-    """(lease key, whether the ranks reuse the group kept under it) for a direct segment on ``key`` (tiles,
-    ranks, ports); None for one rank (no group to keep)."""
+    """(lease key, whether the ranks reuse the group kept under it) for a direct segment on ``key`` (the ranks'
+    workers and ports); None for one rank (no group to keep)."""
     if len(key[1]) < 2:
         return None
     with _PLACED_LOCK:
