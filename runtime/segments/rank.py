@@ -59,6 +59,7 @@ def rank_context(name: str, rank: int, size: int, ports, timeout: float, worker=
             if group is None or group.size != size:
                 raise RankLost(f"group {name}: the ring of {lease[0]} is no longer on this worker")
             group.lease(name, lambda: name in ABORTED)
+            group.timeout = timeout  # (this segment's limit, not the one the group was formed with)
         else:
             group = Group(name, rank, size, timeout)
         group.worker = worker
