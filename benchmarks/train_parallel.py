@@ -15,8 +15,11 @@ thresholds); a one-worker row uses one row tile (on one of the two workers). Row
 - strong scaling: global batch 64 on 2 workers, allreduce every step and neighbour averaging every 8 steps,
   against the compute-only ideal at the same global batch.
 - one process: ``Sequential.fit`` without Dask, BLAS capped to one thread (what one worker has).
-Samples/s come from the mean time of the epochs after the first (the first traces the gradient tree on each
-worker); segments run as fit runs them, each next one submitted while the last one runs. Every configuration runs
+Epochs run as fit runs them without validation: one span over all of them (runtime/training/span.py); one row
+runs a segment per epoch instead (the checkpoint through the client after each), and its efficiency column is the
+span's samples/s over its own, in the same round (per-epoch segments are each submitted while the last one runs,
+as fit runs them with validation). Samples/s come from the mean time of the epochs after the first (the first
+traces the gradient tree on each worker). Every configuration runs
 ``--rounds`` times (3), round after round: the table gives medians, and each efficiency is the median of the ratio
 taken within each round (this machine's speed drifts by tens of percent within minutes). The digits
 CNN's rows at a global batch above 64 train for proportionally more epochs (the same number of optimizer steps as
@@ -172,8 +175,10 @@ def ring_latency(client, n_params, repeats):
 
 
 # ---- training ----------------------------------------------------------------------------------------------
-def run(client, make, X, Y, workers, batch, mode, every, epochs, lr_scale=1.0):
-    """Samples/s of ``epochs`` segment epochs (the best after the first) and the last epoch's figures."""
+def run(client, make, X, Y, workers, batch, mode, every, epochs, lr_scale=1.0, span=True):
+    """Samples/s of ``epochs`` segment epochs (the best after the first) and the last epoch's figures. ``span``: the
+    epochs as one span, as fit runs them without validation (else a segment per epoch, the checkpoint handed back
+    to the client after each)."""
     tiles = px.tiled.from_array(X, tiles=(workers,) + (1,) * (X.ndim - 1))
     ytiles = px.tiled.from_array(Y, tiles=(workers,))
     tiles.persist(wait=True)
@@ -189,6 +194,7 @@ def run(client, make, X, Y, workers, batch, mode, every, epochs, lr_scale=1.0):
                         batch=batch, seed=0)
     carry = tr.start(pack(model.params), model.state)
     tr.horizon = epochs  # as fit does: each next epoch's segment is submitted while the last one runs
+    tr.span = span and mode != "neighbours"  # as fit does
     times = []
     for e in range(epochs):
         t0 = time.perf_counter()
@@ -235,6 +241,9 @@ def bench_model(client, name, make, X, Y, epochs, test=None, rounds=3):
                                                                lr2)
             yield ("ideal", b), lambda b=b, ep2=ep2, lr2=lr2: run(client, make, X, Y, 2, 2 * b, "compute", 1, ep2,
                                                                   lr2)
+            if b == 64:  # what spans save: a segment per epoch, the checkpoint through the client each time
+                yield ("2w epochs", b), lambda ep2=ep2, lr2=lr2: run(client, make, X, Y, 2, 128, "allreduce", 1, ep2,
+                                                                     lr2, span=False)
         yield "strong ideal", lambda: run(client, make, X, Y, 2, 64, "compute", 1, epochs)
         yield "strong allreduce", lambda: run(client, make, X, Y, 2, 64, "allreduce", 1, epochs)
         yield "strong averaging", lambda: run(client, make, X, Y, 2, 64, "neighbours", 8, epochs)
@@ -269,6 +278,9 @@ def bench_model(client, name, make, X, Y, epochs, test=None, rounds=3):
         add(f"2 workers x batch {b} (weak), allreduce", ("2w", b), ratio(("2w", b), ("1w", b), 2.0),
             ratio(("2w", b), ("ideal", b)))
         add(f"2 workers x batch {b}, compute only (ideal)", ("ideal", b), ratio(("ideal", b), ("1w", b), 2.0))
+        if b == 64:
+            add("2 workers x batch 64, a segment per epoch (efficiency: span / this)", ("2w epochs", b),
+                ratio(("2w", b), ("2w epochs", b)))
     add("2 workers, global batch 64 (strong), allreduce every step", "strong allreduce", None,
         ratio("strong allreduce", "strong ideal"))
     add("2 workers, global batch 64 (strong), averaging every 8", "strong averaging", None,

@@ -443,10 +443,11 @@ def test_allreduce_training_equals_sequential_training(cluster):
         for k in a:
             np.testing.assert_allclose(b[k], a[k], rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(h_par["loss"], losses, rtol=1e-9)
-    # one segment task per rank and epoch; the ring moves 2(n-1)/n of the parameters out of each rank
+    # one segment task per rank for the whole fit (a span); the ring moves 2(n-1)/n of the parameters out of each
+    # rank, and the epoch's end (its totals, a few values) is not counted as the steps' traffic
     assert h_par["min_bytes_per_step"][-1] == 2 * 8 * par.n_params()
     assert h_par["bytes_per_step"][-1] == h_par["min_bytes_per_step"][-1]
-    assert h_par["tasks_per_step"][-1] == 2 / 8  # 2 ranks, 8 steps (60 rows per tile, 8 per step)
+    assert h_par["tasks_per_step"] == [2 / 8, 0]  # 2 ranks, then none; 8 steps (60 rows per tile, 8 per step)
 
 
 class LayerwiseSGD(nn.Optimizer):
@@ -482,8 +483,8 @@ def test_segments_hand_the_optimizer_the_layers_as_fit_does(cluster, tiles):
 
 
 def test_shorter_segments_change_nothing_but_the_task_count(cluster):
-    """``segment_steps``: checkpoints every 3 steps instead of every epoch; the batch plan is a function of (seed,
-    epoch, step, tile), so the run is the same, bit for bit."""
+    """``segment_steps``: checkpoints every 3 steps instead of one span over every epoch; the batch plan is a
+    function of (seed, epoch, step, tile), so the run is the same, bit for bit."""
     procs, rt = cluster
     X, Y = blobs(n=120)
     opt = dict(epochs=2, batch_size=16, seed=3, optimizer=nn.SGD(0.05, momentum=0.9), verbose=False)
@@ -499,7 +500,8 @@ def test_shorter_segments_change_nothing_but_the_task_count(cluster):
         for k in pa:
             np.testing.assert_array_equal(pa[k], pb[k])
     assert h_a["loss"] == h_b["loss"]
-    assert h_a["tasks_per_step"][-1] == 2 / 8 and h_b["tasks_per_step"][-1] == 2 * 3 / 8  # 8 steps: 3 + 3 + 2
+    assert h_a["tasks_per_step"] == [2 / 8, 0]  # one span: two rank tasks for the fit
+    assert h_b["tasks_per_step"][-1] == 2 * 3 / 8  # 8 steps: 3 + 3 + 2
 
 
 def small_trainer(rt, X, Y, optimizer, mode="allreduce"):
@@ -724,18 +726,23 @@ def small_model():
     return nn.Sequential([nn.Dense(6, 32), nn.ReLU(), nn.Dense(32, 3)])
 
 
-def kill_a_rank_mid_segment(procs, client, stop, epoch=1, after_steps=1):
-    """Wait until some worker runs a rank of a segment of epoch ``epoch`` or later that has finished
-    ``after_steps`` steps, then SIGKILL that worker's process. Returns the killed worker's address."""
+def kill_a_rank_mid_segment(procs, client, stop, steps, epoch=1, after_steps=1):
+    """Wait until some worker runs a rank of a segment that has reached step ``after_steps`` of epoch ``epoch`` or
+    later (``steps`` an epoch; a span counts its steps from the epoch in its name on), then SIGKILL that worker's
+    process. Returns the killed worker's address."""
     procs_by_pid = {w.pid: w for w in procs.alive_workers()}
     pids = client.run(os.getpid)
     seen = {}
+
+    def reached(group, done):
+        start = int(group.rsplit("-e", 1)[1].split("s")[0]) * steps + int(group.rsplit("s", 1)[1])
+        return start + done >= epoch * steps + after_steps
+
     while not stop.is_set():
         running = client.run(on_worker.running, on_error="return")
         for addr, groups in running.items():
             seen.update(groups if isinstance(groups, dict) else {})
-            if isinstance(groups, dict) and any(int(g.rsplit("-e", 1)[1].split("s")[0]) >= epoch and v >= after_steps
-                                                for g, v in groups.items()):
+            if isinstance(groups, dict) and any(reached(g, v) for g, v in groups.items()):
                 proc = procs_by_pid.get(pids.get(addr))
                 if proc is not None:
                     procs.kill_worker(proc)
@@ -758,8 +765,9 @@ def fit_with_a_kill(mode, X, Y, spare: bool, **opt):
                 procs.wait_for_workers(3)
             m = small_model()
             killed, stop = [], threading.Event()
+            steps = seg.steps_per_epoch([len(X) // 2] * 2, opt["batch_size"] // 2)
             killer = threading.Thread(target=lambda: killed.append(
-                kill_a_rank_mid_segment(procs, rt.executor.client, stop)))
+                kill_a_rank_mid_segment(procs, rt.executor.client, stop, steps)))
             killer.start()
             t0 = time.monotonic()
             try:

@@ -121,6 +121,9 @@ def fit_parallel(model, X, Y, epochs, batch_size, optimizer, validation, seed, v
                              mode=mode, every=every, batch=batch_size, seed=seed, segment_steps=segment_steps)
     carry = trainer.start(pack(model.params), model.state)
     trainer.horizon = epochs  # the next epoch's segment is submitted while this one runs
+    # the ranks run every epoch in one segment, the weights staying on the workers until the end, unless each
+    # epoch's weights are needed here (validation)
+    trainer.span = mode == "allreduce" and validation is None
     rt = current()
     counted = rt if rt.executor is X._executor else None  # what ran on its workers, for ``phylanx-py run``
     if counted is not None:
@@ -141,7 +144,10 @@ def _epochs(model, trainer, problem, carry, epochs, validation, verbose, mode, e
         n_ranks = len(trainer.ranks)
         size = int(pack(model.params).nbytes)
         extra = {"tasks_per_step": stats["tasks"] / stats["steps"], "bytes_per_step": stats["sent"] / stats["steps"]}
-        if mode == "allreduce":
+        if carry is None:  # a span: the weights are still on the workers
+            pvec = state = None
+            extra["min_bytes_per_step"] = 2 * (n_ranks - 1) * size
+        elif mode == "allreduce":
             pvec, state = carry[0], carry[2]
             extra["min_bytes_per_step"] = 2 * (n_ranks - 1) * size  # a ring: 2(n-1)/n of P out of each rank
         else:
@@ -152,7 +158,8 @@ def _epochs(model, trainer, problem, carry, epochs, validation, verbose, mode, e
             peers = min(n_ranks - 1, 2)  # distinct ring neighbours
             extra["min_bytes_per_step"] = n_ranks * peers * size * (stats["steps"] // every) / stats["steps"]
         extra["comm_seconds"] = stats["comm_s"] / max(n_ranks, 1)
-        model.params = problem.unpack(pvec.copy())
+        if pvec is not None:
+            model.params = problem.unpack(pvec.copy())
         if state is not None:
             model.state = state
         model._end_epoch(history, epoch, epochs, stats["loss"] / stats["rows"], stats["metric"] / stats["rows"],

@@ -6,8 +6,11 @@ SPMD ranks (spmd/rank.py) and training ranks (training/segment.py) each run thei
 what their work is and what they return is theirs."""
 from __future__ import annotations
 
+import collections
 import contextlib
+import threading
 
+from .ports import RankLost
 from .quiet import quiet
 from .ring import Group
 
@@ -16,6 +19,14 @@ from .ring import Group
 # checks it at every step and in its waits).
 PROGRESS: dict = {}
 ABORTED: set = set()
+# Lease key -> {rank: a formed group} kept after a segment that ended well, for the next segment of the same ranks
+# (the next call of an SPMD loop on the same tiles): its connections and shared-memory regions are reused, not made
+# again (forming a group and its region took 4-6 ms of a 10 ms call). Only the driver knows that every rank of the
+# last segment ended well, so it asks for reuse (``lease``); a rank that finds none here fails (RankLost) and the
+# driver runs the segment again with a new group. Bounded: the oldest is closed (its peers then see it closed).
+POOL: collections.OrderedDict = collections.OrderedDict()
+POOL_KEEP = 8  # (a driver reuses its 4 most recent: spmd/driver.py LEASES_KEEP)
+_POOL_LOCK = threading.Lock()
 
 
 def aborted(name: str) -> bool:
@@ -23,27 +34,66 @@ def aborted(name: str) -> bool:
 
 
 @contextlib.contextmanager
-def rank_context(name: str, rank: int, size: int, ports, timeout: float, worker=None):
+def rank_context(name: str, rank: int, size: int, ports, timeout: float, worker=None, lease=None):
     """Rank ``rank`` of ``size`` of segment ``name``, its group formed over ``ports`` (driver.py ``port_addresses``),
     for the block: a long-running Dask task (``worker`` None: it secedes, Dask's convention, so its thread leaves the
     worker's pool and the slot stays free) or a direct request's thread on ``worker`` (service.py). Its progress is
     ``PROGRESS[name]`` meanwhile; the group is closed at the end, whatever happens (its peers then stop at once: their
-    next collective sees the closed connection)."""
+    next collective sees the closed connection). ``lease`` (key, reuse): the group is the one kept under ``key``
+    by the last segment of these ranks (``reuse``), or formed; either way kept under ``key`` if the block ends
+    without an error, for the next."""
     if worker is None:
         from distributed import get_worker, secede
 
         secede()
         worker = get_worker()
     PROGRESS[name] = 0
-    group = Group(name, rank, size, timeout)
-    group.worker = worker
+    group, kept = None, False
     try:
+        if lease is not None and lease[1]:
+            with _POOL_LOCK:
+                kept_ranks = POOL.get(lease[0], {})
+                group = kept_ranks.pop(rank, None)
+                if not kept_ranks:
+                    POOL.pop(lease[0], None)
+            if group is None or group.size != size:
+                raise RankLost(f"group {name}: the ring of {lease[0]} is no longer on this worker")
+            group.lease(name, lambda: name in ABORTED)
+            group.timeout = timeout  # (this segment's limit, not the one the group was formed with)
+        else:
+            group = Group(name, rank, size, timeout)
+        group.worker = worker
         with quiet(worker):
-            group.join(ports, lambda: name in ABORTED, worker)
+            if group.port is None:
+                group.join(ports, lambda: name in ABORTED, worker)
             yield group
+        if lease is not None and group.port is not None:
+            kept = _park(lease[0], rank, group)
     finally:
-        group.close()
+        if group is not None and not kept:
+            group.close()
         PROGRESS.pop(name, None)
+
+
+def _park(key, rank, group) -> bool:
+    """Keep ``group`` under lease ``key`` for the next segment; the oldest lease is closed past POOL_KEEP."""
+    gone = []
+    with _POOL_LOCK:
+        POOL.setdefault(key, {})[rank] = group
+        POOL.move_to_end(key)
+        while len(POOL) > POOL_KEEP:
+            gone += POOL.popitem(last=False)[1].values()
+    for g in gone:
+        g.close()
+    return True
+
+
+def release(keys, dask_worker=None):
+    """Close the groups kept under lease ``keys`` on this worker (the driver will not reuse them)."""
+    with _POOL_LOCK:
+        gone = [g for k in keys for g in POOL.pop(k, {}).values()]
+    for g in gone:
+        g.close()
 
 
 def progress(name, dask_worker=None):

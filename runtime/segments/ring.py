@@ -210,6 +210,14 @@ class Group:
                 for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
                     sock.setsockopt(socket.SOL_SOCKET, opt, 4 << 20)
 
+    def lease(self, name: str, aborted):
+        """This formed group, kept from the last segment of the same ranks (rank.py POOL), for segment ``name``:
+        its connections, regions and message count go on; its traffic counts start again."""
+        self.name, self._aborted = name, aborted
+        self.sent = self.messages = 0
+        self.comm_seconds = 0.0
+        return self
+
     def close(self):
         """Close the connections (a peer still reading sees a closed connection at once)."""
         if self.port is None:

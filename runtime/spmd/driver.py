@@ -85,6 +85,13 @@ def run(cluster, make_job, tile_futures, tile_rows, tile_bytes, stall=None):
 _PLACED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 PLACED_KEEP = 16
 _PLACED_LOCK = threading.Lock()
+# Per client, (the ranks' workers, their ports) -> the lease key under which the ranks of the last direct segment
+# there kept their group (segments/rank.py POOL): the next call's ranks there reuse it (no connections made, no
+# shared-memory region made) when every rank of the last one ended well, whatever tiles they hold (a loop called on
+# new tiled arrays every call too). Taken while a call runs (a concurrent call forms its own) and
+# put back only after a call that ended well.
+_LEASES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+LEASES_KEEP = 4
 
 
 def _try_direct(client, make_job, tile_futures, tile_rows, tile_bytes, stall):
@@ -107,7 +114,10 @@ def _try_direct(client, make_job, tile_futures, tile_rows, tile_bytes, stall):
         job = make_job(ranks, tuple(port_addresses(client, [w for w, _, _ in ranks])))
         if _size(job) >= INLINE_JOB_BYTES:
             return None
-        out = _attempt_direct(client, job, ranks, tile_futures, stall)
+        where = (tuple(w for w, _, _ in ranks), job.ports)  # a group depends on its ranks' workers, not the tiles
+        lease = _lease(client, where)
+        out = _attempt_direct(client, job, ranks, tile_futures, stall, lease)
+        _lease_done(client, where, lease)
     except (_NotDirect, RankLost) as e:  # (RankLost from port_addresses too: a worker of the placement is gone)
         with _PLACED_LOCK:
             placed.pop(tiles, None)
@@ -120,6 +130,27 @@ def _try_direct(client, make_job, tile_futures, tile_rows, tile_bytes, stall):
         while len(placed) > PLACED_KEEP:
             placed.popitem(last=False)
     return (ranks, *out)
+
+
+def _lease(client, key):
+    """(lease key, whether the ranks reuse the group kept under it) for a direct segment on ``key`` (the ranks'
+    workers and ports); None for one rank (no group to keep)."""
+    if len(key[1]) < 2:
+        return None
+    with _PLACED_LOCK:
+        old = _LEASES.setdefault(client, collections.OrderedDict()).pop(key, None)
+    return (old, True) if old is not None else (f"phylanx-lease-{uuid.uuid4().hex[:12]}", False)
+
+
+def _lease_done(client, key, lease):
+    """The segment on ``key`` ended well on every rank: its group may be reused by the next."""
+    if lease is None:
+        return
+    with _PLACED_LOCK:
+        leases = _LEASES.setdefault(client, collections.OrderedDict())
+        leases[key] = lease[0]
+        while len(leases) > LEASES_KEEP:
+            leases.popitem(last=False)
 
 
 def _still_there(client, ranks) -> bool:
@@ -144,16 +175,18 @@ class _NotDirect(Exception):
     path through the scheduler runs the segment instead."""
 
 
-def _attempt_direct(client, job, ranks, tile_futures, stall):
+def _attempt_direct(client, job, ranks, tile_futures, stall, lease=None):
     """The segment started straight through the workers' ring ports (segments/service.py): the ranks' tiles are
     already in their workers' memory, so no task is needed; the client's request and the rank's reply are the
-    only messages (about 20 ms of scheduler hops saved per call). Returns as ``_attempt`` does, with no futures."""
+    only messages (about 20 ms of scheduler hops saved per call); with ``lease`` (key, reuse) the ranks keep their
+    group for the next call, or reuse the last one's (no ring to form). Returns as ``_attempt`` does, with no
+    futures."""
     n = len(ranks)
     name = f"phylanx-spmd-{uuid.uuid4().hex[:12]}"
     calls = []
     for r, (_, a, b) in enumerate(ranks):
         keys = tuple(f.key for f in _rank_tiles(tile_futures, a, b))
-        calls.append(service.submit(client, job.ports[r], "spmd rank", (job, r, n, name, keys)))
+        calls.append(service.submit(client, job.ports[r], "spmd rank", (job, r, n, name, keys, lease)))
 
     def wait(timeout):
         """Whether every rank has replied, within ``timeout`` s; at once _NotDirect or RankLost when one cannot

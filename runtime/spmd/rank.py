@@ -153,10 +153,11 @@ def _pieces(x: Shard, rank: Rank, tile_rows):
 
 def run_direct(worker, request):
     """A rank started by the client straight through the worker's ring port (segments/service.py), not as a Dask
-    task: ``request`` is (job, rank, size, name, tile keys). Its tiles are read from the worker's memory, where
-    Dask keeps them for the client's futures; if one is not there (not computed yet, moved, spilled away), the
-    reply is ``missing`` and the client runs the segment through the scheduler instead."""
-    job, rank, size, name, keys = request
+    task: ``request`` is (job, rank, size, name, tile keys, lease: see segments/rank.py). Its tiles are read from
+    the worker's memory, where Dask keeps them for the client's futures; if one is not there (not computed yet,
+    moved, spilled away), the reply is ``missing`` and the client runs the segment through the scheduler
+    instead."""
+    job, rank, size, name, keys, lease = request
 
     def take():
         data = worker.data
@@ -166,17 +167,17 @@ def run_direct(worker, request):
     gone = [k for k, t in zip(keys, tiles) if t is None]
     if gone:  # (peers that have started wait in ``join`` until the client aborts them)
         return {"missing": f"tile {gone[0]!r} is not in this worker's memory"}
-    return run_rank(job, rank, size, name, tuple(f"tile {k}" for k in keys), *tiles, worker=worker)
+    return run_rank(job, rank, size, name, tuple(f"tile {k}" for k in keys), *tiles, worker=worker, lease=lease)
 
 
-def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data, worker=None):
+def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data, worker=None, lease=None):
     """Rank ``rank`` of ``size`` (a long-running Dask task; or a direct request's thread on ``worker``, see
     ``run_direct``). Returns a dict: ``ok`` with ``rep`` (rank 0: replicated outputs and write-backs), ``meta``
     (name -> trailing shape and dtype of a tiled output, or of a tiled input changed in place: this rank's tiles of
     it wait in ``_TILES`` for ``piece``) and ``stats``; or ``failed`` (a reason, ``declined``: no SPMD rule) or
     ``lost`` (a peer is gone)."""
     try:
-        with rank_context(name, rank, size, job.ports, job.timeout, worker) as group:
+        with rank_context(name, rank, size, job.ports, job.timeout, worker, lease) as group:
             return _run(job, rank, size, name, keys, tile_data, group)
     except BaseException as e:  # noqa: BLE001 - reported to the client, which decides (see the module doc)
         root = _root(e)

@@ -23,6 +23,7 @@ from ..segments.driver import results as segment_results
 from ..segments.placement import assign
 from ..segments.ports import RankLost, port_addresses
 from . import segment as seg
+from .span import Span
 
 __all__ = ["RETRIES", "STALL_SECONDS", "SegmentTrainer"]
 
@@ -59,6 +60,12 @@ class SegmentTrainer:
         self._ahead = None  # (epoch, first, ranks, name, futures) of the segment submitted ahead
         self._holds: dict = {}  # segment name -> whether its ranks other than 0 keep their checkpoints (HELD)
         self.started_ahead = 0  # segments that ran as submitted ahead
+        # Whether the epochs up to the horizon run as one span (span.py: the ranks, their ring and the checkpoint
+        # stay on the workers across epochs; ``epoch`` then hands back the checkpoint after the last epoch only).
+        # Allreduce and compute modes with whole-epoch segments; fit sets it when it needs no weights between epochs.
+        self.span = False
+        self._span = None
+        self.span_log = {"recovered": [], "started": 0}  # of the last span, once closed: see span.Span
 
     # ---- placement --------------------------------------------------------------------------------------
     def _assign(self):
@@ -72,9 +79,14 @@ class SegmentTrainer:
 
     def epoch(self, epoch: int, carry):
         """Run epoch ``epoch`` from ``carry`` (a checkpoint, or a list of them, one per replica, for neighbours).
-        Returns the new carry and the epoch's totals."""
-        totals = {"loss": 0.0, "metric": 0.0, "rows": 0, "sent": 0, "comm_s": 0.0, "compute_s": 0.0}
+        Returns the new carry and the epoch's totals. Spanning epochs (``span``), the carry is None until the
+        last epoch's: the checkpoint stays on the workers until then."""
         self.restarts, self.lost = 0, []
+        if self.spans():
+            if self._span is None:
+                self._span = Span(self)
+            return self._span.epoch(epoch, carry)
+        totals = {"loss": 0.0, "metric": 0.0, "rows": 0, "sent": 0, "comm_s": 0.0, "compute_s": 0.0}
         for first in range(0, self.steps, self.segment_steps):
             last = min(self.steps, first + self.segment_steps)
             carry, stats = retry(self.client, lambda n, first=first, last=last, carry=carry:
@@ -85,6 +97,11 @@ class SegmentTrainer:
         totals["steps"] = self.steps
         totals["tasks"] = len(self.ranks) * -(-self.steps // self.segment_steps)
         return carry, totals
+
+    def spans(self) -> bool:
+        """Whether ``epoch`` runs the epochs as a span (see ``span``)."""
+        return (self.span and self.horizon is not None and self.mode in ("allreduce", "compute")
+                and self.segment_steps >= self.steps)
 
     def _lost(self, e):
         """A rerun after lost ranks: counted, and why, for the caller's logs."""
@@ -186,6 +203,10 @@ class SegmentTrainer:
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
             self._drop(ahead)
+        span, self._span = self._span, None
+        if span is not None:
+            self.span_log = {"recovered": list(span.recovered), "started": span.started}
+            span.drop()
         names = [k for k, hold in self._holds.items() if hold]
         self._holds.clear()
         if names and self.client.status == "running":

@@ -36,6 +36,14 @@ from ..segments.rank import PROGRESS, aborted, rank_context
 HELD: collections.OrderedDict = collections.OrderedDict()
 HELD_KEEP = 4
 
+# group name -> what a rank of an allreduce span (span.py) keeps of its last finished epoch: {"epoch", "checkpoint"
+# (a copy, made when the epoch ended: the parameters go on changing), "reports" (every finished epoch's totals over
+# all ranks)}. Every rank holds the same, so after a lost rank the driver fetches it from any survivor: the only
+# time a checkpoint leaves the workers before the last epoch. Freed by the driver (drop_spans); a few at most.
+SPANS: collections.OrderedDict = collections.OrderedDict()
+SPANS_KEEP = 4
+TOPIC = "phylanx-train-epochs"  # the event topic an epoch's end is announced on (Worker.log_event)
+
 
 @dataclass(frozen=True)
 class Job:
@@ -53,6 +61,9 @@ class Job:
     tile_rows: tuple  # rows of every tile
     timeout: float
     hold: bool = False  # the driver will start the next segment from this one's: ranks other than 0 keep theirs
+    epochs: int = 1  # epochs from ``epoch`` on (the first from step ``first``, any others whole)
+    span: bool = False  # a span (span.py): every epoch's end reported, the stats returned by epoch
+    lease: tuple | None = None  # (key, reuse): the ranks' group kept for the next span (segments/rank.py)
 
 
 def steps_per_epoch(tile_rows, batch: int) -> int:
@@ -78,7 +89,8 @@ def run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles: 
     """Rank ``rank`` of ``size``: the segment's steps on the rows of ``tiles`` (``data`` is X and Y of each, in
     order), a long-running task in its rank context (segments/rank.py). Returns ``(carry, stats)``: the new
     parameters, optimizer state and layer state (for allreduce only rank 0 sends them: every rank holds the same),
-    and this rank's totals."""
+    and this rank's totals. A span (``job.span``, span.py) runs whole epochs one after the other in one
+    group and reports each as it ends (``report``); its ``stats`` are then every epoch's, by epoch."""
     Xs = [np.ascontiguousarray(aligned(x)) for x in data[0::2]]
     Ys = [np.ascontiguousarray(aligned(y)) for y in data[1::2]]
     problem, opt = job.problem, job.optimizer
@@ -86,24 +98,59 @@ def run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles: 
     pvec, opt_state, state = carry
     if not owned:  # a checkpoint Dask holds (a retry may start from it again): it stays as it is
         pvec, opt_state, state = pvec.copy(), copy.deepcopy(opt_state), copy.deepcopy(state)
-    orders = [tile_order(job.seed, job.epoch, t, job.tile_rows[t]) for t in tiles]
-    local_rows = job.batch * len(tiles)
-    global_rows = job.batch * len(job.tile_rows)
-
-    loss_sum = metric_sum = 0.0
-    t_compute = 0.0
     p_views, opt_views = problem.views(pvec), _state_views(problem, opt_state, pvec.size)
     if opt_views is None:  # a state of another form: the flat vector is one parameter
         p_views, opt_views = [pvec], opt_state
     # the flat gradient only where the ring sums it: one rank, or replicas averaged by their parameters, update
     # with the layers' own gradients (no copy into a flat buffer)
     flat = job.mode != "neighbours" and size > 1
-    with rank_context(name, rank, size if job.mode != "compute" else 1, ports, job.timeout) as group:
-        g = np.empty_like(pvec) if flat else None
-        g_views = None if not flat else [g] if p_views[0] is pvec else problem.views(g)
-        for s in range(job.first, job.last):
-            if aborted(name):
-                raise RankLost(f"group {name}: the driver cancelled the segment")
+    work = _Work(job, problem, opt, tiles, Xs, Ys, pvec, p_views, opt_views, flat, name)
+    reports = {}
+    with rank_context(name, rank, size if job.mode != "compute" else 1, ports, job.timeout,
+                      lease=job.lease) as group:
+        work.g = np.empty_like(pvec) if flat else None
+        work.g_views = None if not flat else [work.g] if p_views[0] is pvec else problem.views(work.g)
+        for epoch in range(job.epoch, job.epoch + job.epochs):
+            first, last = (job.first, job.last) if epoch == job.epoch else (0, job.steps_per_epoch)
+            sent0, comm0 = group.sent, group.comm_seconds
+            stats, state = work.steps(group, epoch, first, last, state)
+            if job.mode == "allreduce":
+                state = _mean_state(group, state)
+            stats["sent"], stats["comm_s"] = group.sent - sent0, group.comm_seconds - comm0
+            if job.span:
+                reports[epoch] = report(job, group, name, epoch, stats, (pvec, opt_state, state))
+    stats = reports if job.span else stats
+    keep = job.mode == "neighbours" or rank == 0
+    if not keep and job.hold:
+        HELD[(name, rank)] = (pvec, opt_state, state)
+        while len(HELD) > HELD_KEEP:
+            HELD.popitem(last=False)
+    return ((pvec, opt_state, state) if keep else None), stats
+
+
+class _Work:
+    """What a rank's steps share from one epoch to the next: its rows, parameters and their views, the optimizer
+    and its state, the gradient buffer (``g``, ``g_views``: set once its group is formed)."""
+
+    def __init__(self, job, problem, opt, tiles, Xs, Ys, pvec, p_views, opt_views, flat, name):
+        self.job, self.problem, self.opt, self.tiles, self.Xs, self.Ys = job, problem, opt, tiles, Xs, Ys
+        self.pvec, self.p_views, self.opt_views, self.flat, self.name = pvec, p_views, opt_views, flat, name
+        self.g = self.g_views = None
+        self.done = 0  # steps this rank finished in the segment (its progress, PROGRESS)
+
+    def steps(self, group, epoch, first, last, state):
+        """Steps ``first..last-1`` of ``epoch``; returns (this rank's totals, the layers' state)."""
+        job, problem, opt, pvec, p_views, opt_views = (self.job, self.problem, self.opt, self.pvec, self.p_views,
+                                                       self.opt_views)
+        tiles, Xs, Ys, g = self.tiles, self.Xs, self.Ys, self.g
+        orders = [tile_order(job.seed, epoch, t, job.tile_rows[t]) for t in tiles]
+        local_rows = job.batch * len(tiles)
+        global_rows = job.batch * len(job.tile_rows)
+        loss_sum = metric_sum = 0.0
+        t_compute = 0.0
+        for s in range(first, last):
+            if aborted(self.name):
+                raise RankLost(f"group {self.name}: the driver cancelled the segment")
             t0 = time.perf_counter()
             picks = [tile_batch(o, s, job.batch) for o in orders]
             if len(Xs) == 1:
@@ -111,9 +158,9 @@ def run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles: 
             else:
                 Xb = np.concatenate([x[p] for x, p in zip(Xs, picks)])
                 Yb = np.concatenate([y[p] for y, p in zip(Ys, picks)])
-            noise = step_noise(problem, job.seed, job.epoch, s, tiles, job.batch)
-            gstep = job.epoch * job.steps_per_epoch + s
-            if not flat:  # one rank (its rows are the global batch), or neighbour averaging
+            noise = step_noise(problem, job.seed, epoch, s, tiles, job.batch)
+            gstep = epoch * job.steps_per_epoch + s
+            if not self.flat:  # one rank (its rows are the global batch), or neighbour averaging
                 loss, metric, state, grads = problem.grads(pvec, state, noise, Xb, Yb)
                 if p_views[0] is pvec:
                     grads = [np.concatenate([np.ravel(x) for x in grads])]
@@ -129,6 +176,7 @@ def run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles: 
                 t_compute += time.perf_counter() - t0
                 total = group.reduce(gi)
                 t0 = time.perf_counter()
+                g_views = self.g_views
                 if total is not g:  # the sum in shared memory (read-only): read there by an optimizer that
                     if getattr(opt, "writes_grads", True):  # never writes its gradients, copied for any other
                         np.copyto(g, total)
@@ -138,17 +186,68 @@ def run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles: 
                 t_compute += time.perf_counter() - t0
             loss_sum += loss
             metric_sum += metric
-            PROGRESS[name] = s + 1 - job.first
-        if job.mode == "allreduce":
-            state = _mean_state(group, state)
-    stats = {"loss": loss_sum, "metric": metric_sum, "rows": local_rows * (job.last - job.first),
-             "sent": group.sent, "comm_s": group.comm_seconds, "compute_s": t_compute}
-    keep = job.mode == "neighbours" or rank == 0
-    if not keep and job.hold:
-        HELD[(name, rank)] = (pvec, opt_state, state)
-        while len(HELD) > HELD_KEEP:
-            HELD.popitem(last=False)
-    return ((pvec, opt_state, state) if keep else None), stats
+            self.done += 1
+            PROGRESS[self.name] = self.done
+        return {"loss": loss_sum, "metric": metric_sum, "rows": local_rows * (last - first),
+                "compute_s": t_compute}, state
+
+
+def report(job, group, name, epoch, stats, checkpoint) -> dict:
+    """The end of ``epoch`` in a span: in allreduce mode the totals summed over the ranks (one small allreduce) and
+    this rank's copy of the checkpoint kept in SPANS; announced to the driver as an event. Returns the totals."""
+    if job.mode == "allreduce" and group.size > 1:
+        keys = ("loss", "metric", "rows", "sent", "comm_s", "compute_s")
+        v = group.allreduce(np.array([stats[k] for k in keys], np.float64))
+        stats = {k: float(x) for k, x in zip(keys, v)}
+        stats["rows"] = int(round(stats["rows"]))
+    stats = {k: (int(v) if k in ("rows", "sent") else float(v)) for k, v in stats.items()}
+    whole = job.mode == "allreduce"  # these totals are every rank's, not this rank's alone
+    if whole:
+        kept = SPANS.get(name, {})
+        SPANS[name] = {"epoch": epoch, "reports": {**kept.get("reports", {}), epoch: stats},
+                       "checkpoint": _copy_into(kept.get("checkpoint"), checkpoint)}
+        SPANS.move_to_end(name)
+        while len(SPANS) > SPANS_KEEP:
+            SPANS.popitem(last=False)
+    try:
+        group.worker.log_event(TOPIC, {"name": name, "rank": group.rank, "epoch": epoch, "whole": whole,
+                                       "stats": stats})
+    except Exception:  # noqa: BLE001 - an announcement lost: the driver reads the epoch from the task's result
+        pass
+    return stats
+
+
+def _copy_into(old, new):
+    """A copy of ``new`` (arrays in tuples, lists and dicts), into ``old``'s arrays where they match: a fresh 3.7 MB
+    array page-faults on a worker (malloc gives it back to the system every time: 12.6 ms for simplemlp's
+    parameters and momentum, 0.3 ms into the last epoch's copy)."""
+    if type(new) is np.ndarray:
+        if type(old) is np.ndarray and old.shape == new.shape and old.dtype == new.dtype:
+            np.copyto(old, new)
+            return old
+        return new.copy()
+    if type(new) in (tuple, list) and type(old) is type(new) and len(old) == len(new):
+        return type(new)(_copy_into(o, n) for o, n in zip(old, new))
+    if type(new) is dict and type(old) is dict and old.keys() == new.keys():
+        return {k: _copy_into(old[k], v) for k, v in new.items()}
+    return copy.deepcopy(new)
+
+
+def span_kept(name, dask_worker=None):
+    """(last finished epoch, every finished epoch's totals) kept here for span ``name``; None when none is."""
+    kept = SPANS.get(name)
+    return None if kept is None else (kept["epoch"], kept["reports"])
+
+
+def span_checkpoint(name, dask_worker=None):
+    """The checkpoint kept here at the end of span ``name``'s last finished epoch (span_kept says which)."""
+    return SPANS[name]["checkpoint"]
+
+
+def drop_spans(names, dask_worker=None):
+    """Free what the ranks of spans ``names`` kept on this worker."""
+    for n in names:
+        SPANS.pop(n, None)
 
 
 def drop_held(names, dask_worker=None):
