@@ -240,10 +240,9 @@ class CrossEntropyKernel:
                 and labels.dtype.kind in "iu" and len(labels) == logits.shape[0] > 0 and logits.shape[1] > 0)
 
     def __call__(self, logits, labels):
-        x = np.ascontiguousarray(logits)
+        x = logits if logits.flags.c_contiguous else np.ascontiguousarray(logits)
         grad = np.empty_like(x) if self.grad else np.empty((0, 0), x.dtype)
-        with np.errstate(all="ignore"):
-            loss, ok = _numba_rows()["cross_entropy"](x, labels, grad, self.grad)
+        loss, ok = _numba_rows()["cross_entropy"](x, labels, grad, self.grad)  # (Numba sets no NumPy FP flags)
         if not ok:
             return (softmax_cross_entropy_grad if self.grad else softmax_cross_entropy)(logits, labels)
         return grad if self.grad else x.dtype.type(loss)
