@@ -80,6 +80,7 @@ CONV_CASES = [  # x shape, w shape, stride, padding
     ((3, 1, 4, 4), (5, 1, 1, 1), 1, 0),     # 1x1 kernel
     ((2, 2, 3, 2), (1, 2, 5, 4), 1, 1),     # kernel exactly the padded input
     ((2, 4, 8, 6), (3, 4, 3, 3), 1, 1),
+    ((2, 3, 4, 5), (2, 3, 1, 1), 1, 1),     # padding past the kernel: the input gradient sums patches back
 ]
 CONV_IDS = [f"x{x}-w{w}-s{s}-p{p}" for x, w, s, p in CONV_CASES]
 

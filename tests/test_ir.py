@@ -356,7 +356,7 @@ def test_debug_option_prints_the_tree(capsys):
 def test_absorb_calls_makes_declared_pairs_one_call():
     """passes/absorb.py: nn.conv2d_patches_grad declares it absorbs nn.conv2d_grad_patches. Written into it, the
     pair becomes one nn.conv2d_grad_input_rows call (the inner call's arguments, then the outer's others); the
-    inner value kept in a variable, or any other pair, is left as written."""
+    inner value kept in a variable, an inner call with keyword arguments, or any other pair, is left as written."""
     from phylanx_py.passes import absorb_calls
 
     def grad_patches(rows, w):
@@ -370,6 +370,7 @@ def test_absorb_calls_makes_declared_pairs_one_call():
         Assign(StoreName("d"), grad_patches("r", "w")),
         set_y(patches_grad(Var("d"))),  # d may be read elsewhere: kept
         set_y(Call("nn.conv2d_grad_rows", (grad_patches("r", "w"),))),  # declares nothing: kept
+        set_y(patches_grad(Call("nn.conv2d_grad_patches", (Var("r"),), (("w", Var("w")),)))),  # by keyword: kept
         Return(Var("y")),
         params=("r", "w", "xs", "ws"), locals_=("r", "w", "xs", "ws", "d", "y"),
     )
@@ -380,6 +381,7 @@ def test_absorb_calls_makes_declared_pairs_one_call():
                 define(d, nn.conv2d_grad_patches(r, w))
                 define(y, nn.conv2d_patches_grad(d, xs, ws, 1, padding=1))
                 define(y, nn.conv2d_grad_rows(nn.conv2d_grad_patches(r, w)))
+                define(y, nn.conv2d_patches_grad(nn.conv2d_grad_patches(r, w=w), xs, ws, 1, padding=1))
                 return(y)
             )
         )

@@ -4,9 +4,9 @@ declaration says it absorbs ``inner`` (``Primitive.absorbs``: pairs (inner's nam
 A primitive declares it when the pair has a cheaper algorithm than its two kernels in turn: the input gradient of
 a convolution taken as the sum of its patch gradients (``nn.conv2d_patches_grad(nn.conv2d_grad_patches(rows,
 w), ...)``) is, at stride 1, itself a convolution that never builds the patch gradients
-(``nn.conv2d_grad_input_rows``). The inner call must be written into the outer one: a value the program keeps in a
-variable (perhaps read elsewhere) stays as it is. Gradient trees write every value read once into its reader
-(grad_program.py), so the pairs their rules record are found."""
+(``nn.conv2d_grad_input_rows``). The inner call must be written into the outer one, with its arguments by
+position: a value the program keeps in a variable (perhaps read elsewhere) stays as it is. Gradient trees write
+every value read once into its reader (grad_program.py), so the pairs their rules record are found."""
 from __future__ import annotations
 
 import dataclasses
@@ -24,11 +24,9 @@ def _absorb(node):
     if composed is None:
         return node
     inner = node.args[0]
-    names = [k for k, _ in inner.kwargs] + [k for k, _ in node.kwargs]
-    if len(set(names)) != len(names):  # the same keyword on both: not one call
+    if inner.kwargs:  # inner's arguments by keyword would not sit before this one's others by position
         return node
-    return dataclasses.replace(node, prim=composed, args=inner.args + node.args[1:],
-                               kwargs=inner.kwargs + node.kwargs)
+    return dataclasses.replace(node, prim=composed, args=inner.args + node.args[1:])
 
 
 def absorb_calls(program: ir.Program) -> ir.Program:
