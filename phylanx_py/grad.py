@@ -129,10 +129,9 @@ class Grad:
 
     def __call__(self, *args, **kwargs):
         gp, per_arg, kw_leaves, nums = self._program(args, kwargs)
-        data = [v for i, (leaves, _) in enumerate(per_arg) for v in leaves if _is_data(v, i in nums)]
-        data += [v for v in kw_leaves if _is_data(v, False)]
+        leaves = [v for ls, _ in per_arg for v in ls] + kw_leaves
         self.last = gp
-        return gp.run(data)
+        return gp.run([v for v, d in zip(leaves, gp.data_mask) if d])
 
     def _program(self, args, kwargs):
         """(the GradProgram for these arguments, traced or from the cache, and the flattened arguments)."""
@@ -145,6 +144,10 @@ class Grad:
         gp = self._cache.get(key)
         if gp is None:
             gp = self._trace(per_arg, kw_leaves, kw_structure, nums)
+            # which leaves are the tree's parameters: the same for every call with this key (the keys of data
+            # leaves are their shapes and dtypes, of the others their values), so found once, not per call
+            gp.data_mask = tuple(_is_data(v, i in nums) for i, (ls, _) in enumerate(per_arg) for v in ls) + \
+                tuple(_is_data(v, False) for v in kw_leaves)
             if not gp.guards:
                 with self._lock:
                     self._cache[key] = gp

@@ -24,15 +24,18 @@ class GradProgram:
 
     def __init__(self, program: ir.Program, consts: list, out_structure, guards):
         self.program, self.consts, self.out_structure, self.guards = program, consts, out_structure, guards
+        self.data_mask: tuple = ()  # per argument leaf: is it a parameter of the tree (set by grad.Grad)
         self._code = None
         self._lock = threading.Lock()
 
     def __getstate__(self):  # the compiled code and the lock stay behind; the tree travels and compiles there
         return {"program": self.program, "consts": self.consts, "out_structure": self.out_structure,
-                "guards": self.guards}
+                "guards": self.guards, "data_mask": self.data_mask}
 
     def __setstate__(self, state):
+        mask = state.pop("data_mask", ())
         self.__init__(**state)
+        self.data_mask = mask
 
     def run(self, data_leaves):
         with self._lock:

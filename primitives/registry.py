@@ -147,6 +147,9 @@ class Primitive:
     tile: Callable | None = None
     numba_kernel: Callable | None = None  # hand-written alternatives, each with ``accepts(*args, **kwargs)``
     cupy_kernel: Callable | None = None
+    # ((inner primitive, composed primitive), ...): this primitive called on inner's result (its first argument)
+    # is one call of the composed one, with inner's arguments then this one's others (phylanx_py/passes/absorb.py)
+    absorbs: tuple = ()
 
     @property
     def foldable(self) -> bool:

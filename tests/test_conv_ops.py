@@ -80,6 +80,7 @@ CONV_CASES = [  # x shape, w shape, stride, padding
     ((3, 1, 4, 4), (5, 1, 1, 1), 1, 0),     # 1x1 kernel
     ((2, 2, 3, 2), (1, 2, 5, 4), 1, 1),     # kernel exactly the padded input
     ((2, 4, 8, 6), (3, 4, 3, 3), 1, 1),
+    ((2, 3, 4, 5), (2, 3, 1, 1), 1, 1),     # padding past the kernel: the input gradient sums patches back
 ]
 CONV_IDS = [f"x{x}-w{w}-s{s}-p{p}" for x, w, s, p in CONV_CASES]
 
@@ -324,7 +325,8 @@ def test_patches_then_gemm_is_conv2d_and_its_gradients_to_the_bit(x_shape, w_sha
     """conv2d_from_patches(conv2d_patches(x)) is conv2d(x); px.grad through the two steps gives conv2d's
     gradients (conv2d_grad_input, conv2d_grad_weight) to the bit, and its tree gathers the patches once: one
     nn.conv2d_patches node, read by the forward GEMM and by the weight gradient (nn.conv2d_grad_weight, which
-    gathers them again, is not in it), and one nn.conv2d_grad_rows node read by both gradients."""
+    gathers them again, is not in it), and one nn.conv2d_grad_rows node read by both gradients. The input's
+    gradient is one nn.conv2d_grad_input_rows call (the patch gradients and their sum absorbed into it)."""
     from phylanx_py.primitives.registry import apply
 
     import phylanx_py as px
@@ -351,6 +353,8 @@ def test_patches_then_gemm_is_conv2d_and_its_gradients_to_the_bit(x_shape, w_sha
     assert "nn.conv2d_grad_weight@" not in text and "nn.conv2d_grad_weight_rows@" in text
     patches = re.search(r"define\((\w+), nn\.conv2d_patches@", text).group(1)
     assert re.search(rf"nn\.conv2d_grad_weight_rows@[\d:]+\(\w+, {patches},", text)  # the forward's patches
+    assert text.count("nn.conv2d_grad_input_rows@") == 1
+    assert "nn.conv2d_patches_grad@" not in text and "nn.conv2d_grad_patches@" not in text
 
 
 def test_conv2d_layer_trains_on_the_two_steps():
@@ -364,20 +368,30 @@ def test_conv2d_layer_trains_on_the_two_steps():
     np.testing.assert_array_equal(model.predict(x), want)
 
 
-@pytest.mark.parametrize("shape", [(64, 16, 8, 8), (37, 5, 9, 11), (3, 2, 2), (100, 300)])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int16])
-def test_batch_axis_moves_are_numpys_copies(shape, dtype):
-    """primitives/batch_axis.py: the tiled copy (float arrays of MIN_ELEMENTS or more) and NumPy's (the rest, and
-    strided views) give np.moveaxis's values, C-contiguous, in new memory."""
-    from phylanx_py.primitives import batch_axis
+@pytest.mark.parametrize(("x_shape", "w_shape", "stride", "padding"), CONV_CASES, ids=CONV_IDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_input_gradient_absorbed_is_the_patch_gradients_summed(x_shape, w_shape, stride, padding, dtype):
+    """nn.conv2d_grad_input_rows (a convolution of the gradient at stride 1) is the patch gradients summed back
+    (conv2d_patches_grad of conv2d_grad_patches, the pair it stands for) up to rounding, and both are the naive
+    loops' gradient of conv2d; a wrong w_shape is an error, not another convolution."""
+    from phylanx_py.primitives import conv_patches as cp
 
-    x = (RNG.standard_normal(shape) * 100).astype(dtype)
-    for a in (x, x[::-1]):  # a strided view takes NumPy's copy
-        got = batch_axis.batch_last(a)
-        np.testing.assert_array_equal(got, np.moveaxis(a, 0, -1))
-        assert got.flags.c_contiguous and not np.shares_memory(got, a)
-        back = batch_axis.batch_first(got)
-        np.testing.assert_array_equal(back, a)
-        assert back.flags.c_contiguous
-    if dtype != np.int16 and x.size >= batch_axis.MIN_ELEMENTS:
-        assert batch_axis._compiled  # the tiled copy ran
+    x, w = RNG.standard_normal(x_shape).astype(dtype), RNG.standard_normal(w_shape).astype(dtype)
+    g = RNG.standard_normal(conv2d(x, w, stride, padding).shape).astype(dtype)
+    rows = cp.conv2d_grad_rows(g)
+    two = cp.conv2d_patches_grad(cp.conv2d_grad_patches(rows, w), x_shape, w_shape, stride, padding)
+    one = cp.conv2d_grad_input_rows(rows, w, x_shape, w_shape, stride, padding)
+    assert one.dtype == two.dtype == dtype and one.flags.c_contiguous and one.shape == x_shape
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(one, two, rtol=tol, atol=tol * 10)
+    # against the naive loops: d/dx of sum(g * conv(x, w)) is sum over outputs of g times w at each tap
+    f, _, kh, kw = w_shape
+    xp = np.zeros((x_shape[0], x_shape[1], x_shape[2] + 2 * padding, x_shape[3] + 2 * padding))
+    for a in range(g.shape[2]):
+        for b in range(g.shape[3]):
+            r, c = a * stride, b * stride
+            xp[:, :, r:r + kh, c:c + kw] += np.einsum("nf,fcij->ncij", g[:, :, a, b].astype(np.float64), w)
+    want = xp[:, :, padding:padding + x_shape[2], padding:padding + x_shape[3]]
+    np.testing.assert_allclose(one, want, rtol=tol * 10, atol=tol * 10)
+    with pytest.raises(ValueError, match="w_shape says"):
+        cp.conv2d_grad_input_rows(rows, w, x_shape, (f + 1,) + tuple(w_shape[1:]), stride, padding)

@@ -247,6 +247,34 @@ def test_gradient_on_tiled_arrays_on_dask(dask_rt, data):
     np.testing.assert_allclose(np.asarray(got), pg.logistic_grad_by_hand(w, X, y), rtol=1e-10)
 
 
+@pytest.mark.parametrize("onehot", [False, True], ids=["class indices", "one-hot"])
+def test_cross_entropy_gradient_on_tiled_rows_on_dask(dask_rt, data, onehot):
+    """nn.softmax_cross_entropy_grad's tile rule: rows tile by tile (each over the whole batch's n). The gradient
+    with respect to row-tiled logits stays tiled (a kernel given tiled inputs would gather them) and equals the
+    local one; so does a softmax regression's on row-tiled X."""
+    from phylanx_py.runtime.tiled import TiledArray
+
+    from phylanx_py import nn
+
+    X, _, _, _ = data
+    labels = np.arange(len(X)) % 3
+    Y = np.eye(3)[labels] if onehot else labels
+    W = np.linspace(-0.5, 0.5, X.shape[1] * 3).reshape(X.shape[1], 3)
+    Z = X @ W
+
+    def loss(W, X, Y):
+        return nn.softmax_cross_entropy(X @ W, Y)
+
+    with px.using(dask_rt):
+        Xt, Yt = px.tiled.from_array(X, tiles=(3, 1)), px.tiled.from_array(Y, tiles=(3,) + (1,) * (Y.ndim - 1))
+        dZ = px.grad(nn.softmax_cross_entropy)(px.tiled.from_array(Z, tiles=(3, 1)), Yt)
+        assert isinstance(dZ, TiledArray)
+        np.testing.assert_allclose(np.asarray(dZ), px.grad(nn.softmax_cross_entropy)(Z, Y), rtol=1e-10,
+                                   atol=1e-15)
+        got = px.grad(loss)(W, Xt, Yt)
+    np.testing.assert_allclose(np.asarray(got), px.grad(loss)(W, X, Y), rtol=1e-10, atol=1e-14)
+
+
 def test_float32_in_float32_out_through_every_rule_of_the_mlp_and_reductions():
     rng = np.random.default_rng(5)
     x = rng.normal(size=(4, 5)).astype(np.float32)

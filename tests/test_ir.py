@@ -351,3 +351,38 @@ def test_debug_option_prints_the_tree(capsys):
     f = px.compile(small, debug=True)
     tree = f.tree  # compiles, printing the tree once
     assert capsys.readouterr().out.strip() == str(tree)
+
+
+def test_absorb_calls_makes_declared_pairs_one_call():
+    """passes/absorb.py: nn.conv2d_patches_grad declares it absorbs nn.conv2d_grad_patches. Written into it, the
+    pair becomes one nn.conv2d_grad_input_rows call (the inner call's arguments, then the outer's others); the
+    inner value kept in a variable, an inner call with keyword arguments, or any other pair, is left as written."""
+    from phylanx_py.passes import absorb_calls
+
+    def grad_patches(rows, w):
+        return Call("nn.conv2d_grad_patches", (Var(rows), Var(w)))
+
+    def patches_grad(dcols):
+        return Call("nn.conv2d_patches_grad", (dcols, Var("xs"), Var("ws"), Const(1)), (("padding", Const(1)),))
+
+    p = program(
+        set_y(patches_grad(grad_patches("r", "w"))),  # absorbed
+        Assign(StoreName("d"), grad_patches("r", "w")),
+        set_y(patches_grad(Var("d"))),  # d may be read elsewhere: kept
+        set_y(Call("nn.conv2d_grad_rows", (grad_patches("r", "w"),))),  # declares nothing: kept
+        set_y(patches_grad(Call("nn.conv2d_grad_patches", (Var("r"),), (("w", Var("w")),)))),  # by keyword: kept
+        Return(Var("y")),
+        params=("r", "w", "xs", "ws"), locals_=("r", "w", "xs", "ws", "d", "y"),
+    )
+    assert format_program(absorb_calls(p)) == text("""
+        define(f, lambda(r, w, xs, ws),
+            block(
+                define(y, nn.conv2d_grad_input_rows(r, w, xs, ws, 1, padding=1))
+                define(d, nn.conv2d_grad_patches(r, w))
+                define(y, nn.conv2d_patches_grad(d, xs, ws, 1, padding=1))
+                define(y, nn.conv2d_grad_rows(nn.conv2d_grad_patches(r, w)))
+                define(y, nn.conv2d_patches_grad(nn.conv2d_grad_patches(r, w=w), xs, ws, 1, padding=1))
+                return(y)
+            )
+        )
+    """)

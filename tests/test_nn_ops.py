@@ -82,3 +82,47 @@ def test_compiled_equals_plain():
 def test_cross_entropy_of_labels_that_do_not_match_is_a_clear_error():
     with pytest.raises(ValueError, match=r"labels of shape \(3, 2\) do not match logits of shape \(3, 4\)"):
         nn.softmax_cross_entropy(np.zeros((3, 4)), np.zeros((3, 2)))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name", ["softmax_cross_entropy", "softmax_cross_entropy_grad"])
+def test_cross_entropy_kernels_equal_the_numpy_reference(name, dtype):
+    """One-pass Numba kernels of the loss and of its gradient, chosen for any size of 2-D float logits against
+    integer class indices (negative ones as NumPy reads them), with the reference's infinities and NaNs."""
+    prim = lookup(f"nn.{name}")
+    for x in (_inputs(dtype), (RNG.standard_normal((64, 10)) * 3).astype(dtype)):
+        y = RNG.integers(-x.shape[1], x.shape[1], len(x))
+        assert choose(prim, (x, y), {}) is prim.numba_kernel
+        with np.errstate(all="ignore"):
+            want = prim.kernel(x, y)
+        got = prim.numba_kernel(x, y)
+        assert type(got) is type(want) and np.shape(got) == np.shape(want) and got.dtype == want.dtype
+        tol = 1e-12 if dtype == np.float64 else 2e-5
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 1e-2)  # NaN positions must match too
+
+
+@pytest.mark.parametrize("name", ["softmax_cross_entropy", "softmax_cross_entropy_grad"])
+def test_cross_entropy_kernels_leave_the_rest_to_the_reference(name):
+    """One-hot labels, float labels, 1-D logits and empty batches take the NumPy kernel; an index out of range
+    raises NumPy's IndexError from the Numba kernel too."""
+    prim = lookup(f"nn.{name}")
+    x = np.ones((8, 4))
+    for args in ((x, np.eye(4)[np.arange(8) % 4]), (x, np.zeros(8)), (x[:0], np.zeros(0, np.int64)),
+                 (x.astype(np.int64), np.zeros(8, np.int64)), (x, np.zeros(7, np.int64))):
+        assert choose(prim, args, {}) is prim.kernel
+    with pytest.raises(IndexError, match="out of bounds"):
+        prim.numba_kernel(x, np.array([0, 1, 2, 3, 4, 0, 0, 0]))
+
+
+def test_cross_entropy_gradient_is_one_call_in_the_tree():
+    """The loss's gradient is one nn.softmax_cross_entropy_grad call (no softmax and one-hot chain), and equals
+    the softmax minus the one-hot rows over n."""
+    z = RNG.standard_normal((64, 10)).astype(np.float32)
+    y = RNG.integers(0, 10, 64)
+    g = px.grad(nn.softmax_cross_entropy)
+    got = g(z, y)
+    text = str(g.tree)
+    assert text.count("nn.softmax_cross_entropy_grad@") == 1 and "nn.softmax@" not in text
+    assert got.dtype == np.float32
+    want = (nn.softmax(z.astype(np.float64)) - np.eye(10)[y]) / 64
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
