@@ -22,7 +22,8 @@ import uuid
 import weakref
 
 from ..alignment import aligned_values
-from ..segments.driver import SCATTER_SECONDS, abandon, progress, retry, watch
+from ..segments.driver import abandon, progress, retry, watch
+from ..segments.driver import results as segment_results
 from ..segments.ports import RankLost, port_addresses
 from . import segment as seg
 
@@ -194,7 +195,7 @@ class Span:
 
     def _finish(self, futs):
         """The span's ranks all returned: rank 0's checkpoint is the final one; every epoch's totals are known."""
-        results = aligned_values(self._gather(futs))
+        results = aligned_values(segment_results(self.client, self.running[0], futs))
         for r, (_, reports) in enumerate(results):
             for e, stats in reports.items():
                 self.announced({"epoch": e, "rank": r, "stats": stats, "whole": self.tr.mode == "allreduce"})
@@ -212,20 +213,6 @@ class Span:
                 while len(leases) > LEASES_KEEP:
                     leases.pop(next(iter(leases)))
         _forget(self.client, name)
-
-    def _gather(self, futs):
-        """The ranks' results, or RankLost when they cannot be fetched within SCATTER_SECONDS: a worker holding one
-        died after its rank finished, and Dask then reruns that rank alone, which would wait for peers that are gone
-        (``client.gather`` waited for it for good)."""
-        from distributed.client import FuturesCancelledError
-
-        name = self.running[0]
-        try:
-            return self.client.sync(self.client._gather, futs, callback_timeout=SCATTER_SECONDS)
-        except TimeoutError as e:
-            raise RankLost(f"a result of {name} was lost with its worker after its rank finished") from e
-        except FuturesCancelledError as e:
-            raise RankLost(f"a rank of {name} was cancelled: {e}") from e
 
     def _recover(self):
         """After a lost rank: the newest checkpoint a survivor kept (fetched: the checkpoint moves now), with the
