@@ -4,8 +4,7 @@ DESIGN.md's first rule: no call is slower than the undecorated function. On NumP
 often is (NPBench, calls 2-6: 42 of 54 kernels under 0.9x NumPy): every operation pays the evaluator's dispatch,
 and a call whose operations are all small gains nothing from tasks. The plain function is the answer by
 definition (promise 1), so a call may run it. Per signature (the arguments' types, shapes and dtypes) the two are
-timed: the first two calls run the plain function (the first, cold, is not timed: against it a slower tree looked
-faster and ran calls 2-4), the third the tree, then the one whose median of its last three
+timed: the first call runs the plain function, the second the tree, then the one whose median of its last three
 times is lower runs, and the other is timed again at calls 4, 8, 16, 32 and every 64th after, and the tree at the
 next call after a native kernel got ready (the tree improves as its fused and native kernels compile in the
 background), but never within ``SPACING`` calls of its last run. That probing is the price of finding where the
@@ -165,8 +164,7 @@ class Floor:
         out, ran = plain_run(plain, args, kwargs, arrays, tree)
         if ran is None:
             return out
-        if n:  # not the signature's first call: that one is cold (first allocations, NumPy's first calls)
-            add(times.plain, time.perf_counter() - t0)  # the copies included: they are the plain way's cost here
+        add(times.plain, time.perf_counter() - t0)  # the copies included: they are the plain way's cost here
         self.plain_runs += 1
         with rt._lock:
             rt.counts["calls"] += 1
