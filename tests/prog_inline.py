@@ -38,7 +38,9 @@ def _norm_step(x, scale):
 def twice(a, scale):
     s = 0.0
     for i in range(3):
-        s += _norm_step(a, scale) + _norm_step(a, scale + i)
+        t = _norm_step(a, scale)  # a statement's whole value: inlined (inside a larger expression it is not)
+        u = _norm_step(a, scale + i)
+        s += t + u
     return s, a
 
 
@@ -72,3 +74,30 @@ def returns_early(a):
     for i in range(a.shape[0]):
         s += _early(a[i])
     return s
+
+
+def _bump(x):
+    x[0] = x[0] + 1.0
+    return x[0]
+
+
+def read_then_call(a):
+    # Python reads a[0] before the call changes it: the call is not inlined inside a larger expression
+    s = 0.0
+    for _ in range(3):
+        s += a[0] * 10.0 + _bump(a)
+    return s
+
+
+def _bump_then_read(x, j):
+    x[0] = x[0] + 1.0
+    t = x[j]
+    return t
+
+
+def changes_then_raises(a, j):
+    # the inlined body changes a, then raises: the call must not change a twice (kernel, then the rerun)
+    r = _bump_then_read(a, j)
+    for i in range(2):
+        r += a[i]
+    return r

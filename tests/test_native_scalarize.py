@@ -34,7 +34,7 @@ CASES = [
     (S.same_elements, (3, np.arange(8.0), np.linspace(0.0, 1.0, 8)), True),
     (S.rows, (_grid(5, 4), _grid(5, 4, 1)), True),
     (S.rows_from_the_row_before, (_grid(5, 4), _grid(5, 4, 1)), False),
-    (S.broadcast_column, (_grid(5, 4), _grid(5, 4, 1)), True),  # emitted; its guard takes the array statement
+    (S.broadcast_column, (_grid(5, 4), _grid(5, 4, 1)), False),  # a length-1 slice broadcast: the array statement
     (S.cast_on_store, (np.arange(6.0), np.zeros(6, dtype=np.int64)), False),
     (S.whole_arrays, (2, _grid(3, 4), _grid(3, 4, 1)), True),
     (S.scalar_operands, (3, np.arange(9.0), np.zeros(9), np.array([0.5, -1.0, 2.0])), True),

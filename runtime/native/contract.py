@@ -24,7 +24,10 @@ whole settle window, and ran it at 1.7 ms. As loops over the broadcast frame it 
 
 NumPy's order: ``np.sum`` of the C-ordered temporary over a run of axes that does not end at the last one adds the
 reduced elements of each output one by one in C order from 0 (helpers_reduce's ``_pxr_sum_mid``), which is the
-order of the loops above; a sum over trailing axes is pairwise in NumPy, so it is not taken for floats. Float
+order of the loops above; a sum over trailing axes is pairwise in NumPy, so it is not taken for floats, and the
+test requires the kept axes after the summed ones to be longer than 1 together (NumPy drops axes of length 1, and a
+sum with nothing kept after it is a trailing one: a review found 2.7e-15 apart for a convolution with one output
+channel). A new array is made only from operands in C order, the order NumPy then gives it. Float
 results are marked inexact (stored, never compared), as the reductions' are: NumPy's order follows the memory order
 of the temporary, which follows its operands'. The other branch is not the array expression, whose compile is what
 this avoids: a statement whose operands broadcast a dimension of length 1 that is not a new axis, overlap the target
@@ -122,8 +125,16 @@ def emit(low, n):
             elif extents[d] != length:
                 conds.append(f"{length} == {extents[d]}")
         reads.append((array, index, offset, placeholder))
+        dims = [d for d, c in enumerate(c for c in comps_ if c[0] != "new") if c[0] == "slice"]
+        if name is None and len(dims) > 1:  # a new array: C-ordered as NumPy makes it from operands in C order
+            sliced = [x for x in lengths if x is not None]
+            conds.append(f"_c_order(({''.join(f'{array}.strides[{d}], ' for d in dims)}), "
+                         f"({''.join(x + ', ' for x in sliced)}))")
     if any(e is None for e in extents):
         raise No  # a dimension only new axes make
+    after = [extents[d] for d in kept if d > axes[-1]]
+    if after:  # NumPy drops kept axes of length 1: with none longer after the summed ones, it sums those pairwise
+        conds.append(f"{' * '.join(after)} != 1")
     if name is not None:
         if len(target_lengths) != len(kept):
             raise No

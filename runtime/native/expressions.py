@@ -108,6 +108,10 @@ class Expressions:
             # its arguments (and statements) are emitted before the expression's: there they would run even where
             # Python skips them (``i < n and f(a[i])``)
             self.fail(f"a call of '{fn.name}' in a part of an expression that may not run", n)
+        if stmts and self.whole_value != id(n):
+            # its statements would run before the parts of the expression Python reads first (``a[0] + f(a)``
+            # with an ``f`` that changes ``a``: a review found 66.0 where Python gives 36.0)
+            self.fail(f"a call of '{fn.name}', whose body is statements, inside a larger expression", n)
         k = self.applies[id(n)]
         names = {p: f"__pxc{k}_{p}" for p in fn.params}
         # the statements' own names too (a canonicalizer temporary keeps its prefix: scalarize.py looks for it)

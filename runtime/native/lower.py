@@ -49,6 +49,9 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         self.functions = functions or {}
         self.applies = {id(a): i for i, a in enumerate(x for x in ir.walk(loop) if isinstance(x, ir.Apply))}
         self.conditional = 0  # inside parts of expressions that may not run (``and``/``or``, ``a if c else b``)
+        # the value that is a whole statement's (``f(a)``, ``x = f(a)``): the only call whose callee's statements
+        # may be inlined (expressions.e_Apply), as nothing else of the statement is read before them
+        self.whole_value = None
         self.counters = counters  # names that keep their COUNTER bound when assigned (signs.py)
         self.nonneg: frozenset = frozenset()  # Python-int names known non-negative here (signs.py)
         # manual: the kernel runs without Numba's boundscheck and checks in the source every access not in
@@ -111,6 +114,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         handler(n)
 
     def s_Expr(self, n):
+        self.whole_value = id(n.value)
         src, _, _ = self.expr(n.value)
         self.emit(src)
 
@@ -118,6 +122,8 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         scalarize.note_temporary(self, n)
         if scalarize.scalarized(self, n):  # an element-wise array statement as one loop nest
             return
+        if isinstance(n.target, (ir.StoreName, ir.StoreTuple)):  # (a store's index is read after its value)
+            self.whole_value = id(n.value)
         src, k, t = self.expr(n.value)
         self.assign(n.target, src, k, t)
 

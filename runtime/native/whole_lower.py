@@ -15,6 +15,7 @@ from phylanx_py import ir
 from . import helpers
 from . import kinds as K
 from .calls import SHAPE
+from .expressions import as_expression
 from .facts import allocating, rule
 from .lower import Lowerer
 
@@ -72,6 +73,11 @@ class FunctionLowerer(Lowerer):
             if is_loop or _may_raise(self.lines[start:]):
                 if mutated and not is_loop:
                     self.fail("a statement that may raise after a loop changed values", s)
+                if not is_loop and _inlines_statements(s, self.functions) and \
+                        _mutates(s, fresh, self.named - self.not_scalars, self.functions):
+                    # an inlined body that changes values and then raises: a rerun would change them twice (a
+                    # review found [2, 1, 2] where Python leaves [1, 1, 2])
+                    self.fail("a statement whose inlined call changes values and may raise", s)
                 stages.append((s, start, is_loop))
             # a loop changing only scalars and arrays made here (crc16's) changes nothing the caller sees
             mutated = mutated or _mutates(s, fresh, self.named - self.not_scalars, self.functions)
@@ -93,6 +99,12 @@ class FunctionLowerer(Lowerer):
         outs = "(" + "".join(f"{x}, " for x in [src] + flags) + ")" if flags else src
         return (f"{self.decorator()}\n"
                 f"def kernel({', '.join(params)}):\n{body}\n    return {outs}\n")
+
+
+def _inlines_statements(stmt, functions) -> bool:
+    """Whether ``stmt`` calls a function whose body a kernel inlines as statements (expressions.py)."""
+    return any(isinstance(x, ir.Apply) and isinstance(x.func, ir.FuncRef) and x.func.name in functions and
+               as_expression(list(functions[x.func.name].body.stmts)) is None for x in ir.walk(stmt))
 
 
 def _may_raise(lines) -> bool:
