@@ -84,6 +84,7 @@ class Generator(StatementEmitter):
         self.loop_hooks: list = []  # every loop's HandOver (loop_tiers.py), for explain()
         self.raw_namespaces = namespaces
         self.fn_stack: list = []
+        self.walrus: list = [set()]  # per function being emitted: the names its ``:=`` bind (``function``)
         self.native_depth = 0
 
     # ---- emission helpers ------------------------------------------------------------------------------
@@ -138,6 +139,11 @@ class Generator(StatementEmitter):
             parts += [f"{k}={kwdefaults[k]}" if k in kwdefaults else k for k in fn.kwonly]
         self.emit(f"def {ident}({', '.join(parts)}):", fn.loc, qualname)
         self.fn_stack.append(fn)
+        # names an assignment expression binds (``x := ...``, the user's, not the translator's temporaries): a read
+        # of one is copied when read, as Python reads it, since a ``:=`` later in the same expression, computed
+        # before the operation that reads the name, would change it (``x + f(x := x + 1)`` read the new x)
+        self.walrus.append({x.name for x in ir.walk(fn.body) if isinstance(x, ir.SetVar) and x.depth == 0 and
+                            not x.name.startswith("__px")})
         self.indent += 1
         outer_stores, own_stores = _stores(fn.body)
         if outer_stores:
@@ -160,6 +166,7 @@ class Generator(StatementEmitter):
         self.emit("    raise __pxr_fail(__pxr_e) from __pxr_e")
         self.indent -= 1
         self.fn_stack.pop()
+        self.walrus.pop()
         self.emit(f"{ident}.__qualname__ = {ident}.__name__ = {qualname!r}")
 
     def nested(self, lam: ir.Lambda) -> str:
@@ -183,6 +190,8 @@ class Generator(StatementEmitter):
         return self.const(n.value)
 
     def e_Var(self, n):
+        if n.depth == 0 and n.name in self.walrus[-1]:
+            return self.assign_temp(_ident(n.name), n.loc, n.name)
         return _ident(n.name)
 
     def e_Global(self, n):

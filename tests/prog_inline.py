@@ -101,3 +101,16 @@ def changes_then_raises(a, j):
     for i in range(2):
         r += a[i]
     return r
+
+
+def _sq(v):
+    return v * v
+
+
+def walrus_argument(a):
+    # Python reads x before the call's argument assigns it: the call is not inlined with its arguments bound first
+    s = 0.0
+    x = 1.0
+    for i in range(a.shape[0]):
+        s += x + _sq(x := x + a[i])
+    return s

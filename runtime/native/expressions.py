@@ -108,6 +108,10 @@ class Expressions:
             # its arguments (and statements) are emitted before the expression's: there they would run even where
             # Python skips them (``i < n and f(a[i])``)
             self.fail(f"a call of '{fn.name}' in a part of an expression that may not run", n)
+        if any(isinstance(x, ir.SetVar) for a in n.args for x in ir.walk(a)):
+            # its arguments are bound before the rest of the expression is read: a ``:=`` in one would change a
+            # name Python reads before the call (``x + f((x := x + 1.0))``: 38.0 against 35.0, a review found)
+            self.fail(f"a call of '{fn.name}' with an assignment expression in its arguments", n)
         if stmts and self.whole_value != id(n):
             # its statements would run before the parts of the expression Python reads first (``a[0] + f(a)``
             # with an ``f`` that changes ``a``: a review found 66.0 where Python gives 36.0)
