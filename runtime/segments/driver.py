@@ -98,6 +98,16 @@ def tasks_done(client, name: str, futures, timeout: float, failed) -> bool:
     return all(f.status == "finished" for f in futures)
 
 
+def watch_steps(client, name: str, workers, wait, stall: float, stalled):
+    """``watch`` a segment whose ranks count steps (training): its progress is the slowest rank's step count, looked
+    at every quarter of ``stall`` (between 0.05 and 0.5 s)."""
+    def steps():
+        return min((v for v in progress(client, name, workers).values() if isinstance(v, int)), default=0)
+
+    poll = min(0.5, max(stall / 4, 0.05))
+    watch(client, name, wait, steps, stall, stalled, poll, poll)
+
+
 def results(client, name: str, futures, timeout: float | None = None) -> list:
     """The ranks' results, once ``tasks_done`` found them all finished; RankLost when they cannot be fetched within
     ``timeout`` s (SCATTER_SECONDS): a worker holding one died after its rank finished, and the scheduler then

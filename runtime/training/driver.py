@@ -18,12 +18,12 @@ import numpy as np
 
 from ..alignment import aligned_values
 from ..segments import rank as on_worker
-from ..segments.driver import RETRIES, STALL_SECONDS, abandon, place, progress, retry, tasks_done, watch
+from ..segments.driver import RETRIES, STALL_SECONDS, abandon, place, retry, tasks_done, watch_steps
 from ..segments.driver import results as segment_results
 from ..segments.placement import assign
 from ..segments.ports import RankLost, port_addresses
 from . import segment as seg
-from .span import Span
+from .span import Span, stall_message
 
 __all__ = ["RETRIES", "STALL_SECONDS", "SegmentTrainer"]
 
@@ -245,17 +245,11 @@ class SegmentTrainer:
                 raise RankLost(f"the checkpoint {name} starts from was lost with its worker")
             return False
 
-        def steps():  # (the slowest rank's)
-            return min((v for v in progress(client, name, workers).values() if isinstance(v, int)), default=0)
-
         def stalled(n, stall):
-            return (f"training stalled: no step finished for {stall:.0f} s (step {first + n + 1} of "
-                    f"{self.steps} of the epoch never completed); the cluster is not making progress "
-                    "(PHYLANX_STALL_SECONDS sets the limit)")
+            return stall_message(first + n + 1, self.steps, stall)
 
-        poll = min(0.5, max(self.stall / 4, 0.05))
         try:
-            watch(client, name, wait, steps, self.stall, stalled, poll, poll)
+            watch_steps(client, name, workers, wait, self.stall, stalled)
             return aligned_values(segment_results(client, name, futs))
         except BaseException:
             abandon(client, name, workers, futs)

@@ -22,7 +22,7 @@ import uuid
 import weakref
 
 from ..alignment import aligned_values
-from ..segments.driver import abandon, progress, retry, watch
+from ..segments.driver import abandon, retry, watch_steps
 from ..segments.driver import results as segment_results
 from ..segments.ports import RankLost, port_addresses
 from . import segment as seg
@@ -35,6 +35,13 @@ _LOCK = threading.Lock()
 # shared-memory regions made again. Taken while a span runs, put back when it ended well.
 _LEASES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 LEASES_KEEP = 4
+
+
+def stall_message(step: int, steps: int, stall: float) -> str:
+    """The ClusterError's text for a training segment whose step ``step`` (1-based, of ``steps`` an epoch) never
+    completed within ``stall`` seconds (per-epoch segments and spans alike)."""
+    return (f"training stalled: no step finished for {stall:.0f} s (step {step} of {steps} of the epoch never "
+            "completed); the cluster is not making progress (PHYLANX_STALL_SECONDS sets the limit)")
 
 
 def _listen(client, name, span):
@@ -176,17 +183,11 @@ class Span:
                 return True
             return self._complete(epoch) and epoch + 1 < tr.horizon  # (the last: its checkpoint too)
 
-        def steps():  # (the slowest rank's, over the span)
-            return min((v for v in progress(client, name, workers).values() if isinstance(v, int)), default=0)
+        def stalled(n, stall):  # (n: the slowest rank's steps over the span)
+            return stall_message(n % tr.steps + 1, tr.steps, stall)
 
-        def stalled(n, stall):
-            return (f"training stalled: no step finished for {stall:.0f} s (step {n % tr.steps + 1} of "
-                    f"{tr.steps} of the epoch never completed); the cluster is not making progress "
-                    "(PHYLANX_STALL_SECONDS sets the limit)")
-
-        poll = min(0.5, max(tr.stall / 4, 0.05))
         try:
-            watch(client, name, wait, steps, tr.stall, stalled, poll, poll)
+            watch_steps(client, name, workers, wait, tr.stall, stalled)
         except BaseException:
             abandon(client, name, workers, futs)
             self.running = None
