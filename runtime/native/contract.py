@@ -45,7 +45,9 @@ from .nests import (
     No,
     Spans,
     array_name,
+    c_order_test,
     components,
+    element_read,
     forget,
     guarded,
     hoist,
@@ -125,11 +127,9 @@ def emit(low, n):
             elif extents[d] != length:
                 conds.append(f"{length} == {extents[d]}")
         reads.append((array, index, offset, placeholder))
-        dims = [d for d, c in enumerate(c for c in comps_ if c[0] != "new") if c[0] == "slice"]
-        if name is None and len(dims) > 1:  # a new array: C-ordered as NumPy makes it from operands in C order
-            sliced = [x for x in lengths if x is not None]
-            conds.append(f"_c_order(({''.join(f'{array}.strides[{d}], ' for d in dims)}), "
-                         f"({''.join(x + ', ' for x in sliced)}))")
+        order = c_order_test(array, comps_, lengths) if name is None else None
+        if order is not None:  # a new array: C-ordered as NumPy makes it from operands in C order
+            conds.append(order)
     if any(e is None for e in extents):
         raise No  # a dimension only new axes make
     after = [extents[d] for d in kept if d > axes[-1]]
@@ -144,18 +144,14 @@ def emit(low, n):
     hoist(low, nest)
     loops = [span.new() for _ in range(rank)]
     loop_indices(low, loops)
-    elements = {id(p): _frame_read(array, index, loops[offset:]) for array, index, offset, p in reads}
+    elements = {id(p): element_read(array, index, loops[offset:]) for array, index, offset, p in reads}
     expr = replace(expr, elements)
     acc = span.new()
     if name is None:
         fresh = span.new()
         store = ir.Call("operator.getitem", (ir.Var(fresh), ir.Tuple(tuple(ir.Var(loops[d]) for d in kept))))
     else:
-        parts, kept_loops = [], iter(kept)
-        for kind, v in target_index:
-            parts.append(ir.Var(v) if kind == "int" else ir.Call("operator.add", (ir.Var(v), ir.Var(loops[next(
-                kept_loops)]))))
-        store = ir.Call("operator.getitem", (ir.Var(name), ir.Tuple(tuple(parts))))
+        store = element_read(name, target_index, [loops[d] for d in kept])
     before_unchecked = low.unchecked
     low.unchecked = low.unchecked | {id(e) for e in elements.values()} | {id(store)}
     guarded(low, conds, "a sum of an element-wise expression")
@@ -201,17 +197,3 @@ def emit(low, n):
     low.indent -= 1
     otherwise_rerun(low)
     forget(low)
-
-
-def _frame_read(array, index, loops):
-    """The element of ``array`` at the frame's loop indices ``loops`` (its own trailing dimensions'): a new axis
-    takes a loop and indexes nothing."""
-    parts, loop = [], iter(loops)
-    for kind, v in index:
-        if kind == "new":
-            next(loop)
-        elif kind == "int":
-            parts.append(ir.Var(v))
-        else:
-            parts.append(ir.Call("operator.add", (ir.Var(v), ir.Var(next(loop)))))
-    return ir.Call("operator.getitem", (ir.Var(array), ir.Tuple(tuple(parts))))

@@ -219,10 +219,27 @@ def normal(low, name, node, dim, default):
 
 
 def element_read(array, index, loops):
+    """The element of ``array`` at the loop indices ``loops``, one per slice (or new axis) of its ``index``
+    (``Spans``): a new axis takes its loop and indexes nothing (a broadcast operand of contract.py's frame)."""
     parts, loop = [], iter(loops)
     for kind, v in index:
-        parts.append(ir.Var(v) if kind == "int" else ir.Call("operator.add", (ir.Var(v), ir.Var(next(loop)))))
+        if kind == "new":
+            next(loop)
+        elif kind == "int":
+            parts.append(ir.Var(v))
+        else:
+            parts.append(ir.Call("operator.add", (ir.Var(v), ir.Var(next(loop)))))
     return ir.Call("operator.getitem", (ir.Var(array), ir.Tuple(tuple(parts))))
+
+
+def c_order_test(array, comps, lengths):
+    """The test that ``array``'s sliced dimensions (``comps``; ``lengths`` as ``Spans`` gives them, None for a new
+    axis) are in C order (helpers._c_order), the order of a new array NumPy makes from it; None under two."""
+    dims = [d for d, c in enumerate(c for c in comps if c[0] != "new") if c[0] == "slice"]
+    if len(dims) < 2:
+        return None
+    return (f"_c_order(({''.join(f'{array}.strides[{d}], ' for d in dims)}), "
+            f"({''.join(x + ', ' for x in lengths if x is not None)}))")
 
 
 def replace(node, elements):

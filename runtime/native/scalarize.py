@@ -38,6 +38,7 @@ from .nests import (
     No,
     Spans,
     array_name,
+    c_order_test,
     components,
     element_read,
     forget,
@@ -131,10 +132,8 @@ def _emit(low, n):
             target_lengths = lengths
         conds += [f"{a} == {b}" for a, b in zip(lengths, target_lengths) if a != b]
         elements[id(placeholder)] = element_read(array, index, loops)
-        if name is None and nest.rank > 1:  # a new array: C-ordered as NumPy would make it (helpers._c_order)
-            dims = [d for d, c in enumerate(comps_) if c[0] == "slice"]
-            conds.append(f"_c_order(({''.join(f'{array}.strides[{d}], ' for d in dims)}), "
-                         f"({''.join(x + ', ' for x in target_lengths)}))")
+        if name is None and nest.rank > 1:  # a new array: C-ordered as NumPy would make it
+            conds.append(c_order_test(array, comps_, lengths))
     if name is None:
         fresh = new()
         target_index = [("slice", zero) for zero in ["__pxz_zero"] * nest.rank]
