@@ -175,8 +175,9 @@ binary("minimum", lambda g, a, x, y: max_like(g, a, y, x), max_like, ordered=Tru
 binary("fmax", max_like, lambda g, a, x, y: max_like(g, a, y, x), native_rules=_ROUNDS)
 binary("fmin", lambda g, a, x, y: max_like(g, a, y, x), max_like, native_rules=_ROUNDS)
 binary("arctan2", lambda g, a, x, y: g * y / (x * x + y * y), lambda g, a, x, y: -g * x / (x * x + y * y),
+       fused="np.arctan2({0}, {1})", inexact=True, native_rules=_PURE)
+binary("hypot", lambda g, a, x, y: g * x / a, lambda g, a, x, y: g * y / a, fused="np.hypot({0}, {1})",
        inexact=True, native_rules=_PURE)
-binary("hypot", lambda g, a, x, y: g * x / a, lambda g, a, x, y: g * y / a, inexact=True, native_rules=_PURE)
 binary("logaddexp", lambda g, a, x, y: g * np.exp(x - a), lambda g, a, x, y: g * np.exp(y - a))
 for _name in ("remainder", "mod"):
     binary(_name, lambda g, a, x, y: g, lambda g, a, x, y: -g * np.floor_divide(x, y),

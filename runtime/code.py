@@ -55,8 +55,10 @@ class ProgramCode:
         self._factory, self.source, self.linemap = self._build(fast=True)
         self._profiled = None  # the same program without inline fast paths, built when first profiled
         # a tier that runs the entry as a whole (the native tier's whole function: loop_tiers.py), when one of
-        # its loops may run native code
-        self.whole = loop_tiers.function_tier(program) if self.native_loops else None
+        # its loops may run native code or it has none (straight-line array code: ``loop_free``)
+        whole = loop_tiers.function_tier(program) if native else None
+        self.whole = whole if whole is not None and (self.native_loops or getattr(whole, "loop_free", False)) \
+            else None
         self.floor = Floor.of(program) if native else None  # the plain function as the floor (floor.py)
 
     def _build(self, fast: bool):

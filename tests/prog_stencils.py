@@ -112,3 +112,41 @@ def orthonormalize(a):
         for j in range(k + 1, n):
             a[:, j] -= q[:, k] * np.dot(q[:, k], a[:, j])
     return q
+
+
+def where_and_clip(steps, a, b):
+    # np.where and np.clip in element-wise statements: the choice of one element, NumPy's result dtype
+    for _ in range(steps):
+        b[1:-1] = np.where(a[1:-1] > a[:-2], a[1:-1] * 0.5, 0)
+        a[:] = np.clip(b * 3.0, -0.5, 0.5)
+    return a + b
+
+
+def where_weak_scalar(steps, x):
+    # a Python scalar is weak (NEP 50): float32 and int32 arrays keep their dtype
+    for _ in range(steps):
+        x[:] = np.where(x > 1, x - 1, 3)
+    return x
+
+
+def clip_ints(steps, a, b):
+    for _ in range(steps):
+        b[1:] = np.clip(a[1:] * 3 - a[:-1], 2, 10)
+        a[:] = b
+    return a
+
+
+def offset_elements(a, k, n):
+    # an offset the loop does not change: its iterations touch distinct elements when k >= 0 (a[-1] is a[n-1])
+    for i in range(n):
+        a[k + i] = a[k + i] * 2.0 + 1.0
+    return a
+
+
+def straight_line(in_field, coeff):
+    # a stencil without a loop (NPBench's hdiff in small): statements and the returned expression as loop nests
+    n, m = coeff.shape
+    lap = 4.0 * in_field[1:n + 3, 1:m + 3] - (in_field[2:n + 4, 1:m + 3] + in_field[0:n + 2, 1:m + 3])
+    res = lap[1:, 1:m + 1] - lap[:-1, 1:m + 1]
+    flx = np.where(res * (in_field[2:n + 3, 2:m + 2] - in_field[1:n + 2, 2:m + 2]) > 0, 0, res)
+    return np.clip(in_field[2:n + 2, 2:m + 2] - coeff * (flx[1:, :] - flx[:-1, :]), -2.0, 2.0) * 0.5

@@ -273,6 +273,8 @@ def test_a_new_kernel_slower_than_the_plain_function_is_dropped(monkeypatch):
 
     monkeypatch.setenv("PHYLANX_FLOOR", "1")
     monkeypatch.setattr(native_tiering, "HOT_SECONDS", 0.0)
+    # sequential only: while a parallel variant is tried, the kernel's runs are not timed (whole.py _UNDECIDED)
+    monkeypatch.setattr(native_tuning, "MIN_SECONDS", 1e9)
     gate = _deferred_compiles(monkeypatch)
     f = px.compile(L.tanh_store)
     a = np.linspace(-1.0, 1.0, 50)
@@ -304,6 +306,7 @@ def test_a_kernel_ready_before_the_first_plain_run_ends_is_still_measured(monkey
     # measurement (flaky under load); here the compile runs at once, in the first call, to make that order certain
     monkeypatch.setenv("PHYLANX_FLOOR", "1")
     monkeypatch.setattr(native_tiering, "HOT_SECONDS", 0.0)
+    monkeypatch.setattr(native_tuning, "MIN_SECONDS", 1e9)  # sequential only (as above)
     monkeypatch.setattr(native_tiering, "in_background", lambda compile_fn, *args: compile_fn(*args))
     f = px.compile(L.tanh_store)
     a = np.linspace(-1.0, 1.0, 50)
@@ -320,6 +323,7 @@ def test_a_new_kernel_clearly_faster_than_the_plain_runs_before_it_is_kept_at_on
 
     monkeypatch.setenv("PHYLANX_FLOOR", "1")
     monkeypatch.setattr(native_tiering, "HOT_SECONDS", 0.0)
+    monkeypatch.setattr(native_tuning, "MIN_SECONDS", 1e9)  # sequential only (as above)
     gate = _deferred_compiles(monkeypatch)
     f = px.compile(L.tanh_store)
     a = np.linspace(-1.0, 1.0, 50)
@@ -416,6 +420,40 @@ def test_a_background_compile_runs_in_the_compile_process(monkeypatch, tmp_path)
     assert " -> native (whole function" in f.explain()
     compile_process.close()
     assert child.poll() == 0  # it ends when its pipe closes
+
+
+def test_the_compile_process_ends_with_its_parent_even_while_busy(tmp_path):
+    """A compile still running when its parent process ended went on alone for minutes (seen here: four orphaned
+    compile processes after scripts had finished); the child's watchdog ends it once its parent is gone. A parent
+    starts a grandchild running the watchdog while "compiling" (sleeping), then exits at once."""
+    import subprocess
+    import sys
+
+    pid_file = tmp_path / "pid"
+    script = (
+        "import os, sys, time, threading\n"
+        "from phylanx_py.runtime.native import compile_child\n"
+        "if os.fork() == 0:\n"
+        "    threading.Thread(target=compile_child._exit_with_parent, args=(os.getppid(), 0.05), daemon=True).start()\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "    time.sleep(60)\n"
+        "    os._exit(3)\n"
+        f"while not os.path.exists({str(pid_file)!r}): time.sleep(0.01)\n"
+        "time.sleep(0.2)\n"
+        "os._exit(0)\n")
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] in "ZX":  # ended; a zombie if nobody reaps it
+                    return
+        except FileNotFoundError:
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    raise AssertionError("the orphaned child was still running 20 s after its parent ended")
 
 
 def test_at_exit_no_compile_starts_here_and_running_ones_are_waited_for(monkeypatch):

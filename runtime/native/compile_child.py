@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import pickle
 import sys
+import threading
+import time
 import warnings
 
 from phylanx_py.primitives import kernel_cache
@@ -35,7 +37,16 @@ def serve(stdin, stdout):
         stdout.flush()
 
 
+def _exit_with_parent(parent: int, every: float = 1.0):
+    """End this process once its parent is gone: a compile still running when the parent ended (a kernel of
+    seconds, the parent's script done) would otherwise go on alone, taking a core nobody asked for."""
+    while os.getppid() == parent:
+        time.sleep(every)
+    os._exit(0)
+
+
 if __name__ == "__main__":
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # whatever prints goes where stderr goes: the pipe carries replies only
     serve(sys.stdin.buffer, replies)

@@ -133,6 +133,12 @@ class Nest:
             return node
         if not isinstance(node, ir.Call) or node.kwargs:
             raise No
+        if node.prim == "clip" and len(node.args) == 3:  # NumPy's own definition: minimum(a_max, maximum(a, a_min))
+            a, a_min, a_max = node.args
+            return self.element(ir.Call("minimum", (a_max, ir.Call("maximum", (a, a_min), loc=node.loc)),
+                                        loc=node.loc))
+        if node.prim == "where" and len(node.args) == 3:  # the element's choice: ``element_forms`` writes it
+            return ir.Call("where", tuple(self.element(a) for a in node.args), loc=node.loc)
         if node.prim == "operator.getitem":
             name = array_name(low, node.args[0])
             comps = components(low, node.args[1], low.env[name].ndim)
@@ -240,6 +246,26 @@ def c_order_test(array, comps, lengths):
         return None
     return (f"_c_order(({''.join(f'{array}.strides[{d}], ' for d in dims)}), "
             f"({''.join(x + ', ' for x in lengths if x is not None)}))")
+
+
+def element_forms(low, node):
+    """``node`` (an element-wise expression of element reads) with each ``np.where(c, x, y)`` as the choice of one
+    element, ``x if c else y``, both cast to NumPy's result dtype (np.result_type, a Python scalar weak: NEP 50):
+    np.where has no call of its own on numbers (it makes a 0-d array there)."""
+    if not isinstance(node, ir.Call) or node.prim == "operator.getitem":
+        return node  # (the same node: the element reads are known by identity, as proven in bounds)
+    args = tuple(element_forms(low, a) for a in node.args)
+    if node.prim != "where":
+        return node if all(a is b for a, b in zip(args, node.args)) else \
+            ir.Call(node.prim, args, node.kwargs, loc=node.loc)
+    kinds = [low.expr(a)[1] for a in args[1:]]
+    if not all(type(k) in (int, float) or (isinstance(k, np.generic) and type(k) is not K.Either) for k in kinds):
+        raise No
+    dtype = np.result_type(*[k if type(k) in (int, float) else k.dtype for k in kinds])
+    if dtype not in K.DTYPES or dtype.kind not in "iuf":
+        raise No
+    return ir.IfExp(args[0], ir.Call(dtype.name, (args[1],), loc=node.loc),
+                    ir.Call(dtype.name, (args[2],), loc=node.loc), loc=node.loc)
 
 
 def replace(node, elements):

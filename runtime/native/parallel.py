@@ -161,8 +161,13 @@ class _Finder:
             return True
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "len":
             return True
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "uint64" and \
+                isinstance(e.func.value, ast.Name) and e.func.value.id == "np":
+            return True  # a loop nest's start (a negative one would wrap to a huge index, never to the end)
         if isinstance(e, ast.Name) and e.id not in self.types:
             bindings = self.assigned.get(e.id, ())
+            if bindings and all(val is not None and self.nonneg(val, depth + 1) for val, _ in bindings):
+                return True
             return bool(bindings) and all(
                 isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name) and _is_range(stmt.iter) and
                 (len(stmt.iter.args) < 3 or (isinstance(stmt.iter.args[2], ast.Constant) and
@@ -212,11 +217,26 @@ class _Finder:
             return all(self.scalar(x, depth + 1) for x in parts)
         if isinstance(e, ast.Subscript):
             return self.element(e) is not None or _shape_item(e)
+        if isinstance(e, ast.Call) and len(e.args) == 1 and not e.keywords and isinstance(e.func, ast.Attribute) \
+                and isinstance(e.func.value, ast.Name) and e.func.value.id == "np" and e.func.attr in _CONVERSIONS:
+            return self.scalar(e.args[0], depth + 1)  # a loop nest's bounds as indices (np.uint64(start))
+        if isinstance(e, ast.IfExp):
+            return all(self.scalar(x, depth + 1) for x in (e.test, e.body, e.orelse))
         if isinstance(e, ast.Call) and not e.keywords and _pure_call(e.func):
             if isinstance(e.func, ast.Name) and e.func.id == "len":
                 return len(e.args) == 1 and isinstance(e.args[0], ast.Name) and e.args[0].id in self.arrays
             return all(self.scalar(a, depth + 1) for a in e.args)
         return False
+
+    def own(self, e, v, private) -> bool:
+        """Whether the index item ``e`` is the iteration's own ``v``, or ``v`` past an offset the loop does not
+        change (a loop nest's ``start + v``): where every access of an array has the same such item at one
+        position, iterations touch distinct elements."""
+        if isinstance(e, ast.Name):
+            return e.id == v
+        return isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add) and isinstance(e.right, ast.Name) and \
+            e.right.id == v and isinstance(e.left, ast.Name) and e.left.id not in private and \
+            self.number(e.left.id) and self.nonneg(e.left)  # (k + i with k < 0 may reach the end: a[-1] is a[n-1])
 
     def element(self, sub):
         """The key items of ``sub`` when it reads or writes one element of an array, else None."""
@@ -264,13 +284,14 @@ class _Finder:
         for name in stored:
             positions = None
             for use in accesses[name]:
-                p = {k for k, e in enumerate(_key(use)) if isinstance(e, ast.Name) and e.id == v}
+                p = {(k, ast.dump(e)) for k, e in enumerate(_key(use)) if self.own(e, v, private)}
                 positions = p if positions is None else positions & p
             if not positions:
                 return f"'{name}' is accessed at other elements than the iteration's own ('{v}')"
         return None
 
 
+_CONVERSIONS = frozenset({"int64", "uint64", "intp", "float64"})  # of a number to a number: never raise
 _NUMBER_TYPES = frozenset({"Integer", "Float", "Boolean", "Complex", "IntegerLiteral", "BooleanLiteral"})
 
 

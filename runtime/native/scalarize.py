@@ -40,6 +40,7 @@ from .nests import (
     array_name,
     c_order_test,
     components,
+    element_forms,
     element_read,
     forget,
     guarded,
@@ -156,7 +157,7 @@ def _emit(low, n):
         low.emit(f"for {v} in range({length}):")
         low.indent += 1
     try:
-        src, k, tainted = low.expr(expr)
+        src, k, tainted = low.expr(element_forms(low, expr))
         if type(k) is K.Either or not isinstance(k, np.generic) or np.dtype(type(k)) not in K.DTYPES:
             raise No
         dtype = np.dtype(type(k))

@@ -227,7 +227,8 @@ class Signatures:
         if isinstance(e, _numba_errors()):
             self.decline(entry, f"Numba: {_first_line(e)}")
             return True
-        if isinstance(e, entry.overflow):
+        variant = entry.parallel.overflow if entry.parallel is not None else None
+        if isinstance(e, entry.overflow) or (variant is not None and isinstance(e, variant)):
             for a, copy in saved:
                 a[...] = copy
             why = e.args[0] if e.args else "a Python int grew past 2**63 or did not fit a small int dtype, or a " \

@@ -71,6 +71,7 @@ class Choice:
         self.forced = force
         self.decided, self.busy, self.background = decided, busy, background
         self.par, self.error, self.refused, self.compile_seconds = None, None, None, 0.0
+        self.overflow = None
         # probing -> compiling -> measuring -> parallel | sequential (or failed; refused: the kernel cache's refusal
         # is raised at the next call, then probing again)
         self.state = "probing"
@@ -93,7 +94,8 @@ class Choice:
                     self.warm(self.variant.source)
                 module = self.load(self.variant.source)
                 module.kernel.compile(self.sig)
-            self.par = module.kernel
+            # the variant's module has its own _Overflow class (a failed nest test raises it: tiering.undone)
+            self.par, self.overflow = module.kernel, module._Overflow
             state = "parallel" if self.forced else "measuring"
         except UnsafeCacheError as e:  # the folder turned unsafe since the sequential kernel loaded from it
             self.refused, state = e, "refused"

@@ -1,6 +1,9 @@
-"""A whole function as one native kernel: a function that is loops (and plain statements) over its parameters
+"""A whole function as one native kernel: a function that is loops and plain statements over its parameters
 followed by a return, called with NumPy arrays and scalars only, runs as one ``numba.njit`` kernel straight from
 the call, without an Evaluation (its setup, the generated function and the loop hand-over cost 10-20 us a call).
+Straight-line array code (no loop: NPBench's hdiff, compute, arc_distance) is offered too, once its calls have
+taken HOT_SECONDS: its array statements become loop nests (scalarize.py) that may run on two threads, and its
+kernel is kept only if it beats the floor's choice (``_timed``, ``_decide``).
 
 Same answer, same errors: its statements are lowered as the loop tier lowers loops (runtime/native/lower.py), and
 the kernel raises where the plain function would. An error in a loop is the ExecutionError the native loop tier
@@ -51,8 +54,6 @@ def _static_reason(program, fn):
         return "it calls other functions"  # other than those a kernel inlines (expressions.inlinable)
     if fn.kwonly:
         return "keyword-only parameters"
-    if not any(isinstance(s, (ir.For, ir.While)) for s in nodes):
-        return "no loops"
     returns = [s for s in nodes if isinstance(s, ir.Return)]
     if returns and (len(returns) > 1 or returns[0] is not stmts[-1]):
         return "it returns from inside"
@@ -63,6 +64,10 @@ def _static_reason(program, fn):
     return None
 
 
+# tuning.Choice's states while its parallel variant is compiled and tried (after the sequential kernel's first run,
+# its probe, which is timed as any first run)
+_RESULT = "__pxret"  # the returned value's name, when it is an expression (``WholeFunction``)
+_UNDECIDED = ("compiling", "measuring")
 # a call (of a function with nested loops) at least this long runs through the tree while its kernel is not
 # ready: about a compile's time (Numba takes 0.2-10 s a kernel; most NPBench kernels compile in 1-4 s here)
 OSR_SECONDS = 1.0
@@ -89,8 +94,20 @@ class WholeFunction(T.Signatures):
         self.functions = functions  # the program's functions by name: calls of them are inlined (lower.py)
         self.defaults = defaults  # of the last parameters: numbers (``whole_function``)
         stmts = fn.body.stmts
+        # straight-line code (array statements, no loop): offered once its calls have taken ``HOT_SECONDS`` in all,
+        # and never forced (PHYLANX_NATIVE=force is about loops: every small test program would compile a kernel);
+        # until its kernel is ready and after a decline, its calls take the floor's choice, the plain function or
+        # the tree (``fallback``), against which a new kernel is timed (``_decide``)
+        self.loop_free = not any(isinstance(s, (ir.For, ir.While)) for s in ir.walk(fn.body))
+        self.warm = 0.0  # seconds the loop-free function's calls took before its first signature was lowered
         if stmts and isinstance(stmts[-1], ir.Return):
             self.body, self.ret = ir.Block(stmts=stmts[:-1], loc=fn.body.loc), stmts[-1].value
+            # straight-line code's ``return a * b + c``: a statement, so its own loop nest (scalarize.py)
+            if isinstance(self.ret, (ir.Call, ir.Fused)) and self.loop_free:
+                ret = stmts[-1]
+                self.body = ir.Block(stmts=stmts[:-1] + (ir.Assign(ir.StoreName(_RESULT, loc=ret.loc), self.ret,
+                                                                   loc=ret.loc),), loc=fn.body.loc)
+                self.ret = ir.Var(_RESULT, loc=ret.loc)
         else:
             self.body, self.ret = fn.body, ir.Const(None, loc=fn.loc)
         self.params = list(fn.params)
@@ -112,11 +129,17 @@ class WholeFunction(T.Signatures):
         if m == "off" or len(args) != len(self.params) or type(rt) is not Runtime or rt.closed or \
                 profiling.active() is not None:
             return fallback()
+        if self.loop_free:
+            if self.warm < T.HOT_SECONDS:  # not yet worth lowering: a small function called now and then
+                return self._timed(fallback, "warm")
+            m, plain = "on", None  # its calls before and beside the kernel are the floor's choice (``_timed``)
         entry = self.entry(args)
         if entry is None or entry.declined:
             return fallback()
-        entry.floor = entry.floor or plain is not None  # its calls may run the plain function (``_install``)
+        entry.floor = entry.floor or plain is not None or self.loop_free  # calls to time it against (``_install``)
         if self.ready(entry, args, m) is None:
+            if self.loop_free:
+                return self._timed(fallback, entry)
             t0 = time.perf_counter()
             try:
                 if plain is not None and self._plain_now(entry):
@@ -125,9 +148,29 @@ class WholeFunction(T.Signatures):
             finally:
                 entry.last = time.perf_counter() - t0
                 entry.interpreted += entry.last
-        if entry.measuring and plain is not None and len(entry.plain_times) < len(entry.native_times):
-            return self._plain(rt, entry, args, plain, tree)  # a plain run to time the new kernel against
+        if entry.measuring and len(entry.plain_times) < len(entry.native_times) and \
+                (entry.parallel is None or entry.parallel.state not in _UNDECIDED):
+            if self.loop_free:
+                return self._timed(fallback, entry)
+            if plain is not None:
+                return self._plain(rt, entry, args, plain, tree)  # a plain run to time the new kernel against
         return self._run(rt, entry, args, fallback)
+
+    def _timed(self, fallback, entry):
+        """A loop-free function's call through ``fallback`` (the floor's choice), its seconds counted: toward the
+        function's lowering (``entry`` "warm"), the entry's compile, and the runs a new kernel is timed against."""
+        t0 = time.perf_counter()
+        out = fallback()
+        seconds = time.perf_counter() - t0
+        if entry == "warm":
+            self.warm += seconds
+        elif entry.kernel is None:
+            entry.interpreted += seconds
+            floor.add(entry.plain_times, seconds, MEASURED)
+        elif entry.measuring:
+            floor.add(entry.plain_times, seconds, MEASURED)
+            self._decide(entry)
+        return out
 
     def _plain_now(self, entry) -> bool:
         """Whether this call, its kernel not ready, runs as the plain function. Yes, unless a loop nests in a loop
@@ -216,7 +259,10 @@ class WholeFunction(T.Signatures):
         saved = [(args[i], args[i].copy()) for i in entry.writes] if entry.checked else ()
         stage = np.zeros(1, np.int64) if len(entry.stages) > 1 else None
         run = entry.kernel if entry.parallel is None else entry.parallel.runner(entry.kernel)
-        measuring = entry.measuring  # only a new kernel's first runs are timed
+        # only a new kernel's first runs are timed, and with the variant that stays: while its parallel variant is
+        # still being tried, the calls run native untimed (an element-wise nest's sequential kernel runs at about
+        # NumPy's speed: its parallel one is the gain)
+        measuring = entry.measuring and (entry.parallel is None or entry.parallel.state not in _UNDECIDED)
         t0 = time.perf_counter() if measuring else 0.0
         try:
             out = run(*args) if stage is None else run(stage, *args)
@@ -271,7 +317,8 @@ class WholeFunction(T.Signatures):
                                            not e.declined and not e.measuring and e.guard is not None])
 
     def _waiting(self, entry) -> str:
-        so_far = f"the plain function ({entry.plain_runs} runs)" if entry.plain_runs else "loops only"
+        so_far = "the floor's choice" if self.loop_free else \
+            f"the plain function ({entry.plain_runs} runs)" if entry.plain_runs else "loops only"
         return (f"{so_far} so far ({entry.interpreted * 1e3:.1f} ms; whole function native after "
                 f"{T.HOT_SECONDS * 1e3:.0f} ms{', compiling' if entry.compiling else ''})")
 
