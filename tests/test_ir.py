@@ -386,3 +386,54 @@ def test_absorb_calls_makes_declared_pairs_one_call():
             )
         )
     """)
+
+
+def test_a_functions_lines_are_read_without_tokenizing_as_inspect_reads_them(tmp_path):
+    """reading._lines (the first call's source, without the tokenize module's start-up) gives inspect's lines for
+    decorated, nested, dead-code and column-0-comment functions, and None where it is unsure (lambdas)."""
+    import inspect
+    import textwrap
+
+    from phylanx_py.reading import _lines
+
+    src = textwrap.dedent('''
+        import functools
+
+
+        @functools.lru_cache(
+            maxsize=None)
+        def a(x):
+            y = x + 1
+        # a comment at column 0, inside
+            return y
+
+
+        def b(x):
+            s = """
+        text at column 0
+        """
+            return len(s) + x
+            print("never")
+
+
+        class K:
+            def m(self, x):
+                def inner(z):
+                    return z * 2
+                return (inner(x) +
+                        1)
+            # after
+
+
+        def d(x): return x + 1
+        f = lambda x: x + 1
+        ''')
+    import importlib.util
+
+    (tmp_path / "tricky_lines.py").write_text(src)
+    spec = importlib.util.spec_from_file_location("tricky_lines", tmp_path / "tricky_lines.py")
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    for fn in (m.a.__wrapped__, m.b, m.K.m, m.d):
+        assert _lines(fn) == tuple(inspect.getsourcelines(fn)), fn.__name__
+    assert _lines(m.f) is None
