@@ -1,5 +1,5 @@
 """Straight-line array code in the native tier (runtime/native/whole.py ``loop_free``): a function without loops
-becomes one native kernel once its calls have taken HOT_SECONDS, its statements and returned expression loop nests
+becomes one native kernel once its calls have taken STRAIGHT_SECONDS, its statements and returned expression loop nests
 (np.where and np.clip among them), timed against the floor's choice; the nests' loops run on two threads where
 parallel.py proves their iterations apart. The plain function's answer in every tier."""
 from __future__ import annotations
@@ -12,6 +12,7 @@ import pytest
 from helpers import check_against
 from phylanx_py.runtime.native import tiering as native_tiering
 from phylanx_py.runtime.native import tuning as native_tuning
+from phylanx_py.runtime.native import whole as native_whole
 
 import phylanx_py as px
 
@@ -60,7 +61,7 @@ def test_where_clip_and_offsets_give_the_plain_answer(fn, args, native_tier):
 
 
 def test_a_loop_free_function_is_not_compiled_at_once_when_forced(monkeypatch):
-    # PHYLANX_NATIVE=force is about loops: straight-line code waits for HOT_SECONDS of calls as by default
+    # PHYLANX_NATIVE=force is about loops: straight-line code waits for STRAIGHT_SECONDS of calls as by default
     monkeypatch.setenv("PHYLANX_NATIVE", "force")
     f = px.compile(S.straight_line)
     args = (_grid(8, 9), _grid(4, 5, 1))
@@ -72,6 +73,7 @@ def test_a_loop_free_function_becomes_one_native_kernel(monkeypatch):
     monkeypatch.delenv("PHYLANX_NATIVE", raising=False)
     monkeypatch.setenv("PHYLANX_FLOOR", "1")
     monkeypatch.setattr(native_tiering, "HOT_SECONDS", 0.0)
+    monkeypatch.setattr(native_whole, "STRAIGHT_SECONDS", 0.0)
     f = px.compile(S.straight_line)
     args = (_grid(40, 50), _grid(36, 46, 1))
     said = _settled(f, args)

@@ -2,7 +2,7 @@
 followed by a return, called with NumPy arrays and scalars only, runs as one ``numba.njit`` kernel straight from
 the call, without an Evaluation (its setup, the generated function and the loop hand-over cost 10-20 us a call).
 Straight-line array code (no loop: NPBench's hdiff, compute, arc_distance) is offered too, once its calls have
-taken HOT_SECONDS: its array statements become loop nests (scalarize.py) that may run on two threads, and its
+taken STRAIGHT_SECONDS: its array statements become loop nests (scalarize.py) that may run on two threads, and its
 kernel is kept only if it beats the floor's choice (``_timed``, ``_decide``).
 
 Same answer, same errors: its statements are lowered as the loop tier lowers loops (runtime/native/lower.py), and
@@ -66,6 +66,11 @@ def _static_reason(program, fn):
 
 # tuning.Choice's states while its parallel variant is compiled and tried (after the sequential kernel's first run,
 # its probe, which is timed as any first run)
+# straight-line code is lowered once its calls have taken this long in all: its kernel gains a constant factor over
+# NumPy (1.2-3x: no temporaries, two threads), not a loop's 10-100x over the interpreter, and compiling it takes 1-5 s
+# beside the caller, which slowed NPBench's calls 2-6 of arc_distance, atax and bicg to 0.35-0.48x NumPy when it
+# began after 50 ms (load 4-8); a function called for less than this would not win its compile back
+STRAIGHT_SECONDS = 1.0
 _RESULT = "__pxret"  # the returned value's name, when it is an expression (``WholeFunction``)
 _UNDECIDED = ("compiling", "measuring")
 # a call (of a function with nested loops) at least this long runs through the tree while its kernel is not
@@ -94,7 +99,7 @@ class WholeFunction(T.Signatures):
         self.functions = functions  # the program's functions by name: calls of them are inlined (lower.py)
         self.defaults = defaults  # of the last parameters: numbers (``whole_function``)
         stmts = fn.body.stmts
-        # straight-line code (array statements, no loop): offered once its calls have taken ``HOT_SECONDS`` in all,
+        # straight-line code (array statements, no loop): offered once its calls have taken STRAIGHT_SECONDS in all,
         # and never forced (PHYLANX_NATIVE=force is about loops: every small test program would compile a kernel);
         # until its kernel is ready and after a decline, its calls take the floor's choice, the plain function or
         # the tree (``fallback``), against which a new kernel is timed (``_decide``)
@@ -130,7 +135,7 @@ class WholeFunction(T.Signatures):
                 profiling.active() is not None:
             return fallback()
         if self.loop_free:
-            if self.warm < T.HOT_SECONDS:  # not yet worth lowering: a small function called now and then
+            if self.warm < STRAIGHT_SECONDS:  # not yet worth a kernel (below)
                 return self._timed(fallback, "warm")
             m, plain = "on", None  # its calls before and beside the kernel are the floor's choice (``_timed``)
         entry = self.entry(args)
