@@ -26,7 +26,7 @@ def rows_times_matrix(steps, a, b):
 
 
 def trailing_axis(steps, a, b):
-    # a float sum over the last axis: NumPy adds pairwise, so the array statement runs
+    # a float sum over the last axis: NumPy adds each row pairwise, and so does the nest (a row buffer)
     out = np.zeros(a.shape[0])
     for _ in range(steps):
         out[:] = np.sum(a * b, axis=-1)
@@ -68,3 +68,19 @@ def new_sum(steps, a, b):
     for _ in range(steps):
         c = np.sum(a[:, :, None] * b[None, :, :], axis=1)
     return c
+
+
+def distances(steps, x, c):
+    # k-means' squared distances by broadcasting: a float sum over the last axis of a 3-d temporary
+    d = np.zeros((x.shape[0], c.shape[0]))
+    for _ in range(steps):
+        d = np.sum((x[:, None, :] - c[None, :, :]) ** 2, axis=-1)
+    return d
+
+
+def trailing_two_axes(steps, a):
+    # a float sum over a run of trailing axes: NumPy's iterator decides the order, so the array statement runs
+    out = np.zeros(a.shape[0])
+    for _ in range(steps):
+        out[:] = np.sum(a * 2.0, axis=(1, 2))
+    return out

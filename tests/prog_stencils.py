@@ -150,3 +150,28 @@ def straight_line(in_field, coeff):
     res = lap[1:, 1:m + 1] - lap[:-1, 1:m + 1]
     flx = np.where(res * (in_field[2:n + 3, 2:m + 2] - in_field[1:n + 2, 2:m + 2]) > 0, 0, res)
     return np.clip(in_field[2:n + 2, 2:m + 2] - coeff * (flx[1:, :] - flx[:-1, :]), -2.0, 2.0) * 0.5
+
+
+def broadcast_new_axes(steps, u, v, a):
+    # new axes broadcast an operand along a loop of the nest; ``a += e`` on a whole array is a store into it
+    for _ in range(steps):
+        a += u[:, None] * v[None, :]
+        d = u[:, None] - v[None, :]
+        a[1:, :] -= 0.5 * d[:-1, :]
+    return a
+
+
+def outer_products(steps, u, v, a):
+    # NPBench's gemver: a += np.outer(u1, v1) + np.outer(u2, v2); np.outer of vectors and slices of them
+    for _ in range(steps):
+        w = u * 2.0
+        a += np.outer(u, v) + np.outer(w, v)
+        a[1:, :] -= 0.5 * np.outer(u[1:], v)
+    return a
+
+
+def outer_of_a_matrix(steps, m, v, a):
+    # np.outer ravels a matrix first: not a nest
+    for _ in range(steps):
+        a += np.outer(m, v)
+    return a

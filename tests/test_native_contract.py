@@ -26,7 +26,13 @@ CASES = [
     (C.conv2d, (_a(2, 6, 5, 3, dtype=np.float32), _a(3, 3, 3, 2, dtype=np.float32)), True),
     (C.conv2d, (_a(2, 6, 5, 3), _a(2, 2, 3, 4, dtype=np.float32), np.float32), True),  # resnet's dtypes
     (C.rows_times_matrix, (3, _a(4, 5), _a(5, 3)), True),
-    (C.trailing_axis, (2, _a(4, 5), _a(4, 5)), False),
+    (C.trailing_axis, (2, _a(4, 5), _a(4, 5)), True),
+    # NumPy's pairwise sum: under 8 one by one, blocks of 8 to 128, halves past 128 (the same bits)
+    *[(C.trailing_axis, (2, _a(3, n), _a(3, n)), True) for n in (1, 8, 9, 127, 128, 129, 300, 1031)],
+    (C.trailing_axis, (2, _a(3, 300, dtype=np.float32), _a(3, 300, dtype=np.float32)), True),
+    (C.distances, (2, _a(20, 3), _a(4, 3)), True),
+    (C.distances, (2, _a(5, 200), _a(3, 200)), True),
+    (C.trailing_two_axes, (2, _a(3, 4, 5)), False),
     (C.trailing_axis_ints, (2, np.arange(20).reshape(4, 5), np.arange(20, 40).reshape(4, 5)), True),
     (C.into_row, (2, np.zeros((3, 4)), _a(2, 5), _a(5, 4), 1), True),
     (C.into_row, (2, np.zeros((3, 4)), _a(2, 5), _a(5, 4), -3), True),

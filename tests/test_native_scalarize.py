@@ -42,8 +42,14 @@ CASES = [
     (S.jacobi, (3, _grid(6, 5)[::-1, :], _grid(6, 9, 1)[:, ::2]), True),  # strided and reversed views
     (S.jacobi, (3, np.zeros((2, 2)), np.ones((2, 2))), True),  # empty slices
     (S.temporaries, (3, np.linspace(-1.0, 1.0, 12) ** 2, np.zeros(12)), True),  # new arrays
-    (S.view_not_copy, (3, np.arange(5.0)), False),
+    (S.view_not_copy, (3, np.arange(5.0)), True),  # v = a[1:] stays a view; v += 1.0 is a nest through it
     (S.rebinds_what_it_reads, (3, np.arange(9.0)), True),
+    (S.broadcast_new_axes, (3, np.linspace(0.0, 1.0, 5), np.linspace(-1.0, 1.0, 4), _grid(5, 4)), True),
+    (S.broadcast_new_axes, (2, np.linspace(0.0, 1.0, 5), np.linspace(-1.0, 1.0, 1), _grid(5, 4)), True),  # NumPy's
+    (S.broadcast_new_axes, (2, np.arange(5.0), np.arange(4.0), np.zeros((5, 4), np.float32)), True),  # float32 +=
+    (S.outer_products, (3, np.linspace(0.0, 1.0, 6), np.linspace(-1.0, 1.0, 3), _grid(6, 3)), True),
+    (S.outer_products, (2, np.linspace(0.0, 1.0, 6), np.linspace(-1.0, 1.0, 3), _grid(6, 3)[:, ::-1]), True),
+    (S.outer_of_a_matrix, (2, _grid(2, 3), np.arange(4.0), np.zeros((6, 4))), False),
     # inside loops lowered in two versions (by the sign of k): the nest's temporaries must not make them disagree
     (S.orthonormalize, (_grid(6, 4),), True),
 ]

@@ -24,8 +24,10 @@ whole settle window, and ran it at 1.7 ms. As loops over the broadcast frame it 
 
 NumPy's order: ``np.sum`` of the C-ordered temporary over a run of axes that does not end at the last one adds the
 reduced elements of each output one by one in C order from 0 (helpers_reduce's ``_pxr_sum_mid``), which is the
-order of the loops above; a sum over trailing axes is pairwise in NumPy, so it is not taken for floats, and the
-test requires the kept axes after the summed ones to be longer than 1 together (NumPy drops axes of length 1, and a
+order of the loops above; a float sum over the last axis alone is pairwise per output in NumPy, so the nest fills
+a row buffer and adds it with NumPy's pairwise order (helpers_numpy._pairwise); one over a run of trailing axes is
+not taken for floats (NumPy's iterator decides how it coalesces them), and the test requires the kept axes
+after the summed ones to be longer than 1 together (NumPy drops axes of length 1, and a
 sum with nothing kept after it is a trailing one: a review found 2.7e-15 apart for a convolution with one output
 channel). A new array is made only from operands in C order, the order NumPy then gives it. Float
 results are marked inexact (stored, never compared), as the reductions' are: NumPy's order follows the memory order
@@ -147,6 +149,9 @@ def emit(low, n):
     elements = {id(p): element_read(array, index, loops[offset:]) for array, index, offset, p in reads}
     expr = replace(expr, elements)
     acc = span.new()
+    # a float sum over the last axis alone: NumPy adds each output's elements pairwise (its temporary's rows are
+    # contiguous), so the nest writes them into a row buffer and adds it as NumPy does (helpers_numpy._pairwise)
+    pairwise = span.new() if axes == (rank - 1,) else None
     if name is None:
         fresh = span.new()
         store = ir.Call("operator.getitem", (ir.Var(fresh), ir.Tuple(tuple(ir.Var(loops[d]) for d in kept))))
@@ -159,6 +164,9 @@ def emit(low, n):
     allocation = len(low.lines)
     if name is None:
         low.emit("")  # the allocation, once the element's dtype is known
+    row = len(low.lines)
+    if pairwise is not None:
+        low.emit("")  # the row buffer's allocation, likewise
     for d in kept:
         low.emit(f"for {loops[d]} in range({extents[d]}):")
         low.indent += 1
@@ -172,10 +180,17 @@ def emit(low, n):
         if type(k) is K.Either or not isinstance(k, np.generic) or np.dtype(type(k)) not in _DTYPES:
             raise No
         dtype = np.dtype(type(k))
-        if dtype.kind == "f" and axes[-1] == rank - 1:
-            raise No  # NumPy sums trailing axes pairwise
-        low.emit(f"{acc} = {acc} + {src}")
-        low.indent -= len(axes)
+        if dtype.kind == "f" and axes[-1] == rank - 1 and pairwise is None:
+            raise No  # NumPy sums a run of trailing axes in an order of its iterator's
+        if dtype.kind == "f" and pairwise is not None:
+            low.emit(f"{pairwise}[{loops[axes[0]]}] = {src}")
+            low.indent -= len(axes)
+            low.emit(f"{acc} = np.{dtype.name}(0) + _pairwise({pairwise}, 0, {extents[axes[0]]})")
+            low.lines[row] = "    " * (low.indent - len(kept)) + \
+                f"{pairwise} = np.empty(({extents[axes[0]]}, ), np.{dtype.name})"
+        else:
+            low.emit(f"{acc} = {acc} + {src}")
+            low.indent -= len(axes)
         low.lines[start] = "    " * low.indent + f"{acc} = np.{dtype.name}(0)"
         tainted = tainted or dtype.kind == "f"
         if name is None:

@@ -99,6 +99,23 @@ def same(a, b) -> bool:
     return isinstance(a, ir.Var) and isinstance(b, ir.Var) and (a.name, a.depth) == (b.name, b.depth)
 
 
+def _vector(low, node):
+    """(the name of a 1-d array, the slice of it) that ``node`` reads: ``u`` or ``u[a:b]``; else No (np.outer
+    ravels anything else first)."""
+    node = resolve(low, node) if isinstance(node, ir.Var) else node
+    key = ir.Call("python.slice", (ir.Const(None),) * 3)
+    if isinstance(node, ir.Call) and node.prim == "operator.getitem" and not node.kwargs:
+        node, key = node.args
+        node = resolve(low, node) if isinstance(node, ir.Var) else node
+        key = resolve(low, key)
+        if not (isinstance(key, ir.Call) and key.prim == "python.slice" and not key.kwargs):
+            raise No
+    k = low.env.get(node.name) if isinstance(node, ir.Var) and node.depth == 0 else None
+    if type(k) is not np.ndarray or k.ndim != 1:
+        raise No
+    return node, key
+
+
 class Nest:
     """What one statement's loop nest reads: its arrays with their components, its hoisted scalars."""
 
@@ -137,6 +154,12 @@ class Nest:
             a, a_min, a_max = node.args
             return self.element(ir.Call("minimum", (a_max, ir.Call("maximum", (a, a_min), loc=node.loc)),
                                         loc=node.loc))
+        if node.prim == "outer" and len(node.args) == 2:  # of two vectors (or slices of them): u[:, None] * v[None, :]
+            (u, su), (v, sv) = _vector(low, node.args[0]), _vector(low, node.args[1])
+            new = ir.Const(None)
+            return self.element(ir.Call("operator.mul", (
+                ir.Call("operator.getitem", (u, ir.Tuple((su, new)))),
+                ir.Call("operator.getitem", (v, ir.Tuple((new, sv))))), loc=node.loc))
         if node.prim == "where" and len(node.args) == 3:  # the element's choice: ``element_forms`` writes it
             return ir.Call("where", tuple(self.element(a) for a in node.args), loc=node.loc)
         if node.prim == "operator.getitem":
@@ -164,15 +187,15 @@ class Nest:
             node = ir.Call("operator.getitem", (ir.Var(name), ir.Tuple(())))
             self.reads.append((name, comps, node))
             return node
-        if any(c[0] == "new" for c in comps):
-            raise No
-        if self.rank is None:  # a new array: as many dimensions as its first operand's slices
-            self.rank = sum(1 for c in comps if c[0] == "slice")
-        if sum(1 for c in comps if c[0] == "slice") != self.rank:
+        # the read's dimensions: its slices and its new axes (``u[:, None]``: broadcast along that loop), in order
+        frame = [c for c in comps if c[0] != "int"]
+        if self.rank is None:  # a new array: as many dimensions as its first operand's
+            self.rank = len(frame)
+        if len(frame) != self.rank:
             raise No  # broadcasting across ranks: the array statement
         if name == self.target and not same_components(comps, self.comps):
             raise No  # another part of the array written: NumPy reads it whole before writing
-        units = tuple(unit_slice(c) for c in comps if c[0] == "slice")
+        units = tuple(unit_slice(c) if c[0] == "slice" else None for c in frame)
         if self.units is None:
             self.units = units if self.comps is None else tuple(unit_slice(c) for c in self.comps if c[0] == "slice")
         if any(u and not v for u, v in zip(units, self.units)):

@@ -83,10 +83,27 @@ def scalarized(low, n) -> bool:
         return False
 
 
+def _whole_inplace(low, t, value) -> bool:
+    """Whether ``t = value`` is ``A op= e`` on an array ``A`` (the tree's ``A = iadd(A, e)``): NumPy updates A in
+    place, so it is the store ``A[...] = A[...] op e``."""
+    if t.depth != 0 or not (isinstance(value, ir.Call) and value.prim in _INPLACE and not value.kwargs):
+        return False
+    first = value.args[0]
+    return isinstance(first, ir.Var) and first.depth == 0 and first.name == t.name and \
+        type(low.env.get(t.name)) is np.ndarray
+
+
 def _emit(low, n):
     t = n.target
     value = n.value
-    if isinstance(t, ir.StoreName):  # ``x = <element-wise>``: a new array, filled by the nest
+    if isinstance(t, ir.StoreName) and _whole_inplace(low, t, value):  # ``A += e`` on an array: A[...] += e
+        name, tk = t.name, low.env[t.name]
+        if tk.dtype not in K.DTYPES:
+            raise No
+        comps = [("slice", None, None)] * tk.ndim
+        nest = Nest(low, name, comps)
+        expr = ir.Call(_INPLACE[value.prim], (nest.read(name, comps), nest.element(value.args[1])), loc=value.loc)
+    elif isinstance(t, ir.StoreName):  # ``x = <element-wise>``: a new array, filled by the nest
         if t.depth != 0 or (isinstance(value, ir.Call) and value.prim in _INPLACE):
             raise No
         name, tk, comps = None, None, None
@@ -122,19 +139,29 @@ def _emit(low, n):
 
     fresh = None
     if name is None:  # the new array: indexed from 0 in every dimension
-        target_index, target_lengths = None, None
+        target_index, target_lengths = None, [None] * nest.rank
     else:
+        if any(c[0] == "new" for c in comps):
+            raise No
         target_index, target_lengths = span(name, comps)
     loops = [new() for _ in range(nest.rank)]
     elements = {}  # id of a read's placeholder -> its element read
     for array, comps_, placeholder in nest.reads:
-        index, lengths = span(array, comps_)
-        if target_lengths is None:
-            target_lengths = lengths
-        conds += [f"{a} == {b}" for a, b in zip(lengths, target_lengths) if a != b]
+        index, lengths = span(array, comps_)  # a new axis's length is None: it takes any (broadcasting)
+        for d, length in enumerate(lengths):
+            if length is None or length == target_lengths[d]:
+                continue
+            if target_lengths[d] is None:  # a new array's extent: its first operand with a slice there
+                target_lengths[d] = length
+            else:
+                conds.append(f"{length} == {target_lengths[d]}")
         elements[id(placeholder)] = element_read(array, index, loops)
         if name is None and nest.rank > 1:  # a new array: C-ordered as NumPy would make it
-            conds.append(c_order_test(array, comps_, lengths))
+            order = c_order_test(array, comps_, lengths)
+            if order is not None:
+                conds.append(order)
+    if any(length is None for length in target_lengths):
+        raise No  # a dimension that only new axes make
     if name is None:
         fresh = new()
         target_index = [("slice", zero) for zero in ["__pxz_zero"] * nest.rank]
