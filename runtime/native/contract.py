@@ -88,7 +88,7 @@ def emit(low, n):
     if axis is ... or axis is None:
         raise No
     t = n.target
-    name = None
+    name = tk = None
     if isinstance(t, ir.StoreItem):
         name = array_name(low, t.obj)
         tk = low.env[name]
@@ -164,9 +164,43 @@ def emit(low, n):
     allocation = len(low.lines)
     if name is None:
         low.emit("")  # the allocation, once the element's dtype is known
-    row = len(low.lines)
-    if pairwise is not None:
-        low.emit("")  # the row buffer's allocation, likewise
+    choice = len(low.lines)
+    if pairwise is not None:  # (the test between the two nests below, once the dtype is known)
+        low.emit("")
+        low.indent += 1
+    try:
+        dtype, tainted = _sums(low, expr, kept, axes, extents, loops, acc, store, tk, name, rank, None)
+        if dtype.kind == "f" and pairwise is not None:
+            # NumPy adds fewer than 8 elements one by one from 0, as the nest above does; more, pairwise: the row
+            # buffer's nest (two nests: the first keeps no buffer, so its outer loop may run on two threads)
+            low.lines[choice] = "    " * (low.indent - 1) + f"if {extents[axes[0]]} < 8:  # NumPy: one by one"
+            low.indent -= 1
+            low.emit("else:")
+            low.indent += 1
+            low.emit(f"{pairwise} = np.empty(({extents[axes[0]]}, ), np.{dtype.name})")
+            _sums(low, expr, kept, axes, extents, loops, acc, store, tk, name, rank, pairwise)
+        elif pairwise is not None:
+            low.lines[choice] = "    " * (low.indent - 1) + "if True:  # an integer sum: any order is NumPy's"
+        if pairwise is not None:
+            low.indent -= 1
+        if name is None:
+            low.lines[allocation] = "    " * low.indent + \
+                f"{fresh} = np.empty(({''.join(extents[d] + ', ' for d in kept)}), np.{dtype.name})"
+            low.env[fresh] = K.array(dtype, len(kept))
+    finally:
+        low.unchecked = before_unchecked
+    if name is None:
+        low.assign(t, fresh, K.array(dtype, len(kept)), tainted)
+    elif tainted:
+        low.arrays_tainted = True
+    low.indent -= 1
+    otherwise_rerun(low)
+    forget(low)
+
+
+def _sums(low, expr, kept, axes, extents, loops, acc, store, tk, name, rank, pairwise):
+    """Emit the kept loops, each output's sum over the reduced ones (into the row buffer ``pairwise`` and added in
+    NumPy's pairwise order, or one by one) and its store; the element's dtype and taint, or No."""
     for d in kept:
         low.emit(f"for {loops[d]} in range({extents[d]}):")
         low.indent += 1
@@ -175,40 +209,26 @@ def emit(low, n):
     for d in axes:
         low.emit(f"for {loops[d]} in range({extents[d]}):")
         low.indent += 1
-    try:
-        src, k, tainted = low.expr(expr)
-        if type(k) is K.Either or not isinstance(k, np.generic) or np.dtype(type(k)) not in _DTYPES:
-            raise No
-        dtype = np.dtype(type(k))
-        if dtype.kind == "f" and axes[-1] == rank - 1 and pairwise is None:
-            raise No  # NumPy sums a run of trailing axes in an order of its iterator's
-        if dtype.kind == "f" and pairwise is not None:
-            low.emit(f"{pairwise}[{loops[axes[0]]}] = {src}")
-            low.indent -= len(axes)
-            low.emit(f"{acc} = np.{dtype.name}(0) + _pairwise({pairwise}, 0, {extents[axes[0]]})")
-            low.lines[row] = "    " * (low.indent - len(kept)) + \
-                f"{pairwise} = np.empty(({extents[axes[0]]}, ), np.{dtype.name})"
-        else:
-            low.emit(f"{acc} = {acc} + {src}")
-            low.indent -= len(axes)
-        low.lines[start] = "    " * low.indent + f"{acc} = np.{dtype.name}(0)"
-        tainted = tainted or dtype.kind == "f"
-        if name is None:
-            low.lines[allocation] = "    " * (low.indent - len(kept)) + \
-                f"{fresh} = np.empty(({''.join(extents[d] + ', ' for d in kept)}), np.{dtype.name})"
-            low.env[fresh] = K.array(dtype, len(kept))
-        elif dtype != tk.dtype and not (dtype.kind == tk.dtype.kind == "f"):
-            raise No  # a cast on the store: NumPy's casting rules, not a C cast (between floats both round alike)
-        obj, _, _ = low.expr(store.args[0])
-        key, kk, _ = low.expr(store.args[1])
-        low.emit(f"{low.access(store, store.args[0], obj, store.args[1], key, kk)} = {acc}")
-    finally:
-        low.unchecked = before_unchecked
+    src, k, tainted = low.expr(expr)
+    if type(k) is K.Either or not isinstance(k, np.generic) or np.dtype(type(k)) not in _DTYPES:
+        raise No
+    dtype = np.dtype(type(k))
+    if dtype.kind == "f" and axes[-1] == rank - 1 and len(axes) > 1:
+        raise No  # NumPy sums a run of trailing axes in an order of its iterator's
+    if pairwise is not None:
+        low.emit(f"{pairwise}[{loops[axes[0]]}] = {src}")
+        low.indent -= len(axes)
+        low.emit(f"{acc} = np.{dtype.name}(0) + _pairwise({pairwise}, 0, {extents[axes[0]]})")
+    else:
+        low.emit(f"{acc} = {acc} + {src}")
+        low.indent -= len(axes)
+    low.lines[start] = "    " * low.indent + f"{acc} = np.{dtype.name}(0)"
+    if name is not None and dtype != tk.dtype and not (dtype.kind == tk.dtype.kind == "f"):
+        raise No  # a cast on the store: NumPy's casting rules, not a C cast (between floats both round alike)
+    if name is None:  # the new array, allocated before the nests once its dtype is known (``emit``)
+        low.env[store.args[0].name] = K.array(dtype, len(kept))
+    obj, _, _ = low.expr(store.args[0])
+    key, kk, _ = low.expr(store.args[1])
+    low.emit(f"{low.access(store, store.args[0], obj, store.args[1], key, kk)} = {acc}")
     low.indent -= len(kept)
-    if name is None:
-        low.assign(t, fresh, K.array(dtype, len(kept)), tainted)
-    elif tainted:
-        low.arrays_tainted = True
-    low.indent -= 1
-    otherwise_rerun(low)
-    forget(low)
+    return dtype, tainted or dtype.kind == "f"
