@@ -7,8 +7,11 @@ definition (promise 1), so a call may run it. Per signature (the arguments' type
 timed: the first call runs the plain function, the second the tree, then the one whose median of its last three
 times is lower runs, and the other is timed again at calls 4, 8, 16, 32 and every 64th after, and the tree at the
 next call after a native kernel got ready (the tree improves as its fused and native kernels compile in the
-background), but never within ``SPACING`` calls of its last run. That probing is the price of finding where the
-tree wins (fused element-wise chains, tasks on both cores, loops gone native): at most one call in 64 once settled.
+background), but never within ``SPACING`` calls of its last run, and never so often that the probes take more than
+``PROBE_SHARE`` of the calls' time (the slower way 100x slower: not within 2,000 calls); the tree of a program
+without loops is not probed for a kernel getting ready (no loop of it can be one). That probing is the price of
+finding where the tree wins (fused element-wise chains, tasks on both cores, loops gone native): at most one call in
+64 once settled.
 
 Which calls may run the plain function (``Floor.of``): only on the local runtime (``px.runtime.local()``: the
 synchronous one is for debugging the tree, Dask runs the work on the cluster), outside ``px.profile()`` (which
@@ -45,12 +48,24 @@ PROBE_EVERY = 64
 # ran: while a function's kernels compile one after another, each one ready had the tree run on the next call, and
 # NPBench's calls 2-6 ran the slower tree 3-4 times of 5 (covariance2 at 0.41x NumPy, bicg and arc_distance too)
 SPACING = 3
+PROBE_SHARE = 0.05  # of the calls' time, at most, spent probing the slower way (``need`` in ``Floor.call``)
 SAMPLES = 3  # the recent times kept per way; the one compared is their median (``typical``)
 KEYS_KEPT = 64  # signatures remembered per function (a program calling it with ever new shapes starts over)
 _FAILED = object()
 
 
+# os.environ.get costs about 1 us a call (it encodes the key and decodes the value), as much as a small plain
+# function: per call, the raw value is read from os.environ's own dict (CPython keeps it in ``_data`` under the
+# encoded key), as tiering.current_mode does
+_ENV_DATA = getattr(os.environ, "_data", None)
+_ENV_KEY = os.environ.encodekey("PHYLANX_FLOOR") if _ENV_DATA is not None and hasattr(os.environ, "encodekey") \
+    else None
+_OFF = (b"0", "0")
+
+
 def enabled() -> bool:
+    if _ENV_KEY is not None:
+        return _ENV_DATA.get(_ENV_KEY) not in _OFF
     return os.environ.get("PHYLANX_FLOOR", "1") != "0"
 
 
@@ -68,11 +83,12 @@ class _Times:
 class Floor:
     """The choice between the plain function and the tree for one compiled function (module docstring)."""
 
-    def __init__(self, copies, mutates):
+    def __init__(self, copies, mutates, loops=True):
         # the parameters to copy before a plain run, (position, name) each (passed by position or by keyword), or
         # None: every array argument
         self.copies = copies
         self.mutates = mutates  # whether the program changes anything in place (lists and dicts included)
+        self.loops = loops  # whether it has loops, which a native kernel getting ready may speed up in the tree
         self.times: dict = {}
         self.plain_runs = self.tree_runs = 0
 
@@ -119,7 +135,8 @@ class Floor:
                         copies.add((params.index(target.name), target.name))
                         continue
                 copies = None  # an alias it may have made, another function's parameter: copy every array
-        return cls(None if copies is None else tuple(sorted(copies)), mutates)
+        loops = any(isinstance(n, (ir.For, ir.While)) for _, fn in program.functions for n in ir.walk(fn.body))
+        return cls(None if copies is None else tuple(sorted(copies)), mutates, loops)
 
     def call(self, rt, args, kwargs, plain, tree):
         """The call's result: ``plain(*args, **kwargs)`` or ``tree()``, as chosen (module docstring)."""
@@ -141,12 +158,18 @@ class Floor:
         elif not times.tree:
             use_plain = False
         else:
-            use_plain = typical(times.plain) <= typical(times.tree)
-            if n - times.last[not use_plain] < SPACING:
-                pass  # the slower way ran lately (SPACING)
+            plain_s, tree_s = typical(times.plain), typical(times.tree)
+            use_plain = plain_s <= tree_s
+            ready = use_plain and READY["kernels"] != times.kernels and self.loops
+            # a probe of the slower way costs its time: at most PROBE_SHARE of the calls' time goes to probes (a
+            # tree 15x slower than a 1 us plain function, probed every 64th call, cost more than the calls)
+            need = SPACING if ready else max(SPACING, max(plain_s, tree_s) / max(min(plain_s, tree_s), 1e-9) /
+                                             PROBE_SHARE)
+            if n - times.last[not use_plain] < need:
+                pass  # the slower way ran lately (SPACING), or a probe would cost too much of the calls' time
             elif n in PROBES or n % PROBE_EVERY == 0:
                 use_plain = not use_plain
-            elif use_plain and READY["kernels"] != times.kernels:
+            elif ready:
                 use_plain = False  # a native kernel is ready since the tree last ran: maybe one of its loops
         times.last[use_plain] = n
         t0 = time.perf_counter()

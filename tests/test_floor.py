@@ -14,6 +14,13 @@ def _scale_rows(A, s):
     return B / np.sum(B, axis=1, keepdims=True)
 
 
+def _scale_rows_loop(A, s):
+    B = A * s
+    for i in range(B.shape[0]):
+        B[i] = B[i] / np.sum(B[i])
+    return B
+
+
 def _normalise_in_place(A):
     A /= np.sum(A)
     return A
@@ -101,28 +108,52 @@ def test_first_call_plain_second_tree_then_the_faster(local):
 
 
 def test_a_native_kernel_getting_ready_has_the_tree_timed_again(local, monkeypatch):
-    """The tree may have become the faster way when a native kernel got ready (a loop of it gone native): the next
-    call runs the tree, not only at the fixed probes."""
+    """The tree of a program with loops may have become the faster way when a native kernel got ready (a loop of it
+    gone native): the next call runs the tree, not only at the probes (the tier off here, so that the floor alone
+    chooses: by default a whole-function tier takes such calls first)."""
     from phylanx_py.runtime import floor
 
-    f, spy = _compiled_with_spy(_scale_rows)
+    monkeypatch.setenv("PHYLANX_NATIVE", "0")
+    f, spy = _compiled_with_spy(_scale_rows_loop)
     A = np.ones((3, 3))
     f(A, 1.0)  # call 1: plain
     f(A, 1.0)  # call 2: the tree
-    for _ in range(3):  # calls 3-5: plain, plain, the tree (the probe at call 5); the plain function kept faster
-        times = next(iter(f._code.floor.times.values()))
-        times.plain[:], times.tree[:] = [0.0], [1.0]
-        f(A, 1.0)
-    assert spy.calls == 3
-    times.plain[:], times.tree[:] = [0.0], [1.0]
+    times = next(iter(f._code.floor.times.values()))
+    times.plain[:], times.tree[:] = [0.5], [1.0]
     monkeypatch.setitem(floor.READY, "kernels", floor.READY["kernels"] + 1)
-    f(A, 1.0)  # calls 6 and 7: a kernel is new, but the tree ran at call 5 (floor.SPACING)
+    f(A, 1.0)  # calls 3 and 4: a kernel is new, but the tree ran at call 2 (floor.SPACING)
     f(A, 1.0)
-    assert spy.calls == 5
-    f(A, 1.0)  # call 8: the tree, for the new kernel
-    assert spy.calls == 5
-    f(A, 1.0)  # call 9: the plain function again (its times are still the better)
-    assert spy.calls == 6
+    assert spy.calls == 3
+    f(A, 1.0)  # call 5: the tree, for the new kernel
+    assert spy.calls == 3
+    times.plain[:], times.tree[:] = [0.5], [1.0]
+    f(A, 1.0)  # call 6: the plain function again (its times are still the better)
+    assert spy.calls == 4
+
+
+def test_probes_of_the_slower_way_cost_a_small_share_of_the_calls(local, monkeypatch):
+    """A probe costs the slower way's time: the tree 100x slower than the plain function is not run again within
+    the next PROBE_SHARE-bounded stretch of calls (100 / 0.05 calls), where one 1.2x slower is probed within 64;
+    and a native kernel getting ready does not send a program without loops to its tree (no loop of it can be one:
+    the probes cost 15 us a call of a 1 us function here, before)."""
+    from phylanx_py.runtime import floor
+
+    def runs(fn, ratio, calls=300, bump=False):
+        f, spy = _compiled_with_spy(fn)
+        A = np.ones((3, 3))
+        f(A, 1.0)
+        f(A, 1.0)  # the plain function, then the tree
+        times = next(iter(f._code.floor.times.values()))
+        for _ in range(calls):
+            times.plain[:], times.tree[:] = [1e-3], [1e-3 * ratio]
+            if bump:
+                monkeypatch.setitem(floor.READY, "kernels", floor.READY["kernels"] + 1)
+            f(A, 1.0)
+        return calls + 1 - spy.calls  # tree runs after the first
+
+    assert runs(_scale_rows, 100.0) == 0
+    assert runs(_scale_rows, 1.2, 100) >= 1
+    assert runs(_scale_rows, 100.0, bump=True) == 0
 
 
 def test_a_plain_run_that_fails_reruns_through_the_tree(local, monkeypatch):
