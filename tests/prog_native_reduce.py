@@ -147,3 +147,18 @@ def loop_then_empty_max(a, x):
         a[i] += 1.0
     m = np.max(x, axis=0)  # ValueError for an empty x: the error names this line, not the loop's
     return m
+
+
+def arg_extremes(x, out):
+    # the first index of each row's or column's extreme (of its first NaN, if any), as k-means' labels
+    for i in range(x.shape[0]):
+        out[i, :x.shape[2]] = np.argmin(x[i], axis=0)
+        out[i, x.shape[2]:x.shape[2] + x.shape[1]] = np.argmax(x[i], axis=1)
+    return out, np.argmin(x[0], axis=-1, keepdims=True)
+
+
+def argmin_of_nothing(x):
+    total = 0
+    for i in range(x.shape[0]):
+        total += np.argmin(x[i], axis=1)[0]
+    return total

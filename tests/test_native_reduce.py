@@ -191,3 +191,26 @@ def test_a_reduction_error_after_a_loop_names_its_own_line(mode):
     assert str(e.value.__cause__) == str(plain.value)
     assert e.value.lineno == R.loop_then_empty_max.__code__.co_firstlineno + 3
     np.testing.assert_array_equal(a, np.ones(3))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.int8, np.bool_])
+def test_argmin_and_argmax_over_an_axis(mode, dtype):
+    x = (RNG.random((3, 5, 4)) * 4).astype(dtype)  # ties (small ints, bools): the first index wins
+    native(run_both(R.arg_extremes, x, np.zeros((3, 9), np.int64)), mode)
+
+
+def test_argmin_and_argmax_find_the_first_nan_as_numpy_does(mode):
+    x = RNG.random((2, 5, 4))
+    x[0, 1, 2] = x[0, 3, 0] = x[1, 0, 0] = np.nan
+    x[1, 4, 3] = -0.0
+    native(run_both(R.arg_extremes, x, np.zeros((2, 9), np.int64)), mode)
+
+
+def test_argmin_over_an_empty_axis_raises_numpys_error(mode):
+    f = px.compile(R.argmin_of_nothing)
+    with pytest.raises(px.ExecutionError) as e:
+        f(np.zeros((2, 3, 0)))
+    assert isinstance(e.value.__cause__, ValueError)
+    assert str(e.value.__cause__) == "attempt to get argmin of an empty sequence"
+    assert e.value.filename.endswith("prog_native_reduce.py")
+    assert f(np.ones((2, 3, 4))) == R.argmin_of_nothing(np.ones((2, 3, 4)))

@@ -398,6 +398,8 @@ def __getattr__(name):
 for _fn in (helpers_numpy._px_linspace, helpers_numpy._block, helpers_numpy._pairwise, helpers_numpy._px_sum):
     helper()(_fn)  # NumPy's orders (helpers_numpy.py), compiled with the default options
 for _fn in (helpers_reduce._pxr_sum_rows, helpers_reduce._pxr_isum_rows, helpers_reduce._pxr_sum_mid,
-            helpers_reduce._pxr_ext_rows, helpers_reduce._pxr_ext_mid, helpers_reduce._px_mask):
+            helpers_reduce._pxr_ext_rows, helpers_reduce._pxr_ext_mid, helpers_reduce._pxr_arg_rows,
+            helpers_reduce._px_mask):
     helper()(_fn)  # reductions over axes and boolean masks (helpers_reduce.py)
 helper(inline="always")(helpers_reduce._pxr_empty)
+helper(inline="always")(helpers_reduce._pxr_arg_empty)

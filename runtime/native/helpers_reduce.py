@@ -65,6 +65,32 @@ def _pxr_ext_mid(a, big):
     return out
 
 
+def _pxr_arg_empty(big):
+    if big:
+        raise ValueError("attempt to get argmax of an empty sequence")
+    raise ValueError("attempt to get argmin of an empty sequence")
+
+
+def _pxr_arg_rows(a, big):  # the first index of each row's greatest (big) or least element; of its first NaN if any
+    if a.shape[1] == 0:
+        _pxr_arg_empty(big)
+    out = np.zeros(a.shape[0], np.int64)
+    for p in range(a.shape[0]):
+        m = a[p, 0]
+        at = 0
+        if m == m:
+            for r in range(1, a.shape[1]):
+                v = a[p, r]
+                if v != v:
+                    at = r
+                    break
+                if v > m if big else v < m:
+                    m = v
+                    at = r
+        out[p] = at
+    return out
+
+
 def _px_mask(a, m):  # x[mask] of a 1-D array by a 1-D bool array (masks.py)
     if m.shape[0] != a.shape[0]:
         raise IndexError("boolean index did not match indexed array along axis 0")

@@ -1,6 +1,7 @@
 """NumPy's reductions over axes in a native kernel: ``np.sum``/``np.mean``/``np.max``/``np.min`` (``amax``, ``amin``)
-and the ``.sum()``/``.mean()``/``.max()``/``.min()`` methods, with ``axis=`` a constant int or tuple of ints (or
-None) and ``keepdims=`` a constant bool; ``np.sum``/``np.mean`` of N-d arrays without an axis too. A mixin of
+and ``np.argmin``/``np.argmax`` with an axis (the first index of the extreme, of the first NaN if any), and the
+methods of the first four, with ``axis=`` a constant int or tuple of ints (or None) and ``keepdims=`` a constant
+bool; ``np.sum``/``np.mean`` of N-d arrays without an axis too. A mixin of
 lower.Lowerer (``self.fail``, ``self.emit``, ``self.conditional`` are its).
 
 The array is made C-contiguous with its reduced axes moved together (a copy only where they are not), seen as a 2-D
@@ -21,7 +22,8 @@ from . import kinds as K
 
 # the primitives this module lowers, with the reduction each one is
 REDUCTIONS = {"sum": "sum", "mean": "mean", "max": "max", "amax": "max", "min": "min", "amin": "min",
-              "method.sum": "sum", "method.mean": "mean", "method.max": "max", "method.min": "min"}
+              "method.sum": "sum", "method.mean": "mean", "method.max": "max", "method.min": "min",
+              "argmin": "argmin", "argmax": "argmax"}
 
 
 def takes(name, n, ks) -> bool:
@@ -57,7 +59,7 @@ class ReduceRules:
         label = lookup(n.prim).label
         if type(a) is not np.ndarray or a.dtype.kind not in "biuf":
             self.fail(f"{label} of {K.describe(a)}", n)
-        if tainted and op in ("max", "min"):
+        if tainted and op in ("max", "min", "argmin", "argmax"):
             self.fail(f"{label} of an inexact result (exp, log, ...): Numba's last bit may differ", n)
         kw = dict(n.kwargs)
         if len(n.args) > 2 or set(kw) - {"axis", "keepdims"} or (len(n.args) == 2 and "axis" in kw):
@@ -91,19 +93,21 @@ class ReduceRules:
         size = lambda dims: " * ".join(f"{t}.shape[{i}]" for i in dims) or "1"  # noqa: E731
         # the reduced axes trail (rows, summed pairwise), or are one run between kept ones (before, reduced,
         # after: no transpose, whose Numba typing cost 5 s of compile on a 5-d array); else moved last (a copy)
-        mid = axes == list(range(axes[0], axes[-1] + 1)) and axes[-1] != d - 1
+        mid = axes == list(range(axes[0], axes[-1] + 1)) and axes[-1] != d - 1 and op not in ("argmin", "argmax")
         rows = not mid
         arr = t if mid or kept == list(range(len(kept))) else f"np.transpose({t}, {tuple(kept + axes)})"
         arr = f"np.ascontiguousarray({arr})"
         out = k.dtype if type(k) is np.ndarray else np.asarray(k).dtype
-        acc = np.dtype(np.float64) if op == "mean" and a.dtype.kind in "biu" else (a.dtype if op in ("max", "min")
-                                                                                   else out)
+        acc = np.dtype(np.float64) if op == "mean" and a.dtype.kind in "biu" else (
+            a.dtype if op in ("max", "min", "argmin", "argmax") else out)
         if acc != a.dtype:
             arr = f"{arr}.astype(np.{acc.name})"
         two = f"{arr}.reshape(({size(kept)}, {size(axes)}))" if rows else \
             f"{arr}.reshape(({size(range(axes[0]))}, {size(axes)}, {size(range(axes[-1] + 1, d))}))"
         if op in ("max", "min"):
             core = f"_pxr_ext_{'rows' if rows else 'mid'}({two}, {op == 'max'})"
+        elif op in ("argmin", "argmax"):  # the first index of the extreme in the reduced axis (moved last: rows)
+            core = f"_pxr_arg_rows({two}, {op == 'argmax'})"
         else:
             helper = "_pxr_sum_mid" if not rows else "_pxr_sum_rows" if acc.kind == "f" else "_pxr_isum_rows"
             core = f"{helper}({two}, np.{'bool_' if acc == np.bool_ else acc.name}(0))"
