@@ -40,6 +40,7 @@ import numpy as np
 from phylanx_py import ir
 
 from . import kinds as K
+from . import kir
 from .nests import (
     Nest,
     No,
@@ -127,7 +128,7 @@ def emit(low, n):
             elif extents[d] != length:
                 conds.append(f"{length} == {extents[d]}")
         reads.append((array, index, offset, placeholder))
-        order = c_order_test(array, comps_, lengths) if name is None else None
+        order = c_order_test(low, array, comps_, lengths) if name is None else None
         if order is not None:  # a new array: C-ordered as NumPy makes it from operands in C order
             conds.append(order)
     if any(e is None for e in extents):
@@ -140,7 +141,7 @@ def emit(low, n):
             raise No
         conds += [f"{a} == {extents[d]}" for a, d in zip(target_lengths, kept) if a != extents[d]]
         for other in sorted({a for a, _, _, _ in reads}):
-            conds.append(f"_apart({name}, {other})")
+            conds.append(low.helper("_apart", name, other))
     hoist(low, nest)
     loops = [span.new() for _ in range(rank)]
     loop_indices(low, loops)
@@ -156,16 +157,13 @@ def emit(low, n):
     low.unchecked = low.unchecked | {id(e) for e in elements.values()} | {id(store)}
     guarded(low, conds, "a sum of an element-wise expression")
     low.indent += 1
-    allocation = len(low.lines)
-    if name is None:
-        low.emit("")  # the allocation, once the element's dtype is known
+    allocation = low.emit("") if name is None else None  # the allocation, once the element's dtype is known
     for d in kept:
-        low.emit(f"for {loops[d]} in range({extents[d]}):")
+        low.put(kir.For(0, loops[d], f"range({extents[d]})"))
         low.indent += 1
-    start = len(low.lines)
-    low.emit("")  # the accumulator's start, once its dtype is known
+    start = low.emit("")  # the accumulator's start, once its dtype is known
     for d in axes:
-        low.emit(f"for {loops[d]} in range({extents[d]}):")
+        low.put(kir.For(0, loops[d], f"range({extents[d]})"))
         low.indent += 1
     try:
         src, k, tainted = low.expr(expr)
@@ -176,10 +174,10 @@ def emit(low, n):
             raise No  # NumPy sums trailing axes pairwise
         low.emit(f"{acc} = {acc} + {src}")
         low.indent -= len(axes)
-        low.lines[start] = "    " * low.indent + f"{acc} = np.{dtype.name}(0)"
+        start.text = f"{acc} = np.{dtype.name}(0)"
         tainted = tainted or dtype.kind == "f"
         if name is None:
-            low.lines[allocation] = "    " * (low.indent - len(kept)) + \
+            allocation.text = \
                 f"{fresh} = np.empty(({''.join(extents[d] + ', ' for d in kept)}), np.{dtype.name})"
             low.env[fresh] = K.array(dtype, len(kept))
         elif dtype != tk.dtype and not (dtype.kind == tk.dtype.kind == "f"):

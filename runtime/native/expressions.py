@@ -182,7 +182,7 @@ class Expressions:
             if low.view:  # what is written through the view changes the array (analysis.arrays_written)
                 base = n.args[0]
                 self.viewed.add(base.name if isinstance(base, ir.Var) and base.depth == 0 else "*")
-            return low.source(atoms), k, tainted
+            return self.form_of(low, atoms), k, tainted
         inexact = low.inexact and not (K.is_int(k) or type(k) is bool)
         return self.arith(n, low, atoms, ks, k), k, tainted or inexact
 
@@ -208,7 +208,7 @@ class Expressions:
             if k is None:
                 parts.append(src)  # np.newaxis: no dimension of obj
                 continue
-            parts.append(f"_ix({src}, {obj}.shape[{d}])" if K.is_int(k) and type(k) is not bool else src)
+            parts.append(self.helper("_ix", src, f"{obj}.shape[{d}]") if K.is_int(k) and type(k) is not bool else src)
             d += 1
         if not parts:  # an empty key: ``p[()]`` (``p[]`` is no Python)
             return f"{obj}[()]"

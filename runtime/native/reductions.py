@@ -68,7 +68,7 @@ class ReduceRules:
         if not kw and a.ndim == 1 and op == "sum" and a.dtype in (np.float64, np.float32, np.int64):
             # ``x.sum()`` of a 1-D array: np.sum's exact rule, np.sum's own form (the method's is Numba's sum one
             # by one, whose last bits differ past 8 elements)
-            return lookup("sum").lowering.source([src]), a.dtype.type(3), tainted
+            return self.form_of(lookup("sum").lowering, [src]), a.dtype.type(3), tainted
         if kw.get("keepdims", False) not in (True, False) or kw.get("axis") is ...:
             self.fail(f"{label} with an axis or keepdims that is not a constant", n)
         prim = lookup(n.prim)
@@ -103,10 +103,10 @@ class ReduceRules:
         two = f"{arr}.reshape(({size(kept)}, {size(axes)}))" if rows else \
             f"{arr}.reshape(({size(range(axes[0]))}, {size(axes)}, {size(range(axes[-1] + 1, d))}))"
         if op in ("max", "min"):
-            core = f"_pxr_ext_{'rows' if rows else 'mid'}({two}, {op == 'max'})"
+            core = self.helper(f"_pxr_ext_{'rows' if rows else 'mid'}", two, str(op == "max"))
         else:
             helper = "_pxr_sum_mid" if not rows else "_pxr_sum_rows" if acc.kind == "f" else "_pxr_isum_rows"
-            core = f"{helper}({two}, np.{'bool_' if acc == np.bool_ else acc.name}(0))"
+            core = self.helper(helper, two, f"np.{'bool_' if acc == np.bool_ else acc.name}(0)")
         if type(k) is np.ndarray:
             shape = [f"{t}.shape[{i}]" if i in kept else "1" for i in range(d) if i in kept or kw.get("keepdims")]
             core = f"{core}.reshape(({''.join(s + ', ' for s in shape)}))"

@@ -1,0 +1,185 @@
+"""The native tier's kernel IR: what the lowerer (lower.py and its mixins) builds for one kernel, and the one printer
+that makes Numba source of it, last.
+
+A kernel is a list of statements, each at its depth in the kernel's blocks (the block a ``for``/``while``/``if``/
+``else`` opens holds the deeper statements after it, up to the next one at its depth or shallower: the order the
+lowerer builds them in, so a loop's versions and a nest's placeholders are replaced in place). A statement's leaf
+expressions are still source text; what the passes after lowering ask of a kernel is carried on the nodes instead of
+being read back from that text:
+- ``calls``: each call of a helper (helpers.py) the statement's text makes, tagged with whether it may raise (from
+  the helper's code: helpers.raising()) and what it is in the user's terms (``why``): which helpers a kernel's
+  module needs (``helpers``), whether a loop body may raise (parallel.py), whether a statement may (whole_lower.py);
+- ``version``: the test of a loop's two versions (versions.py: "unchecked" or "nonneg"), which outline.py moves.
+``Printed`` maps each line of the printed source back to its node, for the passes that parse the source (parallel.py,
+outline.py) and ask the node what the text does not say.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import helpers as H
+
+# the user's terms for a helper call that may raise (parallel.py's reasons), by what the helper keeps
+_WHY = {"_ix": "an index not proven in bounds", "ck": "Python-int arithmetic checked for overflow",
+        "py": "Python's division or conversion", "amb": "a division by a Python or NumPy scalar"}
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A call of a kernel helper: its name, whether it may raise, and what it is in the user's terms."""
+    name: str
+    raises: bool
+    why: str
+
+
+def family(name: str) -> str:
+    """What a helper keeps, by its name's part after the first ``_``: "ck" (Python-int arithmetic checked for
+    overflow), "py" (Python's division by zero, conversions), "amb" (a division by a scalar that may be Python's or
+    NumPy's), "np", "px", "pxr" ... (NumPy's forms)."""
+    return name if name == "_ix" else name.split("_")[1]
+
+
+def helper_call(name: str, *args: str) -> tuple[str, Call]:
+    """(source of a call of helper ``name`` on ``args``, its tag)."""
+    return f"{name}({', '.join(args)})", Call(name, name in H.raising(), _WHY.get(family(name), name))
+
+
+def is_helper(name) -> bool:
+    return name in H.helper_calls()
+
+
+class Node:
+    """One statement of a kernel at its ``depth`` (1: the kernel's body), with the helper calls of its text."""
+    __slots__ = ("depth", "calls")
+    opens = False  # a statement that opens a block (its body: the deeper statements after it)
+
+    def __init__(self, depth: int, calls=()):
+        self.depth, self.calls = depth, tuple(calls)
+
+    def line(self) -> str:
+        raise NotImplementedError
+
+
+class Stmt(Node):
+    """A simple statement (assignment, store, expression, ``break``, ``raise``) as its source text."""
+    __slots__ = ("text",)
+
+    def __init__(self, depth, text: str, calls=()):
+        super().__init__(depth, calls)
+        self.text = text
+
+    def line(self):
+        return self.text
+
+
+class For(Node):
+    __slots__ = ("target", "iter")
+    opens = True
+
+    def __init__(self, depth, target: str, iter: str, calls=()):
+        super().__init__(depth, calls)
+        self.target, self.iter = target, iter
+
+    def line(self):
+        return f"for {self.target} in {self.iter}:"
+
+
+class While(Node):
+    """``while True:`` (the lowerer tests a loop's condition inside it)."""
+    __slots__ = ()
+    opens = True
+
+    def line(self):
+        return "while True:"
+
+
+class If(Node):
+    """``if cond:``; ``version``: the test of a loop's two versions (the fast one is its body); ``note``: a comment
+    for the reader of the source (a loop nest's test)."""
+    __slots__ = ("cond", "version", "note")
+    opens = True
+
+    def __init__(self, depth, cond: str, calls=(), version=None, note=None):
+        super().__init__(depth, calls)
+        self.cond, self.version, self.note = cond, version, note
+
+    def line(self):
+        comment = f"{self.version} version" if self.version else self.note
+        return f"if {self.cond}:" + (f"  # {comment}" if comment else "")
+
+
+class Else(Node):
+    __slots__ = ()
+    opens = True
+
+    def line(self):
+        return "else:"
+
+
+def shifted(nodes, by: int) -> list:
+    """``nodes`` moved ``by`` levels deeper (negative: shallower), in place."""
+    for n in nodes:
+        n.depth += by
+    return nodes
+
+
+def body(nodes, i: int) -> list:
+    """The statements of the block that ``nodes[i]`` opens."""
+    out = []
+    for n in nodes[i + 1:]:
+        if n.depth <= nodes[i].depth:
+            break
+        out.append(n)
+    return out
+
+
+def helpers(nodes) -> frozenset:
+    """The helpers the statements call (a kernel module defines these and those they call)."""
+    return frozenset(c.name for n in nodes for c in n.calls)
+
+
+def raising(nodes) -> list[Call]:
+    """The calls of the statements that may raise."""
+    return [c for n in nodes for c in n.calls if c.raises]
+
+
+@dataclass(frozen=True, slots=True)
+class Printed:
+    """A kernel's source, the node of each of its lines (1-based, as ``ast`` counts) and the helpers it calls."""
+    source: str
+    nodes: dict
+    helpers: frozenset
+
+    def calls_at(self, lineno: int) -> tuple:
+        node = self.nodes.get(lineno)
+        return node.calls if node is not None else ()
+
+    def versions(self) -> frozenset:
+        """The lines of the tests of loops' two versions."""
+        return frozenset(i for i, n in self.nodes.items() if isinstance(n, If) and n.version)
+
+
+def block_lines(nodes, base: int = 0) -> list[str]:
+    """The source lines of ``nodes`` (``pass`` in a block that holds nothing), ``base`` levels shallower."""
+    out = []
+    for i, n in enumerate(nodes):
+        out.append("    " * (n.depth - base) + n.line())
+        if n.opens and (i + 1 == len(nodes) or nodes[i + 1].depth <= n.depth):
+            out.append("    " * (n.depth - base + 1) + "pass")
+    return out
+
+
+def print_kernel(decorator: str, params, nodes, ret: str, ret_calls=()) -> Printed:
+    """The Numba source of a kernel: ``decorator``, ``def kernel(params):``, its statements, ``return ret``
+    (``ret_calls``: the helper calls of ``ret``)."""
+    lines = [decorator, f"def kernel({', '.join(params)}):"]
+    at = {}
+    for i, n in enumerate(nodes):
+        at[len(lines) + 1] = n
+        lines.append("    " * n.depth + n.line())
+        if n.opens and (i + 1 == len(nodes) or nodes[i + 1].depth <= n.depth):
+            lines.append("    " * (n.depth + 1) + "pass")
+    if not nodes:
+        lines.append("    pass")
+    lines.append(f"    return {ret}")
+    return Printed("\n".join(lines) + "\n", at, helpers(nodes) | {c.name for c in ret_calls})
