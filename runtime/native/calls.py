@@ -9,7 +9,7 @@ from phylanx_py.primitives import lookup
 from phylanx_py import ir
 
 from . import kinds as K
-from . import masks
+from . import kir, masks
 from .facts import rule
 
 SHAPE = 1 << 48  # lengths and shapes: no array has more elements
@@ -92,7 +92,10 @@ class CallRules:
                 self.viewed.add(base.name if isinstance(base, ir.Var) and base.depth == 0 else "*")
             return self.access(n, n.args[0], atoms[0], n.args[1], atoms[1], key), kind
         if type(obj) is tuple and isinstance(n.args[1], ir.Const) and type(n.args[1].value) is int:
-            return f"{atoms[0]}[{atoms[1]}]", obj[n.args[1].value]
+            text = f"{atoms[0]}[{atoms[1]}]"
+            if not (isinstance(n.args[0], ir.Call) and n.args[0].prim == "attr.shape"):  # (a length: no access)
+                self.pending.append(kir.Access(atoms[0], "item"))  # (in range: the lowering knows the tuple's length)
+            return text, obj[n.args[1].value]
         self.fail(f"indexing {K.describe(obj)}", n)
 
     def c_python_slice(self, n, atoms, ks, kwargs):
@@ -208,6 +211,7 @@ class CallRules:
         prim = lookup(n.prim)
         k = K.run(prim.kernel, *ks)
         wide = [K.array(ks[0].dtype, 2), K.array(ks[1].dtype, 2)]
+        self.pending += [kir.Access(atoms[0], "view"), kir.Access(atoms[1], "view")]  # (a[:, None], b[None, :])
         return self.arith(n, prim.lowering, atoms, wide, k), k
 
     c_add_outer = c_subtract_outer = c_multiply_outer = outer

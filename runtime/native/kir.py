@@ -32,6 +32,16 @@ class Call:
     why: str
 
 
+@dataclass(frozen=True, slots=True)
+class Access:
+    """An access of an array's elements (``array``: its source): how it is kept in bounds: "checked" (each integer
+    index through ``_ix``), "proven" (bounds.py proved it under the loop's or nest's test: as it is), "numba" (the
+    kernel runs with Numba's boundscheck), "view" (slices and new axes only: nothing to check), "item" (an item of
+    a tuple or of a 1-element result, by a constant index)."""
+    array: str
+    how: str
+
+
 def family(name: str) -> str:
     """What a helper keeps, by its name's part after the first ``_``: "ck" (Python-int arithmetic checked for
     overflow), "py" (Python's division by zero, conversions), "amb" (a division by a scalar that may be Python's or
@@ -49,12 +59,21 @@ def is_helper(name) -> bool:
 
 
 class Node:
-    """One statement of a kernel at its ``depth`` (1: the kernel's body), with the helper calls of its text."""
-    __slots__ = ("depth", "calls")
+    """One statement of a kernel at its ``depth`` (1: the kernel's body), with the tags of its text: the helper
+    calls (Call) and array accesses (Access) it makes."""
+    __slots__ = ("depth", "tags")
     opens = False  # a statement that opens a block (its body: the deeper statements after it)
 
-    def __init__(self, depth: int, calls=()):
-        self.depth, self.calls = depth, tuple(calls)
+    def __init__(self, depth: int, tags=()):
+        self.depth, self.tags = depth, tuple(tags)
+
+    @property
+    def calls(self) -> tuple:
+        return tuple(t for t in self.tags if type(t) is Call)
+
+    @property
+    def accesses(self) -> tuple:
+        return tuple(t for t in self.tags if type(t) is Access)
 
     def line(self) -> str:
         raise NotImplementedError
@@ -64,8 +83,8 @@ class Stmt(Node):
     """A simple statement (assignment, store, expression, ``break``, ``raise``) as its source text."""
     __slots__ = ("text",)
 
-    def __init__(self, depth, text: str, calls=()):
-        super().__init__(depth, calls)
+    def __init__(self, depth, text: str, tags=()):
+        super().__init__(depth, tags)
         self.text = text
 
     def line(self):
@@ -76,8 +95,8 @@ class For(Node):
     __slots__ = ("target", "iter")
     opens = True
 
-    def __init__(self, depth, target: str, iter: str, calls=()):
-        super().__init__(depth, calls)
+    def __init__(self, depth, target: str, iter: str, tags=()):
+        super().__init__(depth, tags)
         self.target, self.iter = target, iter
 
     def line(self):
@@ -99,8 +118,8 @@ class If(Node):
     __slots__ = ("cond", "version", "note")
     opens = True
 
-    def __init__(self, depth, cond: str, calls=(), version=None, note=None):
-        super().__init__(depth, calls)
+    def __init__(self, depth, cond: str, tags=(), version=None, note=None):
+        super().__init__(depth, tags)
         self.cond, self.version, self.note = cond, version, note
 
     def line(self):
@@ -145,14 +164,12 @@ def raising(nodes) -> list[Call]:
 
 @dataclass(frozen=True, slots=True)
 class Printed:
-    """A kernel's source, the node of each of its lines (1-based, as ``ast`` counts) and the helpers it calls."""
+    """A kernel's source, the node of each of its lines (1-based, as ``ast`` counts), the helpers it calls and
+    whether Numba checks its accesses (``boundscheck``; else the kernel checks those not proven, Access)."""
     source: str
     nodes: dict
     helpers: frozenset
-
-    def calls_at(self, lineno: int) -> tuple:
-        node = self.nodes.get(lineno)
-        return node.calls if node is not None else ()
+    boundscheck: bool
 
     def versions(self) -> frozenset:
         """The lines of the tests of loops' two versions."""
@@ -169,10 +186,11 @@ def block_lines(nodes, base: int = 0) -> list[str]:
     return out
 
 
-def print_kernel(decorator: str, params, nodes, ret: str, ret_calls=()) -> Printed:
-    """The Numba source of a kernel: ``decorator``, ``def kernel(params):``, its statements, ``return ret``
-    (``ret_calls``: the helper calls of ``ret``)."""
-    lines = [decorator, f"def kernel({', '.join(params)}):"]
+def print_kernel(params, nodes, ret: str, ret_tags=(), boundscheck=False) -> Printed:
+    """The Numba source of a kernel: its decorator (Numba checks the accesses when ``boundscheck``), ``def
+    kernel(params):``, its statements, ``return ret`` (``ret_tags``: the tags of ``ret``)."""
+    lines = [f"@numba.njit(cache=True, nogil=True, boundscheck={boundscheck}, error_model='numpy')",
+             f"def kernel({', '.join(params)}):"]
     at = {}
     for i, n in enumerate(nodes):
         at[len(lines) + 1] = n
@@ -182,4 +200,5 @@ def print_kernel(decorator: str, params, nodes, ret: str, ret_calls=()) -> Print
     if not nodes:
         lines.append("    pass")
     lines.append(f"    return {ret}")
-    return Printed("\n".join(lines) + "\n", at, helpers(nodes) | {c.name for c in ret_calls})
+    called = helpers(nodes) | {t.name for t in ret_tags if type(t) is Call}
+    return Printed("\n".join(lines) + "\n", at, called, boundscheck)

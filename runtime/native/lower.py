@@ -75,7 +75,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         self.arrays_tainted = arrays_tainted
         self.lines: list = []  # the kernel's statements (kir.py nodes), each at its depth
         self.indent = 1  # the depth of the next statement
-        self.pending: list = []  # the helper calls (kir.Call) of the text lowered since the last statement
+        self.pending: list = []  # the tags (kir.Call, kir.Access) of the text lowered since the last statement
         self.tmp = itertools.count()
         self.checked = False  # uses Python-int helpers that may raise _Overflow (the caller snapshots arrays)
         # names of arrays indexed into a view (``p[k]`` with k None, a slice, a row...; "*": an expression's):
@@ -91,11 +91,8 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         self.stmt(self.loop)
         self.flag_outputs = [o for o in self.outputs if o in self.widened]
         outs = "".join(f"{o}, " for o in self.outputs) + "".join(f"__pxw_{o}, " for o in self.flag_outputs)
-        self.printed = kir.print_kernel(self.decorator(), params, self.lines, f"({outs})", self.pending)
+        self.printed = kir.print_kernel(params, self.lines, f"({outs})", self.pending, not self.manual)
         return self.printed.source
-
-    def decorator(self):
-        return f"@numba.njit(cache=True, nogil=True, boundscheck={not self.manual}, error_model='numpy')"
 
     def fail(self, why, node=None):
         loc = getattr(node, "loc", None) or self.loc
@@ -103,12 +100,12 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         raise Decline(f"{why} ({where})")
 
     def emit(self, text):
-        """A simple statement, with the helper calls lowered since the last one."""
+        """A simple statement, with the tags of what was lowered since the last one."""
         return self.put(kir.Stmt(self.indent, text))
 
     def put(self, node):
-        """``node`` (its depth set) next, with the helper calls lowered since the last statement."""
-        node.depth, node.calls = self.indent, node.calls + tuple(self.pending)
+        """``node`` (its depth set) next, with the tags of what was lowered since the last statement."""
+        node.depth, node.tags = self.indent, node.tags + tuple(self.pending)
         self.pending.clear()
         self.lines.append(node)
         return node

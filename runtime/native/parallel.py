@@ -50,10 +50,9 @@ def variant(printed, sig=None):
     them)."""
     module = parse(printed.source)
     fn = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "kernel")
-    deco = fn.decorator_list[0]
-    if not any(k.arg == "boundscheck" and isinstance(k.value, ast.Constant) and k.value.value is False
-               for k in deco.keywords):
+    if printed.boundscheck:
         return None, "Numba checks its accesses"
+    deco = fn.decorator_list[0]
     order = [a.arg for a in fn.args.args]
     helpers = {c.name: c for node in printed.nodes.values() for c in node.calls}  # kir.Call by helper name
     finder = _Finder(fn, dict(zip(order, sig or ())), helpers)

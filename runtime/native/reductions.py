@@ -18,6 +18,7 @@ from phylanx_py.primitives import lookup
 from phylanx_py import ir
 
 from . import kinds as K
+from . import kir
 
 # the primitives this module lowers, with the reduction each one is
 REDUCTIONS = {"sum": "sum", "mean": "mean", "max": "max", "amax": "max", "min": "min", "amin": "min",
@@ -112,6 +113,7 @@ class ReduceRules:
             core = f"{core}.reshape(({''.join(s + ', ' for s in shape)}))"
         else:
             core = f"{core}[0]"
+            self.pending.append(kir.Access(core, "item"))
         if op == "mean":
             count = size(axes)
             if out == np.float32:  # NumPy divides a float32 sum by the count in float64, then casts back

@@ -97,7 +97,7 @@ class FunctionLowerer(Lowerer):
             params = ["__pxs"] + list(params)
         # the value alone when no flag follows it (a tuple to box and unpack costs 0.1 us a call)
         outs = "(" + "".join(f"{x}, " for x in [src] + flags) + ")" if flags else src
-        self.printed = kir.print_kernel(self.decorator(), params, self.lines, outs, ret.calls)
+        self.printed = kir.print_kernel(params, self.lines, outs, ret.tags, not self.manual)
         return self.printed.source
 
 
@@ -108,19 +108,19 @@ def _inlines_statements(stmt, functions) -> bool:
 
 
 def _may_raise(nodes) -> bool:
-    """Whether statements (kir nodes) may raise: a helper call tagged so (kir.Call), or in their text indexing,
-    division, powers, shifts, ``math.`` functions, calls of the functions the declarations say allocate
-    (``np.zeros(``): conservative."""
-    if kir.raising(nodes):
+    """Whether statements (kir nodes) may raise: a helper call tagged so (kir.Call), an access of an array or an
+    item (kir.Access: checked and proven alike, conservatively), or in their text division, powers, shifts,
+    ``math.`` functions, calls of the functions the declarations say allocate (``np.zeros(``)."""
+    if kir.raising(nodes) or any(n.accesses for n in nodes):
         return True
     raising = _raising(allocating())
-    return any(raising.search(re.sub(r"\.shape\[\d+\]", "", n.line())) for n in nodes)
+    return any(raising.search(n.line()) for n in nodes)
 
 
 @functools.cache
 def _raising(allocations):
     alloc = "|".join(re.escape(a) + r"\(" for a in allocations)
-    return re.compile(r"\[|/|%|\*\*|<<|>>|math\." + (f"|{alloc}" if alloc else ""))
+    return re.compile(r"/|%|\*\*|<<|>>|math\." + (f"|{alloc}" if alloc else ""))
 
 
 def _mutates(stmt, fresh, scalars=frozenset(), functions=None) -> bool:
