@@ -45,7 +45,7 @@ class ArithRules:
             if ks[0].dtype != np.int64:
                 self.fail(f"a shift of {ks[0].dtype} by a count that may reach its width", n)
             return self.helper(f"_px_i{low.shifts[0]}shift", atoms[0], atoms[1]), ks[0], tainted
-        return f"np.{low.inplace}({atoms[0]}, {atoms[1]}, {atoms[0]})", ks[0], tainted
+        return self.call_of(f"np.{low.inplace}", atoms[0], atoms[1], atoms[0]), ks[0], tainted
 
     def either_call(self, n, prim, low, atoms, ks, origins, tainted):
         """An operation on variables that are Python or NumPy scalars: NumPy's result is a NumPy scalar when any
@@ -127,10 +127,10 @@ class ArithRules:
         if type(x) is int and dtype.kind in "iu" and dtype != np.int64:
             info = np.iinfo(dtype)
             if isinstance(node, ir.Const) and info.min <= node.value <= info.max:
-                return f"np.{name}({atom})"
+                return self.call_of(f"np.{name}", atom)
             self.checked = True
-            return f"np.{name}({self.helper('_ck_fit', atom, str(info.min), str(info.max))})"
-        return f"np.{name}({atom})"
+            return self.call_of(f"np.{name}", self.helper("_ck_fit", atom, str(info.min), str(info.max)))
+        return self.call_of(f"np.{name}", atom)
 
     def int_power(self, n, k):
         """NumPy raises on integers to negative integer powers; Numba gives 0: only constant exponents >= 0."""
@@ -203,7 +203,7 @@ class ArithRules:
             if low.divides == "floor" and type(k) is np.int64:
                 return self.helper("_np_floordiv_s", atoms[0], atoms[1])
             src = self.form_of(low, atoms)
-            return f"np.bool_({src})" if isinstance(k, np.bool_) and not lookup(n.prim).comparison else src
+            return self.call_of("np.bool_", src) if isinstance(k, np.bool_) and not lookup(n.prim).comparison else src
         # NumPy computes in the promoted dtype of the operands (Python scalars are weak): cast them to it;
         # Python functions (math.*) take doubles
         if type(k) in (int, float, bool):
@@ -222,4 +222,4 @@ class ArithRules:
         if low.divides == "floor" and isinstance(k, np.signedinteger):
             src = self.helper("_np_floordiv_s", cast[0], cast[1])
         rk = ("bool_" if k.dtype == np.bool_ else k.dtype.name) if isinstance(k, np.generic) else type(k).__name__
-        return f"np.{rk}({src})" if isinstance(k, np.generic) else f"{rk}({src})"
+        return self.call_of(f"np.{rk}" if isinstance(k, np.generic) else rk, src)

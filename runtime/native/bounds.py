@@ -411,5 +411,5 @@ class Prover:
         out = []
         for r in self._bounding():
             call, tag = kir.helper_call("_vrange", r, f"16 * max({self.trip}, 0) + 64")
-            out.append((f"__pxlo_{r}, __pxhi_{r}, __pxok_{r} = {call}", (tag,)))
+            out.append((f"__pxlo_{r}, __pxhi_{r}, __pxok_{r} = {call}", (tag,) + kir.declared("max")))
         return out

@@ -170,7 +170,8 @@ class CallRules:
             self.fail("np.mean other than of a 1-D float64/float32 array (NumPy's summation order)", n)
         src = self.form(n, atoms)
         if a.dtype != np.float64:
-            src = f"np.float32(np.float64({self.helper('_px_sum', atoms[0])}) / {atoms[0]}.shape[0])"
+            total = self.call_of("np.float64", self.helper("_px_sum", atoms[0]))
+            src = self.call_of("np.float32", f"{total} / {atoms[0]}.shape[0]")
         return src, a.dtype.type(3)
 
     def c_linspace(self, n, atoms, ks, kwargs):

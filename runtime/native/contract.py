@@ -159,11 +159,11 @@ def emit(low, n):
     low.indent += 1
     allocation = low.emit("") if name is None else None  # the allocation, once the element's dtype is known
     for d in kept:
-        low.put(kir.For(0, loops[d], f"range({extents[d]})"))
+        low.put(kir.For(0, loops[d], f"range({extents[d]})", kir.declared("range")))
         low.indent += 1
     start = low.emit("")  # the accumulator's start, once its dtype is known
     for d in axes:
-        low.put(kir.For(0, loops[d], f"range({extents[d]})"))
+        low.put(kir.For(0, loops[d], f"range({extents[d]})", kir.declared("range")))
         low.indent += 1
     try:
         src, k, tainted = low.expr(expr)
@@ -174,9 +174,10 @@ def emit(low, n):
             raise No  # NumPy sums trailing axes pairwise
         low.emit(f"{acc} = {acc} + {src}")
         low.indent -= len(axes)
-        start.text = f"{acc} = np.{dtype.name}(0)"
+        start.text, start.tags = f"{acc} = np.{dtype.name}(0)", start.tags + kir.declared(f"np.{dtype.name}")
         tainted = tainted or dtype.kind == "f"
         if name is None:
+            allocation.tags += kir.declared("np.empty")
             allocation.text = \
                 f"{fresh} = np.empty(({''.join(extents[d] + ', ' for d in kept)}), np.{dtype.name})"
             low.env[fresh] = K.array(dtype, len(kept))

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import helpers as H
+from .facts import calls
 
 # the user's terms for a helper call that may raise (parallel.py's reasons), by what the helper keeps
 _WHY = {"_ix": "an index not proven in bounds", "ck": "Python-int arithmetic checked for overflow",
@@ -26,10 +27,13 @@ _WHY = {"_ix": "an index not proven in bounds", "ck": "Python-int arithmetic che
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """A call of a kernel helper: its name, whether it may raise, and what it is in the user's terms."""
+    """A call in a kernel: of a helper (``why``: what it is in the user's terms), of a declared primitive's form
+    (``np.exp``, ``range``) or of a cast the lowerer writes (``np.float32``, ``max``); whether it may raise and
+    whether it allocates an array, as the helper's code or the declarations (facts.calls()) say."""
     name: str
     raises: bool
     why: str
+    allocates: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +50,9 @@ def family(name: str) -> str:
     """What a helper keeps, by its name's part after the first ``_``: "ck" (Python-int arithmetic checked for
     overflow), "py" (Python's division by zero, conversions), "amb" (a division by a scalar that may be Python's or
     NumPy's), "np", "px", "pxr" ... (NumPy's forms)."""
-    return name if name == "_ix" else name.split("_")[1]
+    if name == "_ix" or not name.startswith("_"):
+        return name  # (not a helper's: a declared form's or a cast's)
+    return name.split("_")[1]
 
 
 def helper_call(name: str, *args: str) -> tuple[str, Call]:
@@ -56,6 +62,13 @@ def helper_call(name: str, *args: str) -> tuple[str, Call]:
 
 def is_helper(name) -> bool:
     return name in H.helper_calls()
+
+
+def declared(name: str) -> tuple:
+    """The tag of a call of ``name`` (a declared form's function or a cast: facts.calls()), or none for a function
+    the declarations do not know (a method: ``x.reshape``), which the passes take as one that may raise."""
+    f = calls().get(name)
+    return () if f is None else (Call(name, f.raises, name, f.allocates),)
 
 
 class Node:
@@ -154,12 +167,12 @@ def body(nodes, i: int) -> list:
 
 def helpers(nodes) -> frozenset:
     """The helpers the statements call (a kernel module defines these and those they call)."""
-    return frozenset(c.name for n in nodes for c in n.calls)
+    return frozenset(c.name for n in nodes for c in n.calls if is_helper(c.name))
 
 
-def raising(nodes) -> list[Call]:
-    """The calls of the statements that may raise."""
-    return [c for n in nodes for c in n.calls if c.raises]
+def raising_helpers(nodes) -> list[Call]:
+    """The helper calls of the statements that may raise."""
+    return [c for n in nodes for c in n.calls if c.raises and is_helper(c.name)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,5 +213,5 @@ def print_kernel(params, nodes, ret: str, ret_tags=(), boundscheck=False) -> Pri
     if not nodes:
         lines.append("    pass")
     lines.append(f"    return {ret}")
-    called = helpers(nodes) | {t.name for t in ret_tags if type(t) is Call}
+    called = helpers(nodes) | {t.name for t in ret_tags if type(t) is Call and is_helper(t.name)}
     return Printed("\n".join(lines) + "\n", at, called, boundscheck)

@@ -117,11 +117,18 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         return text
 
     def form_of(self, form, atoms) -> str:
-        """The source of a declaration's native form (``Lowering``) over ``atoms``; a call of a helper in it
-        (``np.sum``'s ``_px_sum``, ``Lowering.called``) is tagged."""
-        if form.called is not None and kir.is_helper(form.called):
-            self.pending.append(kir.helper_call(form.called)[1])
+        """The source of a declaration's native form (``Lowering``) over ``atoms``; the function it calls
+        (``Lowering.called``: ``np.exp``, ``range``, a helper such as ``np.sum``'s ``_px_sum``) is tagged."""
+        if form.called is not None:
+            self.pending += [kir.helper_call(form.called)[1]] if kir.is_helper(form.called) else \
+                kir.declared(form.called)
         return form.source(atoms)
+
+    def call_of(self, name, *args) -> str:
+        """The source of a call the lowerer writes itself (a cast ``np.float32(x)``, ``np.uint64``, ``max``),
+        tagged with its declared facts (kir.declared)."""
+        self.pending += kir.declared(name)
+        return f"{name}({', '.join(args)})"
 
     def block(self, n):
         """``n``'s statements one level deeper (the printer writes ``pass`` in a block left empty)."""

@@ -94,8 +94,8 @@ class ReduceRules:
         # after: no transpose, whose Numba typing cost 5 s of compile on a 5-d array); else moved last (a copy)
         mid = axes == list(range(axes[0], axes[-1] + 1)) and axes[-1] != d - 1
         rows = not mid
-        arr = t if mid or kept == list(range(len(kept))) else f"np.transpose({t}, {tuple(kept + axes)})"
-        arr = f"np.ascontiguousarray({arr})"
+        arr = t if mid or kept == list(range(len(kept))) else self.call_of("np.transpose", t, str(tuple(kept + axes)))
+        arr = self.call_of("np.ascontiguousarray", arr)
         out = k.dtype if type(k) is np.ndarray else np.asarray(k).dtype
         acc = np.dtype(np.float64) if op == "mean" and a.dtype.kind in "biu" else (a.dtype if op in ("max", "min")
                                                                                    else out)
@@ -107,7 +107,7 @@ class ReduceRules:
             core = self.helper(f"_pxr_ext_{'rows' if rows else 'mid'}", two, str(op == "max"))
         else:
             helper = "_pxr_sum_mid" if not rows else "_pxr_sum_rows" if acc.kind == "f" else "_pxr_isum_rows"
-            core = self.helper(helper, two, f"np.{'bool_' if acc == np.bool_ else acc.name}(0)")
+            core = self.helper(helper, two, self.call_of(f"np.{'bool_' if acc == np.bool_ else acc.name}", "0"))
         if type(k) is np.ndarray:
             shape = [f"{t}.shape[{i}]" if i in kept else "1" for i in range(d) if i in kept or kw.get("keepdims")]
             core = f"{core}.reshape(({''.join(s + ', ' for s in shape)}))"
@@ -117,7 +117,8 @@ class ReduceRules:
         if op == "mean":
             count = size(axes)
             if out == np.float32:  # NumPy divides a float32 sum by the count in float64, then casts back
-                core = f"np.float32(np.float64({core}) / ({count}))" if type(k) is not np.ndarray else \
+                core = self.call_of("np.float32", f"{self.call_of('np.float64', core)} / ({count})") \
+                    if type(k) is not np.ndarray else \
                     f"(({core}).astype(np.float64) / ({count})).astype(np.float32)"
             else:
                 core = f"({core} / ({count}))"

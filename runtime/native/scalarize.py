@@ -137,7 +137,7 @@ def _emit(low, n):
     if name is None:
         fresh = new()
         target_index = [("slice", zero) for zero in ["__pxz_zero"] * nest.rank]
-        low.emit("__pxz_zero = np.uint64(0)")
+        low.emit(f"__pxz_zero = {low.call_of('np.uint64', '0')}")
         low.env["__pxz_zero"] = IDX
     for other in sorted({a for a, _, _ in nest.reads if name is not None and a != name}):
         conds.append(low.helper("_apart", name, other))  # helpers.py: their memory extents do not meet
@@ -151,7 +151,7 @@ def _emit(low, n):
     low.indent += 1
     allocation = low.emit("") if fresh is not None else None  # the allocation, once the element's dtype is known
     for v, length in zip(loops, target_lengths):
-        low.put(kir.For(0, v, f"range({length})"))
+        low.put(kir.For(0, v, f"range({length})", kir.declared("range")))
         low.indent += 1
     try:
         src, k, tainted = low.expr(expr)
@@ -159,6 +159,7 @@ def _emit(low, n):
             raise No
         dtype = np.dtype(type(k))
         if fresh is not None:
+            allocation.tags += kir.declared("np.empty")
             allocation.text = \
                 f"{fresh} = np.empty(({''.join(x + ', ' for x in target_lengths)}), np.{dtype.name})"
             low.env[fresh] = K.array(dtype, nest.rank)
