@@ -6,12 +6,16 @@ A kernel is a list of statements, each at its depth in the kernel's blocks (the 
 lowerer builds them in, so a loop's versions and a nest's placeholders are replaced in place). A statement's leaf
 expressions are still source text; what the passes after lowering ask of a kernel is carried on the nodes instead of
 being read back from that text:
-- ``calls``: each call of a helper (helpers.py) the statement's text makes, tagged with whether it may raise (from
-  the helper's code: helpers.raising()) and what it is in the user's terms (``why``): which helpers a kernel's
-  module needs (``helpers``), whether a loop body may raise (parallel.py), whether a statement may (whole_lower.py);
+- ``calls`` (Call): each call the statement's text makes, tagged with whether it may raise and whether it allocates:
+  a helper's (helpers.py) from its code, with what it is in the user's terms (``why``); a declared primitive's form
+  (``np.exp``, ``range``) and a cast the lowerer writes (``np.float32``) from the declarations (facts.calls()):
+  which helpers a kernel's module needs (``helpers``), whether a loop body may raise or allocates (parallel.py),
+  whether a whole function's statement may raise through a helper (whole_lower.py);
+- ``accesses`` (Access): each array access and how it stays in bounds (checked, proven, by Numba, a view), which
+  whole_lower.py counts as may-raise;
 - ``version``: the test of a loop's two versions (versions.py: "unchecked" or "nonneg"), which outline.py moves.
 ``Printed`` maps each line of the printed source back to its node, for the passes that parse the source (parallel.py,
-outline.py) and ask the node what the text does not say.
+outline.py) and ask the IR what the text does not say, and says whether Numba checks the accesses (``boundscheck``).
 """
 from __future__ import annotations
 
@@ -153,16 +157,6 @@ def shifted(nodes, by: int) -> list:
     for n in nodes:
         n.depth += by
     return nodes
-
-
-def body(nodes, i: int) -> list:
-    """The statements of the block that ``nodes[i]`` opens."""
-    out = []
-    for n in nodes[i + 1:]:
-        if n.depth <= nodes[i].depth:
-            break
-        out.append(n)
-    return out
 
 
 def helpers(nodes) -> frozenset:
