@@ -39,7 +39,7 @@ def native(name: str, **facts) -> Lowering | None:
     if name == "linspace":  # NumPy's steps, float64 (runtime/native/helpers.py; calls.py ``c_linspace``)
         return Lowering("_px_linspace({0}, {1}, {2})", keywords=("dtype",))
     if name == "mean":  # the pairwise sum over the count (runtime/native/calls.py ``c_mean``: 1-D float arrays)
-        return Lowering("(_px_sum({0}) / {0}.shape[0])")
+        return Lowering("(_px_sum({0}) / {0}.shape[0])", call="_px_sum")
     if name in ("remainder", "mod"):  # Numba's np.remainder traps (SIGFPE) on int64 -2**63 % -1; its % does not
         return Lowering("({0} % {1})", **facts)
     if name in MOVES:  # one array's elements moved, copied or allocated alike: any dtype (Numba's np.flip: a view)

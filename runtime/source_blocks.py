@@ -1,5 +1,5 @@
-"""Indented blocks of generated Python source, shared by the two generators of it (runtime/codegen.py and the native
-loop tier's runtime/native/lower.py): a block's statements one level in, ``pass`` when it emitted nothing."""
+"""Indented blocks of the generated Python source of runtime/codegen.py: a block's statements one level in, ``pass``
+when it emitted nothing (the native tier's lowerer builds kernel IR nodes instead: runtime/native/kir.py)."""
 from __future__ import annotations
 
 

@@ -12,6 +12,7 @@ from phylanx_py.primitives import lookup
 from phylanx_py import ir
 
 from . import kinds as K
+from . import kir
 from .calls import SAFE
 from .facts import rule
 from .kinds import Decline
@@ -37,14 +38,14 @@ class ArithRules:
             # NEP 50: a Python scalar takes the array's dtype (a float32 array += 0.1 adds float32(0.1))
             atoms = [atoms[0], self.weak_cast(atoms[1], ks[1], np.result_type(ks[0].dtype, ks[1]), n.args[1])]
         if low.divides == "mod":  # Numba's np.remainder traps (SIGFPE) on int64 -2**63 % -1; its % does not
-            return f"_px_imod({atoms[0]}, {atoms[1]})", ks[0], tainted
+            return self.helper("_px_imod", atoms[0], atoms[1]), ks[0], tainted
         if low.divides == "floor" and ks[0].dtype.kind == "i":
-            return f"_px_ifloordiv({atoms[0]}, {atoms[1]})", ks[0], tainted
+            return self.helper("_px_ifloordiv", atoms[0], atoms[1]), ks[0], tainted
         if low.shifts and not self.small_shift(n, ks[0]):
             if ks[0].dtype != np.int64:
                 self.fail(f"a shift of {ks[0].dtype} by a count that may reach its width", n)
-            return f"_px_i{low.shifts[0]}shift({atoms[0]}, {atoms[1]})", ks[0], tainted
-        return f"np.{low.inplace}({atoms[0]}, {atoms[1]}, {atoms[0]})", ks[0], tainted
+            return self.helper(f"_px_i{low.shifts[0]}shift", atoms[0], atoms[1]), ks[0], tainted
+        return self.call_of(f"np.{low.inplace}", atoms[0], atoms[1], atoms[0]), ks[0], tainted
 
     def either_call(self, n, prim, low, atoms, ks, origins, tainted):
         """An operation on variables that are Python or NumPy scalars: NumPy's result is a NumPy scalar when any
@@ -61,10 +62,12 @@ class ArithRules:
                 rk = K.run(prim.kernel, *sk)
             except Decline as e:
                 self.fail(f"{prim.label}: {e}", n)
-            readings.append((rk, self.arith(n, low, atoms, sk, rk)))
-        (kp, sp), rest = readings[0], readings[1:]
-        kn, sn = rest[0]
-        if any(K.key(k) != K.key(kn) or src != sn for k, src in rest):
+            mark = len(self.pending)
+            readings.append((rk, self.arith(n, low, atoms, sk, rk), self.pending[mark:]))
+            del self.pending[mark:]  # the helper calls of the reading taken are tagged below
+        (kp, sp, calls), rest = readings[0], readings[1:]
+        kn, sn, _ = rest[0]
+        if any(K.key(k) != K.key(kn) or src != sn for k, src, _ in rest):
             self.fail(f"{prim.label} of values that may be Python or NumPy scalars", n)
         if K.key(kp) == K.key(kn):
             k = kp
@@ -73,15 +76,19 @@ class ArithRules:
             if k is None:
                 self.fail(f"{prim.label} gives {K.describe(kp)} or {K.describe(kn)}", n)
             k = K.Either(k.py, k.np, names)
+        families = {kir.family(c.name) for c in calls}
         if sp == sn:
             src = sp
-        elif "_ck_" in sp or "_py_int" in sp:
+        elif "ck" in families or any(c.name == "_py_int" for c in calls):
             src = sp  # a Python-int overflow falls back to the interpreter, which also covers the NumPy reading
-        elif "_py_" in sp:
+        elif "py" in families:
             src = sp.replace("_py_", "_amb_")  # a zero divisor falls back: raise or inf depends on the type
+            calls = [kir.helper_call(c.name.replace("_py_", "_amb_"))[1] if kir.family(c.name) == "py" else c
+                     for c in calls]
         else:
             self.fail(f"{prim.label} of a value that may be a Python or a NumPy scalar", n)
-        if "_ck_" in src or "_amb_" in src or "_py_int" in src:
+        self.pending += calls
+        if {"ck", "amb"} & {kir.family(c.name) for c in calls} or any(c.name == "_py_int" for c in calls):
             self.checked = True
         inexact = low.inexact and not K.is_int(k)
         return src, k, tainted or inexact
@@ -120,10 +127,10 @@ class ArithRules:
         if type(x) is int and dtype.kind in "iu" and dtype != np.int64:
             info = np.iinfo(dtype)
             if isinstance(node, ir.Const) and info.min <= node.value <= info.max:
-                return f"np.{name}({atom})"
+                return self.call_of(f"np.{name}", atom)
             self.checked = True
-            return f"np.{name}(_ck_fit({atom}, {info.min}, {info.max}))"
-        return f"np.{name}({atom})"
+            return self.call_of(f"np.{name}", self.helper("_ck_fit", atom, str(info.min), str(info.max)))
+        return self.call_of(f"np.{name}", atom)
 
     def int_power(self, n, k):
         """NumPy raises on integers to negative integer powers; Numba gives 0: only constant exponents >= 0."""
@@ -149,11 +156,11 @@ class ArithRules:
         """The source of a shift by a count that may be outside [0, width), as Python or NumPy shift."""
         if type(k) is int:  # Python: << is checked for overflow (_ck_lshift, the pyint path)
             self.checked = True
-            return f"_ck_rshift({atoms[0]}, {atoms[1]})"
+            return self.helper("_ck_rshift", atoms[0], atoms[1])
         if not (isinstance(k, np.int64) or (type(k) is np.ndarray and k.dtype == np.int64)):
             self.fail(f"a shift of {K.describe(k)} by a count that may reach its width", n)
         op = f"{rule(n.prim, 'shifts')[0]}shift"
-        return f"_np_{op}_{'a' if type(k) is np.ndarray else 's'}({atoms[0]}, {atoms[1]})"
+        return self.helper(f"_np_{op}_{'a' if type(k) is np.ndarray else 's'}", atoms[0], atoms[1])
 
     def arith(self, n, low, atoms, ks, k):
         """The operation's source with the casts and checks that keep NumPy's/Python's semantics."""
@@ -172,31 +179,31 @@ class ArithRules:
                     any(K.is_scalar(x) and type(x) not in K.PLAIN for x in ks):
                 atoms = self.array_operands(n, atoms, ks, k)
             if low.divides == "floor" and type(k) is np.ndarray and k.dtype.kind == "i":
-                return f"_np_floordiv_a({atoms[0]}, {atoms[1]})"
-            return low.source(atoms)
+                return self.helper("_np_floordiv_a", atoms[0], atoms[1])
+            return self.form_of(low, atoms)
         py = all(type(x) in (int, float, bool) for x in ks)
         if type(k) is int and low.pyint and not low.powers:
             b = self.bound(n)
             if b is not None and b < SAFE:
-                return low.source(atoms)  # bounded far below 2**63: no check (index arithmetic: i + 1)
+                return self.form_of(low, atoms)  # bounded far below 2**63: no check (index arithmetic: i + 1)
             if self.nonneg and Signs(self.nonneg, self._leaf_nodes).safe(n):
-                return low.source(atoms)  # x - 1 with x >= 0
+                return self.form_of(low, atoms)  # x - 1 with x >= 0
         if type(k) is int and low.pyint:
             if low.powers and not (isinstance(n.args[1], ir.Const) and n.args[1].value >= 0):
                 self.fail("a Python int raised to a power that may be negative", n)
             self.checked = True
-            return f"{low.pyint}({', '.join(atoms)})"
+            return self.helper(low.pyint, *atoms)
         if py and low.pyscalar:
             self.checked = True  # its helper stops the kernel (_Overflow) where Python raises: the arrays go back
-            return f"{low.pyscalar}({', '.join(atoms)})"
+            return self.helper(low.pyscalar, *atoms)
         if py and low.powers == "python" and float in map(type, ks) and not (
                 isinstance(n.args[1], ir.Const) and type(n.args[1].value) is int and n.args[1].value >= 0):
             self.fail("a Python float power with an exponent that may be negative or fractional", n)
         if all(type(x) in K.PLAIN for x in ks) and type(k) in K.PLAIN:
             if low.divides == "floor" and type(k) is np.int64:
-                return f"_np_floordiv_s({atoms[0]}, {atoms[1]})"
-            src = low.source(atoms)
-            return f"np.bool_({src})" if isinstance(k, np.bool_) and not lookup(n.prim).comparison else src
+                return self.helper("_np_floordiv_s", atoms[0], atoms[1])
+            src = self.form_of(low, atoms)
+            return self.call_of("np.bool_", src) if isinstance(k, np.bool_) and not lookup(n.prim).comparison else src
         # NumPy computes in the promoted dtype of the operands (Python scalars are weak): cast them to it;
         # Python functions (math.*) take doubles
         if type(k) in (int, float, bool):
@@ -211,8 +218,8 @@ class ArithRules:
         # NEP 50: a Python int takes a small int dtype, raising OverflowError when it does not fit (``weak_cast``)
         cast = [self.weak_cast(a, x, common, arg) if not isinstance(x, np.generic) or x.dtype != common else a
                 for a, x, arg in zip(atoms, ks, n.args)]
-        src = low.source(cast)
+        src = self.form_of(low, cast)
         if low.divides == "floor" and isinstance(k, np.signedinteger):
-            src = f"_np_floordiv_s({cast[0]}, {cast[1]})"
+            src = self.helper("_np_floordiv_s", cast[0], cast[1])
         rk = ("bool_" if k.dtype == np.bool_ else k.dtype.name) if isinstance(k, np.generic) else type(k).__name__
-        return f"np.{rk}({src})" if isinstance(k, np.generic) else f"{rk}({src})"
+        return self.call_of(f"np.{rk}" if isinstance(k, np.generic) else rk, src)

@@ -29,6 +29,7 @@ from phylanx_py.primitives.registry import IO, MUTATES, PURE, UnknownPrimitive
 from phylanx_py import ir
 
 from . import kinds as K
+from . import kir
 from .facts import rule
 from .intervals import MAX_CONST, Affine, Interval, IntervalOps, plus
 
@@ -395,10 +396,20 @@ class Prover:
         bounding = self._bounding()
         return [f"__pxok_{r}" for r in bounding] + \
             [f"{Affine(c, dict(key)).source()} >= 0" for key, c in self.least.items()] + \
-            [f"_apart({s}, {r})" for r in bounding for s in sorted(self.stored)]
+            [kir.helper_call("_apart", s, r)[0] for r in bounding for s in sorted(self.stored)]
 
     @property
-    def setup(self) -> list[str]:
-        """Lines before the tests: the least and greatest element of each array whose elements bound an index."""
-        return [f"__pxlo_{r}, __pxhi_{r}, __pxok_{r} = _vrange({r}, 16 * max({self.trip}, 0) + 64)"
-                for r in self._bounding()]
+    def condition_calls(self) -> tuple:
+        """The helper calls of ``conditions`` (kir.Call)."""
+        bounding = self._bounding()
+        return tuple(kir.helper_call("_apart", s, r)[1] for r in bounding for s in sorted(self.stored))
+
+    @property
+    def setup(self) -> list[tuple]:
+        """Statements before the tests, (source, its helper calls): the least and greatest element of each array
+        whose elements bound an index."""
+        out = []
+        for r in self._bounding():
+            call, tag = kir.helper_call("_vrange", r, f"16 * max({self.trip}, 0) + 64")
+            out.append((f"__pxlo_{r}, __pxhi_{r}, __pxok_{r} = {call}", (tag,) + kir.declared("max")))
+        return out

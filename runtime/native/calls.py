@@ -9,7 +9,7 @@ from phylanx_py.primitives import lookup
 from phylanx_py import ir
 
 from . import kinds as K
-from . import masks
+from . import kir, masks
 from .facts import rule
 
 SHAPE = 1 << 48  # lengths and shapes: no array has more elements
@@ -54,7 +54,7 @@ class CallRules:
     # ---- calls with their own kind rules; the source they give is their declaration's form (``form``) ---------
     def form(self, n, atoms):
         """The source of call ``n`` over ``atoms`` as its primitive's ``Lowering`` writes it."""
-        return lookup(n.prim).lowering.source(atoms)
+        return self.form_of(lookup(n.prim).lowering, atoms)
 
     def index_kind(self, ak, kk, node):
         items = kk if type(kk) is tuple else (kk,)
@@ -84,7 +84,7 @@ class CallRules:
             # raises IndexError, negative ones counting from the end)
             if obj.ndim != 1 or key.ndim != 1 or key.dtype.kind not in "iu":
                 self.fail(f"indexing {K.describe(obj)} with {K.describe(key)}", n)
-            return f"_px_take({atoms[0]}, {atoms[1]})", K.array(obj.dtype, 1)
+            return self.helper("_px_take", atoms[0], atoms[1]), K.array(obj.dtype, 1)
         if type(obj) is np.ndarray:
             kind = self.index_kind(obj, key, n)
             if type(kind) is np.ndarray:  # a view of the array: what is written through it changes the array
@@ -92,7 +92,10 @@ class CallRules:
                 self.viewed.add(base.name if isinstance(base, ir.Var) and base.depth == 0 else "*")
             return self.access(n, n.args[0], atoms[0], n.args[1], atoms[1], key), kind
         if type(obj) is tuple and isinstance(n.args[1], ir.Const) and type(n.args[1].value) is int:
-            return f"{atoms[0]}[{atoms[1]}]", obj[n.args[1].value]
+            text = f"{atoms[0]}[{atoms[1]}]"
+            if not (isinstance(n.args[0], ir.Call) and n.args[0].prim == "attr.shape"):  # (a length: no access)
+                self.pending.append(kir.Access(atoms[0], "item"))  # (in range: the lowering knows the tuple's length)
+            return text, obj[n.args[1].value]
         self.fail(f"indexing {K.describe(obj)}", n)
 
     def c_python_slice(self, n, atoms, ks, kwargs):
@@ -130,7 +133,7 @@ class CallRules:
         if K.is_int(ks[0]) or type(ks[0]) is bool or isinstance(ks[0], np.bool_):
             return self.form(n, atoms), 3
         self.checked = True
-        return f"_py_int({atoms[0]})", 3
+        return self.helper("_py_int", atoms[0]), 3
 
     def c_attr_shape(self, n, atoms, ks, kwargs):
         return self._array_attr(n, atoms, ks, "shape", lambda a: tuple(3 for _ in range(a.ndim)))
@@ -166,8 +169,10 @@ class CallRules:
         if len(ks) != 1 or type(a) is not np.ndarray or a.ndim != 1 or a.dtype not in (np.float64, np.float32):
             self.fail("np.mean other than of a 1-D float64/float32 array (NumPy's summation order)", n)
         src = self.form(n, atoms)
-        return (src if a.dtype == np.float64 else f"np.float32(np.float64(_px_sum({atoms[0]})) / {atoms[0]}.shape[0])",
-                a.dtype.type(3))
+        if a.dtype != np.float64:
+            total = self.call_of("np.float64", self.helper("_px_sum", atoms[0]))
+            src = self.call_of("np.float32", f"{total} / {atoms[0]}.shape[0]")
+        return src, a.dtype.type(3)
 
     def c_linspace(self, n, atoms, ks, kwargs):
         """``np.linspace(start, stop, num)`` (``dtype=np.float64`` too) of int or float64 numbers: float64 in NumPy's
@@ -207,6 +212,7 @@ class CallRules:
         prim = lookup(n.prim)
         k = K.run(prim.kernel, *ks)
         wide = [K.array(ks[0].dtype, 2), K.array(ks[1].dtype, 2)]
+        self.pending += [kir.Access(atoms[0], "view"), kir.Access(atoms[1], "view")]  # (a[:, None], b[None, :])
         return self.arith(n, prim.lowering, atoms, wide, k), k
 
     c_add_outer = c_subtract_outer = c_multiply_outer = outer

@@ -42,6 +42,7 @@ import numpy as np
 from phylanx_py import ir
 
 from . import kinds as K
+from . import kir
 from .nests import (
     Nest,
     No,
@@ -129,7 +130,7 @@ def emit(low, n):
             elif extents[d] != length:
                 conds.append(f"{length} == {extents[d]}")
         reads.append((array, index, offset, placeholder))
-        order = c_order_test(array, comps_, lengths) if name is None else None
+        order = c_order_test(low, array, comps_, lengths) if name is None else None
         if order is not None:  # a new array: C-ordered as NumPy makes it from operands in C order
             conds.append(order)
     if any(e is None for e in extents):
@@ -142,7 +143,7 @@ def emit(low, n):
             raise No
         conds += [f"{a} == {extents[d]}" for a, d in zip(target_lengths, kept) if a != extents[d]]
         for other in sorted({a for a, _, _, _ in reads}):
-            conds.append(f"_apart({name}, {other})")
+            conds.append(low.helper("_apart", name, other))
     hoist(low, nest)
     loops = [span.new() for _ in range(rank)]
     loop_indices(low, loops)
@@ -161,30 +162,28 @@ def emit(low, n):
     low.unchecked = low.unchecked | {id(e) for e in elements.values()} | {id(store)}
     guarded(low, conds, "a sum of an element-wise expression")
     low.indent += 1
-    allocation = len(low.lines)
-    if name is None:
-        low.emit("")  # the allocation, once the element's dtype is known
-    choice = len(low.lines)
-    if pairwise is not None:  # (the test between the two nests below, once the dtype is known)
-        low.emit("")
+    allocation = low.emit("") if name is None else None  # the allocation, once the element's dtype is known
+    choice = None
+    if pairwise is not None:  # the test between the two nests below (its condition once the dtype is known)
+        choice = low.put(kir.If(0, f"{extents[axes[0]]} < 8", note="NumPy adds fewer than 8 one by one"))
         low.indent += 1
     try:
         dtype, tainted = _sums(low, expr, kept, axes, extents, loops, acc, store, tk, name, rank, None)
-        if dtype.kind == "f" and pairwise is not None:
-            # NumPy adds fewer than 8 elements one by one from 0, as the nest above does; more, pairwise: the row
-            # buffer's nest (two nests: the first keeps no buffer, so its outer loop may run on two threads)
-            low.lines[choice] = "    " * (low.indent - 1) + f"if {extents[axes[0]]} < 8:  # NumPy: one by one"
+        if choice is not None:
             low.indent -= 1
-            low.emit("else:")
-            low.indent += 1
-            low.emit(f"{pairwise} = np.empty(({extents[axes[0]]}, ), np.{dtype.name})")
-            _sums(low, expr, kept, axes, extents, loops, acc, store, tk, name, rank, pairwise)
-        elif pairwise is not None:
-            low.lines[choice] = "    " * (low.indent - 1) + "if True:  # an integer sum: any order is NumPy's"
-        if pairwise is not None:
-            low.indent -= 1
+            if dtype.kind == "f":
+                # more elements, pairwise: the row buffer's nest (two nests: the first keeps no buffer, so its
+                # outer loop may run on two threads)
+                low.put(kir.Else(0))
+                low.indent += 1
+                low.emit(f"{pairwise} = {low.call_of('np.empty', f'({extents[axes[0]]}, )', f'np.{dtype.name}')}")
+                _sums(low, expr, kept, axes, extents, loops, acc, store, tk, name, rank, pairwise)
+                low.indent -= 1
+            else:
+                choice.cond, choice.note = "True", "an integer sum: any order is NumPy's"
         if name is None:
-            low.lines[allocation] = "    " * low.indent + \
+            allocation.tags += kir.declared("np.empty")
+            allocation.text = \
                 f"{fresh} = np.empty(({''.join(extents[d] + ', ' for d in kept)}), np.{dtype.name})"
             low.env[fresh] = K.array(dtype, len(kept))
     finally:
@@ -202,12 +201,11 @@ def _sums(low, expr, kept, axes, extents, loops, acc, store, tk, name, rank, pai
     """Emit the kept loops, each output's sum over the reduced ones (into the row buffer ``pairwise`` and added in
     NumPy's pairwise order, or one by one) and its store; the element's dtype and taint, or No."""
     for d in kept:
-        low.emit(f"for {loops[d]} in range({extents[d]}):")
+        low.put(kir.For(0, loops[d], f"range({extents[d]})", kir.declared("range")))
         low.indent += 1
-    start = len(low.lines)
-    low.emit("")  # the accumulator's start, once its dtype is known
+    start = low.emit("")  # the accumulator's start, once its dtype is known
     for d in axes:
-        low.emit(f"for {loops[d]} in range({extents[d]}):")
+        low.put(kir.For(0, loops[d], f"range({extents[d]})", kir.declared("range")))
         low.indent += 1
     src, k, tainted = low.expr(expr)
     if type(k) is K.Either or not isinstance(k, np.generic) or np.dtype(type(k)) not in _DTYPES:
@@ -218,11 +216,12 @@ def _sums(low, expr, kept, axes, extents, loops, acc, store, tk, name, rank, pai
     if pairwise is not None:
         low.emit(f"{pairwise}[{loops[axes[0]]}] = {src}")
         low.indent -= len(axes)
-        low.emit(f"{acc} = np.{dtype.name}(0) + _pairwise({pairwise}, 0, {extents[axes[0]]})")
+        low.emit(f"{acc} = {low.call_of(f'np.{dtype.name}', '0')} + "
+                 f"{low.helper('_pairwise', pairwise, '0', extents[axes[0]])}")
     else:
         low.emit(f"{acc} = {acc} + {src}")
         low.indent -= len(axes)
-    low.lines[start] = "    " * low.indent + f"{acc} = np.{dtype.name}(0)"
+    start.text, start.tags = f"{acc} = np.{dtype.name}(0)", start.tags + kir.declared(f"np.{dtype.name}")
     if name is not None and dtype != tk.dtype and not (dtype.kind == tk.dtype.kind == "f"):
         raise No  # a cast on the store: NumPy's casting rules, not a C cast (between floats both round alike)
     if name is None:  # the new array, allocated before the nests once its dtype is known (``emit``)

@@ -12,6 +12,7 @@ from phylanx_py.primitives import lookup
 from phylanx_py import ir
 
 from . import kinds as K
+from . import kir
 from .calls import DTYPE_CONSTS
 from .kinds import Decline
 from .reductions import takes as takes_axes
@@ -182,37 +183,49 @@ class Expressions:
             if low.view:  # what is written through the view changes the array (analysis.arrays_written)
                 base = n.args[0]
                 self.viewed.add(base.name if isinstance(base, ir.Var) and base.depth == 0 else "*")
-            return low.source(atoms), k, tainted
+            return self.form_of(low, atoms), k, tainted
         inexact = low.inexact and not (K.is_int(k) or type(k) is bool)
         return self.arith(n, low, atoms, ks, k), k, tainted or inexact
 
     def access(self, node, obj_node, obj, key_node, key, key_kind):
         """The source of ``obj[key]`` (an array access): as it is where Numba checks or the access is proven in
-        bounds, else with each integer index checked (``_ix``: IndexError as NumPy raises it)."""
-        if not self.manual or id(node) in self.unchecked:
-            return f"{obj}[{key}]"
+        bounds, else with each integer index checked (``_ix``: IndexError as NumPy raises it); tagged (kir.Access)
+        with which of the three keeps it in bounds."""
+        if not self.manual:
+            return self._access(obj, f"{obj}[{key}]", "numba")
+        if id(node) in self.unchecked:
+            return self._access(obj, f"{obj}[{key}]", "proven")
         if any(isinstance(s, ir.SetVar) for s in ir.walk(obj_node)):
             self.wants_boundscheck = True  # the array's expression must be evaluated once: learned (settle)
-            return f"{obj}[{key}]"
+            return self._access(obj, f"{obj}[{key}]", "numba")
         if isinstance(key_node, ir.Tuple):
             comps = [self.expr(it)[:2] for it in key_node.items]
         elif type(key_kind) is tuple:  # a tuple held by a name (a[k] += v keeps its key in a temporary)
             if any(isinstance(s, ir.SetVar) for s in ir.walk(key_node)):
                 self.wants_boundscheck = True
-                return f"{obj}[{key}]"
+                return self._access(obj, f"{obj}[{key}]", "numba")
             comps = [(f"{key}[{c}]", kc) for c, kc in enumerate(key_kind)]
         else:
             comps = [(key, key_kind)]
-        parts, d = [], 0
+        parts, d, how = [], 0, "view"  # (only slices, new axes: nothing to check)
         for src, k in comps:
             if k is None:
                 parts.append(src)  # np.newaxis: no dimension of obj
                 continue
-            parts.append(f"_ix({src}, {obj}.shape[{d}])" if K.is_int(k) and type(k) is not bool else src)
+            if K.is_int(k) and type(k) is not bool:
+                parts.append(self.helper("_ix", src, f"{obj}.shape[{d}]"))
+                how = "checked"
+            else:
+                parts.append(src)
             d += 1
         if not parts:  # an empty key: ``p[()]`` (``p[]`` is no Python)
-            return f"{obj}[()]"
-        return f"{obj}[{', '.join(parts)}{',' if len(parts) == 1 and type(key_kind) is tuple else ''}]"
+            return self._access(obj, f"{obj}[()]", how)
+        comma = "," if len(parts) == 1 and type(key_kind) is tuple else ""
+        return self._access(obj, f"{obj}[{', '.join(parts)}{comma}]", how)
+
+    def _access(self, obj, text, how):
+        self.pending.append(kir.Access(obj, how))
+        return text
 
 
 def as_expression(stmts):

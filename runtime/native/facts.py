@@ -1,9 +1,9 @@
 """The primitives' native rules (``primitives/registry.py``'s ``Lowering``), as the native tier's passes read them.
 
-By primitive name (``rule``) for the passes over the IR (arith.py, bounds.py, signs.py, calls.py). By the text of
-the function a form calls (``calls``: ``np.exp`` -> whether it may raise, allocates, which arguments it only reads)
-for the passes that read the generated kernel's source (parallel.py, analysis.py, whole.py): they key on text
-because the source is the only form of a kernel there is (a typed kernel IR would carry the primitive itself).
+By primitive name (``rule``) for the passes over the IR (arith.py, bounds.py, signs.py, calls.py). By the function a
+form calls (``calls``: ``np.exp`` -> whether it may raise, allocates, which arguments it only reads): the lowerer
+tags each call it writes with these (kir.declared), which parallel.py asks; analysis.py and whole_lower.py still
+look them up by the text they read in the generated source.
 Both come from the declarations of the registry in use (a test's scoped one too), nothing keeps a list of names.
 """
 from __future__ import annotations

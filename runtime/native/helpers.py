@@ -4,14 +4,13 @@ is the kernels' error model), and NumPy's pairwise summation order for float sum
 
 Each helper is a plain Python function here (``@helper``: the Numba options it is compiled with besides the
 kernels' own); a kernel's module holds the prelude (imports, ``_MIN``/``_MAX``, ``_Overflow``) and the source of
-only the helpers its source names, with the helpers those call (``helpers_for``; the calls are read from the
-functions' code objects): each helper is a Numba dispatcher with a disk cache, and making all 33 of them cost
-17 ms a kernel load, where loading the kernel's own cached machine code costs 5 ms."""
+only the helpers its kernel IR calls (kir.py tags each call), with the helpers those call (``helpers_for``; the
+calls are read from the functions' code objects): each helper is a Numba dispatcher with a disk cache, and making
+all 33 of them cost 17 ms a kernel load, where loading the kernel's own cached machine code costs 5 ms."""
 import dis
 import functools
 import inspect
 import math
-import re
 
 import numpy as np
 
@@ -321,9 +320,6 @@ def _py_int(x):
     return int(x)
 
 
-_NAME = re.compile(r"\b_[A-Za-z0-9_]+\b")
-
-
 def _codes(code):
     """``code`` and the code objects nested in it (comprehensions, inner functions)."""
     yield code
@@ -376,11 +372,11 @@ def _prelude() -> str:
             f"class {_Overflow.__name__}(Exception):\n    pass")
 
 
-def helpers_for(source: str) -> str:
-    """The helper module text for a kernel ``source``: the prelude and the helpers it names, with the helpers
-    those call."""
+def helpers_for(names) -> str:
+    """The helper module text for a kernel that calls the helpers ``names`` (its kernel IR's: kir.Printed.helpers):
+    the prelude and those helpers, with the helpers they call."""
     texts, calls = _texts(), helper_calls()
-    todo = set(_NAME.findall(source)) & texts.keys()
+    todo = set(names) & texts.keys()
     used = set()
     while todo:
         name = todo.pop()
@@ -391,7 +387,7 @@ def helpers_for(source: str) -> str:
 
 def __getattr__(name):
     if name == "HELPERS":  # every helper's module text (read by tests)
-        return helpers_for(" ".join(_DEFS))
+        return helpers_for(_DEFS)
     raise AttributeError(name)
 
 

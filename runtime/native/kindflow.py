@@ -12,6 +12,7 @@ from __future__ import annotations
 from phylanx_py import ir
 
 from . import kinds as K
+from . import kir
 from .kinds import Decline
 from .signs import COUNTER, counters
 
@@ -32,6 +33,8 @@ class KindFlow:
             if type(k) is K.Either:
                 if k.origin != (name,):
                     flags.append(f"__pxw_{name} = {k.flag()}")
+                    if len(k.origin) > 1:  # (the flag is the max of its origins')
+                        self.pending += kir.declared("max")
             elif K.key(k) in (K.key(w.py), K.key(w.np)):
                 flags.append(f"__pxw_{name} = {int(K.key(k) == K.key(w.np))}")
             else:

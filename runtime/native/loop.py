@@ -90,8 +90,8 @@ class NativeLoop(Signatures):
         try:
             kinds = dict(zip(self.plan.params, ks))
             names = frozenset(n for n, is_small in zip(self.plan.params, small) if is_small)
-            entry.source, entry.checked, entry.flags, viewed = lower(self.plan.loop, self.plan.params, kinds,
-                                                                     self.plan.outputs, names, self.functions)
+            entry.source, entry.checked, entry.flags, viewed, entry.printed = lower(
+                self.plan.loop, self.plan.params, kinds, self.plan.outputs, names, self.functions)
         except Decline as e:
             entry.declined = str(e)
         # the arrays copied before a kernel that may stop on an overflow runs (to rerun on the values it started

@@ -21,9 +21,8 @@ import numpy as np
 
 from phylanx_py import ir
 
-from ..source_blocks import BlockWriter
 from . import kinds as K
-from . import scalarize
+from . import kir, scalarize
 from .arith import ArithRules
 from .calls import CallRules
 from .expressions import Expressions, as_expression
@@ -36,7 +35,7 @@ from .versions import Versions
 __all__ = ["SMALL", "Lowerer", "as_expression", "lower", "settle"]
 
 
-class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRules, BlockWriter):
+class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRules):
     """Lowers one loop (``loop``) over ``inputs`` (name -> kind) to a kernel's source: its statements here,
     expressions in expressions.py, arithmetic's NumPy-vs-Numba rules in arith.py, kinds through statements and the
     iteration until they settle in kindflow.py, loops in versions in versions.py."""
@@ -74,8 +73,9 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         self.outputs = outputs
         self.taint = set(tainted)
         self.arrays_tainted = arrays_tainted
-        self.lines: list[str] = []
-        self.indent = 1
+        self.lines: list = []  # the kernel's statements (kir.py nodes), each at its depth
+        self.indent = 1  # the depth of the next statement
+        self.pending: list = []  # the tags (kir.Call, kir.Access) of the text lowered since the last statement
         self.tmp = itertools.count()
         self.checked = False  # uses Python-int helpers that may raise _Overflow (the caller snapshots arrays)
         # names of arrays indexed into a view (``p[k]`` with k None, a slice, a row...; "*": an expression's):
@@ -86,16 +86,13 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
 
     # ---- driver ----------------------------------------------------------------------------------------
     def source(self, params: list[str]) -> str:
-        self.lines += ["    " + f for f in self.flags_start]
+        """The kernel's source, printed from its statements (``self.printed``: with the node of each line)."""
+        self.lines += [kir.Stmt(1, f) for f in self.flags_start]
         self.stmt(self.loop)
         self.flag_outputs = [o for o in self.outputs if o in self.widened]
         outs = "".join(f"{o}, " for o in self.outputs) + "".join(f"__pxw_{o}, " for o in self.flag_outputs)
-        body = "\n".join(self.lines) or "    pass"
-        return (f"{self.decorator()}\n"
-                f"def kernel({', '.join(params)}):\n{body}\n    return ({outs})\n")
-
-    def decorator(self):
-        return f"@numba.njit(cache=True, nogil=True, boundscheck={not self.manual}, error_model='numpy')"
+        self.printed = kir.print_kernel(params, self.lines, f"({outs})", self.pending, not self.manual)
+        return self.printed.source
 
     def fail(self, why, node=None):
         loc = getattr(node, "loc", None) or self.loc
@@ -103,7 +100,41 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         raise Decline(f"{why} ({where})")
 
     def emit(self, text):
-        self.lines.append("    " * self.indent + text)
+        """A simple statement, with the tags of what was lowered since the last one."""
+        return self.put(kir.Stmt(self.indent, text))
+
+    def put(self, node):
+        """``node`` (its depth set) next, with the tags of what was lowered since the last statement."""
+        node.depth, node.tags = self.indent, node.tags + tuple(self.pending)
+        self.pending.clear()
+        self.lines.append(node)
+        return node
+
+    def helper(self, name, *args) -> str:
+        """The source of a call of helper ``name`` (helpers.py) on ``args``, tagged on the statement it ends in."""
+        text, call = kir.helper_call(name, *args)
+        self.pending.append(call)
+        return text
+
+    def form_of(self, form, atoms) -> str:
+        """The source of a declaration's native form (``Lowering``) over ``atoms``; the function it calls
+        (``Lowering.called``: ``np.exp``, ``range``, a helper such as ``np.sum``'s ``_px_sum``) is tagged."""
+        if form.called is not None:
+            self.pending += [kir.helper_call(form.called)[1]] if kir.is_helper(form.called) else \
+                kir.declared(form.called)
+        return form.source(atoms)
+
+    def call_of(self, name, *args) -> str:
+        """The source of a call the lowerer writes itself (a cast ``np.float32(x)``, ``np.uint64``, ``max``),
+        tagged with its declared facts (kir.declared)."""
+        self.pending += kir.declared(name)
+        return f"{name}({', '.join(args)})"
+
+    def block(self, n):
+        """``n``'s statements one level deeper (the printer writes ``pass`` in a block left empty)."""
+        self.indent += 1
+        self.stmt(n)
+        self.indent -= 1
 
     # ---- statements ------------------------------------------------------------------------------------
     def stmt(self, n):
@@ -112,6 +143,10 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         if handler is None:
             self.fail(f"{type(n).__name__.lower()} statement", n)
         handler(n)
+
+    def s_Block(self, n):
+        for s in n.stmts:
+            self.stmt(s)
 
     def s_Expr(self, n):
         self.whole_value = id(n.value)
@@ -160,7 +195,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
                 # int64 raise; Numba's cast stores -2**63
                 if ok.dtype != np.int64:
                     self.fail(f"a float stored into a {ok.dtype} array", target)
-                src = f"_np_int_of({src})"
+                src = self.helper("_np_int_of", src)
             if type(k) is np.ndarray or (K.is_scalar(k) and np.can_cast(np.asarray(k).dtype, ok.dtype, "unsafe")):
                 pass
             else:
@@ -188,11 +223,11 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
     def s_If(self, n):
         c = self.cond(n.cond)
         before = dict(self.env)
-        self.emit(f"if {c}:")
+        self.put(kir.If(0, c))
         self.block(n.then)
         after_then = self.env
         self.env = dict(before)
-        self.emit("else:")
+        self.put(kir.Else(0))
         self.block(n.orelse)
         self.env = self.join(after_then, self.env, n)
 
@@ -212,21 +247,22 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         b = self.range_bound(n)
         if b is not None:
             self.bounds[n.target.name] = b
-        self.emit(f"for {n.target.name} in {it}:")
+        self.put(kir.For(0, n.target.name, it))
         self.loop_body(n, n.body)
         self.bounds.pop(n.target.name, None)
 
     def while_loop(self, n):
         if n.orelse.stmts:
             self.fail("while ... else", n)
-        self.emit("while True:")
+        self.put(kir.While(0))
         self.indent += 1
         entry = dict(self.env)
         self.loop_entries.append(entry)
         c = self.cond(n.cond)
-        self.emit(f"if not ({c}):")
-        self.emit("    break")
-        self.indent -= 1
+        self.put(kir.If(0, f"not ({c})"))
+        self.indent += 1
+        self.emit("break")
+        self.indent -= 2
         self.block(n.body)
         self.check_stable(entry, n)
         self.loop_entries.pop()
@@ -241,12 +277,13 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         self.emit("continue")
 
 
-def lower(loop, params, kinds: dict, outputs, small=frozenset(), functions=None) -> tuple[str, bool, dict, frozenset]:
+def lower(loop, params, kinds: dict, outputs, small=frozenset(), functions=None) -> tuple:
     """(kernel source, whether it uses helpers that fall back to the interpreter, the Either kinds of outputs
-    whose flags follow them, the arrays indexed into views) for ``loop`` over ``params`` of ``kinds``, the Python
-    ints named in ``small`` being below SMALL in magnitude (the caller checks it per call); Decline."""
+    whose flags follow them, the arrays indexed into views, the kernel as kir.Printed) for ``loop`` over ``params``
+    of ``kinds``, the Python ints named in ``small`` being below SMALL in magnitude (the caller checks it per
+    call); Decline."""
     src, low = settle(Lowerer, loop, params, kinds, outputs, small, functions=functions)
-    return src, low.checked, {o: low.widened[o] for o in low.flag_outputs}, frozenset(low.viewed)
+    return src, low.checked, {o: low.widened[o] for o in low.flag_outputs}, frozenset(low.viewed), low.printed
 
 
 def _is_np(k) -> bool:

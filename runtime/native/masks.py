@@ -10,4 +10,4 @@ def rule(lowerer, n, atoms, obj, key):
     """(source, kind) of ``obj[key]`` with ``key`` a bool array, or the lowerer's Decline."""
     if obj.ndim != 1 or key.ndim != 1:
         lowerer.fail(f"indexing {K.describe(obj)} with {K.describe(key)}", n)
-    return f"_px_mask({atoms[0]}, {atoms[1]})", K.array(obj.dtype, 1)
+    return lowerer.helper("_px_mask", atoms[0], atoms[1]), K.array(obj.dtype, 1)

@@ -9,6 +9,7 @@ from phylanx_py.primitives import lookup
 from phylanx_py import ir
 
 from . import kinds as K
+from . import kir
 
 # The generated indices hold uint64 values in the kernel, so Numba indexes without its test for a negative index
 # (which kept LLVM from vectorizing the loop: 6 ns an element against 0.4 here). Their kind is int64 (the kinds
@@ -261,14 +262,14 @@ def element_read(array, index, loops):
     return ir.Call("operator.getitem", (ir.Var(array), ir.Tuple(tuple(parts))))
 
 
-def c_order_test(array, comps, lengths):
+def c_order_test(low, array, comps, lengths):
     """The test that ``array``'s sliced dimensions (``comps``; ``lengths`` as ``Spans`` gives them, None for a new
     axis) are in C order (helpers._c_order), the order of a new array NumPy makes from it; None under two."""
     dims = [d for d, c in enumerate(c for c in comps if c[0] != "new") if c[0] == "slice"]
     if len(dims) < 2:
         return None
-    return (f"_c_order(({''.join(f'{array}.strides[{d}], ' for d in dims)}), "
-            f"({''.join(x + ', ' for x in lengths if x is not None)}))")
+    return low.helper("_c_order", f"({''.join(f'{array}.strides[{d}], ' for d in dims)})",
+                      f"({''.join(x + ', ' for x in lengths if x is not None)})")
 
 
 def element_forms(low, node):
@@ -333,7 +334,7 @@ class Spans:
                 k, u = self.new(), self.new()
                 low.emit(f"{k} = {int_src(low, c[1])}")
                 low.emit(f"{k} = {k} + {dim} if {k} < 0 else {k}")
-                low.emit(f"{u} = np.uint64({k}) if {k} >= 0 else np.uint64(0)")
+                low.emit(f"{u} = {low.call_of('np.uint64', k)} if {k} >= 0 else np.uint64(0)")
                 self.conds.append(f"0 <= {k} < {dim}")
                 index.append(("int", u))
                 self.seen[memo] = (index[-1], None)
@@ -341,8 +342,8 @@ class Spans:
             a, b, s, e = self.new(), self.new(), self.new(), self.new()
             normal(low, a, c[1], dim, "0")
             normal(low, b, c[2], dim, dim)
-            low.emit(f"{s} = np.uint64({a})")
-            low.emit(f"{e} = np.uint64({b} - {a} if {b} > {a} else 0)")
+            low.emit(f"{s} = {low.call_of('np.uint64', a)}")
+            low.emit(f"{e} = {low.call_of('np.uint64', f'{b} - {a} if {b} > {a} else 0')}")
             index.append(("slice", s))
             lengths.append(e)
             self.seen[memo] = (index[-1], e)
@@ -386,7 +387,7 @@ RERUN = ("an array statement's loop nest whose operands broadcast, overlap its t
 
 def guarded(low, conds, what: str) -> None:
     """Emit the nest's test: each condition once (two operands of one array repeat theirs)."""
-    low.emit(f"if {' and '.join(dict.fromkeys(conds)) or 'True'}:  # {what} as one loop nest")
+    low.put(kir.If(0, " and ".join(dict.fromkeys(conds)) or "True", note=f"{what} as one loop nest"))
 
 
 def otherwise_rerun(low) -> None:
@@ -396,6 +397,8 @@ def otherwise_rerun(low) -> None:
     of a stencil kernel's compile (NPBench's vadv: a loop of 11 statements, 44 s against 23 s at load 3-4), for a
     branch only broadcasting through a slice of length 1, aliasing views, F-ordered operands or an index error
     take."""
-    low.emit("else:")
-    low.emit(f"    raise _Overflow({RERUN!r})")
+    low.put(kir.Else(0))
+    low.indent += 1
+    low.emit(f"raise _Overflow({RERUN!r})")
+    low.indent -= 1
     low.checked = True

@@ -19,24 +19,21 @@ import itertools
 
 from phylanx_py.source import parse
 
-MARKS = ("# unchecked version", "# nonneg version")  # how versions.py ends the line of a two-version test
-
 
 class _Unsupported(Exception):
     """A statement this liveness does not model: the source stays as it is."""
 
 
-def outline(source: str) -> str:
-    """``source`` (one ``kernel`` function) with its outermost fast versions outlined, or unchanged."""
+def outline(source: str, versions) -> str:
+    """``source`` (one ``kernel`` function) with its outermost fast versions outlined, or unchanged. ``versions``:
+    the lines of the tests of two versions (the kernel IR's: kir.Printed.versions)."""
     try:
-        return _outline(source)
+        return _outline(source, set(versions))
     except RecursionError:  # a source nested past what ast walks: as it is (moving is only for speed)
         return source
 
 
-def _outline(source: str) -> str:
-    marked = {i + 1 for i, line in enumerate(source.split("\n"))  # the lines ast counts (not splitlines')
-              if line.rstrip().endswith(MARKS)}
+def _outline(source: str, marked: set) -> str:
     if not marked:
         return source
     module = parse(source)

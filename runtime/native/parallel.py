@@ -1,6 +1,7 @@
 """Loops of a generated kernel whose iterations may run on several threads, and the kernel's parallel variant.
 
-The analysis reads the kernel's source (what Numba compiles, with every check the lowerer put in), not the IR:
+The analysis reads the kernel's source (what Numba compiles, with every check the lowerer put in), and asks its
+kernel IR (kir.py) what each helper call does (whether it may raise, and why, in the user's terms):
 a ``for v in range(...)`` loop (step 1, a start that cannot be negative) becomes ``numba.prange`` when its
 iterations are independent and none can raise, so the parallel loop leaves every array and name as the
 sequential one does, bit for bit:
@@ -22,27 +23,15 @@ other array-expression passes are off: they would reorder sums)."""
 from __future__ import annotations
 
 import ast
-import functools
 
 from phylanx_py.source import parse
 
-from .facts import calls
-from .helpers import helper_calls, raising
 from .liveness import live_after, scan, stored_names
 
 # Numba parallel options: only the loops marked prange run in parallel; array expressions stay as written
 PARALLEL_OPTIONS = {"prange": True, "comprehension": False, "reduction": False, "inplace_binop": False,
                     "setitem": False, "numpy": False, "stencil": False, "fusion": False}
 _READ_ATTRS = frozenset({"shape", "size", "ndim"})
-# what the lowerer's raising helpers are, in the user's terms
-_CALLS = {"_ix": "an index not proven in bounds", "_ck_": "Python-int arithmetic checked for overflow",
-          "_py_": "Python's division or conversion", "_amb_": "a division by a Python or NumPy scalar"}
-
-
-@functools.cache
-def pure_helpers() -> frozenset:
-    """The helpers (runtime/native/helpers.py) that cannot raise: no ``raise`` in them or in what they call."""
-    return frozenset(helper_calls()) - raising()
 
 
 class Variant:
@@ -54,17 +43,19 @@ class Variant:
         self.source, self.loops, self.written = source, loops, written
 
 
-def variant(source: str, sig=None):
-    """(Variant, None) for a kernel source with a loop that may run in parallel, else (None, why not). ``sig``:
-    the Numba types of the kernel's parameters (arrays and numbers are told apart by them)."""
-    module = parse(source)
+def variant(printed, sig=None):
+    """(Variant, None) for a kernel (kir.Printed: its source and IR) with a loop that may run in parallel, else
+    (None, why not). ``sig``: the Numba types of the kernel's parameters (arrays and numbers are told apart by
+    them)."""
+    module = parse(printed.source)
     fn = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "kernel")
-    deco = fn.decorator_list[0]
-    if not any(k.arg == "boundscheck" and isinstance(k.value, ast.Constant) and k.value.value is False
-               for k in deco.keywords):
+    if printed.boundscheck:
         return None, "Numba checks its accesses"
+    deco = fn.decorator_list[0]
     order = [a.arg for a in fn.args.args]
-    finder = _Finder(fn, dict(zip(order, sig or ())))
+    # what the kernel's calls are (kir.Call, by the function's name): a helper's facts, a declared form's, a cast's
+    tags = {c.name: c for node in printed.nodes.values() for c in node.calls}
+    finder = _Finder(fn, dict(zip(order, sig or ())), tags)
     finder.block(fn.body, [])
     if not finder.found:
         return None, finder.why or "no loop over range"
@@ -83,8 +74,8 @@ class _Finder:
     """Finds the outermost loops that qualify (``found``: (loop, arrays it stores into)); ``why``: the reason the
     first loop over range did not."""
 
-    def __init__(self, fn, types):
-        self.fn, self.types = fn, types
+    def __init__(self, fn, types, tags):
+        self.fn, self.types, self.tags = fn, types, tags
         self.found, self.why = [], None
         self.assigned = _assignments(fn)
         self._numbers: dict = {}
@@ -131,7 +122,7 @@ class _Finder:
             return "a step other than 1"
         if len(it.args) >= 2 and not self.nonneg(it.args[0]):
             return "a start that may be negative (a negative index reaches the end of an array)"
-        why = _leaves_or_raises(loop.body, self.complex)
+        why = _leaves_or_raises(loop.body, self.tags, self.complex)
         if why:
             return why
         v = target.id
@@ -222,7 +213,7 @@ class _Finder:
             return self.scalar(e.args[0], depth + 1)  # a loop nest's bounds as indices (np.uint64(start))
         if isinstance(e, ast.IfExp):
             return all(self.scalar(x, depth + 1) for x in (e.test, e.body, e.orelse))
-        if isinstance(e, ast.Call) and not e.keywords and _pure_call(e.func):
+        if isinstance(e, ast.Call) and not e.keywords and _pure_call(e.func, self.tags):
             if isinstance(e.func, ast.Name) and e.func.id == "len":
                 return len(e.args) == 1 and isinstance(e.args[0], ast.Name) and e.args[0].id in self.arrays
             return all(self.scalar(a, depth + 1) for a in e.args)
@@ -297,7 +288,7 @@ _NUMBER_TYPES = frozenset({"Integer", "Float", "Boolean", "Complex", "IntegerLit
 
 def _allocated_ndim(value, finder):
     """The number of dimensions of ``np.zeros(shape, ...)`` (and ones, empty, full), or None."""
-    if not _is_allocation(value) or not value.args:
+    if not _is_allocation(value, finder.tags) or not value.args:
         return None
     shape = value.args[0]
     if isinstance(shape, ast.Tuple):
@@ -311,14 +302,18 @@ def _shape_item(sub):
         isinstance(sub.slice, ast.Constant) and type(sub.slice.value) is int
 
 
-def _pure_call(f) -> bool:
-    """A call of a helper that cannot raise, or of a function whose declarations say it never raises on numbers
-    (``Lowering.raises``: np.exp, min ...; a domain error gives nan/inf under error_model='numpy')."""
-    if isinstance(f, ast.Name) and f.id in pure_helpers():
-        return True
-    facts = calls().get(ast.unparse(f)) if isinstance(f, ast.Name) or (
+def _pure_call(f, tags) -> bool:
+    """A call the kernel IR tags as one that cannot raise (``tags``: kir.Call by name): a helper with no ``raise``
+    in it or what it calls, a function whose declarations say it never raises on numbers (``Lowering.raises``:
+    np.exp, min ...; a domain error gives nan/inf under error_model='numpy'), a cast. Untagged calls (methods) may."""
+    tag = tags.get(_name(f))
+    return tag is not None and not tag.raises
+
+
+def _name(f):
+    """The called function's name (``np.exp``, ``_ix``), or None for another callee (a method of a value)."""
+    return ast.unparse(f) if isinstance(f, ast.Name) or (
         isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)) else None
-    return facts is not None and not facts.raises
 
 
 def _assignments(fn):
@@ -356,13 +351,12 @@ def _is_range(it):
             not it.keywords and 1 <= len(it.args) <= 3)
 
 
-def _is_allocation(value):
-    facts = calls().get(ast.unparse(value.func)) if isinstance(value, ast.Call) and \
-        isinstance(value.func, ast.Attribute) and isinstance(value.func.value, ast.Name) else None
-    return facts is not None and facts.allocates
+def _is_allocation(value, tags):
+    tag = tags.get(_name(value.func)) if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) else None
+    return tag is not None and tag.allocates
 
 
-def _leaves_or_raises(body, complex_values=False):
+def _leaves_or_raises(body, tags, complex_values=False):
     """Why the loop body may raise or leave the loop, or None. Operators on numbers raise in two cases under
     error_model='numpy': a power with an integer exponent of -2**63 (OverflowError), and complex division by zero
     (``complex_values``: the kernel may hold complex numbers)."""
@@ -381,9 +375,9 @@ def _leaves_or_raises(body, complex_values=False):
             return f"a {type(node).__name__.lower()} out of the loop"
         if isinstance(node, ast.Call):
             f = node.func
-            if not _pure_call(f):
+            if not _pure_call(f, tags):
                 name = ast.unparse(f)
-                return f"a call that may raise ({_CALLS.get(name[:4], name)})"
+                return f"a call that may raise ({tags[name].why if name in tags else name})"
             if isinstance(f, ast.Name) and f.id == "range" and len(node.args) == 3 and not _constant(node.args[2]):
                 return "a range whose step may be 0"
         for child in ast.iter_child_nodes(node):

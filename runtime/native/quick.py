@@ -5,7 +5,6 @@ kernel, where the general path (``call``) costs about 3 us. A call the check doe
 another runtime, a profile being recorded, the mode changed) takes the general path."""
 from __future__ import annotations
 
-import re
 import threading
 
 import numpy as np
@@ -23,13 +22,15 @@ _LAYOUT_FLAGS = 0x0001 | 0x0002 | 0x0100 | 0x0400  # C_CONTIGUOUS, F_CONTIGUOUS,
 def guard(args, small):
     """(source of a test that ``a0, a1, ...`` have the kinds of ``args``, the names it uses, whether passing it
     fixes the Numba types of the arguments), or (None, None, False) for arguments the test does not cover
-    (tuples): the key of ``_entry`` is what decides then."""
+    (tuples): the key of ``_entry`` is what decides then. The names are ``_d<i>``/``_t<i>``; the source writes
+    them ``_d<i>_{j}`` (a ``str.format`` field: ``make_quick`` gives each signature's names their entry's
+    number)."""
     tests, values, exact = [], {}, True
     for i, (a, is_small) in enumerate(zip(args, small)):
         t, v = type(a), f"a{i}"
         if t is np.ndarray:
             values[f"_d{i}"] = a.dtype
-            tests.append(f"type({v}) is _ndarray and {v}.dtype is _d{i} and {v}.ndim == {a.ndim} and "
+            tests.append(f"type({v}) is _ndarray and {v}.dtype is _d{i}_{{j}} and {v}.ndim == {a.ndim} and "
                          f"{v}.flags.num & {_LAYOUT_FLAGS} == {a.flags.num & _LAYOUT_FLAGS}")
         elif t is int:
             s = T.SMALL
@@ -37,7 +38,7 @@ def guard(args, small):
                          f"type({v}) is int and not -{s} < {v} < {s} and {K.INT64[0]} <= {v} < {K.INT64[1]}")
         elif t in (float, bool) or isinstance(a, np.generic):
             values[f"_t{i}"] = t
-            tests.append(f"type({v}) is _t{i}")
+            tests.append(f"type({v}) is _t{i}_{{j}}")
             exact = exact and (t in (float, bool) or issubclass(t, (np.number, np.bool_)))  # not datetime64's unit
         else:
             return None, None, False
@@ -84,7 +85,7 @@ def make_quick(whole, entries):
         ns[f"_e{j}"], ns[f"_c{j}"] = e, e.convert
         seq = e.entry_point if e.exact else e.kernel
         ns[f"_k{j}"] = seq if e.parallel is None else e.parallel.runner(seq)
-        guard = re.sub(r"\b(_[dt]\d+)\b", rf"\1_{j}", e.guard)
+        guard = e.guard.format(j=j)
         lines.append(f"    if {guard}:")
         # copies to put back only when the kernel may stop on an overflow (``checked``): ``writes`` also serves
         # the plain runs, and a copy of every array it writes per call cost NPBench's trisolv 3 ms (32 MB of L)

@@ -19,6 +19,7 @@ from phylanx_py.primitives import lookup
 from phylanx_py import ir
 
 from . import kinds as K
+from . import kir
 
 # the primitives this module lowers, with the reduction each one is
 REDUCTIONS = {"sum": "sum", "mean": "mean", "max": "max", "amax": "max", "min": "min", "amin": "min",
@@ -70,7 +71,7 @@ class ReduceRules:
         if not kw and a.ndim == 1 and op == "sum" and a.dtype in (np.float64, np.float32, np.int64):
             # ``x.sum()`` of a 1-D array: np.sum's exact rule, np.sum's own form (the method's is Numba's sum one
             # by one, whose last bits differ past 8 elements)
-            return lookup("sum").lowering.source([src]), a.dtype.type(3), tainted
+            return self.form_of(lookup("sum").lowering, [src]), a.dtype.type(3), tainted
         if kw.get("keepdims", False) not in (True, False) or kw.get("axis") is ...:
             self.fail(f"{label} with an axis or keepdims that is not a constant", n)
         prim = lookup(n.prim)
@@ -95,8 +96,8 @@ class ReduceRules:
         # after: no transpose, whose Numba typing cost 5 s of compile on a 5-d array); else moved last (a copy)
         mid = axes == list(range(axes[0], axes[-1] + 1)) and axes[-1] != d - 1 and op not in ("argmin", "argmax")
         rows = not mid
-        arr = t if mid or kept == list(range(len(kept))) else f"np.transpose({t}, {tuple(kept + axes)})"
-        arr = f"np.ascontiguousarray({arr})"
+        arr = t if mid or kept == list(range(len(kept))) else self.call_of("np.transpose", t, str(tuple(kept + axes)))
+        arr = self.call_of("np.ascontiguousarray", arr)
         out = k.dtype if type(k) is np.ndarray else np.asarray(k).dtype
         acc = np.dtype(np.float64) if op == "mean" and a.dtype.kind in "biu" else (
             a.dtype if op in ("max", "min", "argmin", "argmax") else out)
@@ -105,21 +106,23 @@ class ReduceRules:
         two = f"{arr}.reshape(({size(kept)}, {size(axes)}))" if rows else \
             f"{arr}.reshape(({size(range(axes[0]))}, {size(axes)}, {size(range(axes[-1] + 1, d))}))"
         if op in ("max", "min"):
-            core = f"_pxr_ext_{'rows' if rows else 'mid'}({two}, {op == 'max'})"
+            core = self.helper(f"_pxr_ext_{'rows' if rows else 'mid'}", two, str(op == "max"))
         elif op in ("argmin", "argmax"):  # the first index of the extreme in the reduced axis (moved last: rows)
-            core = f"_pxr_arg_rows({two}, {op == 'argmax'})"
+            core = self.helper("_pxr_arg_rows", two, str(op == "argmax"))
         else:
             helper = "_pxr_sum_mid" if not rows else "_pxr_sum_rows" if acc.kind == "f" else "_pxr_isum_rows"
-            core = f"{helper}({two}, np.{'bool_' if acc == np.bool_ else acc.name}(0))"
+            core = self.helper(helper, two, self.call_of(f"np.{'bool_' if acc == np.bool_ else acc.name}", "0"))
         if type(k) is np.ndarray:
             shape = [f"{t}.shape[{i}]" if i in kept else "1" for i in range(d) if i in kept or kw.get("keepdims")]
             core = f"{core}.reshape(({''.join(s + ', ' for s in shape)}))"
         else:
             core = f"{core}[0]"
+            self.pending.append(kir.Access(core, "item"))
         if op == "mean":
             count = size(axes)
             if out == np.float32:  # NumPy divides a float32 sum by the count in float64, then casts back
-                core = f"np.float32(np.float64({core}) / ({count}))" if type(k) is not np.ndarray else \
+                core = self.call_of("np.float32", f"{self.call_of('np.float64', core)} / ({count})") \
+                    if type(k) is not np.ndarray else \
                     f"(({core}).astype(np.float64) / ({count})).astype(np.float32)"
             else:
                 core = f"({core} / ({count}))"

@@ -30,7 +30,7 @@ import numpy as np
 
 from phylanx_py import ir
 
-from . import contract
+from . import contract, kir
 from . import kinds as K
 from .nests import (
     IDX,
@@ -73,13 +73,13 @@ def scalarized(low, n) -> bool:
     if not (isinstance(t, (ir.StoreItem, ir.StoreName)) and isinstance(n.value, (ir.Fused, ir.Call))) or \
             low.conditional:
         return False
-    saved, lines, indent = low._state(), list(low.lines), low.indent
+    saved, lines, indent, pending = low._state(), list(low.lines), low.indent, list(low.pending)
     try:
         (contract.emit if contract.takes(n.value) else _emit)(low, n)
         return True
     except (No, K.Decline):
         low._restore(saved)
-        low.lines[:], low.indent = lines, indent
+        low.lines[:], low.indent, low.pending[:] = lines, indent, pending
         return False
 
 
@@ -157,7 +157,7 @@ def _emit(low, n):
                 conds.append(f"{length} == {target_lengths[d]}")
         elements[id(placeholder)] = element_read(array, index, loops)
         if name is None and nest.rank > 1:  # a new array: C-ordered as NumPy would make it
-            order = c_order_test(array, comps_, lengths)
+            order = c_order_test(low, array, comps_, lengths)
             if order is not None:
                 conds.append(order)
     if any(length is None for length in target_lengths):
@@ -165,10 +165,10 @@ def _emit(low, n):
     if name is None:
         fresh = new()
         target_index = [("slice", zero) for zero in ["__pxz_zero"] * nest.rank]
-        low.emit("__pxz_zero = np.uint64(0)")
+        low.emit(f"__pxz_zero = {low.call_of('np.uint64', '0')}")
         low.env["__pxz_zero"] = IDX
     for other in sorted({a for a, _, _ in nest.reads if name is not None and a != name}):
-        conds.append(f"_apart({name}, {other})")  # helpers.py: their memory extents do not meet
+        conds.append(low.helper("_apart", name, other))  # helpers.py: their memory extents do not meet
     hoist(low, nest)
     loop_indices(low, loops)
     expr = replace(expr, elements)
@@ -177,11 +177,9 @@ def _emit(low, n):
     low.unchecked = low.unchecked | {id(e) for e in elements.values()} | {id(store)}
     guarded(low, conds, "an element-wise statement")
     low.indent += 1
-    allocation = len(low.lines)
-    if fresh is not None:
-        low.emit("")  # the allocation, once the element's dtype is known
+    allocation = low.emit("") if fresh is not None else None  # the allocation, once the element's dtype is known
     for v, length in zip(loops, target_lengths):
-        low.emit(f"for {v} in range({length}):")
+        low.put(kir.For(0, v, f"range({length})", kir.declared("range")))
         low.indent += 1
     try:
         src, k, tainted = low.expr(element_forms(low, expr))
@@ -189,7 +187,8 @@ def _emit(low, n):
             raise No
         dtype = np.dtype(type(k))
         if fresh is not None:
-            low.lines[allocation] = "    " * (low.indent - nest.rank) + \
+            allocation.tags += kir.declared("np.empty")
+            allocation.text = \
                 f"{fresh} = np.empty(({''.join(x + ', ' for x in target_lengths)}), np.{dtype.name})"
             low.env[fresh] = K.array(dtype, nest.rank)
         elif dtype != tk.dtype and not (dtype.kind == tk.dtype.kind == "f"):

@@ -75,11 +75,13 @@ class Entry:
     """One signature of a loop: its source, kernel, state and the reason it was declined."""
 
     __slots__ = ("kinds", "source", "checked", "kernel", "overflow", "declined", "compiling", "compile_seconds",
-                 "interpreted", "native_runs", "writes", "flags", "convert", "parallel", "serial_why", "refused")
+                 "interpreted", "native_runs", "writes", "flags", "convert", "parallel", "serial_why", "refused",
+                 "printed")
 
     def __init__(self, kinds):
         self.kinds = kinds
         self.source = self.kernel = self.overflow = self.declined = None
+        self.printed = None  # the kernel IR's printing (kir.Printed): the source, the node of each line, helpers
         self.refused = None  # the kernel cache's refusal met by a compile in the background, for the next call
         self.checked = self.compiling = False
         self.compile_seconds = self.interpreted = 0.0
@@ -164,8 +166,9 @@ class Signatures:
         ready = False
         try:
             sig = self._signature(entry, args)
-            warm_elsewhere("load_sequential", entry.source, sig)
-            module = load_sequential(entry.source)
+            text = sequential_module(entry.printed)
+            warm_elsewhere("load_kernel", text, sig)
+            module = load_kernel(text)
             compiled = compile_quietly(module.kernel, sig)
             entry.overflow = module._Overflow
             self._install(entry, module, compiled)
@@ -258,25 +261,23 @@ def parallel_variant(entry, sig, force, decided=None):
     once a call proves long enough, at once when ``force``), when a loop of it may run in parallel (parallel.py),
     or the reason it has none."""
     try:
-        v, why = variant(entry.source, sig)
+        v, why = variant(entry.printed, sig)
     except Exception as e:  # noqa: BLE001 - a source the analysis cannot read stays sequential, and says why
         v, why = None, f"not analysed ({type(e).__name__}: {e})"
     if v is not None and threads() < 2:
         v, why = None, "one thread"
     entry.serial_why = why
     if v is not None:
-        entry.parallel = Choice(v, sig, load_kernel_source, force, decided, lambda: _compiling["threads"] > 0,
-                                in_background, lambda source: warm_elsewhere("load_kernel_source", source, sig))
+        prelude = helpers_for(entry.printed.helpers) + "\n\n"
+        entry.parallel = Choice(v, sig, lambda source: load_kernel(prelude + source), force, decided,
+                                lambda: _compiling["threads"] > 0, in_background,
+                                lambda source: warm_elsewhere("load_kernel", prelude + source, sig))
 
 
-def load_kernel_source(source):
-    return load_kernel(helpers_for(source) + "\n\n" + source)
-
-
-def load_sequential(source):
-    """A sequential kernel's module: its fast loop versions outlined (outline.py); parallel variants load as
-    generated (``load_kernel_source``)."""
-    return load_kernel_source(outline(source))
+def sequential_module(printed) -> str:
+    """A sequential kernel's module text: the helpers the kernel IR calls, and the kernel with its fast loop
+    versions outlined (outline.py); parallel variants are printed as generated."""
+    return helpers_for(printed.helpers) + "\n\n" + outline(printed.source, printed.versions())
 
 
 def threads_note(entry) -> str:

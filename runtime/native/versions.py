@@ -1,11 +1,13 @@
 """Loop nests lowered in two versions under a test of values at their start (a mixin of lower.Lowerer): with the
 accesses proven in bounds unchecked (bounds.py), and knowing which Python ints stay non-negative (signs.py); the
-first runs when the test holds, the other as the loop is. outline.py finds the versions by the test's mark."""
+first runs when the test holds, the other as the loop is: the test is a kir.If marked with its version
+(outline.py moves the first)."""
 from __future__ import annotations
 
 import re
 
 from . import kinds as K
+from . import kir
 from .bounds import Prover
 from .signs import inductive, untested_counters
 
@@ -27,7 +29,8 @@ class Versions:
         prover = Prover(n, self.env, self.bounds)
         if not prover.proven:
             return lower_loop(n)
-        self.two_versions(n, lower_loop, prover.conditions, "unchecked", frozenset(prover.proven), prover.setup)
+        self.two_versions(n, lower_loop, prover.conditions, "unchecked", frozenset(prover.proven), prover.setup,
+                          prover.condition_calls)
 
     def sign_versioned(self, n, lower_loop):
         """The loop lowered knowing which Python ints stay non-negative through it (signs.py), under a test of
@@ -38,10 +41,11 @@ class Versions:
             return lower_loop(n)
         self.two_versions(n, lower_loop, [f"{name} >= 0" for name in sorted(names)], "nonneg", self.nonneg | names)
 
-    def two_versions(self, n, lower_loop, conds, attr, assumed, setup=()):
+    def two_versions(self, n, lower_loop, conds, attr, assumed, setup=(), calls=()):
         """The loop lowered with ``self.<attr>`` set to ``assumed`` (what holds when ``conds``, tests of values at
         its start, hold) and as it is, the first run when they hold; once when no test is needed (it is lowered
-        with the assumption) or when the assumption changes nothing."""
+        with the assumption) or when the assumption changes nothing. ``setup``: (statement, its helper calls) before
+        the test; ``calls``: the helper calls of ``conds``."""
         before, lines, indent, known = self._state(), self.lines, self.indent, getattr(self, attr)
         self.lines, self.indent = [], indent + 1
         setattr(self, attr, assumed)
@@ -50,7 +54,7 @@ class Versions:
         fast, after, after_key = self.lines, self._state(), self._state_key()
         self.lines, self.indent = lines, indent
         if not conds:
-            self.lines += [line[4:] for line in fast]
+            self.lines += kir.shifted(fast, -1)
             return
         self._restore(before)
         self.lines, self.indent = [], indent + 1
@@ -59,15 +63,17 @@ class Versions:
         self.lines, self.indent = lines, indent
         if self._state_key() != after_key:  # both versions are one loop: they must leave the same kinds
             self.fail(f"a loop whose two versions ({attr} or not) disagree on kinds", n)
-        if fast == plain or _renumbered(fast) == _renumbered(plain):  # (the same code but for temporaries' numbers:
-            # loop nests of array statements carry their own tests, and a copy more costs Numba seconds to compile)
-            self.lines += [line[4:] for line in plain]
+        fast_text, plain_text = kir.block_lines(fast), kir.block_lines(plain)
+        if fast_text == plain_text or _renumbered(fast_text) == _renumbered(plain_text):  # (the same code but
+            # for temporaries' numbers: loop nests of array statements carry their own tests, and a copy more costs
+            # Numba seconds to compile)
+            self.lines += kir.shifted(plain, -1)
             return
-        for line in setup:  # what the tests read (an index array's least and greatest element)
-            self.emit(line)
-        self.emit(f"if {' and '.join(conds)}:  # {attr} version")  # the mark outline.py looks for
+        for line, tags in setup:  # what the tests read (an index array's least and greatest element)
+            self.put(kir.Stmt(0, line, tags))
+        self.put(kir.If(0, " and ".join(conds), calls, version=attr))  # outline.py moves its body
         self.lines += fast
-        self.emit("else:")
+        self.put(kir.Else(0))
         self.lines += plain
         self._restore(after)
 

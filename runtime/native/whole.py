@@ -221,7 +221,7 @@ class WholeFunction(T.Signatures):
             names = frozenset(n for n, is_small in zip(self.params, small) if is_small)
             entry.source, low = settle(FunctionLowerer, self.body, self.params, dict(zip(self.params, ks)), [],
                                        names, ret=self.ret, functions=self.functions)
-            entry.checked, entry.stages, viewed = low.checked, low.stages, low.viewed
+            entry.checked, entry.stages, viewed, entry.printed = low.checked, low.stages, low.viewed, low.printed
             entry.convert = _converter(low.ret_kind)
         except Decline as e:
             entry.declined = str(e)

@@ -12,8 +12,8 @@ from phylanx_py.primitives import MUTATES, lookup
 
 from phylanx_py import ir
 
-from . import helpers
 from . import kinds as K
+from . import kir
 from .calls import SHAPE
 from .expressions import as_expression
 from .facts import allocating, rule
@@ -59,7 +59,7 @@ class FunctionLowerer(Lowerer):
     def source(self, params):
         self.assigned = collections.Counter(s.name for s in ir.walk(self.loop)
                                             if isinstance(s, (ir.StoreName, ir.SetVar)))
-        self.lines += ["    " + f for f in self.flags_start]
+        self.lines += [kir.Stmt(1, f) for f in self.flags_start]
         stages, mutated = [], False  # (node, first line, is a loop) of each stage that may raise
         # arrays the function makes itself (y = np.zeros(n), bound once): changing them changes nothing the
         # caller sees, so a later statement that raises may still rerun the call interpreted
@@ -82,7 +82,8 @@ class FunctionLowerer(Lowerer):
             # a loop changing only scalars and arrays made here (crc16's) changes nothing the caller sees
             mutated = mutated or _mutates(s, fresh, self.named - self.not_scalars, self.functions)
         src, k, _ = self.expr(self.ret)
-        if _may_raise([src]):
+        ret = kir.Stmt(1, src, self.pending)  # (what the return statement reads: not a statement of the body)
+        if _may_raise([ret]):
             if mutated:
                 self.fail("a return value that may raise after a loop changed values", self.ret)
             stages.append((self.ret, len(self.lines), False))
@@ -92,13 +93,12 @@ class FunctionLowerer(Lowerer):
         self.stages = [(node, is_loop) for node, _, is_loop in stages]
         if len(stages) > 1:  # which one raised: the kernel writes the stage's number before it runs
             for i, (_, start, _) in reversed(list(enumerate(stages))):
-                self.lines.insert(start, f"    __pxs[0] = {i}")
+                self.lines.insert(start, kir.Stmt(1, f"__pxs[0] = {i}"))
             params = ["__pxs"] + list(params)
-        body = "\n".join(self.lines) or "    pass"
         # the value alone when no flag follows it (a tuple to box and unpack costs 0.1 us a call)
         outs = "(" + "".join(f"{x}, " for x in [src] + flags) + ")" if flags else src
-        return (f"{self.decorator()}\n"
-                f"def kernel({', '.join(params)}):\n{body}\n    return {outs}\n")
+        self.printed = kir.print_kernel(params, self.lines, outs, ret.tags, not self.manual)
+        return self.printed.source
 
 
 def _inlines_statements(stmt, functions) -> bool:
@@ -107,22 +107,22 @@ def _inlines_statements(stmt, functions) -> bool:
                as_expression(list(functions[x.func.name].body.stmts)) is None for x in ir.walk(stmt))
 
 
-def _may_raise(lines) -> bool:
-    """Whether generated lines may raise (indexing, division, checked arithmetic, allocations ...): conservative."""
+def _may_raise(nodes) -> bool:
+    """Whether statements (kir nodes) may raise: a helper call tagged so (kir.Call), an access of an array or an
+    item (kir.Access: checked and proven alike, conservatively), or in their text division, powers, shifts,
+    ``math.`` functions, calls of the functions the declarations say allocate (``np.zeros(``). (Not yet the
+    declared forms' own ``raises``: most default to True, and taking it would end a kernel's stage at more
+    statements than the text rule did.)"""
+    if kir.raising_helpers(nodes) or any(n.accesses for n in nodes):
+        return True
     raising = _raising(allocating())
-    return any(raising.search(re.sub(r"\.shape\[\d+\]", "", line)) for line in lines)
+    return any(raising.search(n.line()) for n in nodes)
 
 
 @functools.cache
 def _raising(allocations):
-    """What may raise in the source: indexing, the helpers that may raise (helpers.raising(), read from their code:
-    a fixed list of prefixes missed the masks' and reductions' helpers, whose errors then named the loop before
-    them), division and powers, shifts, ``math.`` functions, and calls of the functions the declarations say
-    allocate (``np.zeros(``)."""
     alloc = "|".join(re.escape(a) + r"\(" for a in allocations)
-    named = "|".join(re.escape(h) + r"\(" for h in sorted(helpers.raising()))
-    return re.compile(r"\[|_ck_|_py_|_amb_|/|%|\*\*|<<|>>|math\." + (f"|{alloc}" if alloc else "") +
-                      (f"|{named}" if named else ""))
+    return re.compile(r"/|%|\*\*|<<|>>|math\." + (f"|{alloc}" if alloc else ""))
 
 
 def _mutates(stmt, fresh, scalars=frozenset(), functions=None) -> bool:

@@ -1,0 +1,211 @@
+"""The native tier's kernel IR: what the lowerer (lower.py and its mixins) builds for one kernel, and the one printer
+that makes Numba source of it, last.
+
+A kernel is a list of statements, each at its depth in the kernel's blocks (the block a ``for``/``while``/``if``/
+``else`` opens holds the deeper statements after it, up to the next one at its depth or shallower: the order the
+lowerer builds them in, so a loop's versions and a nest's placeholders are replaced in place). A statement's leaf
+expressions are still source text; what the passes after lowering ask of a kernel is carried on the nodes instead of
+being read back from that text:
+- ``calls`` (Call): each call the statement's text makes, tagged with whether it may raise and whether it allocates:
+  a helper's (helpers.py) from its code, with what it is in the user's terms (``why``); a declared primitive's form
+  (``np.exp``, ``range``) and a cast the lowerer writes (``np.float32``) from the declarations (facts.calls()):
+  which helpers a kernel's module needs (``helpers``), whether a loop body may raise or allocates (parallel.py),
+  whether a whole function's statement may raise through a helper (whole_lower.py);
+- ``accesses`` (Access): each array access and how it stays in bounds (checked, proven, by Numba, a view), which
+  whole_lower.py counts as may-raise;
+- ``version``: the test of a loop's two versions (versions.py: "unchecked" or "nonneg"), which outline.py moves.
+``Printed`` maps each line of the printed source back to its node, for the passes that parse the source (parallel.py,
+outline.py) and ask the IR what the text does not say, and says whether Numba checks the accesses (``boundscheck``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import helpers as H
+from .facts import calls
+
+# the user's terms for a helper call that may raise (parallel.py's reasons), by what the helper keeps
+_WHY = {"_ix": "an index not proven in bounds", "ck": "Python-int arithmetic checked for overflow",
+        "py": "Python's division or conversion", "amb": "a division by a Python or NumPy scalar"}
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A call in a kernel: of a helper (``why``: what it is in the user's terms), of a declared primitive's form
+    (``np.exp``, ``range``) or of a cast the lowerer writes (``np.float32``, ``max``); whether it may raise and
+    whether it allocates an array, as the helper's code or the declarations (facts.calls()) say."""
+    name: str
+    raises: bool
+    why: str
+    allocates: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """An access of an array's elements (``array``: its source): how it is kept in bounds: "checked" (each integer
+    index through ``_ix``), "proven" (bounds.py proved it under the loop's or nest's test: as it is), "numba" (the
+    kernel runs with Numba's boundscheck), "view" (slices and new axes only: nothing to check), "item" (an item of
+    a tuple or of a 1-element result, by a constant index)."""
+    array: str
+    how: str
+
+
+def family(name: str) -> str:
+    """What a helper keeps, by its name's part after the first ``_``: "ck" (Python-int arithmetic checked for
+    overflow), "py" (Python's division by zero, conversions), "amb" (a division by a scalar that may be Python's or
+    NumPy's), "np", "px", "pxr" ... (NumPy's forms)."""
+    if name == "_ix" or not name.startswith("_"):
+        return name  # (not a helper's: a declared form's or a cast's)
+    return name.split("_")[1]
+
+
+def helper_call(name: str, *args: str) -> tuple[str, Call]:
+    """(source of a call of helper ``name`` on ``args``, its tag)."""
+    return f"{name}({', '.join(args)})", Call(name, name in H.raising(), _WHY.get(family(name), name))
+
+
+def is_helper(name) -> bool:
+    return name in H.helper_calls()
+
+
+def declared(name: str) -> tuple:
+    """The tag of a call of ``name`` (a declared form's function or a cast: facts.calls()), or none for a function
+    the declarations do not know (a method: ``x.reshape``), which the passes take as one that may raise."""
+    f = calls().get(name)
+    return () if f is None else (Call(name, f.raises, name, f.allocates),)
+
+
+class Node:
+    """One statement of a kernel at its ``depth`` (1: the kernel's body), with the tags of its text: the helper
+    calls (Call) and array accesses (Access) it makes."""
+    __slots__ = ("depth", "tags")
+    opens = False  # a statement that opens a block (its body: the deeper statements after it)
+
+    def __init__(self, depth: int, tags=()):
+        self.depth, self.tags = depth, tuple(tags)
+
+    @property
+    def calls(self) -> tuple:
+        return tuple(t for t in self.tags if type(t) is Call)
+
+    @property
+    def accesses(self) -> tuple:
+        return tuple(t for t in self.tags if type(t) is Access)
+
+    def line(self) -> str:
+        raise NotImplementedError
+
+
+class Stmt(Node):
+    """A simple statement (assignment, store, expression, ``break``, ``raise``) as its source text."""
+    __slots__ = ("text",)
+
+    def __init__(self, depth, text: str, tags=()):
+        super().__init__(depth, tags)
+        self.text = text
+
+    def line(self):
+        return self.text
+
+
+class For(Node):
+    __slots__ = ("target", "iter")
+    opens = True
+
+    def __init__(self, depth, target: str, iter: str, tags=()):
+        super().__init__(depth, tags)
+        self.target, self.iter = target, iter
+
+    def line(self):
+        return f"for {self.target} in {self.iter}:"
+
+
+class While(Node):
+    """``while True:`` (the lowerer tests a loop's condition inside it)."""
+    __slots__ = ()
+    opens = True
+
+    def line(self):
+        return "while True:"
+
+
+class If(Node):
+    """``if cond:``; ``version``: the test of a loop's two versions (the fast one is its body); ``note``: a comment
+    for the reader of the source (a loop nest's test)."""
+    __slots__ = ("cond", "version", "note")
+    opens = True
+
+    def __init__(self, depth, cond: str, tags=(), version=None, note=None):
+        super().__init__(depth, tags)
+        self.cond, self.version, self.note = cond, version, note
+
+    def line(self):
+        comment = f"{self.version} version" if self.version else self.note
+        return f"if {self.cond}:" + (f"  # {comment}" if comment else "")
+
+
+class Else(Node):
+    __slots__ = ()
+    opens = True
+
+    def line(self):
+        return "else:"
+
+
+def shifted(nodes, by: int) -> list:
+    """``nodes`` moved ``by`` levels deeper (negative: shallower), in place."""
+    for n in nodes:
+        n.depth += by
+    return nodes
+
+
+def helpers(nodes) -> frozenset:
+    """The helpers the statements call (a kernel module defines these and those they call)."""
+    return frozenset(c.name for n in nodes for c in n.calls if is_helper(c.name))
+
+
+def raising_helpers(nodes) -> list[Call]:
+    """The helper calls of the statements that may raise."""
+    return [c for n in nodes for c in n.calls if c.raises and is_helper(c.name)]
+
+
+@dataclass(frozen=True, slots=True)
+class Printed:
+    """A kernel's source, the node of each of its lines (1-based, as ``ast`` counts), the helpers it calls and
+    whether Numba checks its accesses (``boundscheck``; else the kernel checks those not proven, Access)."""
+    source: str
+    nodes: dict
+    helpers: frozenset
+    boundscheck: bool
+
+    def versions(self) -> frozenset:
+        """The lines of the tests of loops' two versions."""
+        return frozenset(i for i, n in self.nodes.items() if isinstance(n, If) and n.version)
+
+
+def block_lines(nodes, base: int = 0) -> list[str]:
+    """The source lines of ``nodes`` (``pass`` in a block that holds nothing), ``base`` levels shallower."""
+    out = []
+    for i, n in enumerate(nodes):
+        out.append("    " * (n.depth - base) + n.line())
+        if n.opens and (i + 1 == len(nodes) or nodes[i + 1].depth <= n.depth):
+            out.append("    " * (n.depth - base + 1) + "pass")
+    return out
+
+
+def print_kernel(params, nodes, ret: str, ret_tags=(), boundscheck=False) -> Printed:
+    """The Numba source of a kernel: its decorator (Numba checks the accesses when ``boundscheck``), ``def
+    kernel(params):``, its statements, ``return ret`` (``ret_tags``: the tags of ``ret``)."""
+    lines = [f"@numba.njit(cache=True, nogil=True, boundscheck={boundscheck}, error_model='numpy')",
+             f"def kernel({', '.join(params)}):"]
+    at = {}
+    for i, n in enumerate(nodes):
+        at[len(lines) + 1] = n
+        lines.append("    " * n.depth + n.line())
+        if n.opens and (i + 1 == len(nodes) or nodes[i + 1].depth <= n.depth):
+            lines.append("    " * (n.depth + 1) + "pass")
+    if not nodes:
+        lines.append("    pass")
+    lines.append(f"    return {ret}")
+    called = helpers(nodes) | {t.name for t in ret_tags if type(t) is Call and is_helper(t.name)}
+    return Printed("\n".join(lines) + "\n", at, called, boundscheck)

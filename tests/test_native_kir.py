@@ -1,0 +1,87 @@
+"""The native tier's kernel IR (runtime/native/kir.py): what the lowerer tags on a kernel's statements (helper calls
+with whether they may raise, array accesses with how they stay in bounds, the test of a loop's two versions) is
+what a kernel's module, its outlining and the printer are made from; the compiled function still gives the plain
+answer."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import prog_native_kir as P
+import pytest
+from phylanx_py.runtime.native import helpers, kir, tiering
+
+import phylanx_py as px
+
+
+@pytest.fixture
+def forced(monkeypatch):
+    monkeypatch.setenv("PHYLANX_NATIVE", "force")
+
+
+def _entry(fn, *args):
+    f = px.compile(fn)
+    assert f(*args) == fn(*args)
+    (entry,) = f._compile().whole.entries.values()
+    assert entry.declined is None and entry.printed.source == entry.source
+    return entry
+
+
+def _tags(entry, kind):
+    return [t for node in entry.printed.nodes.values() for t in node.tags if type(t) is kind]
+
+
+def test_a_kernel_module_defines_the_helpers_its_ir_calls_and_theirs(forced):
+    entry = _entry(P.floor_steps, np.zeros(5), 7)
+    tags = {c.name: c for c in _tags(entry, kir.Call)}
+    # a helper's facts are read from its code; range's from its declaration (primitives/python_ops.py)
+    assert tags["_py_floordiv"] == kir.Call("_py_floordiv", True, "Python's division or conversion")
+    assert tags["range"] == kir.Call("range", False, "range")
+    calls = {name for name in tags if kir.is_helper(name)}
+    assert entry.printed.helpers == frozenset(calls) == {"_ck_add", "_py_floordiv"}  # (s + ...: s is a Python int)
+    want, todo = set(), set(calls)
+    while todo:
+        name = todo.pop()
+        want.add(name)
+        todo |= helpers.helper_calls()[name] - want
+    module = tiering.sequential_module(entry.printed)
+    assert set(re.findall(r"^def (\w+)", module, re.M)) - {"kernel"} == want
+
+
+def test_accesses_are_tagged_proven_or_checked_and_the_fast_version_is_outlined(forced):
+    entry = _entry(P.gather, np.arange(10.0), np.array([3, 1, 4, 1, 5, 9, 2, 6]))
+    hows = {(a.array, a.how) for a in _tags(entry, kir.Access)}
+    # idx[i] is proven by the loop's range in both versions; a[idx[i]] by idx's range in the fast one only
+    assert {("idx", "proven"), ("a", "proven"), ("a", "checked")} <= hows, hows
+    (line,) = entry.printed.versions()
+    node = entry.printed.nodes[line]
+    assert node.version == "unchecked" and entry.source.split("\n")[line - 1].endswith("# unchecked version")
+    assert "def __pxfast0(" in tiering.sequential_module(entry.printed)
+    with pytest.raises(px.ExecutionError) as e:  # the checked version keeps NumPy's error
+        px.compile(P.gather)(np.arange(10.0), np.array([3, 10]))
+    assert isinstance(e.value.__cause__, IndexError)
+
+
+def test_the_printer_writes_each_node_at_its_depth_and_maps_lines_back():
+    call = kir.helper_call("_ck_add", "s", "i")
+    nodes = [kir.Stmt(1, "s = 0"),
+             kir.For(1, "i", "range(n)"),
+             kir.If(2, "n >= 0", version="nonneg"),
+             kir.Stmt(3, f"s = {call[0]}", (call[1], kir.Access("a", "proven"))),
+             kir.Else(2)]
+    printed = kir.print_kernel(["n"], nodes, "(s, )")
+    assert printed.source == ("@numba.njit(cache=True, nogil=True, boundscheck=False, error_model='numpy')\n"
+                              "def kernel(n):\n"
+                              "    s = 0\n"
+                              "    for i in range(n):\n"
+                              "        if n >= 0:  # nonneg version\n"
+                              "            s = _ck_add(s, i)\n"
+                              "        else:\n"
+                              "            pass\n"
+                              "    return (s, )\n")
+    assert [printed.nodes[i] for i in (3, 4, 5, 6, 7)] == nodes and 8 not in printed.nodes
+    assert printed.versions() == {5} and printed.helpers == {"_ck_add"}
+    assert call[1] == kir.Call("_ck_add", True, "Python-int arithmetic checked for overflow")
+    ns = {}
+    exec(printed.source.split("\n", 1)[1].replace("_ck_add", "(lambda x, y: x + y)"), ns)  # noqa: S102
+    assert ns["kernel"](4) == (6,)
