@@ -62,3 +62,52 @@ def int_hash(x):
     for i in range(x.shape[0]):
         h = h * 1000003 + int(x[i])
     return h
+
+
+def sweep(u, v):
+    n = u.shape[0]
+    for i in range(1, n - 1):
+        v[i] = (u[i - 1] + u[i] + u[i + 1]) / 3.0
+    return v
+
+
+def norms_into(X, out):
+    for i in range(X.shape[0]):
+        s = 0.0
+        for j in range(X.shape[1]):
+            s += X[i, j] * X[i, j]
+        out[i] = np.sqrt(s)
+    return out
+
+
+def carried_in(x, out):
+    prev = 0.0
+    for i in range(x.shape[0]):
+        out[i] = x[i] - prev
+        prev = x[i]
+    return out
+
+
+def shifted_store(x, out):
+    for i in range(x.shape[0] - 1):
+        out[i + 1] = x[i] * 2.0
+    return out
+
+
+def wrapping_read(x, out):
+    for i in range(x.shape[0]):
+        out[i] = x[i] - x[i - 1]
+    return out
+
+
+def gathered(x, w, idx, out):
+    for i in range(x.shape[0]):
+        out[i] = x[i] * w[idx[i]]
+    return out
+
+
+def repeated_norms_into(X, out, reps):
+    for i in range(X.shape[0]):
+        for _ in range(reps):
+            out[i] = np.sqrt(X[i, 0] * X[i, 0] + X[i, 1] * X[i, 1])
+    return out

@@ -48,7 +48,8 @@ def test_a_row_loop_over_a_tiled_array(rt):
     np.testing.assert_array_equal(got, P.row_norms(X))  # the same operations in the same order
     text = _native_on_workers(f, 9)
     assert "not SPMD: single rows or integer-array rows of a tiled value (prog_cluster_loops.py:12)" in text, text
-    assert "1 runs; the latest: 1 task running the loop, 1 taking its results apart)" in text, text
+    assert "1 runs; the latest: 1 task running the loop, 1 taking its results apart; not per tile: it changes an " \
+        "array in place that is not tiled (line 13))" in text, text
     assert "(for NumPy inputs)" not in text.splitlines()[1], text  # (the native tier's own line has it)
 
 
@@ -63,7 +64,8 @@ def test_a_stencil_changes_its_tiled_arrays_in_place(rt):
     np.testing.assert_array_equal(np.asarray(ut), want)
     np.testing.assert_array_equal(np.asarray(vt), v)
     text = _native_on_workers(f, 19)
-    assert "the latest: 1 task running the loop, 9 taking its results apart)" in text, text  # 4 + 4 tiles
+    assert "the latest: 1 task running the loop, 9 taking its results apart; not per tile: 'v' is stored at a row " \
+        "that is not the iteration's own (line 21))" in text, text  # (the time loop's own)
 
 
 def test_a_scalar_result_and_a_replicated_input(rt):
@@ -147,3 +149,106 @@ def test_a_worker_killed_during_the_loop_task_is_survived():
             _native_on_workers(f, 54)
     finally:
         procs.stop()
+
+
+def test_a_stencil_sweep_runs_per_tile_with_its_halo(rt):
+    """One sweep of a 3-point stencil: each of the 4 tiles runs its rows in a task of its own, reading one row of
+    each neighbour; the tiles it changed are cut from the tasks' results where they ran."""
+    u = np.random.default_rng(5).random(1001)
+    ut, vt = px.tiled.from_array(u, tiles=(4,)), px.tiled.from_array(np.zeros(1001), tiles=(4,))
+    f = px.compile(P.sweep)
+    got = f(ut, vt)
+    assert got is vt and vt.tiles == (4,)
+    np.testing.assert_array_equal(np.asarray(vt), P.sweep(u, np.zeros(1001)))
+    np.testing.assert_array_equal(np.asarray(ut), u)  # only read
+    text = f.explain()
+    assert "loop at prog_cluster_loops.py:69 -> native on the workers, per tile (3 args: int, float64[:], " \
+        "float64[:]; 1 runs; the latest: 4 tasks running the loop on 4 tiles, each reading up to 1 rows below and 1 " \
+        "above its own (6 tasks cutting those rows from the neighbours), 4 taking the changed tiles apart)" in text, \
+        text
+
+
+@pytest.mark.parametrize("tiles", [1, 3])
+def test_a_row_loop_into_a_tiled_array_runs_per_tile(rt, tiles):
+    X = np.random.default_rng(6).standard_normal((3000, 3))
+    Xt, out = px.tiled.from_array(X, tiles=(tiles, 1)), px.tiled.from_array(np.ones(3000), tiles=(tiles,))
+    f = px.compile(P.norms_into)
+    assert f(Xt, out) is out
+    np.testing.assert_array_equal(np.asarray(out), P.norms_into(X, np.ones(3000)))
+    assert f"the latest: {tiles} tasks running the loop on {tiles} tiles, each reading up to 0 rows below and 0 above" \
+        in f.explain(), f.explain()
+
+
+@pytest.mark.parametrize("program, why", [
+    (P.carried_in, "not per tile: it assigns 'prev', which the function reads outside it (a value carried in or out)"),
+    (P.shifted_store, "not per tile: 'out' is stored into and read at other rows than the iteration's own"),
+    (P.wrapping_read, "not per tile: it reads rows outside the arrays (a negative index wraps around in Python)"),
+])
+def test_loops_that_are_not_tile_local_run_in_one_task(rt, program, why):
+    x = np.random.default_rng(7).random(200)
+    f = px.compile(program)
+    got = f(px.tiled.from_array(x, tiles=(4,)), px.tiled.from_array(np.zeros(200), tiles=(4,)))
+    np.testing.assert_array_equal(np.asarray(got), program(x, np.zeros(200)))
+    text = f.explain()
+    assert "-> native on the workers (" in text and why in text, text
+
+
+def test_a_tile_task_error_names_the_loop_line(rt):
+    idx = np.arange(400) % 7
+    idx[250] = 7  # in the third tile
+    f = px.compile(P.gathered)
+    with pytest.raises(px.ExecutionError) as err:
+        f(px.tiled.from_array(np.arange(400.0), tiles=(4,)), np.ones(7), idx,
+          px.tiled.from_array(np.zeros(400), tiles=(4,)))
+    assert str(err.value).startswith(f"{FILE}:104:5: in primitive 'loop tier': IndexError: index out of bounds"), \
+        str(err.value)
+    assert "per tile" in f.explain()
+
+
+def test_a_worker_killed_during_the_tile_tasks_is_survived():
+    procs = DaskProcesses(n_workers=2)
+    try:
+        with px.runtime.dask(procs.address) as rt, px.using(rt):
+            client = rt.executor.client
+            X = np.random.default_rng(8).standard_normal((100_000, 2))
+            f = px.compile(P.repeated_norms_into)
+            Xt = px.tiled.from_array(X, tiles=(2, 1))
+            out = px.tiled.from_array(np.zeros(100_000), tiles=(2,))
+            want = P.repeated_norms_into(X, np.zeros(100_000), 1)
+            np.testing.assert_array_equal(np.asarray(f(Xt, out, 1)), want)  # (compiled, cached)
+            pids = client.run(os.getpid)
+            killed = []
+
+            def kill_a_tile_worker():
+                end = time.monotonic() + 60
+                while time.monotonic() < end and not killed:
+                    for w, keys in client.processing().items():
+                        if any(str(k).startswith("native-tile@") for k in keys):
+                            time.sleep(0.3)
+                            procs.kill_worker(next(p for p in procs.alive_workers() if p.pid == pids[w]))
+                            killed.append(w)
+                            return
+                    time.sleep(0.02)
+
+            killer = threading.Thread(target=kill_a_tile_worker)
+            killer.start()
+            out2 = px.tiled.from_array(np.zeros(100_000), tiles=(2,))
+            f(Xt, out2, 3000)
+            killer.join()
+            assert killed, "no tile task was seen running"
+            np.testing.assert_array_equal(np.asarray(out2), want)
+            assert "per tile" in f.explain(), f.explain()
+    finally:
+        procs.stop()
+
+
+def test_one_tiled_array_under_two_names_that_the_loop_changes_stays_interpreted(rt):
+    """``sweep(u, u)`` reads rows the loop has just written (a Gauss-Seidel sweep): copies per name would not."""
+    u = np.random.default_rng(9).random(40)
+    ut = px.tiled.from_array(u.copy(), tiles=(4,))
+    f = px.compile(P.sweep)
+    f(ut, ut)
+    want = u.copy()
+    P.sweep(want, want)
+    np.testing.assert_array_equal(np.asarray(ut), want)
+    assert "-> not native on the workers: 'u' and 'v' share their data and the loop changes one" in f.explain()

@@ -12,8 +12,10 @@ kernel that raises is an ExecutionError at the loop's line (generated code's han
 survived by Dask's rerun of the task from lineage. Small results come back with the task's summary; a large new
 array stays on the worker as a future.
 
-Not per tile yet: the whole loop runs in one task, on one worker (the one Dask picks: it holds the most of the
-loop's data). ``PHYLANX_NATIVE=0`` turns it off with the native tier.
+A loop whose iterations are independent and touch only their own rows and a halo (per_tile.py) runs as one task
+per tile instead, on the worker holding the tile; any other runs in one task, on the worker Dask picks (the one
+holding most of the loop's data). What the tasks run is on_workers.py. ``PHYLANX_NATIVE=0`` turns the tier off with
+the native tier.
 """
 from __future__ import annotations
 
@@ -25,14 +27,16 @@ import numpy as np
 from phylanx_py import ir
 
 from .. import loop_tiers
-from ..alignment import aligned
 from ..tiled.array import TiledArray
 from ..tiled.grid import indices
+from ..tiled.views import root
 from . import kinds as K
-from .loop import NativeLoop, _restore
-from .tiering import current_mode, load_sequential
+from . import on_workers as W
+from . import per_tile
+from .loop import NativeLoop
+from .tiering import current_mode
 
-SMALL_BYTES = 1 << 20  # a new array result up to this size comes back with the summary; larger ones stay remote
+PER_TILE = True  # tile-local loops run one task per tile (per_tile.py); False: in one task (benchmarks compare)
 
 
 class RemoteLoop(NativeLoop):
@@ -57,6 +61,10 @@ class RemoteLoop(NativeLoop):
         self.tasks = 0
         self._meta: dict = {}  # future key -> (type, dtype, ndim): what a remote value is, asked once
         self.elements = _element_accessed(loop)
+        self.fn = fn
+        self._tile_loops: dict = {}  # tiled names -> (TileLoop, its NativeLoop) or why it cannot run per tile
+        self.tile_reason = None  # why the latest run was not per tile
+        self.per_tile = None  # (tiles, tasks, pick tasks, halo below, above, halo tasks) of the latest per-tile run
 
     def __call__(self, ev, args):
         remote = _remote_positions(args)
@@ -79,6 +87,8 @@ class RemoteLoop(NativeLoop):
         if ev.memo:  # values already fetched (perhaps changed here) are local now
             args = tuple(ev.memo.get(a, a) if i in remote and not _is_tiled(a) else a for i, a in enumerate(args))
             remote = _remote_positions(args)
+            if not remote:  # (the interpreted loop reads the fetched values, as before)
+                return None
         try:
             stand_ins = self._stand_ins(ev, client, args, remote)
         except _Decline as e:
@@ -90,7 +100,132 @@ class RemoteLoop(NativeLoop):
         self.last = entry
         if entry.declined:
             return None
+        shared = _shared(args, remote, entry.writes)
+        if shared is not None:  # each name gets a copy on the worker: a change through one would miss the other
+            self.reason = f"{self.params[shared[0]]!r} and {self.params[shared[1]]!r} share their data and the " \
+                          "loop changes one"
+            self.last = None
+            return None
+        if ev.pending:
+            ev.wait_all(raise_errors=False)  # (as the local tier: tasks still reading arrays the loop may change)
+        done = self._run_tiles(ev, client, args, remote)
+        if done is not None:
+            return done
         return self._run_remote(ev, client, entry, args, remote)
+
+    # ---- per tile ------------------------------------------------------------------------------------------
+    def _run_tiles(self, ev, client, args, remote):
+        """The loop run as one task per tile (per_tile.py says which loops may), or None (``tile_reason``)."""
+        self.per_tile = None
+        if not PER_TILE:
+            self.tile_reason = "the per-tile form is off (remote.PER_TILE)"
+            return None
+        tiled = [i for i in remote if _is_tiled(args[i])]
+        if len(tiled) != len(remote):
+            self.tile_reason = "some of its arrays are Dask futures"
+            return None
+        first = args[tiled[0]]
+        bounds = tuple(first.boundaries[0])
+        for i in tiled:
+            a = args[i]
+            if tuple(a.boundaries[0]) != bounds or any(len(b) != 2 for b in a.boundaries[1:]):
+                self.tile_reason = f"{self.params[i]!r} is not split by rows as {self.params[tiled[0]]!r} is"
+                return None
+        names = frozenset(self.params[i] for i in tiled)
+        key = tuple(sorted((self.params[i], args[i].ndim) for i in tiled))
+        hit = self._tile_loops.get(key)
+        if hit is None:
+            tp = per_tile.plan(self.fn, self.plan.loop, dict(key), self.plan.outputs)
+            hit = self._tile_loops[key] = tp if isinstance(tp, str) else (
+                tp, NativeLoop(tp.fn, tp.loop, self.where, functions=self.functions))
+            if not isinstance(tp, str):
+                hit[1].all_writes = True  # the arrays its kernel may change go back as tiles
+        if isinstance(hit, str):
+            self.tile_reason = hit
+            return None
+        tp, native = hit
+        values = dict(zip(self.params, args))
+        start, stop = (per_tile.evaluate(b, values) for b in tp.bounds)
+        n = int(bounds[-1])
+        if start is None or stop is None:
+            self.tile_reason = "its range's bounds are not numbers known before it starts"
+            return None
+        below, above = (max(h[d] for h in tp.halo.values()) for d in (0, 1))
+        if start < stop and (start - below < 0 or stop - 1 + above >= n):
+            self.tile_reason = "it reads rows outside the arrays (a negative index wraps around in Python)"
+            return None
+        if native.plan.reason:
+            self.tile_reason = native.plan.reason
+            return None
+        own = {per_tile.LO: 0, per_tile.HI: 1, **{per_tile.off(t): 0 for t in names}}
+        stand = tuple(own[p] if p in own else (np.zeros((2,) * values[p].ndim, values[p].dtype)
+                                                if p in names else values[p]) for p in native.plan.params)
+        entry = native.entry(stand)
+        if entry is None or entry.declined:
+            self.tile_reason = (entry.declined if entry is not None else native.reason) or "the tile loop declined"
+            return None
+        written = [native.plan.params[i] for i in entry.writes if type(entry.kinds[i]) is np.ndarray]
+        if any(w not in names for w in written):
+            self.tile_reason = "it may change an array that is not tiled"
+            return None
+        writes = tuple(native.plan.params.index(w) for w in written)
+        runs, skipped = {}, []
+        self.tasks = 0
+        for k in range(len(bounds) - 1):
+            a, b = int(bounds[k]), int(bounds[k + 1])
+            lo, hi = max(start, a), min(stop, b)
+            if lo >= hi:
+                skipped.append(k)
+                continue
+            specs, flat, starts = [], [], {per_tile.LO: lo, per_tile.HI: hi}
+            for p in native.plan.params:
+                if p in names:  # its slab: the tile, and the halo rows cut from its neighbours where they are
+                    s0, e0 = max(0, a - tp.halo[p][0]), min(n, b + tp.halo[p][1])
+                    starts[per_tile.off(p)] = s0
+                    futs, cuts = values[p].futures.reshape(-1), []
+                    for t in range(len(bounds) - 1):
+                        r0, r1 = max(s0, bounds[t]) - bounds[t], min(e0, bounds[t + 1]) - bounds[t]
+                        if r0 < r1:
+                            cuts.append((r0, r1) if t == k else None)
+                            flat.append(futs[t] if t == k else client.submit(
+                                W.rows, futs[t], r0, r1, key=f"halo-{uuid.uuid4().hex}", pure=False))
+                            self.tasks += t != k
+                    specs.append(("slab", len(flat) - len(cuts), tuple(cuts)))
+                else:
+                    specs.append(("value", len(flat)))
+                    flat.append(p)  # (filled below, once every slab's start is known)
+            for p, spec in zip(native.plan.params, specs):
+                if spec[0] == "value":
+                    v = starts[p] if p in starts else values.get(p)
+                    flat[spec[1]] = ev.executor._upload(v, ev) if type(v) is np.ndarray else v
+            rows = tuple((a - starts[per_tile.off(w)], b - starts[per_tile.off(w)]) for w in written)
+            home = first._homes[(k,) + (0,) * (first.ndim - 1)] if first._homes is not None else None
+            key = f"native-tile@{self.where.replace(':', '-')}-{k}-{uuid.uuid4().hex}"
+            runs[k] = client.submit(W.run_tile, entry.source, tuple(specs), writes, rows, *flat, key=key,
+                                    pure=False, **({"workers": [home], "allow_other_workers": True} if home else {}))
+        statuses = [client.submit(W.status, runs[k], key=f"status-{runs[k].key}", pure=False)
+                    for k in sorted(runs)]
+        ev.executor.wait(statuses)
+        for st in statuses:  # in the tiles' order: the error the loop meets first is the one raised
+            got = ev.executor.result(st)
+            if got[0] == "rerun":
+                native.decline(entry, got[1])
+                self.tile_reason = got[1]
+                return None
+        for j, w in enumerate(written):
+            a = values[w]
+            old = a.futures
+            futs = np.empty(old.shape, dtype=object)
+            for k in range(len(bounds) - 1):
+                idx = (k,) + (0,) * (old.ndim - 1)
+                futs[idx] = old[idx] if k in skipped else client.submit(
+                    W.pick, runs[k], j, key=f"tile-{uuid.uuid4().hex}", pure=False)
+            a._become(TiledArray(a._executor, a.boundaries, a.dtype, futures=futs, homes=a._homes))
+        entry.native_runs += 1
+        self.remote_runs += 1
+        self.per_tile = (len(bounds) - 1, len(runs), len(written) * len(runs), below, above, self.tasks)
+        self.tile_reason = self.reason = None
+        return tuple(values[o] for o in self.plan.outputs)
 
     # ---- what the remote values are ------------------------------------------------------------------------
     def _stand_ins(self, ev, client, args, remote):
@@ -98,7 +233,7 @@ class RemoteLoop(NativeLoop):
         out = list(args)
         futures = [args[i] for i in remote if not _is_tiled(args[i]) and args[i].key not in self._meta]
         if futures:
-            metas = client.gather(client.map(_meta, futures, key=[f"meta-{f.key}" for f in futures], pure=False))
+            metas = client.gather(client.map(W.meta, futures, key=[f"meta-{f.key}" for f in futures], pure=False))
             for f, m in zip(futures, metas):
                 self._meta[f.key] = m
             if len(self._meta) > 1024:  # (keys of released futures are never asked again)
@@ -119,8 +254,6 @@ class RemoteLoop(NativeLoop):
 
     # ---- a run ---------------------------------------------------------------------------------------------
     def _run_remote(self, ev, client, entry, args, remote):
-        if ev.pending:
-            ev.wait_all(raise_errors=False)  # (as the local tier: tasks still reading arrays the loop may change)
         specs, flat = [], []
         for i, a in enumerate(args):
             if i in remote and _is_tiled(a):
@@ -137,8 +270,8 @@ class RemoteLoop(NativeLoop):
         writes = tuple(i for i in entry.writes if type(entry.kinds[i]) is np.ndarray)
         where = self.where.replace(":", "-")
         key = f"native-loop@{where}-{uuid.uuid4().hex}"
-        run = client.submit(run_loop, entry.source, tuple(specs), conv, writes, *flat, key=key, pure=False)
-        summary = client.submit(_summary, run, writes, tuple(i in remote and _is_tiled(args[i]) for i in writes),
+        run = client.submit(W.run_loop, entry.source, tuple(specs), conv, writes, *flat, key=key, pure=False)
+        summary = client.submit(W.summary, run, writes, tuple(i in remote and _is_tiled(args[i]) for i in writes),
                                 key=f"summary-{key}", pure=False)
         self.tasks = 2
         t0 = time.perf_counter()
@@ -160,8 +293,8 @@ class RemoteLoop(NativeLoop):
         for o, (v, j) in enumerate(zip(values, same)):
             if j is not None:  # the very object the loop was given (changed in place, or not at all)
                 outs.append(args[j])
-            elif type(v) is _Big:
-                outs.append(client.submit(_output, run, o, key=f"output-{o}-{key}", pure=False))
+            elif type(v) is W.Big:
+                outs.append(client.submit(W.output, run, o, key=f"output-{o}-{key}", pure=False))
                 self.tasks += 1
             else:
                 outs.append(v)
@@ -190,7 +323,7 @@ class RemoteLoop(NativeLoop):
             sl = tuple(slice(int(bounds[d][k]), int(bounds[d][k + 1])) for d, k in enumerate(idx))
             home = homes[idx] if homes is not None else None
             placement = {"workers": [home], "allow_other_workers": True} if home else {}
-            futs[idx] = client.submit(_cut, run, pos, sl, key=f"tile-{uuid.uuid4().hex}", pure=False, **placement)
+            futs[idx] = client.submit(W.cut, run, pos, sl, key=f"tile-{uuid.uuid4().hex}", pure=False, **placement)
         return TiledArray(a._executor, bounds, a.dtype, futures=futs, homes=homes)
 
     def explain(self) -> list[str]:
@@ -204,19 +337,19 @@ class RemoteLoop(NativeLoop):
             why = entry.declined if entry is not None and entry.declined else self.reason
             return [f"{head} not native on the workers: {why}"]
         sig = ", ".join(K.describe(k) for k in entry.kinds)
+        if self.per_tile is not None:
+            tiles, runs, picks, below, above, halos = self.per_tile
+            return [f"{head} native on the workers, per tile ({len(entry.kinds)} args: {sig}; {self.remote_runs} "
+                    f"runs; the latest: {runs} tasks running the loop on {tiles} tiles, each reading up to {below} "
+                    f"rows below and {above} above its own ({halos} tasks cutting those rows from the neighbours), "
+                    f"{picks} taking the changed tiles apart)"]
+        why = f"; not per tile: {self.tile_reason}" if self.tile_reason else ""
         return [f"{head} native on the workers ({len(entry.kinds)} args: {sig}; {self.remote_runs} runs; the "
-                f"latest: 1 task running the loop, {self.tasks - 1} taking its results apart)"]
+                f"latest: 1 task running the loop, {self.tasks - 1} taking its results apart{why})"]
 
 
 class _Decline(Exception):
     pass
-
-
-class _Big:
-    """Stands for a large new array a run left on its worker (the summary does not carry it)."""
-
-    def __init__(self, shape, dtype):
-        self.shape, self.dtype = shape, dtype
 
 
 def _element_accessed(loop) -> frozenset:
@@ -236,6 +369,19 @@ def _element_accessed(loop) -> frozenset:
     return frozenset(names)
 
 
+def _shared(args, remote, writes):
+    """Two positions of remote arguments holding the same data (a tiled array and a view of it, one future twice),
+    one of which the kernel may change, or None."""
+    seen = {}
+    for i in sorted(remote):
+        a = args[i]
+        ident = id(root(a)) if _is_tiled(a) else a.key
+        j = seen.setdefault(ident, i)
+        if j != i and (i in writes or j in writes):
+            return j, i
+    return None
+
+
 def _is_tiled(a) -> bool:
     return type(a) is TiledArray
 
@@ -247,74 +393,6 @@ def _remote_positions(args) -> frozenset:
         if t is TiledArray or (t.__name__ == "Future" and t.__module__.startswith("distributed")):
             out.append(i)
     return frozenset(out)
-
-
-# ---- what the workers run ----------------------------------------------------------------------------------
-def _meta(value):
-    """(kind, dtype, ndim) of a remote value: "ndarray" for a NumPy array, else its type's name."""
-    if type(value) is np.ndarray:
-        return "ndarray", value.dtype, value.ndim
-    return type(value).__name__, None, None
-
-
-def run_loop(source, specs, conv, writes, *flat):
-    """On a worker: the loop's arguments put together (tiles joined, arrays the kernel may change copied: they are
-    Dask's results, which other tasks read), the kernel run, and ("ok", outputs, arguments) or ("rerun", why)."""
-    args = []
-    for spec in specs:
-        if spec[0] == "tiled":
-            shape, at = spec[1], spec[2]
-            tiles = np.empty(shape, dtype=object)
-            for k, t in enumerate(flat[at:at + int(np.prod(shape))]):
-                tiles.reshape(-1)[k] = t
-            args.append(aligned(np.block(tiles.tolist()) if tiles.size > 1 else np.array(tiles.reshape(-1)[0])))
-        else:
-            args.append(flat[spec[1]])
-    for i in writes:
-        if specs[i][0] != "tiled":
-            args[i] = aligned(np.array(args[i]))  # a copy: the kernel changes it
-    args = [aligned(a) if type(a) is np.ndarray else a for a in args]
-    given = list(args)
-    module = load_sequential(source)
-    try:
-        out = module.kernel(*args)
-    except module._Overflow as e:
-        why = e.args[0] if e.args else "a Python int grew past 2**63 or did not fit a small int dtype"
-        return ("rerun", f"{why}: the loop reran interpreted", (), ())
-    except Exception as e:
-        from numba.core.errors import NumbaError
-
-        if isinstance(e, NumbaError):
-            return ("rerun", f"Numba: {str(e).strip().splitlines()[0][:200]}", (), ())
-        raise
-    values = tuple(_restore(out[i], kind if flag is None else (kind.np if out[flag] else kind.py))
-                   for i, kind, flag in conv)
-    return ("ok", values, tuple(given[i] for i in writes), tuple(given))
-
-
-def _summary(run, writes, tiled):
-    """What the client needs of a run: its outputs (large new arrays as ``_Big``, the arguments it was given as
-    their positions), and the changed arrays that are not tiled (those are cut into tiles on the workers)."""
-    if run[0] == "rerun":
-        return run[:2]
-    _, values, written, given = run
-    small, same = [], []
-    for v in values:
-        j = next((k for k, g in enumerate(given) if g is v and type(v) is np.ndarray), None)
-        same.append(j)
-        if j is None and type(v) is np.ndarray and v.nbytes > SMALL_BYTES:
-            small.append(_Big(v.shape, v.dtype))
-        else:
-            small.append(None if j is not None else v)
-    return ("ok", tuple(small), tuple(None if t else w for w, t in zip(written, tiled)), tuple(same))
-
-
-def _output(run, o):
-    return run[1][o]
-
-
-def _cut(run, pos, sl):
-    return aligned(np.array(run[2][pos][sl]))
 
 
 def factory(fn, loop, where, program, namespaces):
