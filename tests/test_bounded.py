@@ -100,3 +100,48 @@ def test_given_up_segments_leave_a_bounded_set_of_names_on_the_workers():
     finally:
         rt.close()
         procs.stop()
+
+
+def test_ten_thousand_calls_hold_the_clients_memory_steady(monkeypatch):
+    """10,000 compiled calls on a Dask runtime: every 100th makes a task (its input over the inline threshold is
+    uploaded, its placement remembered), the rest run inline. What the runtime's own code allocated and still holds
+    (tracemalloc, filtered to phylanx-py's files) is the same after call 10,000 as after call 2,000, give or take
+    what the last tasks' keys hold; the placement table stays pruned. Dask's client keeps its last messages (key
+    names included) in a log of ``distributed.admin.low-level-log-length`` entries: set to 16 here, so that bounded
+    log does not pass for ours."""
+    import gc
+    import os
+    import tracemalloc
+
+    import dask
+    import phylanx_py.runtime as runtime_pkg
+
+    monkeypatch.setattr(dask_runtime, "HOMES_KEPT", 64)
+    folders = [os.path.dirname(px.__file__), os.path.dirname(runtime_pkg.__file__)]
+
+    def held():
+        gc.collect()
+        snap = tracemalloc.take_snapshot().filter_traces(
+            [tracemalloc.Filter(True, os.path.join(d, "*")) for d in folders] + [tracemalloc.Filter(True, "<phylanx*")])
+        return sum(s.size for s in snap.statistics("filename"))
+
+    procs = DaskProcesses(n_workers=2)
+    with dask.config.set({"distributed.admin.low-level-log-length": 16}):
+        rt = px.runtime.dask(procs.address, inline_elements=100_000)
+    tracemalloc.start()
+    try:
+        f = px.compile(scaled)
+        small, big = np.arange(8.0), np.arange(200_000.0)
+        with px.using(rt):
+            for i in range(10_000):
+                got = f(big + i) if i % 100 == 0 else f(small + i)
+                if i == 1_999:
+                    before = held()
+            after = held()
+            np.testing.assert_array_equal(got, scaled(small + 9_999))
+            assert len(rt.executor._homes) <= 2 * 64 + 2
+        assert after - before < 16_384, (before, after)  # under 2 bytes a call
+    finally:
+        tracemalloc.stop()
+        rt.close()
+        procs.stop()
