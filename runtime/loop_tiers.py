@@ -136,6 +136,8 @@ class HandOver:
                 continue
             mine = t.explain()
             # after a tier that met its own kind of inputs (tiled arrays), the next tier's verdict is about others
-            lines += [line + " (for NumPy inputs)" for line in mine] if earlier else mine
+            # (unless it too is about the cluster's arrays: ``cluster_inputs``)
+            local = earlier and not getattr(t, "cluster_inputs", False)
+            lines += [line + " (for NumPy inputs)" for line in mine] if local else mine
             earlier = earlier or bool(mine)
         return lines

@@ -22,6 +22,7 @@ class NativeLoop(Signatures):
 
     part_of_whole = True  # a function that runs as one native kernel runs this loop in it (HandOver.explain)
     native_code = True  # runs native code (codegen's ``native_loops``)
+    all_writes = False  # Entry.writes only for kernels that may stop (remote.py's tier needs them always)
 
     @classmethod
     def factory(cls, fn, loop, where, program, namespaces, inner=False):
@@ -95,8 +96,9 @@ class NativeLoop(Signatures):
         except Decline as e:
             entry.declined = str(e)
         # the arrays copied before a kernel that may stop on an overflow runs (to rerun on the values it started
-        # with): those it may change
-        entry.writes = arrays_written(entry.source, ks, viewed) if entry.checked else ()
+        # with): those it may change (always, for a tier that must send the changes back: ``all_writes``)
+        entry.writes = arrays_written(entry.source, ks, viewed) if entry.checked or (
+            self.all_writes and not entry.declined) else ()
         return entry
 
     def _run(self, ev, entry, args):

@@ -16,9 +16,16 @@ from .ring import Group
 
 # On each worker: group name -> steps (training) or collectives (SPMD) this rank has finished, read by the driver's
 # watchdog with client.run or a service request; and the groups the driver has given up on (a rank still running
-# checks it at every step and in its waits).
+# checks it at every step and in its waits), oldest first.
 PROGRESS: dict = {}
-ABORTED: set = set()
+ABORTED: dict = {}
+# ABORTED keeps the last ABORTED_KEEP names (it grew by one with every segment given up, for the worker's life).
+# Dropping the oldest is safe: a rank running when its abort arrives sees it at its next step or wait (milliseconds
+# later, while 4,096 later aborts each take a driver round trip); a rank that starts after its name was dropped (a
+# rank task of a given-up segment that Dask reruns late) waits for peers that never come and fails at its group's
+# timeout: nobody waits for its result, so that costs a thread for that time, never a hang.
+ABORTED_KEEP = 4096
+_ABORT_LOCK = threading.Lock()
 # Lease key -> {rank: a formed group} kept after a segment that ended well, for the next segment of the same ranks
 # (the next call of an SPMD loop on the same tiles): its connections and shared-memory regions are reused, not made
 # again (forming a group and its region took 4-6 ms of a 10 ms call). Only the driver knows that every rank of the
@@ -108,4 +115,8 @@ def running(dask_worker=None):
 
 def abort(name, dask_worker=None):
     """Tell this worker's rank of ``name`` to stop at its next step or wait (a cancelled task keeps its thread)."""
-    ABORTED.add(name)
+    with _ABORT_LOCK:
+        ABORTED.pop(name, None)
+        ABORTED[name] = None  # (the newest last)
+        while len(ABORTED) > ABORTED_KEEP:
+            del ABORTED[next(iter(ABORTED))]
