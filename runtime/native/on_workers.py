@@ -8,7 +8,7 @@ import numpy as np
 
 from ..alignment import aligned
 from .loop import _restore
-from .tiering import load_sequential
+from .tiering import load_kernel
 
 SMALL_BYTES = 1 << 20  # a new array result up to this size comes back with the summary; larger ones stay remote
 
@@ -45,7 +45,7 @@ def run_loop(source, specs, conv, writes, *flat):
             args[i] = aligned(np.array(args[i]))  # a copy: the kernel changes it
     args = [aligned(a) if type(a) is np.ndarray else a for a in args]
     given = list(args)
-    module = load_sequential(source)
+    module = load_kernel(source)  # the kernel's module text, made on the client (tiering.sequential_module)
     try:
         out = module.kernel(*args)
     except module._Overflow as e:
@@ -102,7 +102,7 @@ def run_tile(source, specs, writes, rows, *flat):
                 args.append(aligned(np.array(parts[0]) if q in writes else parts[0]))
         else:
             args.append(flat[spec[1]])
-    module = load_sequential(source)
+    module = load_kernel(source)  # the kernel's module text, made on the client (tiering.sequential_module)
     try:
         module.kernel(*args)
     except module._Overflow as e:

@@ -34,7 +34,7 @@ from . import kinds as K
 from . import on_workers as W
 from . import per_tile
 from .loop import NativeLoop
-from .tiering import current_mode
+from .tiering import current_mode, sequential_module
 
 PER_TILE = True  # tile-local loops run one task per tile (per_tile.py); False: in one task (benchmarks compare)
 
@@ -169,6 +169,7 @@ class RemoteLoop(NativeLoop):
             self.tile_reason = "it may change an array that is not tiled"
             return None
         writes = tuple(native.plan.params.index(w) for w in written)
+        module = sequential_module(entry.printed)  # the kernel's module text, loaded on each worker
         runs, skipped = {}, []
         self.tasks = 0
         for k in range(len(bounds) - 1):
@@ -201,7 +202,7 @@ class RemoteLoop(NativeLoop):
             rows = tuple((a - starts[per_tile.off(w)], b - starts[per_tile.off(w)]) for w in written)
             home = first._homes[(k,) + (0,) * (first.ndim - 1)] if first._homes is not None else None
             key = f"native-tile@{self.where.replace(':', '-')}-{k}-{uuid.uuid4().hex}"
-            runs[k] = client.submit(W.run_tile, entry.source, tuple(specs), writes, rows, *flat, key=key,
+            runs[k] = client.submit(W.run_tile, module, tuple(specs), writes, rows, *flat, key=key,
                                     pure=False, **({"workers": [home], "allow_other_workers": True} if home else {}))
         statuses = [client.submit(W.status, runs[k], key=f"status-{runs[k].key}", pure=False)
                     for k in sorted(runs)]
@@ -270,7 +271,8 @@ class RemoteLoop(NativeLoop):
         writes = tuple(i for i in entry.writes if type(entry.kinds[i]) is np.ndarray)
         where = self.where.replace(":", "-")
         key = f"native-loop@{where}-{uuid.uuid4().hex}"
-        run = client.submit(W.run_loop, entry.source, tuple(specs), conv, writes, *flat, key=key, pure=False)
+        run = client.submit(W.run_loop, sequential_module(entry.printed), tuple(specs), conv, writes, *flat, key=key,
+                            pure=False)
         summary = client.submit(W.summary, run, writes, tuple(i in remote and _is_tiled(args[i]) for i in writes),
                                 key=f"summary-{key}", pure=False)
         self.tasks = 2
