@@ -11,23 +11,34 @@ from .source import parse
 
 def source_of(pyfunc) -> tuple[ast.AST, str, int]:
     """The function's AST, its file name and the line offset of the parsed text in that file."""
+    fast = _lines(pyfunc)
     try:
-        lines, first = _lines(pyfunc) or inspect.getsourcelines(pyfunc)
+        lines, first = fast or inspect.getsourcelines(pyfunc)
         filename = inspect.getsourcefile(pyfunc) or pyfunc.__code__.co_filename
+        module = _parsed(lines)
+        if module is None and fast is not None:  # the lines read without tokenizing must parse, or inspect reads
+            lines, first = inspect.getsourcelines(pyfunc)
+            module = _parsed(lines)
     except (OSError, TypeError) as e:
         raise CompileError(f"cannot read the source of {pyfunc.__qualname__!r} ({e}); define it in a file") from e
     text = "".join(lines)
     # Indented sources (methods, nested defs) parse under an ``if 1:`` header: columns stay those of the file.
-    header = "if 1:\n" if lines and lines[0][:1] in " \t" else ""
-    offset = first - 1 - (1 if header else 0)
-    try:
-        module = parse(header + text)
-    except SyntaxError:
+    offset = first - 1 - (1 if lines and lines[0][:1] in " \t" else 0)
+    if module is None:
         module, offset = _parse_lambda_fragment(text, pyfunc), first - 1
     target = _find_definition(module, pyfunc, offset)
     if target is None:
         raise CompileError(f"cannot locate the definition of {pyfunc.__qualname__!r} in {filename}")
     return target, filename, offset
+
+
+def _parsed(lines):
+    """The module of ``lines`` (under an ``if 1:`` header when indented), or None when they do not parse."""
+    header = "if 1:\n" if lines and lines[0][:1] in " \t" else ""
+    try:
+        return parse(header + "".join(lines))
+    except SyntaxError:
+        return None
 
 
 def _lines(pyfunc):
@@ -37,8 +48,8 @@ def _lines(pyfunc):
     that does not fit), and inspect.getsourcelines decides. Tokenizing compiles the tokenize module's regular
     expressions at the first call in a process (11 ms of a first call that took 65, profiled here)."""
     code = getattr(pyfunc, "__code__", None)
-    if code is None or pyfunc.__name__ == "<lambda>":
-        return None
+    if code is None or pyfunc.__name__ == "<lambda>" or hasattr(pyfunc, "__wrapped__"):
+        return None  # (inspect reads a wrapped function's own lines: functools.wraps)
     file_lines = linecache.getlines(code.co_filename, getattr(pyfunc, "__globals__", None))
     first = code.co_firstlineno
     if not file_lines or first > len(file_lines):

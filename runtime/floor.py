@@ -272,7 +272,8 @@ def typical(samples: list) -> float:
     histograms of NPBench's azimint_hist ran in parallel on idle cores once, 2.5 ms against a typical 7 ms, and that
     best kept the slower tree chosen) nor one slow call on a busy machine decides, and a way that got faster (kernels
     compiled) is followed within a few samples."""
-    return sorted(samples)[len(samples) // 2]
+    ordered = sorted(samples)  # a copy: another thread's call may add to ``samples`` meanwhile (a review's IndexError)
+    return ordered[len(ordered) // 2]
 
 
 def _key(args, kwargs, mutates):

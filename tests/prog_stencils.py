@@ -175,3 +175,18 @@ def outer_of_a_matrix(steps, m, v, a):
     for _ in range(steps):
         a += np.outer(m, v)
     return a
+
+
+def overlapping_inplace(steps, a, m):
+    # the operand of an in-place update shares memory with its target: NumPy reads a copy of it
+    for _ in range(steps):
+        a[1:] += a[:-1]
+        a += a[::-1]
+        m += m.T
+        m -= m[::-1, :]
+    return a, m
+
+
+def prefix_step(a):
+    a[1:] += a[:-1]
+    return a

@@ -437,3 +437,40 @@ def test_a_functions_lines_are_read_without_tokenizing_as_inspect_reads_them(tmp
     for fn in (m.a.__wrapped__, m.b, m.K.m, m.d):
         assert _lines(fn) == tuple(inspect.getsourcelines(fn)), fn.__name__
     assert _lines(m.f) is None
+
+
+def test_a_wrapped_function_and_dead_text_at_column_0_are_read_as_inspect_reads_them(tmp_path):
+    """A review: a functools.wraps wrapper was read as the wrapper's own lines, and a string at column 0 after the
+    last line with bytecode cut the text short (CompileError): both are read by inspect again."""
+    import importlib.util
+    import textwrap
+
+    src = textwrap.dedent('''
+        import functools
+
+
+        def timed(fn):
+            @functools.wraps(fn)
+            def wrapper(*args):
+                return fn(*args)
+            return wrapper
+
+
+        @timed
+        def step(a):
+            return a * 2.0 + 1.0
+
+
+        def dead(a):
+            return a * 2.0 + 1.0
+            """an old version, kept:
+        return a * 3.0
+        """
+        ''')
+    (tmp_path / "read_dead.py").write_text(src)
+    spec = importlib.util.spec_from_file_location("read_dead", tmp_path / "read_dead.py")
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    x = np.arange(3.0)
+    np.testing.assert_array_equal(px.compile(m.step)(x), m.step(x))
+    np.testing.assert_array_equal(px.compile(m.dead)(x), m.dead(x))

@@ -101,3 +101,18 @@ def test_an_offset_that_may_be_negative_keeps_the_loop_sequential(monkeypatch):
     f = px.compile(S.offset_elements)
     check_against(f, S.offset_elements, np.arange(12.0), -5, 8)
     assert "sequential: the loop over 'i': 'a' is accessed at other elements" in f.explain(), f.explain()
+
+
+def test_an_in_place_update_whose_operand_overlaps_its_target_reads_a_copy(monkeypatch):
+    # a review: once native, a[1:] += a[:-1] gave [0, 1, 3, 6, 10, ...] where NumPy gives [0, 1, 3, 5, 7, ...]
+    # (Numba's ufunc with out= reads what it has just written); the operand is copied where the two meet
+    monkeypatch.delenv("PHYLANX_NATIVE", raising=False)
+    monkeypatch.setenv("PHYLANX_FLOOR", "1")
+    monkeypatch.setattr(native_tiering, "HOT_SECONDS", 0.0)
+    monkeypatch.setattr(native_whole, "STRAIGHT_SECONDS", 0.0)
+    f = px.compile(S.prefix_step)
+    said = _settled(f, (np.arange(2000.0),))
+    assert "-> native (whole function" in said or "plain function is faster" in said, said
+    for _ in range(3):
+        check_against(f, S.prefix_step, np.arange(2000.0))
+    assert "_px_unaliased" in _sources(f)

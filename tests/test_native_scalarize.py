@@ -50,6 +50,7 @@ CASES = [
     (S.outer_products, (3, np.linspace(0.0, 1.0, 6), np.linspace(-1.0, 1.0, 3), _grid(6, 3)), True),
     (S.outer_products, (2, np.linspace(0.0, 1.0, 6), np.linspace(-1.0, 1.0, 3), _grid(6, 3)[:, ::-1]), True),
     (S.outer_of_a_matrix, (2, _grid(2, 3), np.arange(4.0), np.zeros((6, 4))), False),
+    (S.overlapping_inplace, (2, np.arange(9.0), _grid(4, 4)), False),  # np.add(a, <a copy where they meet>, a)
     # inside loops lowered in two versions (by the sign of k): the nest's temporaries must not make them disagree
     (S.orthonormalize, (_grid(6, 4),), True),
 ]

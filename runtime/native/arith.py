@@ -34,6 +34,8 @@ class ArithRules:
             # NumPy computes a float32 array += an int32 array (or np.float64) in float64, Numba in float32
             self.fail(f"an in-place update of a {ks[0].dtype} array computed in another dtype "
                       f"({K.describe(ks[1])})", n)
+        if len(ks) == 2 and type(ks[1]) is np.ndarray:  # an array operand: as NumPy reads it (helpers.py)
+            atoms = [atoms[0], self.helper("_px_unaliased", atoms[0], atoms[1])]
         if len(ks) == 2 and type(ks[1]) in (int, float) and ks[0].dtype not in (np.float64, np.int64):
             # NEP 50: a Python scalar takes the array's dtype (a float32 array += 0.1 adds float32(0.1))
             atoms = [atoms[0], self.weak_cast(atoms[1], ks[1], np.result_type(ks[0].dtype, ks[1]), n.args[1])]

@@ -90,6 +90,16 @@ def _apart(a, b):
     return ahi <= blo or bhi <= alo
 
 
+# The operand of an in-place update (``a[1:] += a[:-1]``, ``A += A.T``) as NumPy reads it: NumPy copies an operand
+# that shares memory with the target first; Numba's ufunc with ``out`` reads it while writing (a review found
+# [0, 1, 3, 6, 10] where NumPy gives [0, 1, 3, 5, 7]). A copy only where their memory meets.
+@helper()
+def _px_unaliased(a, b):
+    if _apart(a, b):
+        return b
+    return b.copy()
+
+
 # Whether an operand's strides (of its dimensions longer than 1, taken in order) never grow: NumPy then makes an
 # element-wise result C-ordered, as scalarize.py's loop nest allocates it (otherwise the array expression runs,
 # whose result keeps the operands' order, as NumPy's: F-ordered inputs give an F-ordered result).

@@ -324,8 +324,9 @@ class WholeFunction(T.Signatures):
     def _waiting(self, entry) -> str:
         so_far = "the floor's choice" if self.loop_free else \
             f"the plain function ({entry.plain_runs} runs)" if entry.plain_runs else "loops only"
+        after = STRAIGHT_SECONDS + T.HOT_SECONDS if self.loop_free else T.HOT_SECONDS
         return (f"{so_far} so far ({entry.interpreted * 1e3:.1f} ms; whole function native after "
-                f"{T.HOT_SECONDS * 1e3:.0f} ms{', compiling' if entry.compiling else ''})")
+                f"{after * 1e3:.0f} ms{', compiling' if entry.compiling else ''})")
 
     def _state(self, entry) -> str:
         # a new kernel timed against the plain function (``_decide``) says so: calls alternate until then
