@@ -328,6 +328,12 @@ class WholeFunction(T.Signatures):
         return (f"{so_far} so far ({entry.interpreted * 1e3:.1f} ms; whole function native after "
                 f"{after * 1e3:.0f} ms{', compiling' if entry.compiling else ''})")
 
+    def explain(self) -> list[str]:
+        if self.loop_free and not self.entries and self.warm > 0:  # not lowered yet: its calls so far
+            return [f"{self.noun} at {self.where} -> the floor's choice so far ({self.warm * 1e3:.1f} ms; whole "
+                    f"function native after {(STRAIGHT_SECONDS + T.HOT_SECONDS) * 1e3:.0f} ms)"]
+        return super().explain()
+
     def _state(self, entry) -> str:
         # a new kernel timed against the plain function (``_decide``) says so: calls alternate until then
         return "measuring against the plain function; " if entry.measuring else ""
