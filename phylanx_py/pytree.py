@@ -50,42 +50,46 @@ def unflatten(structure, leaves):
 
 
 def _walk(structure, leaves):
-    it = iter(leaves)
+    return _build(structure, iter(leaves))
 
-    def build(s):
-        if s is None:
-            return next(it)
-        kind, meta, parts = s
-        items = [build(p) for p in parts]
-        if kind == "dict":
-            return dict(zip(meta, items))
-        return items if kind == "list" else tuple(items)
-    return build(structure)
+
+def _build(s, it):
+    # a module function, not a closure that calls itself: such a closure is a reference cycle, which kept the
+    # leaves (a step's gradients) alive until the garbage collector's next pass
+    if s is None:
+        return next(it)
+    kind, meta, parts = s
+    items = [_build(p, it) for p in parts]
+    if kind == "dict":
+        return dict(zip(meta, items))
+    return items if kind == "list" else tuple(items)
 
 
 def _compile(structure):
     """``lambda L: <the structure's display over L[0], L[1], ...>``, with ``n`` its number of leaves."""
     env: dict = {}
     count = [0]
-
-    def expr(s) -> str:
-        if s is None:
-            count[0] += 1
-            return f"L[{count[0] - 1}]"
-        kind, meta, parts = s
-        items = [expr(p) for p in parts]
-        if kind == "dict":
-            keys = []
-            for key in meta:
-                env[f"k{len(env)}"] = key
-                keys.append(f"k{len(env) - 1}")
-            return "{" + ", ".join(f"{k}: {v}" for k, v in zip(keys, items)) + "}"
-        body = "".join(f"{v}, " for v in items)
-        return f"[{body}]" if kind == "list" else f"({body})"
-
-    fn = eval(f"lambda L: {expr(structure)}", env)  # noqa: S307 - our own display of a structure
+    fn = eval(f"lambda L: {_display(structure, env, count)}", env)  # noqa: S307 - our own display of a structure
     fn.n = count[0]
     return fn
+
+
+def _display(s, env: dict, count: list) -> str:
+    """The display building ``s`` (dict keys bound in ``env``); ``count``: the leaves so far. (A module function:
+    see ``_build``.)"""
+    if s is None:
+        count[0] += 1
+        return f"L[{count[0] - 1}]"
+    kind, meta, parts = s
+    items = [_display(p, env, count) for p in parts]
+    if kind == "dict":
+        keys = []
+        for key in meta:
+            env[f"k{len(env)}"] = key
+            keys.append(f"k{len(env) - 1}")
+        return "{" + ", ".join(f"{k}: {v}" for k, v in zip(keys, items)) + "}"
+    body = "".join(f"{v}, " for v in items)
+    return f"[{body}]" if kind == "list" else f"({body})"
 
 
 def leaf_names(prefix: str, structure) -> list[str]:
