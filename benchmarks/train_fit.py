@@ -40,8 +40,11 @@ what ran before in the process (the hand-written CNN step ran at about half its 
 it), so the order of the rows would decide the ratios. ``--malloc default`` leaves glibc as it is.
 
 Threads: ``--threads`` (2) caps OMP/OPENBLAS/MKL/NUMBA/PHYLANX_NUM_THREADS before NumPy is imported (and BLAS by
-threadpoolctl where installed); XLA's CPU client sizes its own pool (XLA_FLAGS is printed). fit runs its steps in
-the calling thread (phylanx_py/nn/steps.py).
+threadpoolctl where installed); XLA's CPU client sizes its own pool from the CPUs the process may use, whatever those
+caps say, so with fewer threads than CPUs the process is pinned to that many CPUs (``os.sched_setaffinity``, before
+JAX is imported): unpinned, ``--threads 1`` timed JAX on both cores of this machine against one for the others (its
+CPU time per product is NumPy's; its wall time half). ``--no-pin`` leaves the process unpinned. fit runs its steps
+in the calling thread (phylanx_py/nn/steps.py).
 """
 from __future__ import annotations
 
@@ -307,6 +310,19 @@ def tune_malloc() -> str:
     return "malloc: " + ", ".join(f"{n}={MALLOPT[n][1] >> 20} MB" for n in done) + " (mallopt; --malloc default: not)"
 
 
+def pin(threads: int) -> str:
+    """Pin the process to its first ``threads`` allowed CPUs when that is fewer than it may use (see the module's
+    text); what was done, for the output."""
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except AttributeError:
+        return "CPUs: not pinned (no sched_setaffinity here)"
+    if threads >= len(allowed):
+        return f"CPUs: not pinned ({len(allowed)} allowed, {threads} thread(s))"
+    os.sched_setaffinity(0, allowed[:threads])
+    return f"CPUs: pinned to {allowed[:threads]} of {allowed} (XLA's pool too)"
+
+
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -324,6 +340,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rtol", type=float, default=1e-3, help="loss agreement with numpy (relative, default 1e-3)")
     ap.add_argument("--threads", type=int, default=2, help="BLAS/OpenMP/Numba/phylanx thread caps (default 2)")
     ap.add_argument("--skip-jax", action="store_true", help="leave the JAX rows out")
+    ap.add_argument("--no-pin", action="store_true", help="do not pin the process to --threads CPUs")
     ap.add_argument("--profile", action="store_true", help="px.profile() the extra epoch of each fit row")
     ap.add_argument("--malloc", choices=("tuned", "default"), default="tuned",
                     help="tuned (default): glibc keeps freed memory (mallopt, see tune_malloc); default: as it is")
@@ -339,6 +356,7 @@ def main(argv=None) -> int:
 
     print(f"load average at start: {load()}")
     print(tune_malloc() if args.malloc == "tuned" else "malloc: glibc's defaults (--malloc default)")
+    print("CPUs: not pinned (--no-pin)" if args.no_pin else pin(args.threads))
     jax_mod = import_jax(args.skip_jax)
     dtype_ok = takes_dtype()
     if not dtype_ok:

@@ -24,7 +24,7 @@ import numpy as np
 from . import ir
 from .decorator import CompiledFunction, optimize_program
 from .draw import draw
-from .grad_program import Builder, GradProgram, build_program, is_array_value
+from .grad_program import Builder, GradProgram, build_program, is_array_value, operands_into_groups
 from .pytree import flatten, leaf_names, unflatten
 from .reverse_mode import backward
 from .source import UNKNOWN
@@ -227,7 +227,7 @@ class Grad:
         builder = Builder()
         loc = trace.records[-1].loc if trace.records else UNKNOWN
         program = build_program(self.__name__, trace, params, out_leaves, builder, loc)
-        program = optimize_program(program)
+        program = operands_into_groups(optimize_program(program))
         return GradProgram(program, builder.consts, out_structure, trace.guards)
 
     def __repr__(self):

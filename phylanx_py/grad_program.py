@@ -3,9 +3,12 @@
 first use and run on the current runtime like any compiled function."""
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import numpy as np
+
+from phylanx_py.primitives import lookup
 
 from . import ir
 from .decorator import evaluate_program, program_code
@@ -129,3 +132,40 @@ def build_program(name, trace: Trace, params: list[str], outputs: list, builder:
     local_names = tuple(sorted(set(all_params) | {s.target.name for s in stmts if isinstance(s, ir.Assign)}))
     fn = ir.Function(name, all_params, ir.Block(tuple(stmts), loc), local_names, (), loc)
     return ir.Program(name, ((name, fn),))
+
+
+def operands_into_groups(program: ir.Program) -> ir.Program:
+    """Each fused group's operand that only that group reads, written into the group as its own subexpression
+    (``define(g, matmul(...))`` then ``fused[...](g, x)``: ``fused[...](matmul(...), x)``). Before fusion such a
+    value was read twice (a ReLU's gradient reads its cotangent in two products), so ``build_program`` kept it
+    as a statement; as the group's subexpression its fresh array is one the group's kernel may write its result
+    into (runtime/reuse.py), as ``g *= mask`` does by hand. A gradient's statements are pure, each name
+    assigned once: moving a product down to its one reader changes no value."""
+    fn = program.function(program.entry)
+    stmts = fn.body.stmts
+    reads: dict[str, int] = {}
+    for s in stmts:
+        for v in ir.walk(s):
+            if isinstance(v, ir.Var):
+                reads[v.name] = reads.get(v.name, 0) + 1
+    movable = {s.target.name: s.value for s in stmts
+               if isinstance(s, ir.Assign) and isinstance(s.target, ir.StoreName) and isinstance(s.value, ir.Call)
+               and reads.get(s.target.name) == 1 and lookup(s.value.prim).effect is None}
+    moved: dict[str, ir.Node] = {}
+
+    def into_leaves(node):
+        if not isinstance(node, ir.Fused):
+            return node
+        leaves = tuple(moved.setdefault(leaf.name, movable[leaf.name])
+                       if isinstance(leaf, ir.Var) and leaf.name in movable else leaf for leaf in node.leaves)
+        return dataclasses.replace(node, leaves=leaves) if leaves != node.leaves else node
+
+    new = [map_nodes(s, into_leaves) for s in stmts]
+    if not moved:
+        return program
+    new = [s for s in new if not (isinstance(s, ir.Assign) and isinstance(s.target, ir.StoreName)
+                                   and s.target.name in moved)]
+    fn = dataclasses.replace(fn, body=dataclasses.replace(fn.body, stmts=tuple(new)),
+                             locals=tuple(n for n in fn.locals if n not in moved))
+    return dataclasses.replace(program, functions=tuple((n, fn if n == program.entry else f)
+                                                        for n, f in program.functions))

@@ -12,31 +12,84 @@ def flatten(tree, leaves=None):
     """(leaves, structure) of nested dicts/lists/tuples; the structure rebuilds them with ``unflatten``."""
     if leaves is None:
         leaves = []
+    return leaves, _flatten(tree, leaves.append)
+
+
+def _flatten(tree, append):
     t = type(tree)
     if t is np.ndarray or t is float or t is int:  # the common leaves first: a training step flattens ~30
-        leaves.append(tree)
-        return leaves, None
-    if isinstance(tree, dict):
-        return leaves, ("dict", tuple(tree), tuple(flatten(v, leaves)[1] for v in tree.values()))
-    if isinstance(tree, (list, tuple)) and not hasattr(tree, "_fields"):
-        return leaves, (type(tree).__name__, len(tree), tuple(flatten(v, leaves)[1] for v in tree))
-    leaves.append(tree)
-    return leaves, None
+        append(tree)
+        return None
+    if t is dict or (t is not list and t is not tuple and isinstance(tree, dict)):
+        return ("dict", tuple(tree), tuple([_flatten(v, append) for v in tree.values()]))
+    if t is list or t is tuple or (isinstance(tree, (list, tuple)) and not hasattr(tree, "_fields")):
+        return (t.__name__, len(tree), tuple([_flatten(v, append) for v in tree]))
+    append(tree)
+    return None
+
+
+# structure -> a function of the leaves that builds it: one expression compiled per structure (a training step
+# rebuilds the same ~30 containers at every call; walking the structure cost more than the step's small kernels)
+_builders: dict = {}
+_MAX_BUILDERS = 256
 
 
 def unflatten(structure, leaves):
     """The tree ``flatten`` took apart, rebuilt from its ``structure`` with ``leaves`` (in flatten's order)."""
-    it = iter(leaves)
+    try:
+        build = _builders.get(structure)
+    except TypeError:  # a dict key that cannot be hashed in a tuple (it could in the dict): walk it
+        return _walk(structure, leaves)
+    if build is None:
+        if len(_builders) >= _MAX_BUILDERS:
+            _builders.clear()
+        build = _builders[structure] = _compile(structure)
+    if len(leaves) != build.n:
+        return _walk(structure, leaves)
+    return build(leaves)
 
-    def build(s):
-        if s is None:
-            return next(it)
-        kind, meta, parts = s
-        items = [build(p) for p in parts]
-        if kind == "dict":
-            return dict(zip(meta, items))
-        return items if kind == "list" else tuple(items)
-    return build(structure)
+
+def _walk(structure, leaves):
+    return _build(structure, iter(leaves))
+
+
+def _build(s, it):
+    # a module function, not a closure that calls itself: such a closure is a reference cycle, which kept the
+    # leaves (a step's gradients) alive until the garbage collector's next pass
+    if s is None:
+        return next(it)
+    kind, meta, parts = s
+    items = [_build(p, it) for p in parts]
+    if kind == "dict":
+        return dict(zip(meta, items))
+    return items if kind == "list" else tuple(items)
+
+
+def _compile(structure):
+    """``lambda L: <the structure's display over L[0], L[1], ...>``, with ``n`` its number of leaves."""
+    env: dict = {}
+    count = [0]
+    fn = eval(f"lambda L: {_display(structure, env, count)}", env)  # noqa: S307 - our own display of a structure
+    fn.n = count[0]
+    return fn
+
+
+def _display(s, env: dict, count: list) -> str:
+    """The display building ``s`` (dict keys bound in ``env``); ``count``: the leaves so far. (A module function:
+    see ``_build``.)"""
+    if s is None:
+        count[0] += 1
+        return f"L[{count[0] - 1}]"
+    kind, meta, parts = s
+    items = [_display(p, env, count) for p in parts]
+    if kind == "dict":
+        keys = []
+        for key in meta:
+            env[f"k{len(env)}"] = key
+            keys.append(f"k{len(env) - 1}")
+        return "{" + ", ".join(f"{k}: {v}" for k, v in zip(keys, items)) + "}"
+    body = "".join(f"{v}, " for v in items)
+    return f"[{body}]" if kind == "list" else f"({body})"
 
 
 def leaf_names(prefix: str, structure) -> list[str]:

@@ -70,9 +70,11 @@ def reference(spec, args, locs=None):
     return visit(spec)
 
 
-def fused_elementwise(spec, locs, *args):
+def fused_elementwise(spec, locs, *args, out=None):
     """The kernel of the ``fused.elementwise`` primitive: the Numba kernel when it applies, else the reference
-    (also when the kernel fails, e.g. on shapes that do not broadcast: the reference names the operation)."""
+    (also when the kernel fails, e.g. on shapes that do not broadcast: the reference names the operation).
+    ``out``: an array nothing else reads (generated code's buffer reuse, runtime/reuse.py) that the Numba kernel
+    writes into when it has the result's shape and dtype; otherwise, and by the reference, a new array."""
     if backends.DEVICE_TYPES and backends.on_device(args):
         return cupy_fused(spec)(*args)
     found = _numba_kernel(spec, args)
@@ -80,7 +82,7 @@ def fused_elementwise(spec, locs, *args):
         kernel, in_dtypes = found
         try:
             return _run(kernel, [a if isinstance(a, np.ndarray) else np.asarray(a, dtype=d)
-                                 for a, d in zip(args, in_dtypes)])
+                                 for a, d in zip(args, in_dtypes)], out)
         except Exception:  # noqa: BLE001 - the reference below raises the error at the right operation
             pass
     return reference(spec, args, locs)
@@ -127,17 +129,21 @@ _pool = None
 KERNEL_RUNS = threading.local()
 
 
-def _run(kernel, arrays):
-    """The kernel over the broadcast shape; large outputs are cut into row blocks run on parallel threads."""
+def _run(kernel, arrays, out=None):
+    """The kernel over the broadcast shape (into ``out`` when it has that shape and the kernel's dtype); large
+    outputs are cut into row blocks run on parallel threads."""
     shape = arrays[0].shape if arrays else ()
     if any(a.shape != shape for a in arrays):
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    if out is not None and (out.shape != shape or out.dtype != _out_dtype(kernel)):
+        out = None
     if math.prod(shape) < PARALLEL_MIN_ELEMENTS:  # (these checks cost more than a small kernel's run: 5 us)
-        return _timed(kernel, arrays)
+        return _timed(kernel, arrays, out)
     n = min(_threads(), shape[0] if shape else 1)
     if n < 2:
-        return _timed(kernel, arrays)
-    out = np.empty(shape, np.dtype(kernel.types[0].split("->")[1]))  # the one signature compiled
+        return _timed(kernel, arrays, out)
+    if out is None:
+        out = np.empty(shape, _out_dtype(kernel))  # the one signature compiled
     nd = len(shape)
 
     def block(lo, hi):
@@ -154,11 +160,19 @@ def _run(kernel, arrays):
     return out
 
 
-def _timed(kernel, arrays):
-    """``kernel(*arrays)`` in this thread, counted in ``KERNEL_RUNS`` (SPMD ranks report where their time went)."""
+def _out_dtype(kernel) -> np.dtype:
+    return np.dtype(kernel.types[0].split("->")[1])
+
+
+def _timed(kernel, arrays, out=None):
+    """``kernel(*arrays)`` in this thread, counted in ``KERNEL_RUNS`` (SPMD ranks report where their time went).
+    The NumPy ufunc inside Numba's DUFunc is called directly: the DUFunc's own ``__call__`` is Python that looks
+    for ``__array_ufunc__`` overrides (which the ufunc honours itself) and compiles new signatures (the inputs
+    have the one compiled: fused_elementwise casts them), ~1 us a call."""
     t0 = time.perf_counter()
+    ufunc = getattr(kernel, "ufunc", kernel)
     try:
-        return kernel(*arrays)
+        return ufunc(*arrays) if out is None else ufunc(*arrays, out=out)
     finally:
         note_kernel(t0)
 

@@ -23,6 +23,7 @@ from phylanx_py.primitives.rowdot import MIN_ELEMENTS as ROWDOT_MIN_ELEMENTS
 from phylanx_py import ir
 from phylanx_py.errors import RAISED_AS_IS
 
+from . import reuse
 from .codegen_statements import StatementEmitter, _ident, _is_literal, _stores
 from .evaluation import CallSite
 from .executors import FUTURES
@@ -63,6 +64,8 @@ class Generator(StatementEmitter):
             "__pxr_MUT": (list, dict, set), "__pxr_ndarray": np.ndarray, "__pxr_fusemin": FUSE_MIN_ELEMENTS,
             "__pxr_K": KIND_TYPES, "__pxr_rowmin": ROWDOT_MIN_ELEMENTS, "__pxr_clock": time.perf_counter,
             "__pxr_NameError": NameError, "__pxr_UNBOUND": UNBOUND, "__pxr_plain": _plain_argument,
+            "__pxr_into": reuse.into, "__pxr_into1": reuse.into1, "__pxr_sole": reuse.sole,
+            "__pxr_reusemin": reuse.REUSE_MIN_ELEMENTS,
         }
         self._const_ids: dict[int, str] = {}
         self.namespaces = {}
@@ -77,6 +80,7 @@ class Generator(StatementEmitter):
         # Atoms known to hold a tuple of this length (tuple displays, and the single-assignment temps the
         # canonicaliser stores them in): ``A[i, j]`` tests the items' types instead of taking the slow path.
         self.tuple_len: dict[str, int] = {}
+        self.plain_atoms: set[str] = set()  # constants that are tuples of scalars (see e_Tuple)
         # whether loops may go to tiers that run native code (loop_tiers.py): not in a profiled build (every
         # primitive call goes through the Evaluation there) nor where the caller says not (an SPMD rank's program)
         self.native = native and fast
@@ -163,7 +167,10 @@ class Generator(StatementEmitter):
         self.emit("except __pxr_PXE:")
         self.emit("    raise")
         self.emit("except __pxr_Exception as __pxr_e:")
-        self.emit("    raise __pxr_fail(__pxr_e) from __pxr_e")
+        # chained to what failed: the exception itself, or inside a fused group called inline the operation's
+        # own (an OperationFailed names it), as run_primitive chains it
+        self.emit("    __pxr_err = __pxr_fail(__pxr_e)")
+        self.emit("    raise __pxr_err from __pxr_err.__cause__")
         self.indent -= 1
         self.fn_stack.pop()
         self.walrus.pop()
@@ -217,6 +224,8 @@ class Generator(StatementEmitter):
         if fast is None:
             return self.assign_temp(slow, loc, label)
         test, inline = fast
+        if not kwargs:
+            inline = self.reusing(prim, n.args, args, inline)
         return self.assign_temp(f"({inline}) if {test} else {slow}" if test else inline, loc, label)
 
     def key_test(self, key: str) -> str | None:
@@ -241,12 +250,32 @@ class Generator(StatementEmitter):
                                     kernel=self.const(prim.kernel) if "{kernel}" in form.template else "")
         return self.guard(form.guard, prim, args, [v for _, v in kwargs]), code
 
+    def reusing(self, prim, nodes, args: list, inline: str) -> str:
+        """``inline`` with the result written into an operand that is a fresh temporary read here only (the
+        result of a call in this expression), when runtime/reuse.py finds at run time that nothing else holds
+        it and the result has its dtype and shape; else ``inline`` as it is. Element-wise ufuncs of one or two
+        operands (``np.add(a, b)``, ``a + b``)."""
+        kernel = reuse.ufunc_of(prim)
+        if (kernel is None or kernel.signature is not None or kernel.nout != 1 or kernel.nin != len(args)
+                or len(args) > 2):
+            return inline  # (a generalised ufunc such as matmul is no element-wise map: its output is no operand)
+        k = self.const(kernel)
+        for i in reversed(range(len(args))):  # the first fresh operand that can take the result is tried first
+            d = args[i]
+            if not isinstance(nodes[i], (ir.Call, ir.Fused)) or _is_literal(d) or args.count(d) > 1:
+                continue
+            test = f"__pxr_into1({k}, {d})" if len(args) == 1 else f"__pxr_into({k}, {d}, {args[1 - i]}, {i == 0})"
+            # (small arrays cost less to allocate than the test: only from REUSE_MIN_ELEMENTS on)
+            test = f"__pxr_type({d}) is __pxr_ndarray and {d}.size >= __pxr_reusemin and {test}"
+            inline = f"({k}({', '.join(args)}, out={d}) if {test} else {inline})"
+        return inline
+
     def guard(self, kind: str, prim, args: list, values: list) -> str:
         """The run-time test of an inline form's guard (see ``primitives.Inline``) over the argument atoms."""
         not_future = lambda a: None if _is_literal(a) else f"__pxr_type({a}) not in __pxr_F"
         scalar = lambda a: None if _is_literal(a) else f"__pxr_type({a}) in __pxr_S"
         # Small arrays run inline too (the direct-execution rule of evaluation.py, checked in bytecode).
-        small = lambda a: None if _is_literal(a) else \
+        small = lambda a: None if _is_literal(a) or a in self.plain_atoms else \
             f"(__pxr_type({a}) in __pxr_S or (__pxr_type({a}) is __pxr_ndarray and {a}.size <= __pxr_lim))"
         both = lambda tests: " and ".join(t for t in tests if t) or "True"
         if kind == "small":
@@ -257,7 +286,8 @@ class Generator(StatementEmitter):
             return both(not_future(a) for a in args)
         if kind == "view":  # a view of a NumPy array (any size), its other arguments scalars or tuples of them
             return both([None if _is_literal(args[0]) else f"__pxr_type({args[0]}) is __pxr_ndarray"] +
-                        [None if _is_literal(a) else f"__pxr_plain({a})" for a in args[1:] + values])
+                        [None if _is_literal(a) or a in self.plain_atoms else f"__pxr_plain({a})"
+                         for a in args[1:] + values])
         if kind == "index":
             obj, key = args
             return both([f"__pxr_type({obj}) in __pxr_SEQ", self.key_test(key)])
@@ -321,7 +351,7 @@ class Generator(StatementEmitter):
         self.leaf_atoms.append(leaves)
         if tests:
             self.emit(f"if {' or '.join(tests)}:", n.loc, "fused")
-            self.emit(f"    {t} = {call}", n.loc, "fused")
+            self.emit(f"    {t} = {self.fused_inline(n, leaves, call)}", n.loc, "fused")
             self.emit("else:")
             self.indent += 1
         self.emit(f"{t} = {self.expr(n.body)}", n.loc, "fused")
@@ -329,6 +359,24 @@ class Generator(StatementEmitter):
             self.indent -= 1
         self.leaf_atoms.pop()
         return t
+
+    def fused_inline(self, n, leaves: list, call: str) -> str:
+        """The group's kernel called here when every leaf is a value the Evaluation would run inline (a scalar, an
+        array within the inline limit: what its ``call`` decides, without its checks per call), else ``call``.
+        An element-wise group writes into a leaf that is a fresh temporary read here only (runtime/reuse.py)."""
+        if n.reduce:
+            return call
+        small = [f"(__pxr_type({a}) in __pxr_S or (__pxr_type({a}) is __pxr_ndarray and {a}.size <= __pxr_lim))"
+                 for a in dict.fromkeys(leaves) if not _is_literal(a)]
+        donor = next((a for node, a in zip(n.leaves, leaves)
+                      if isinstance(node, (ir.Call, ir.Fused)) and not _is_literal(a) and leaves.count(a) == 1), None)
+        head = f"{self.const(lookup('fused.elementwise').kernel)}({self.const(n.spec)}, {self.const(n.locs)}, " + \
+            "".join(a + ", " for a in leaves)
+        direct = f"{head})"
+        if donor is not None:  # tested before the call: its arguments on the stack would count as references
+            test = f"__pxr_type({donor}) is __pxr_ndarray and {donor}.size >= __pxr_reusemin and __pxr_sole({donor})"
+            direct = f"({head}out={donor}) if {test} else {direct})"
+        return f"({direct}) if {' and '.join(small)} else {call}" if small else direct
 
     def e_Leaf(self, n):
         return self.leaf_atoms[-1][n.index]
@@ -373,6 +421,13 @@ class Generator(StatementEmitter):
         return self.assign_temp(f"[{', '.join(items)}]", n.loc, "list")
 
     def e_Tuple(self, n):
+        if n.items and all(isinstance(i, ir.Const) and type(i.value) in (int, float, bool) for i in n.items):
+            # a display of constants (axes, a shape) is one constant, as CPython folds it: the inline guards of
+            # the calls it goes to then need no test of it (``sum(g, axis=(0,))`` stays inline)
+            t = self.const(tuple(i.value for i in n.items))
+            self.plain_atoms.add(t)
+            self.tuple_len[t] = len(n.items)
+            return t
         items = [self.expr(i) for i in n.items]
         t = self.assign_temp("(" + "".join(f"{i}, " for i in items) + ")", n.loc, "make_tuple")
         self.tuple_len[t] = len(items)

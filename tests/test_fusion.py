@@ -66,9 +66,9 @@ def spy(monkeypatch):
             events.append(("reference", spec))
         return kernel
 
-    def run(kernel, arrays):
+    def run(kernel, arrays, into=None):
         try:
-            out = real_run(kernel, arrays)
+            out = real_run(kernel, arrays, into)
         except Exception:
             events.append(("failed", current.spec))
             raise
