@@ -44,9 +44,21 @@ def unflatten(structure, leaves):
         if len(_builders) >= _MAX_BUILDERS:
             _builders.clear()
         build = _builders[structure] = _compile(structure)
-    if len(leaves) != build.n:
+    if build is _WALK or len(leaves) != build.n:
         return _walk(structure, leaves)
     return build(leaves)
+
+
+_WALK = object()  # a structure rebuilt by walking it (``_compile``)
+
+
+def _str_keys(s) -> bool:
+    """Whether every dict key in structure ``s`` is a str: keys such as 1, True and 1.0 are equal and hash alike,
+    so a builder cached for one would rebuild another's dict with its keys (a review: {True: g} came back {1: g})."""
+    if s is None:
+        return True
+    kind, meta, parts = s
+    return (kind != "dict" or all(type(k) is str for k in meta)) and all(_str_keys(p) for p in parts)
 
 
 def _walk(structure, leaves):
@@ -66,10 +78,16 @@ def _build(s, it):
 
 
 def _compile(structure):
-    """``lambda L: <the structure's display over L[0], L[1], ...>``, with ``n`` its number of leaves."""
+    """``lambda L: <the structure's display over L[0], L[1], ...>``, with ``n`` its number of leaves; ``_WALK`` for
+    a structure with other than str dict keys, or nested deeper than Python's parser takes (about 200 levels)."""
     env: dict = {}
     count = [0]
-    fn = eval(f"lambda L: {_display(structure, env, count)}", env)  # noqa: S307 - our own display of a structure
+    try:
+        if not _str_keys(structure):
+            return _WALK
+        fn = eval(f"lambda L: {_display(structure, env, count)}", env)  # noqa: S307 - our own display of a structure
+    except (SyntaxError, RecursionError, MemoryError):
+        return _WALK
     fn.n = count[0]
     return fn
 

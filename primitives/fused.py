@@ -18,6 +18,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 
@@ -80,12 +81,23 @@ def fused_elementwise(spec, locs, *args, out=None):
     found = _numba_kernel(spec, args)
     if found is not None:
         kernel, in_dtypes = found
+        if out is not None and _errors_raise():
+            out = None  # a kernel that raises after writing into its operand would leave the reference a changed one
         try:
             return _run(kernel, [a if isinstance(a, np.ndarray) else np.asarray(a, dtype=d)
                                  for a, d in zip(args, in_dtypes)], out)
         except Exception:  # noqa: BLE001 - the reference below raises the error at the right operation
             pass
     return reference(spec, args, locs)
+
+
+def _errors_raise() -> bool:
+    """Whether a floating-point error may raise (np.seterr's "raise"/"call", or RuntimeWarning made an error): the
+    kernel then raises after its loop, when it has written its output (a review: with ``out=`` its operand, so the
+    reference that reruns it read overwritten values and returned inf without the error)."""
+    if any(v in ("raise", "call") for v in np.geterr().values()):
+        return True
+    return any(f[0] == "error" and issubclass(RuntimeWarning, f[2]) for f in warnings.filters)
 
 
 _thread_setting = threading.local()

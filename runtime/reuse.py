@@ -33,8 +33,11 @@ def ufunc_of(prim):
     if isinstance(prim.kernel, np.ufunc) and prim.inline is not None and prim.inline.template == "{kernel}({args})":
         return prim.kernel
     op = OPERATORS.get(prim.name[9:]) if prim.name.startswith("operator.") else None
-    if op is None or op.numpy is None or op.kind not in ("binary", "unary") or op.name == "not_":
-        return None  # (``not a`` is Python's truth test, never NumPy's logical_not)
+    if op is None or op.numpy is None or op.kind not in ("binary", "unary") or op.name == "not_" or \
+            op.numpy == "power":
+        # (``not a`` is Python's truth test, never NumPy's logical_not; ``t ** 0.5``, ``** 2``, ``** -1`` are
+        # ndarray.__pow__'s np.sqrt, np.square and np.reciprocal, not np.power: complex results differ, a review)
+        return None
     return getattr(np, op.numpy, None)
 
 
@@ -52,8 +55,11 @@ SOLE = _probe()
 
 
 def sole(t) -> bool:
-    """Is ``t`` an array the calling temporary alone holds, which a kernel may overwrite?"""
-    return type(t) is _ndarray and _refs(t) == SOLE and t.base is None and t.flags.writeable
+    """Is ``t`` an array the calling temporary alone holds, which a kernel may overwrite? C-ordered only: the result
+    takes the donor's memory order, where NumPy's of an F-ordered temporary and a C-ordered operand is C (a review:
+    ``(np.copy(a.T) + b).view(np.complex128)`` then raised)."""
+    return type(t) is _ndarray and _refs(t) == SOLE and t.base is None and t.flags.writeable and \
+        t.flags.c_contiguous
 
 
 # (ufunc, donor dtype, other operand's dtype or Python type, donor first) -> does the call give the donor's dtype
@@ -80,9 +86,12 @@ def _gives_dtype(ufunc, dt, other, first: bool) -> bool:
 def into(ufunc, t, other, first: bool) -> bool:
     """May binary ``ufunc`` write into ``t`` (its first operand when ``first``, else its second) next to
     ``other``: ``t`` held by the calling temporary only, the result ``t``'s dtype and shape?"""
-    if type(t) is not _ndarray or _refs(t) != SOLE or t.base is not None or not t.flags.writeable:
+    if type(t) is not _ndarray or _refs(t) != SOLE or t.base is not None or not t.flags.writeable or \
+            not t.flags.c_contiguous:
         return False
     if type(other) is _ndarray:
+        if not other.flags.c_contiguous and other.ndim > 1:
+            return False  # NumPy's result order then follows the operands' (``sole``)
         shape = other.shape
         if shape != t.shape and (len(shape) > t.ndim or shape != t.shape[t.ndim - len(shape):]):
             return False
@@ -93,7 +102,8 @@ def into(ufunc, t, other, first: bool) -> bool:
 
 def into1(ufunc, t) -> bool:
     """May unary ``ufunc`` write into ``t``?"""
-    if type(t) is not _ndarray or _refs(t) != SOLE or t.base is not None or not t.flags.writeable:
+    if type(t) is not _ndarray or _refs(t) != SOLE or t.base is not None or not t.flags.writeable or \
+            not t.flags.c_contiguous:
         return False
     dt = t.dtype
     key = (ufunc, dt, None, True)

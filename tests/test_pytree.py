@@ -77,3 +77,24 @@ def test_a_gradient_call_leaves_no_garbage_cycles():
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+def test_keys_equal_but_of_other_types_keep_their_own_type():
+    # 1, True and 1.0 are equal dict keys that hash alike: a builder cached for one rebuilt the others' dicts with
+    # its keys (a review: px.grad of {True: w} returned {1: g})
+    from phylanx_py.pytree import flatten, unflatten
+
+    for tree in ({1: 2.0}, {True: 2.0}, {1.0: 2.0}):
+        leaves, structure = flatten(tree)
+        back = unflatten(structure, leaves)
+        assert back == tree and [type(k) for k in back] == [type(k) for k in tree]
+
+
+def test_a_structure_nested_deeper_than_the_parser_takes_is_walked():
+    from phylanx_py.pytree import flatten, unflatten
+
+    tree = 1.0
+    for _ in range(300):
+        tree = [tree]
+    leaves, structure = flatten(tree)
+    assert unflatten(structure, leaves) == tree

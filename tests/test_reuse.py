@@ -168,3 +168,52 @@ def group_with_scalar_call(x, y):
 def test_a_scalar_result_among_a_groups_leaves_is_left_alone():
     x, y = np.linspace(0.0, 1.0, 20_000), [1, 2, 3]
     np.testing.assert_allclose(px.compile(group_with_scalar_call)(x, y), group_with_scalar_call(x, y), rtol=1e-12)
+
+
+# ---- from a review (each was a wrong answer, error or layout against the plain function) ---------------------
+def _pow_half(a):
+    return np.copy(a) ** 0.5
+
+
+def _pow_minus_one(a):
+    return np.copy(a) ** -1
+
+
+def _transposed_plus(a, b):
+    return (np.copy(a.T) + b).view(np.complex128)
+
+
+def _fused_overflow(a, b):
+    return ((np.copy(a) * 1e300 * b + b) * b - b) * b
+
+
+def test_a_power_of_a_temporary_is_ndarray_pow_not_np_power(monkeypatch):
+    # ndarray.__pow__ takes np.sqrt for ** 0.5 and np.reciprocal for ** -1: complex edge values differ from np.power
+    monkeypatch.setenv("PHYLANX_FLOOR", "0")
+    a = np.full(5000, -1.0 + 0j)
+    a[0], a[1] = complex(np.inf, 0.0), 1e300 + 1e300j
+    with np.errstate(all="ignore"):
+        for fn in (_pow_half, _pow_minus_one):
+            np.testing.assert_array_equal(px.compile(fn)(a), fn(a))
+
+
+def test_a_result_keeps_numpys_memory_order(monkeypatch):
+    # an F-ordered temporary is not a donor: NumPy's result of it and a C-ordered operand is C-ordered
+    monkeypatch.setenv("PHYLANX_FLOOR", "0")
+    a, b = np.arange(5000.0).reshape(50, 100), np.ones((100, 50))
+    got, want = px.compile(_transposed_plus)(a, b), _transposed_plus(a, b)
+    np.testing.assert_array_equal(got, want)
+    assert got.strides == want.strides
+
+
+def test_a_fused_kernel_that_raises_after_its_loop_does_not_write_into_its_operand(monkeypatch):
+    # with errors raised, the group runs without out=: its reference reruns on the operand as it was, and raises
+    monkeypatch.setenv("PHYLANX_FLOOR", "0")
+    n = 20000
+    a = np.full(n, 1e10)
+    f = px.compile(_fused_overflow)
+    f(a, np.full(n, 1e-300))
+    F.wait_for_builds()
+    with np.errstate(over="raise"), pytest.raises(px.ExecutionError) as e:
+        f(a, np.full(n, 2.0))
+    assert isinstance(e.value.__cause__, FloatingPointError)
