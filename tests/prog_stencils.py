@@ -189,4 +189,10 @@ def overlapping_inplace(steps, a, m):
 
 def prefix_step(a):
     a[1:] += a[:-1]
-    return a
+    return a * 2.0  # (a loop nest: the straight-line kernel is made)
+
+
+def products_only(alpha, a, b, c, d):
+    # NPBench's k2mm: matrix products and a scaled sum, nothing for a loop nest
+    d[:] = alpha * a @ b @ c + 1.5 * d
+    return d
