@@ -37,6 +37,7 @@ from phylanx_py import ir
 
 from . import profiling
 from .base import Runtime
+from .environ import fast_key
 from .executors import LocalPoolExecutor
 from .loop_tiers import READY
 
@@ -54,12 +55,9 @@ KEYS_KEPT = 64  # signatures remembered per function (a program calling it with 
 _FAILED = object()
 
 
-# os.environ.get costs about 1 us a call (it encodes the key and decodes the value), as much as a small plain
-# function: per call, the raw value is read from os.environ's own dict (CPython keeps it in ``_data`` under the
-# encoded key), as tiering.current_mode does
-_ENV_DATA = getattr(os.environ, "_data", None)
-_ENV_KEY = os.environ.encodekey("PHYLANX_FLOOR") if _ENV_DATA is not None and hasattr(os.environ, "encodekey") \
-    else None
+# per call, the variable's raw value read (runtime/environ.py: os.environ.get costs about 1 us, as much as a small
+# plain function)
+_ENV_DATA, _ENV_KEY = fast_key("PHYLANX_FLOOR")
 _OFF = (b"0", "0")
 
 

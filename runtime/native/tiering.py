@@ -17,6 +17,7 @@ from phylanx_py.primitives import kernel_cache
 
 from phylanx_py.errors import UnsafeCacheError
 
+from ..environ import fast_key
 from ..loop_tiers import kernel_ready
 from . import kinds as K
 from .background import Exiting, _compiling, compile_quietly, in_background, warm_elsewhere
@@ -40,11 +41,8 @@ def mode() -> str:
 
 
 _MODE = ["on", None]  # the last mode() and the variable's raw value it came from
-# os.environ.get costs about 1 us (it encodes the key and decodes the value): per call, compare the raw value
-# in os.environ's own dict instead (CPython keeps it in ``_data`` under the encoded key; elsewhere, the slow way)
-_ENV_DATA = getattr(os.environ, "_data", None)
-_ENV_KEY = os.environ.encodekey("PHYLANX_NATIVE") if _ENV_DATA is not None and hasattr(os.environ, "encodekey") \
-    else None
+# per call, the variable's raw value compared (runtime/environ.py: os.environ.get costs about 1 us)
+_ENV_DATA, _ENV_KEY = fast_key("PHYLANX_NATIVE")
 
 
 def _raw_mode():
