@@ -34,7 +34,8 @@ from phylanx_py.errors import UnsafeCacheError
 
 CACHE_DIR = os.environ.get("PHYLANX_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "phylanx-py")
 _lock = threading.RLock()  # a warm-up may load another kernel
-__all__ = ["CACHE_DIR", "UnsafeCacheError", "check", "digest", "kernel_dir", "load_or_build", "numba_subfolder"]
+__all__ = ["CACHE_DIR", "UnsafeCacheError", "check", "digest", "kernel_dir", "load_or_build", "numba_subfolder",
+           "write"]
 
 
 def kernel_dir() -> str:
@@ -140,7 +141,7 @@ def digest(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:24]
 
 
-def _write(path: str, data: bytes):
+def write(path: str, data: bytes):
     """``path`` holds ``data``, written under an unpredictable name and renamed into place (atomic)."""
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=".py")
     try:
@@ -180,7 +181,7 @@ def load_or_build(kind: str, source: str, warm=None) -> types.ModuleType:
             return module
         path = os.path.join(kernel_dir(), f"{kind}_{d}.py")
         if _on_disk(path) != data:  # missing, or not what we generate: (re)written before Numba reads its stamp
-            _write(path, data)
+            write(path, data)
         module = types.ModuleType(name)
         module.__file__ = path
         # registered in sys.modules like any import: Numba's disk cache looks the module up by name

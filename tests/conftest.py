@@ -22,6 +22,10 @@ os.environ["PHYLANX_FLOOR"] = "0"
 # Fused kernels are built in the call that first needs them, not in a background thread (primitives/fused.py):
 # tests check which path computed a result from the first call on; tests/test_fusion.py tests the background.
 os.environ["PHYLANX_FUSE_WAIT"] = "1"
+# Kernels compiled before are not native from their first call in tests (runtime/native/warm.py): a test's kernel is
+# compiled again and again in a run (three modes, several tests over one program), and the tiers' tests are about
+# their order of events from an empty cache; tests/test_native_warm.py turns it on.
+os.environ["PHYLANX_NATIVE_WARM"] = "0"
 
 
 def pytest_unconfigure(config):

@@ -20,6 +20,7 @@ from phylanx_py.errors import UnsafeCacheError
 from ..environ import fast_key
 from ..loop_tiers import kernel_ready
 from . import kinds as K
+from . import warm
 from .background import Exiting, _compiling, compile_quietly, in_background, warm_elsewhere
 from .helpers import helpers_for
 from .kinds import Decline
@@ -29,6 +30,10 @@ from .parallel import variant
 from .tuning import Choice, threads
 
 HOT_SECONDS = 0.05  # interpreted time after which a loop is compiled (Numba takes 0.2-10 s per kernel)
+# the same for a kernel compiled before (warm.py) while Numba has not started in this process: its compile is a
+# load from Numba's disk cache, but starting Numba takes a second in a background thread that shares the
+# interpreter: not for a loop that runs a few milliseconds in all
+MARKED_SECONDS = 0.005
 # counts of what the tier did in this process: "native" runs, "declined" signatures with their reasons
 STATS: dict = {"compiled": 0, "declined": {}}
 
@@ -74,7 +79,7 @@ class Entry:
 
     __slots__ = ("kinds", "source", "checked", "kernel", "overflow", "declined", "compiling", "compile_seconds",
                  "interpreted", "native_runs", "writes", "flags", "convert", "parallel", "serial_why", "refused",
-                 "printed")
+                 "printed", "mark", "marked")
 
     def __init__(self, kinds):
         self.kinds = kinds
@@ -87,6 +92,8 @@ class Entry:
         self.parallel = None  # tuning.Choice: the kernel's parallel variant and whether it runs
         self.serial_why = None  # why the kernel has no parallel variant (None: not known yet)
         self.native_runs = 0
+        self.mark = None  # the digest of the kernel's mark (warm.py), once looked for
+        self.marked = False  # whether that mark was found: compiled before, here or in another process
         self.writes = ()
         self.flags = {}
 
@@ -149,13 +156,24 @@ class Signatures:
         if entry.kernel is None:
             if m == "force":
                 self._compile(entry, args)
-            elif entry.interpreted >= HOT_SECONDS and not entry.compiling:
+            elif entry.mark is None and not entry.compiling and self._marked(entry, args):
+                self._compile(entry, args)  # compiled before: Numba's disk cache has it (warm.py)
+            elif entry.interpreted >= (MARKED_SECONDS if entry.marked else HOT_SECONDS) and not entry.compiling:
                 kernel_cache.check()  # a refused cache folder is this call's error, not a decline in the thread
                 entry.compiling = True
                 in_background(self._compile, entry, self._held(args))
             if entry.refused is not None:
                 raise_refusal(entry)
         return entry.kernel
+
+    def _marked(self, entry, args) -> bool:
+        """Whether the entry's kernel loads in this call: marked as compiled before for these argument types, with
+        Numba running already; else its compile starts after MARKED_SECONDS interpreted (a mark for other types, or
+        Numba not started), or HOT_SECONDS (no mark): warm.py. Asked once per entry."""
+        entry.mark = "" if entry.printed is None else warm.kernel_key(entry.printed)
+        lines = warm.marks(entry.mark) if entry.mark else frozenset()
+        entry.marked = bool(lines)
+        return entry.marked and warm.numba_started() and warm.sig_line(self._signature(entry, args)) in lines
 
     def _compile(self, entry, args):
         """Compile the entry's sequential kernel for its signature (in the compile process first when in the
@@ -172,6 +190,9 @@ class Signatures:
             self._install(entry, module, compiled)
             STATS["compiled"] += 1
             ready = True
+            if entry.mark is None:  # forced: not looked for yet
+                entry.mark = warm.kernel_key(entry.printed)
+            warm.mark(entry.mark, warm.sig_line(sig))
         except UnsafeCacheError as e:  # the folder turned unsafe since the caller checked: the next call raises it
             entry.refused = e
             return

@@ -25,7 +25,7 @@ from .. import floor, profiling
 from ..base import Runtime
 from ..loop_tiers import FALLBACK
 from . import kinds as K
-from . import kir
+from . import kir, warm
 from . import tiering as T
 from .analysis import arrays_written
 from .expressions import inlinable
@@ -85,7 +85,7 @@ CLEARLY_FASTER = 4
 
 class Entry(T.Entry):
     __slots__ = ("stages", "guard", "values", "exact", "entry_point", "sig", "plain_runs", "floor", "last",
-                 "plain_times", "plain_before", "native_times", "measuring")
+                 "plain_times", "plain_before", "native_times", "measuring", "fast")
 
 
 class WholeFunction(T.Signatures):
@@ -106,6 +106,7 @@ class WholeFunction(T.Signatures):
         # the tree (``fallback``), against which a new kernel is timed (``_decide``)
         self.loop_free = not any(isinstance(s, (ir.For, ir.While)) for s in ir.walk(fn.body))
         self.warm = 0.0  # seconds the loop-free function's calls took before its first signature was lowered
+        self._kept: dict = {}  # argument kinds (fast key) -> whether a kernel of them was kept before (warm.py)
         if stmts and isinstance(stmts[-1], ir.Return):
             self.body, self.ret = ir.Block(stmts=stmts[:-1], loc=fn.body.loc), stmts[-1].value
             # straight-line code's ``return a * b + c``: a statement, so its own loop nest (scalarize.py)
@@ -136,13 +137,15 @@ class WholeFunction(T.Signatures):
                 profiling.active() is not None:
             return fallback()
         if self.loop_free:
-            if self.warm < STRAIGHT_SECONDS:  # not yet worth a kernel (below)
+            if self.warm < STRAIGHT_SECONDS and not self._kept_before(args):  # not yet worth a kernel (below)
                 return self._timed(fallback, "warm")
             m, plain = "on", None  # its calls before and beside the kernel are the floor's choice (``_timed``)
         entry = self.entry(args)
         if entry is None or entry.declined:
             return fallback()
         entry.floor = entry.floor or plain is not None or self.loop_free  # calls to time it against (``_install``)
+        if entry.fast is None and self.loop_free:
+            entry.fast = T._fast_key(args) or ()
         if self.ready(entry, args, m) is None:
             if self.loop_free:
                 return self._timed(fallback, entry)
@@ -218,6 +221,7 @@ class WholeFunction(T.Signatures):
         entry.plain_before = []  # the plain runs' seconds while the kernel compiled
         entry.measuring = False  # the kernel is ready and timed against the plain function (``_decide``)
         entry.last = None  # the last interpreted call's seconds (None: no call yet)
+        entry.fast = None  # a loop-free function's argument kinds, for its mark (warm.py)
         try:
             names = frozenset(n for n, is_small in zip(self.params, small) if is_small)
             entry.source, low = settle(FunctionLowerer, self.body, self.params, dict(zip(self.params, ks)), [],
@@ -258,7 +262,9 @@ class WholeFunction(T.Signatures):
         # floor off; decided by the calls, not by plain runs counted so far: the call that started this compile may
         # still be in its plain run when a kernel loaded from the disk cache is ready); plain runs timed while this
         # compile ran were slowed by it (about 2x): the comparison takes new ones
-        entry.measuring = entry.floor and T.current_mode() != "force"
+        # (a kernel kept before, in this process or an earlier one, is not timed again: warm.py)
+        entry.measuring = entry.floor and T.current_mode() != "force" and \
+            not (entry.marked and warm.KEPT in warm.marks(entry.mark))
         entry.plain_before, entry.plain_times = entry.plain_times, []
         entry.kernel = module.kernel
         self._requick()
@@ -306,7 +312,27 @@ class WholeFunction(T.Signatures):
         if native > plain:
             self.decline(entry, f"the plain function is faster ({plain * 1e3:.3g} ms a call against "
                                 f"{native * 1e3:.3g} ms native)")
+            if entry.mark:
+                warm.unmark(entry.mark)  # a later process waits for its calls again
+            if entry.fast:
+                warm.unmark(warm.function_key(self.fn, entry.fast))
+        else:
+            if entry.mark:
+                warm.mark(entry.mark, warm.KEPT)
+            if entry.fast:
+                warm.mark(warm.function_key(self.fn, entry.fast), warm.KEPT)
         self._requick()
+
+    def _kept_before(self, args) -> bool:
+        """Whether a loop-free function's kernel for these argument kinds was kept before, in this process or an
+        earlier one (warm.py): it is then lowered at its first call, not after STRAIGHT_SECONDS of calls."""
+        fast = T._fast_key(args)
+        if not fast:
+            return False
+        kept = self._kept.get(fast)
+        if kept is None:
+            kept = self._kept[fast] = warm.KEPT in warm.marks(warm.function_key(self.fn, fast))
+        return kept
 
     def failed(self, entry, e, stage, saved):
         """After the kernel raised ``e``: FALLBACK when the call is to run interpreted (nothing changed, or the

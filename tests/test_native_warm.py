@@ -1,0 +1,159 @@
+"""Kernels compiled before are native from a signature's first call (runtime/native/warm.py): in this process and
+in a later one, for loops, whole functions and straight-line code; a mark changes only when a kernel compiles,
+never what runs."""
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from phylanx_py.primitives import kernel_cache
+from phylanx_py.runtime.native import tiering as native_tiering
+from phylanx_py.runtime.native import warm, whole
+
+import phylanx_py as px
+
+
+def smooth(a, steps):
+    for _ in range(steps):
+        for i in range(1, a.shape[0] - 1):
+            a[i] = 0.25 * a[i - 1] + 0.5 * a[i] + 0.25 * a[i + 1]
+    return a
+
+
+def mix(a, b):
+    return np.sqrt(a * a + b * b) * 0.5 + np.where(a > b, a, b)
+
+
+@pytest.fixture
+def cache(monkeypatch, tmp_path):
+    """A cache folder of the test's own, marks followed (conftest.py turns them off for the rest of the suite)."""
+    monkeypatch.setattr(kernel_cache, "CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PHYLANX_NATIVE_WARM", "1")
+    monkeypatch.setenv("PHYLANX_FLOOR", "1")
+    monkeypatch.delenv("PHYLANX_NATIVE", raising=False)
+    return tmp_path / "cache" / "kernels"
+
+
+def _native_runs(f) -> int:
+    line = next(s for s in f.explain().splitlines() if s.startswith("function at"))
+    assert " -> native (whole function" in line, line
+    return int(line.split(" native runs")[0].rsplit("; ", 1)[1])
+
+
+def test_a_kernel_compiled_before_is_native_from_the_first_call_in_this_process(cache, monkeypatch):
+    a = np.linspace(0.0, 1.0, 200)
+    monkeypatch.setenv("PHYLANX_NATIVE", "force")
+    first = px.compile(smooth)
+    np.testing.assert_allclose(first(a.copy(), 3), smooth(a.copy(), 3), rtol=1e-15)
+    marks = glob.glob(str(cache / "native_*.ok"))
+    assert len(marks) == 1
+    with open(marks[0]) as f:
+        assert f.read().splitlines() == ["numba " + __import__("numba").__version__ + ": array(float64, 1d, C), int64"]
+    monkeypatch.delenv("PHYLANX_NATIVE")  # the default tier: a new signature waits HOT_SECONDS interpreted
+    monkeypatch.setattr(native_tiering, "HOT_SECONDS", 1e9)  # so never, but for its mark
+    again = px.compile(smooth)
+    np.testing.assert_allclose(again(a.copy(), 3), smooth(a.copy(), 3), rtol=1e-15)
+    assert _native_runs(again) == 1  # its first call ran the kernel, loaded from the disk cache
+    # marks not followed: the same first call runs as the plain function
+    monkeypatch.setenv("PHYLANX_NATIVE_WARM", "0")
+    cold = px.compile(smooth)
+    np.testing.assert_allclose(cold(a.copy(), 3), smooth(a.copy(), 3), rtol=1e-15)
+    assert "the plain function (1 runs) so far" in cold.explain()
+
+
+def test_a_forged_mark_runs_nothing_read_from_disk(cache, monkeypatch):
+    """A mark only says when to compile: one naming these argument types for a kernel never compiled still gets
+    the kernel compiled from the source made here (Numba compiles it in the call), and the right answer."""
+    monkeypatch.setattr(native_tiering, "HOT_SECONDS", 1e9)
+    a = np.linspace(0.0, 1.0, 50)
+    probe = px.compile(smooth)
+    probe(a.copy(), 2)  # lowered (its kernel's digest is known now), not compiled
+    entry = next(iter(probe._code.whole.entries.values()))
+    key = warm.kernel_key(entry.printed)
+    os.makedirs(cache, exist_ok=True)
+    with open(cache / f"native_{key}.ok", "w") as f:
+        f.write("numba " + __import__("numba").__version__ + ": array(float64, 1d, C), int64\nimport os\n")
+    warm._MARKS.clear()
+    f = px.compile(smooth)
+    np.testing.assert_allclose(f(a.copy(), 2), smooth(a.copy(), 2), rtol=1e-15)
+    assert _native_runs(f) == 1
+
+
+def test_a_straight_line_kernel_kept_before_is_lowered_at_the_first_call(cache, monkeypatch):
+    """Straight-line code waits STRAIGHT_SECONDS of calls before its kernel is lowered; one whose kernel was kept
+    (timed faster than the floor's choice: marked so by ``_decide``, written here through warm.py as it does) is
+    lowered at its first call, loaded, and not timed again."""
+    a, b = np.linspace(-1.0, 1.0, 3000), np.linspace(1.0, -1.0, 3000)
+    monkeypatch.setattr(whole, "STRAIGHT_SECONDS", 0.0)
+    monkeypatch.setattr(native_tiering, "HOT_SECONDS", 1e9)
+    probe = px.compile(mix)
+    np.testing.assert_allclose(probe(a, b), mix(a, b), rtol=1e-15)  # lowered, not compiled
+    tier = probe._code.whole
+    entry = next(iter(tier.entries.values()))
+    sig = whole._signature(*entry.sig) if type(entry.sig[0]) is tuple else entry.sig
+    warm.mark(warm.kernel_key(entry.printed), warm.sig_line(sig))
+    warm.mark(warm.kernel_key(entry.printed), warm.KEPT)
+    warm.mark(warm.function_key(tier.fn, native_tiering._fast_key((a, b))), warm.KEPT)
+    monkeypatch.setattr(whole, "STRAIGHT_SECONDS", 1e9)
+    again = px.compile(mix)
+    np.testing.assert_allclose(again(a, b), mix(a, b), rtol=1e-15)
+    assert _native_runs(again) == 1
+    assert "measuring" not in again.explain()
+    other = px.compile(mix)  # other argument kinds: no mark, the floor's choice
+    np.testing.assert_allclose(other(a[::2], b[::2]), mix(a[::2], b[::2]), rtol=1e-15)
+    assert "the floor's choice so far" in other.explain()
+
+
+def test_a_later_process_loads_the_kernel_once_numba_runs_and_never_imports_it_for_a_first_call(tmp_path):
+    script = tmp_path / "later.py"
+    script.write_text(textwrap.dedent("""
+        import sys, time
+        import numpy as np
+        import phylanx_py as px
+
+        def smooth(a, steps):
+            for _ in range(steps):
+                for i in range(1, a.shape[0] - 1):
+                    a[i] = 0.25 * a[i - 1] + 0.5 * a[i] + 0.25 * a[i + 1]
+            return a
+
+        if sys.argv[1] == "numba":
+            import numba
+            numba.njit(lambda x: x + 1)(1)  # Numba running: a marked kernel loads in the call
+        else:
+            from phylanx_py.runtime.native import tiering
+            tiering.HOT_SECONDS = 1e9  # only a mark makes it native
+        f = px.compile(smooth)
+        a = np.linspace(0.0, 1.0, 2000)
+        assert np.allclose(f(a.copy(), 3), smooth(a.copy(), 3), rtol=1e-15)
+        print("numba imported:", "numba" in sys.modules)
+        print(f.explain().splitlines()[-1].split(" -> ")[1].split(" (")[0])
+        deadline = time.monotonic() + (120 if "wait" in sys.argv else 0.5)
+        while " -> native" not in f.explain() and time.monotonic() < deadline:  # MARKED_SECONDS, in the background
+            assert np.allclose(f(a.copy(), 3), smooth(a.copy(), 3), rtol=1e-15)
+            time.sleep(0.01)
+        print(f.explain().splitlines()[-1].split(" -> ")[1].split(" (")[0])
+    """))
+    env = {k: v for k, v in os.environ.items() if k not in ("PHYLANX_FLOOR", "PHYLANX_NATIVE")}
+    env.update(PHYLANX_CACHE_DIR=str(tmp_path / "cache"), PHYLANX_NATIVE_WARM="1")
+
+    def run(*args, extra=None):
+        done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=300,
+                              env={**env, **(extra or {})})
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    # compiled and marked; then loaded in its first call
+    assert run("numba", extra={"PHYLANX_NATIVE": "force"}) == ["numba imported: True", "native", "native"]
+    assert run("numba") == ["numba imported: True", "native", "native"]
+    # Numba not running: the first call is the plain function and does not import it; the kernel is loaded in the
+    # background after MARKED_SECONDS (HOT_SECONDS is out of reach in this run)
+    first = run("plain", "wait")
+    assert first[0] == "numba imported: False" and first[1].startswith("the plain function") and \
+        first[2] == "native", first
+    assert run("plain", extra={"PHYLANX_NATIVE_WARM": "0"})[2].startswith("the plain function")
