@@ -22,7 +22,7 @@ import warnings
 
 import numpy as np
 
-from . import backends, kernel_cache
+from . import backends, kernel_builds, kernel_cache
 from .fused_cupy import cupy_fused
 from .kernel_builds import _BUILDING, _builds, cached_kernel, remember, wait_for_builds  # noqa: F401 - tests' names
 from .registry import OperationFailed, exists, lookup, register
@@ -444,6 +444,8 @@ def _compile(spec, in_dtypes, dtypes, src=None, warm=True):
     def compile_now(module):  # a failure to compile is a failure here, not at the first real call
         module.kernel(*[np.zeros(1, d) for d in in_dtypes])
 
+    if warm:  # a ufunc with its signature: compiled as its module runs, so another process can compile it first
+        kernel_builds.elsewhere("fused", src)
     return kernel_cache.load_or_build("fused", src, compile_now if warm else None).kernel
 
 

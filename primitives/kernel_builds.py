@@ -21,6 +21,11 @@ _builds = {"running": 0, "exiting": False}
 _in_flight: list = []  # (cache, key) of the builds running in this process's background threads
 _builds_done = threading.Condition(_lock)
 BUILT_HOOKS: list = []  # called after a background build made a kernel (the runtime's floor times the tree again)
+# ``hook(kind, source)``: compile a kernel's source in another process first, so that the build in this process is a
+# load of Numba's machine code from the disk cache (runtime/native/compile_process.py registers it): a build in a
+# background thread is Python (Numba's typing and lowering) sharing the caller's interpreter lock, and a floor's
+# probe of the tree that started one slowed the next plain runs of NPBench's hdiff 2-3x for seconds
+ELSEWHERE: list = []
 EXIT_WAIT_SECONDS = 60  # at interpreter exit, the longest wait for builds inside Numba/LLVM (a crash otherwise)
 
 
@@ -78,7 +83,15 @@ def _built(build):
         return None
 
 
+def elsewhere(kind: str, source: str) -> None:
+    """In a background build, have the ``ELSEWHERE`` hooks compile ``source`` first (see there)."""
+    if getattr(_building, "background", False):
+        for hook in ELSEWHERE:
+            hook(kind, source)
+
+
 def _build_in_background(cache, key, build):
+    _building.background = True
     try:
         hit = _built(build)
     except kernel_cache.UnsafeCacheError:

@@ -704,6 +704,33 @@ def test_a_kernel_is_built_in_the_background_while_numpy_computes(kernel_cache, 
     assert paths(spy)[3:] == ["numba"]
 
 
+def test_a_kernel_built_in_the_background_is_compiled_by_the_compile_process_first(spy, in_background, monkeypatch):
+    """Numba's typing and lowering of a fused kernel run in the compile process (off this interpreter's lock, as a
+    native kernel's do): the build thread then loads it from the kernel cache; the answer is NumPy's."""
+    from phylanx_py.runtime.native import compile_process
+
+    monkeypatch.delenv("PHYLANX_COMPILE_PROCESS", raising=False)
+    compile_process.close()
+    asked = []
+    real_warm = compile_process.warm
+    monkeypatch.setattr(compile_process, "warm", lambda *a: asked.append((a[0], real_warm(*a))) or asked[-1][1])
+    f = px.compile(P.gauss_sine)
+    x = np.linspace(-3, 3, N)
+    assert_same(f(x), P.gauss_sine(x))  # the reference; the build starts
+    assert F.wait_for_builds(120)
+    assert asked == [("fused", True)]
+    assert_same(f(x), P.gauss_sine(x))
+    assert paths(spy) == ["reference", "numba"]
+    child = compile_process._child[0]
+    compile_process.close()
+    assert child.poll() == 0
+    monkeypatch.setenv("PHYLANX_FUSE_WAIT", "1")  # a build in the call: no compile process asked
+    monkeypatch.setattr(F, "_kernels", {})
+    monkeypatch.setattr(F, "_found", {})
+    assert_same(f(x), P.gauss_sine(x))
+    assert asked == [("fused", True)]
+
+
 def test_a_kernel_built_in_the_background_that_fails_leaves_numpy(kernel_cache, spy, in_background, monkeypatch):
     def failing(*args, **kwargs):
         raise RuntimeError("Numba cannot type this")

@@ -10,6 +10,8 @@ import sys
 import threading
 import warnings
 
+from phylanx_py.primitives import kernel_builds
+
 from . import compile_process
 
 # A background compile is Python calling LLVM through ctypes, which gives up the GIL at every call and then waits
@@ -45,6 +47,15 @@ def warm_elsewhere(loader: str, source: str, sig) -> None:
         compile_process.warm(loader, source, sig)
     finally:
         _inside(True)
+
+
+def _fused_elsewhere(kind: str, source: str) -> None:
+    """A fused kernel built in a background thread (primitives/kernel_builds.py) is compiled by the compile process
+    first, as a native kernel is: the thread's build is then a load from the kernel cache."""
+    compile_process.warm(kind, source, ())
+
+
+kernel_builds.ELSEWHERE.append(_fused_elsewhere)
 
 
 def _inside(now: bool):

@@ -16,7 +16,8 @@ from .compile_process import HEADER
 
 
 def serve(stdin, stdout):
-    """A request is (cache folder, loader, source, sig); the reply one byte, b"1" compiled, b"0" not."""
+    """A request is (cache folder, loader, source, sig); the reply one byte, b"1" compiled, b"0" not. The loader
+    is ``tiering``'s function of that name, or "fused" for a fused group's kernel (``sig`` unused)."""
     from numba.core.errors import NumbaParallelSafetyWarning  # this process compiles kernels: Numba at once
 
     while True:
@@ -29,7 +30,10 @@ def serve(stdin, stdout):
             with warnings.catch_warnings():
                 # as the parent's compile has it (tuning.Choice.build): nothing Numba doubts gets cached
                 warnings.simplefilter("error", NumbaParallelSafetyWarning)
-                tiering.compile_quietly(getattr(tiering, loader)(source).kernel, sig)
+                if loader == "fused":  # a fused group's ufunc (primitives/fused.py): compiled as its module runs
+                    kernel_cache.load_or_build("fused", source)
+                else:
+                    tiering.compile_quietly(getattr(tiering, loader)(source).kernel, sig)
             ok = b"1"
         except Exception:  # noqa: BLE001 - the parent's thread compiles it and reports what fails
             ok = b"0"
