@@ -456,6 +456,40 @@ def test_the_compile_process_ends_with_its_parent_even_while_busy(tmp_path):
     raise AssertionError("the orphaned child was still running 20 s after its parent ended")
 
 
+def test_a_fork_while_a_thread_waits_for_the_compile_process_does_not_hang_the_child(tmp_path):
+    """The compile process's pipes are unbuffered: a fork while a background thread waited for a reply left the
+    forked child a buffered reader locked by a thread it does not have, and the child's at-fork handler closing it
+    waited forever (a review's multiprocessing pool started during a fused build never returned)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import os, sys, threading, time\n"
+        "import numba\n"
+        "from phylanx_py.runtime.native import compile_process\n"
+        "src = 'import numba\\n@numba.njit(cache=True)\\ndef kernel(x):\\n    return x + 1\\n'\n"
+        "t = threading.Thread(target=compile_process.warm, args=('load_kernel', src, (numba.int64,)))\n"
+        "t.start()\n"
+        "time.sleep(0.5)  # the thread waits for the reply (the child starts, imports Numba, compiles)\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os._exit(7)\n"
+        "deadline = time.monotonic() + 30\n"
+        "while time.monotonic() < deadline:\n"
+        "    done, status = os.waitpid(pid, os.WNOHANG)\n"
+        "    if done:\n"
+        "        print('child', os.waitstatus_to_exitcode(status)); break\n"
+        "    time.sleep(0.05)\n"
+        "else:\n"
+        "    os.kill(pid, 9); print('child hung')\n"
+        "t.join(120)\n")
+    env = {**os.environ, "PHYLANX_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("PHYLANX_COMPILE_PROCESS", None)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "child 7\n"
+
+
 def test_at_exit_no_compile_starts_here_and_running_ones_are_waited_for(monkeypatch):
     """At interpreter exit a background compile does not start Numba's work in this process (a daemon thread inside
     LLVM while the interpreter finalised crashed the process); one that only waits for the compile process's reply

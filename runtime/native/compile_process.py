@@ -43,8 +43,7 @@ def warm(loader: str, source: str, sig) -> bool:
         if child is None:
             return False
         try:
-            child.stdin.write(HEADER.pack(len(request)) + request)
-            child.stdin.flush()
+            _write_all(child.stdin, HEADER.pack(len(request)) + request)
             reply = child.stdout.read(1)
         except (OSError, ValueError):
             reply = b""
@@ -62,14 +61,24 @@ def _start():
     if child is False:
         return None
     try:
+        # unbuffered pipes (raw file objects, no lock): a fork while a background thread waits for a reply left the
+        # forked child's copy of a buffered reader locked by a thread it does not have, and closing it there
+        # (``_after_fork_in_child``) waited forever (a review: a multiprocessing pool started during a fused build)
         child = subprocess.Popen([sys.executable, "-m", "phylanx_py.runtime.native.compile_child"],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                 close_fds=True)
+                                 close_fds=True, bufsize=0)
     except OSError:
         _child[0] = False
         return None
     _child[0] = child
     return child
+
+
+def _write_all(raw, data: bytes):
+    """All of ``data`` into the unbuffered pipe ``raw`` (a raw write may take part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[raw.write(view):]
 
 
 def _stop(child):
