@@ -17,7 +17,7 @@ _lock = threading.Lock()
 # build it in the call, as before.
 _BUILDING = object()  # the value in a kernel cache while its kernel is built in the background
 _building = threading.local()  # ``pending``: the last cached_kernel of this thread met a kernel being built
-_builds = {"running": 0, "exiting": False}
+_builds = {"running": 0, "exiting": False, "away": 0}  # away: running builds waiting for another process
 _in_flight: list = []  # (cache, key) of the builds running in this process's background threads
 _builds_done = threading.Condition(_lock)
 BUILT_HOOKS: list = []  # called after a background build made a kernel (the runtime's floor times the tree again)
@@ -83,11 +83,28 @@ def _built(build):
         return None
 
 
+class _Exiting(Exception):
+    """The interpreter began to exit while a build waited for another process: it stops before Numba's work."""
+
+
 def elsewhere(kind: str, source: str) -> None:
-    """In a background build, have the ``ELSEWHERE`` hooks compile ``source`` first (see there)."""
-    if getattr(_building, "background", False):
+    """In a background build, have the ``ELSEWHERE`` hooks compile ``source`` first (see there), unless this
+    process has its module already. Meanwhile the interpreter's exit does not wait for this build (it only waits
+    for another process's reply); if the exit began meanwhile, the build stops here (``_Exiting``: no kernel)."""
+    if not getattr(_building, "background", False) or kernel_cache.loaded(kind, source):
+        return
+    with _lock:
+        _builds["away"] += 1
+    try:
         for hook in ELSEWHERE:
             hook(kind, source)
+    finally:
+        with _lock:
+            _builds["away"] -= 1
+            _builds_done.notify_all()
+            exiting = _builds["exiting"]
+    if exiting:
+        raise _Exiting
 
 
 def _build_in_background(cache, key, build):
@@ -128,7 +145,7 @@ def _after_fork_in_child():
         if cache.get(key) is _BUILDING:
             cache.pop(key, None)
     _in_flight.clear()
-    _builds["running"] = 0
+    _builds["running"] = _builds["away"] = 0
 
 
 if hasattr(os, "register_at_fork"):
@@ -146,7 +163,7 @@ def _at_exit():
     still compiling while the interpreter finalises can crash the process (as the native tier found)."""
     with _lock:
         _builds["exiting"] = True
-        _builds_done.wait_for(lambda: _builds["running"] == 0, EXIT_WAIT_SECONDS)
+        _builds_done.wait_for(lambda: _builds["running"] - _builds["away"] <= 0, EXIT_WAIT_SECONDS)
 
 
 if hasattr(threading, "_register_atexit"):  # before atexit hooks and finalisation, as concurrent.futures does

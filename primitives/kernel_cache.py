@@ -34,8 +34,8 @@ from phylanx_py.errors import UnsafeCacheError
 
 CACHE_DIR = os.environ.get("PHYLANX_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "phylanx-py")
 _lock = threading.RLock()  # a warm-up may load another kernel
-__all__ = ["CACHE_DIR", "UnsafeCacheError", "check", "digest", "kernel_dir", "load_or_build", "numba_subfolder",
-           "write"]
+__all__ = ["CACHE_DIR", "UnsafeCacheError", "check", "digest", "kernel_dir", "load_or_build", "loaded",
+           "numba_subfolder", "write"]
 
 
 def kernel_dir() -> str:
@@ -162,6 +162,11 @@ def _on_disk(path: str) -> bytes | None:
             return f.read()
     except FileNotFoundError:
         return None
+
+
+def loaded(kind: str, source: str) -> bool:
+    """Whether this process has the module of ``source`` already (``load_or_build`` returns it as it is)."""
+    return f"phylanx_{kind}_{digest(source)}" in sys.modules
 
 
 def load_or_build(kind: str, source: str, warm=None) -> types.ModuleType:
