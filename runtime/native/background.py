@@ -108,6 +108,28 @@ def compile_quietly(kernel, sig):
         return kernel.compile(sig)
 
 
+def load_cached(kernel, sig):
+    """``kernel``'s machine code for ``sig`` from Numba's disk cache, added to it, or None when the cache does not
+    have it: never a compile (what ``Dispatcher.compile`` does first; Numba's internals, so any surprise there is
+    None too: the kernel is then compiled in the background)."""
+    try:
+        from numba.core import sigutils
+
+        args, _ = sigutils.normalize_signature(tuple(sig))
+        existing = kernel.overloads.get(tuple(args))
+        if existing is not None:
+            return existing.entry_point
+        cres = kernel._cache.load_overload(tuple(sig), kernel.targetctx)
+        if cres is None:
+            return None
+        if not cres.objectmode:
+            kernel.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+        kernel.add_overload(cres)
+        return cres.entry_point
+    except Exception:  # noqa: BLE001 - see above
+        return None
+
+
 def in_background(compile_fn, *args) -> threading.Thread:
     """Run ``compile_fn(*args)`` in a thread of its own (returned), the switch interval short while any such
     thread runs."""

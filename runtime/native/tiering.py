@@ -21,7 +21,7 @@ from ..environ import fast_key
 from ..loop_tiers import kernel_ready
 from . import kinds as K
 from . import warm
-from .background import Exiting, _compiling, compile_quietly, in_background, warm_elsewhere
+from .background import Exiting, _compiling, compile_quietly, in_background, load_cached, warm_elsewhere
 from .helpers import helpers_for
 from .kinds import Decline
 from .lower import SMALL
@@ -156,8 +156,9 @@ class Signatures:
         if entry.kernel is None:
             if m == "force":
                 self._compile(entry, args)
-            elif entry.mark is None and not entry.compiling and self._marked(entry, args):
-                self._compile(entry, args)  # compiled before: Numba's disk cache has it (warm.py)
+            elif entry.mark is None and not entry.compiling and self._marked(entry, args) and \
+                    self._compile(entry, args, cached_only=True):
+                pass  # compiled before: loaded from Numba's disk cache (warm.py)
             elif entry.interpreted >= (MARKED_SECONDS if entry.marked else HOT_SECONDS) and not entry.compiling:
                 kernel_cache.check()  # a refused cache folder is this call's error, not a decline in the thread
                 entry.compiling = True
@@ -175,17 +176,23 @@ class Signatures:
         entry.marked = bool(lines)
         return entry.marked and warm.numba_started() and warm.sig_line(self._signature(entry, args)) in lines
 
-    def _compile(self, entry, args):
+    def _compile(self, entry, args, cached_only=False) -> bool:
         """Compile the entry's sequential kernel for its signature (in the compile process first when in the
-        background, then a load from the kernel cache here), then its parallel variant when it has one."""
+        background, then a load from the kernel cache here), then its parallel variant when it has one; True when
+        the kernel is ready. ``cached_only``: a marked kernel in the caller's thread, loaded only if Numba's disk
+        cache has its machine code (a mark says a process compiled it, not that this process's Numba cache holds
+        it: another NUMBA_CACHE_DIR, a cleaned cache; a review saw a first call of 7 s), else False, nothing done."""
         t0 = time.perf_counter()
         ready = False
+        entry.compiling = True
         try:
             sig = self._signature(entry, args)
             text = sequential_module(entry.printed)
             warm_elsewhere("load_kernel", text, sig)
             module = load_kernel(text)
-            compiled = compile_quietly(module.kernel, sig)
+            compiled = load_cached(module.kernel, sig) if cached_only else compile_quietly(module.kernel, sig)
+            if compiled is None:
+                return False
             entry.overflow = module._Overflow
             self._install(entry, module, compiled)
             STATS["compiled"] += 1
@@ -195,12 +202,12 @@ class Signatures:
             warm.mark(entry.mark, warm.sig_line(sig))
         except UnsafeCacheError as e:  # the folder turned unsafe since the caller checked: the next call raises it
             entry.refused = e
-            return
+            return False
         except Exiting:
             raise
         except Exception as e:  # noqa: BLE001 - a typing failure declines this signature
             self.decline(entry, f"Numba: {_first_line(e)}")
-            return
+            return False
         finally:
             entry.compile_seconds += time.perf_counter() - t0
             if not ready:
@@ -216,6 +223,7 @@ class Signatures:
         finally:
             entry.compiling = False
             kernel_ready()
+        return True
 
     def _held(self, args):
         """What a background compile keeps of the call's arguments (``_signature`` types them)."""

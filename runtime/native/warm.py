@@ -26,7 +26,7 @@ from .helpers import helpers_for
 
 KEPT = "kept"
 _MARKS: dict = {}  # path -> frozenset of the mark's lines (read once per process, updated as marks are written)
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()  # _rewrite reads (which may take it) while holding it
 
 
 def kernel_key(printed) -> str:
@@ -87,28 +87,45 @@ def numba_started() -> bool:
 
 
 def mark(key: str, line: str) -> None:
-    """Add ``line`` to ``key``'s mark (a cache folder that cannot be written to: no mark, nothing else changes)."""
-    lines = _read(key)
-    if line in lines:
+    """Add ``line`` to ``key``'s mark (a cache folder that cannot be written to: no mark, nothing else changes).
+    The file is read again first (another process may have added lines since this one read it); two processes
+    writing at the same moment may still lose a line of each other's: a signature compiled once more, later."""
+    if line in _read(key):
         return
-    try:
-        path = _path(key)
-        with _LOCK:
-            lines = _MARKS[path] = _MARKS.get(path, frozenset()) | {line}
-        kernel_cache.write(path, ("\n".join(sorted(lines)) + "\n").encode())
-    except (OSError, UnsafeCacheError):
-        pass
+    _rewrite(key, lambda lines: lines | {line})
 
 
 def unmark(key: str) -> None:
-    """Drop ``key``'s mark (a kernel that lost to the floor's choice: a later process waits for its calls again)."""
+    """Drop ``key``'s ``kept`` line (a kernel that lost to the floor's choice: timed again by a later process);
+    its argument types stay marked (their machine code is still in the cache)."""
+    _rewrite(key, lambda lines: lines - {KEPT})
+
+
+def _rewrite(key: str, change) -> None:
     try:
         path = _path(key)
         with _LOCK:
-            _MARKS[path] = frozenset()
-        os.unlink(path)
+            _MARKS.pop(path, None)
+            lines = change(_read(key))
+            _MARKS[path] = lines
+            if lines:
+                kernel_cache.write(path, ("\n".join(sorted(lines)) + "\n").encode())
+            else:
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
     except (OSError, UnsafeCacheError):
         pass
+
+
+def _after_fork_in_child():
+    global _LOCK
+    _LOCK = threading.RLock()  # held by a thread the child does not have, maybe
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _path(key: str) -> str:
