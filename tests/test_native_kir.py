@@ -9,7 +9,9 @@ import re
 import numpy as np
 import prog_native_kir as P
 import pytest
+from phylanx_py.primitives import lookup
 from phylanx_py.runtime.native import helpers, kir, tiering
+from phylanx_py.runtime.native.facts import operations
 
 import phylanx_py as px
 
@@ -60,6 +62,20 @@ def test_accesses_are_tagged_proven_or_checked_and_the_fast_version_is_outlined(
     with pytest.raises(px.ExecutionError) as e:  # the checked version keeps NumPy's error
         px.compile(P.gather)(np.arange(10.0), np.array([3, 10]))
     assert isinstance(e.value.__cause__, IndexError)
+
+
+def test_operations_are_tagged_from_the_declarations_and_end_a_whole_functions_stage(forced):
+    # what a form writes is read once from its declaration's template
+    assert operations(lookup("operator.mod").lowering) == ("modulo",)
+    assert operations(lookup("mean").lowering) == ("division",)  # (_px_sum(a) / a.shape[0])
+    assert operations(lookup("math.floor").lowering) == ("math",)
+    assert operations(lookup("exp").lowering) == ()
+    entry = _entry(P.scaled_total, np.arange(6.0), np.float64(3.0))
+    (node,) = [n for n in entry.printed.nodes.values() if kir.Op("division") in n.tags]
+    assert node.line() == "t = (d / 2.0)" and not node.calls and not node.accesses
+    # the division may raise (whole_lower.py): a stage of its own before the loop's, numbered in the kernel
+    assert [type(s).__name__ for s, _ in entry.stages] == ["Assign", "For"]
+    assert "def kernel(__pxs, a, d):\n" in entry.source and "\n    __pxs[0] = 0\n    t = (d / 2.0)\n" in entry.source
 
 
 def test_the_printer_writes_each_node_at_its_depth_and_maps_lines_back():

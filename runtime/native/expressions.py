@@ -37,10 +37,9 @@ class Expressions:
                 self.fail("a Python int constant past 2**63", n)
             return repr(v), 3, False
         if t is float:
-            if math.isnan(v):
-                return "math.nan", 1.5, False
-            if math.isinf(v):
-                return ("math.inf" if v > 0 else "(-math.inf)"), 1.5, False
+            if math.isnan(v) or math.isinf(v):
+                self.pending.append(kir.Op("math"))
+                return ("math.nan" if math.isnan(v) else "math.inf" if v > 0 else "(-math.inf)"), 1.5, False
             return repr(v), 1.5, False
         if v in DTYPE_CONSTS:
             return f"np.{DTYPE_CONSTS[v]}", v, False

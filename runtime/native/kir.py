@@ -13,6 +13,9 @@ being read back from that text:
   whether a whole function's statement may raise through a helper (whole_lower.py);
 - ``accesses`` (Access): each array access and how it stays in bounds (checked, proven, by Numba, a view), which
   whole_lower.py counts as may-raise;
+- ``ops`` (Op): each operation the statement's text writes whose result may raise or differ between engines
+  (division, modulo, power, shift, a name of Python's ``math``): from the declaration of the primitive whose form
+  writes it (facts.operations) or where the lowerer writes it itself; whole_lower.py counts them as may-raise;
 - ``version``: the test of a loop's two versions (versions.py: "unchecked" or "nonneg"), which outline.py moves.
 ``Printed`` maps each line of the printed source back to its node, for the passes that parse the source (parallel.py,
 outline.py) and ask the IR what the text does not say, and says whether Numba checks the accesses (``boundscheck``).
@@ -50,6 +53,15 @@ class Access:
     how: str
 
 
+@dataclass(frozen=True, slots=True)
+class Op:
+    """An operation a statement's text writes (not a call): "division" (``/``, ``//``), "modulo" (``%``), "power"
+    (``**``), "shift" (``<<``, ``>>``) or "math" (a name of Python's ``math``: its functions raise on a domain
+    error; its constants ``math.nan``, ``math.inf`` are tagged too, as whole_lower.py's stages always counted
+    them)."""
+    kind: str
+
+
 def family(name: str) -> str:
     """What a helper keeps, by its name's part after the first ``_``: "ck" (Python-int arithmetic checked for
     overflow), "py" (Python's division by zero, conversions), "amb" (a division by a scalar that may be Python's or
@@ -76,8 +88,8 @@ def declared(name: str) -> tuple:
 
 
 class Node:
-    """One statement of a kernel at its ``depth`` (1: the kernel's body), with the tags of its text: the helper
-    calls (Call) and array accesses (Access) it makes."""
+    """One statement of a kernel at its ``depth`` (1: the kernel's body), with the tags of its text: the calls
+    (Call), array accesses (Access) and operations (Op) it makes."""
     __slots__ = ("depth", "tags")
     opens = False  # a statement that opens a block (its body: the deeper statements after it)
 
@@ -91,6 +103,10 @@ class Node:
     @property
     def accesses(self) -> tuple:
         return tuple(t for t in self.tags if type(t) is Access)
+
+    @property
+    def ops(self) -> tuple:
+        return tuple(t for t in self.tags if type(t) is Op)
 
     def line(self) -> str:
         raise NotImplementedError

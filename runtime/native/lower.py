@@ -26,6 +26,7 @@ from . import kir, scalarize
 from .arith import ArithRules
 from .calls import CallRules
 from .expressions import Expressions, as_expression
+from .facts import operations
 from .kindflow import SMALL, KindFlow, settle
 from .kinds import Decline
 from .reductions import ReduceRules
@@ -48,6 +49,9 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         self.functions = functions or {}
         self.applies = {id(a): i for i, a in enumerate(x for x in ir.walk(loop) if isinstance(x, ir.Apply))}
         self.conditional = 0  # inside parts of expressions that may not run (``and``/``or``, ``a if c else b``)
+        # an operand may be a Python or a NumPy scalar: a division takes its declaration's ``ambiguous`` helper
+        # (arith.either_call)
+        self.ambiguous = False
         # the value that is a whole statement's (``f(a)``, ``x = f(a)``): the only call whose callee's statements
         # may be inlined (expressions.e_Apply), as nothing else of the statement is read before them
         self.whole_value = None
@@ -118,10 +122,12 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
 
     def form_of(self, form, atoms) -> str:
         """The source of a declaration's native form (``Lowering``) over ``atoms``; the function it calls
-        (``Lowering.called``: ``np.exp``, ``range``, a helper such as ``np.sum``'s ``_px_sum``) is tagged."""
+        (``Lowering.called``: ``np.exp``, ``range``, a helper such as ``np.sum``'s ``_px_sum``) and the operations
+        it writes (facts.operations: ``/``, ``%`` ...) are tagged."""
         if form.called is not None:
             self.pending += [kir.helper_call(form.called)[1]] if kir.is_helper(form.called) else \
                 kir.declared(form.called)
+        self.pending += [kir.Op(kind) for kind in operations(form)]
         return form.source(atoms)
 
     def call_of(self, name, *args) -> str:
