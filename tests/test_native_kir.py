@@ -101,3 +101,22 @@ def test_the_printer_writes_each_node_at_its_depth_and_maps_lines_back():
     ns = {}
     exec(printed.source.split("\n", 1)[1].replace("_ck_add", "(lambda x, y: x + y)"), ns)  # noqa: S102
     assert ns["kernel"](4) == (6,)
+
+
+def test_two_versions_are_one_when_their_lowerings_decided_alike():
+    """versions.py keeps a loop's fast version only when the lowering decided something differently under its
+    assumption: the nodes and their tags say so, not the printed lines (whose temporaries' numbers differ)."""
+    ix = kir.helper_call("_ix", "i", "a.shape[0]")
+
+    def nest(tmp, index, how, calls=()):
+        return [kir.For(1, f"__pxz{tmp}", "range(n)", kir.declared("range")),
+                kir.Stmt(2, f"a[{index}] = 0.0", tuple(calls) + (kir.Access("a", how),))]
+
+    proven = nest(3, "__pxz3", "proven")
+    assert kir.decided_alike(proven, nest(7, "__pxz7", "proven"))  # the temporaries' numbers alone differ
+    assert kir.decided_alike(proven, nest(7, "__pxz7", "numba"))  # written as it is either way
+    assert not kir.decided_alike(proven, nest(7, ix[0], "checked", [ix[1]]))
+    assert not kir.decided_alike(proven, proven[:1])
+    # a nested loop in two versions in one lowering, in one in the other
+    assert not kir.decided_alike([kir.If(1, "n >= 0", version="nonneg"), kir.Else(1)],
+                                 [kir.If(1, "n >= 0"), kir.Else(1)])

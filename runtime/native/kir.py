@@ -16,7 +16,8 @@ being read back from that text:
 - ``ops`` (Op): each operation the statement's text writes whose result may raise or differ between engines
   (division, modulo, power, shift, a name of Python's ``math``): from the declaration of the primitive whose form
   writes it (facts.operations) or where the lowerer writes it itself; whole_lower.py counts them as may-raise;
-- ``version``: the test of a loop's two versions (versions.py: "unchecked" or "nonneg"), which outline.py moves.
+- ``version``: the test of a loop's two versions (versions.py: "unchecked" or "nonneg"), which outline.py moves;
+  the two versions are one when their lowerings decided alike (``decided_alike``: the same nodes and tags).
 ``Printed`` maps each line of the printed source back to its node, for the passes that parse the source (parallel.py,
 outline.py) and ask the IR what the text does not say, and says whether Numba checks the accesses (``boundscheck``).
 """
@@ -175,6 +176,21 @@ def shifted(nodes, by: int) -> list:
     return nodes
 
 
+def decided_alike(a, b) -> bool:
+    """Whether two lowerings of one loop (versions.py: under an assumption and without it) decided alike: the same
+    statements at the same depths, each with the same calls and operations and the same accesses checked in the
+    source. What an assumption changes is one of these (an access proven instead of checked, an int operation
+    written as it is instead of through a checked helper, a nested loop's versions), so two lowerings that decided
+    alike are the same code but for their temporaries' numbers."""
+    return len(a) == len(b) and all(_decisions(x) == _decisions(y) for x, y in zip(a, b))
+
+
+def _decisions(n):
+    # (an access proven in bounds, a view's and one Numba checks are all written as they are: only "checked"
+    # changes the source; a slice-only access is "proven" under a proof, a "view" without)
+    return type(n), n.depth, getattr(n, "version", None), n.calls, n.ops, tuple(t.how == "checked" for t in n.accesses)
+
+
 def helpers(nodes) -> frozenset:
     """The helpers the statements call (a kernel module defines these and those they call)."""
     return frozenset(c.name for n in nodes for c in n.calls if is_helper(c.name))
@@ -197,16 +213,6 @@ class Printed:
     def versions(self) -> frozenset:
         """The lines of the tests of loops' two versions."""
         return frozenset(i for i, n in self.nodes.items() if isinstance(n, If) and n.version)
-
-
-def block_lines(nodes, base: int = 0) -> list[str]:
-    """The source lines of ``nodes`` (``pass`` in a block that holds nothing), ``base`` levels shallower."""
-    out = []
-    for i, n in enumerate(nodes):
-        out.append("    " * (n.depth - base) + n.line())
-        if n.opens and (i + 1 == len(nodes) or nodes[i + 1].depth <= n.depth):
-            out.append("    " * (n.depth - base + 1) + "pass")
-    return out
 
 
 def print_kernel(params, nodes, ret: str, ret_tags=(), boundscheck=False) -> Printed:

@@ -61,6 +61,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         # ``unchecked`` (runtime/native/bounds.py); else Numba checks every access
         self.manual = manual
         self.unchecked: frozenset = frozenset()
+        self.hoisted = 0  # scalars hoisted before loop nests (nests.hoist), for versions.py
         self._leaf_nodes = ()  # the leaves of the fused expression being lowered (ir.Leaf refers to them)
         self.pxz_temps: dict = {}  # canonicalizer temporaries' values (scalarize.note_temporary)
         self.bounds = dict(bounds or {})  # name -> |value| bound (Python ints needing no overflow check)
