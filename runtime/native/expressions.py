@@ -25,7 +25,10 @@ class Expressions:
         handler = getattr(self, "e_" + type(n).__name__, None)
         if handler is None:
             self.fail(f"{type(n).__name__.lower()} expressions", n)
-        return handler(n)
+        out = handler(n)
+        if not self.complex_values and K.holds_complex(out[1]):
+            self.complex_values = True
+        return out
 
     def e_Const(self, n):
         v = n.value

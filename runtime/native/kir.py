@@ -203,21 +203,24 @@ def raising_helpers(nodes) -> list[Call]:
 
 @dataclass(frozen=True, slots=True)
 class Printed:
-    """A kernel's source, the node of each of its lines (1-based, as ``ast`` counts), the helpers it calls and
-    whether Numba checks its accesses (``boundscheck``; else the kernel checks those not proven, Access)."""
+    """A kernel's source, the node of each of its lines (1-based, as ``ast`` counts), the helpers it calls,
+    whether Numba checks its accesses (``boundscheck``; else the kernel checks those not proven, Access) and whether
+    any of its values may be complex (``complex_values``: Numba's complex division raises at zero, parallel.py)."""
     source: str
     nodes: dict
     helpers: frozenset
     boundscheck: bool
+    complex_values: bool = False
 
     def versions(self) -> frozenset:
         """The lines of the tests of loops' two versions."""
         return frozenset(i for i, n in self.nodes.items() if isinstance(n, If) and n.version)
 
 
-def print_kernel(params, nodes, ret: str, ret_tags=(), boundscheck=False) -> Printed:
+def print_kernel(params, nodes, ret: str, ret_tags=(), boundscheck=False, complex_values=False) -> Printed:
     """The Numba source of a kernel: its decorator (Numba checks the accesses when ``boundscheck``), ``def
-    kernel(params):``, its statements, ``return ret`` (``ret_tags``: the tags of ``ret``)."""
+    kernel(params):``, its statements, ``return ret`` (``ret_tags``: the tags of ``ret``); ``complex_values``:
+    a value of it may be complex (the lowerer's kinds say so)."""
     lines = [f"@numba.njit(cache=True, nogil=True, boundscheck={boundscheck}, error_model='numpy')",
              f"def kernel({', '.join(params)}):"]
     at = {}
@@ -230,4 +233,4 @@ def print_kernel(params, nodes, ret: str, ret_tags=(), boundscheck=False) -> Pri
         lines.append("    pass")
     lines.append(f"    return {ret}")
     called = helpers(nodes) | {t.name for t in ret_tags if type(t) is Call and is_helper(t.name)}
-    return Printed("\n".join(lines) + "\n", at, called, boundscheck)
+    return Printed("\n".join(lines) + "\n", at, called, boundscheck, complex_values)

@@ -75,6 +75,8 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
                   for n, k in inputs.items()}
         self.env = dict(inputs)
         self.inputs = dict(inputs)
+        # a value of the kernel may be complex (an argument's, an expression's: Expressions.expr): kir.Printed's
+        self.complex_values = any(K.holds_complex(k) for k in inputs.values())
         self.outputs = outputs
         self.taint = set(tainted)
         self.arrays_tainted = arrays_tainted
@@ -96,7 +98,8 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         self.stmt(self.loop)
         self.flag_outputs = [o for o in self.outputs if o in self.widened]
         outs = "".join(f"{o}, " for o in self.outputs) + "".join(f"__pxw_{o}, " for o in self.flag_outputs)
-        self.printed = kir.print_kernel(params, self.lines, f"({outs})", self.pending, not self.manual)
+        self.printed = kir.print_kernel(params, self.lines, f"({outs})", self.pending, not self.manual,
+                                        self.complex_values)
         return self.printed.source
 
     def fail(self, why, node=None):
