@@ -205,16 +205,17 @@ def _positive(ops, d):
 _ROUNDS = {"compares": True}  # results that flip on a last-bit difference of the operands
 # Each operator's native rules besides its Python spelling (``Lowering``): Python ints go through helpers that
 # raise instead of wrapping at 2**63 (``pyint``), division of Python scalars through ones that raise at zero
-# (``pyscalar``; runtime/native/helpers.py). The in-place operators (``x op= v``) share them.
+# (``pyscalar``; runtime/native/helpers.py), or stop the kernel there when an operand may be a Python or a NumPy
+# scalar (``ambiguous``). The in-place operators (``x op= v``) share them.
 _NATIVE = {
     "add": dict(pyint="_ck_add", magnitude=lambda x, y: x + y, interval=_iv_add, sign=_all_nonneg),
     "sub": dict(pyint="_ck_sub", magnitude=lambda x, y: x + y, interval=_iv_sub),
     "mul": dict(pyint="_ck_mul", magnitude=lambda x, y: x * y, interval=_iv_mul, sign=_all_nonneg),
-    "truediv": dict(pyscalar="_py_truediv", divides="true"),
+    "truediv": dict(pyscalar="_py_truediv", ambiguous="_amb_truediv", divides="true"),
     # Python and NumPy: the remainder has the sign of the divisor
-    "floordiv": dict(pyscalar="_py_floordiv", divides="floor", magnitude=_largest, **_ROUNDS,
-                     sign=lambda ops, a, d: _positive(ops, d) and ops.nonneg(a)),
-    "mod": dict(pyscalar="_py_mod", divides="mod", magnitude=_largest, **_ROUNDS,
+    "floordiv": dict(pyscalar="_py_floordiv", ambiguous="_amb_floordiv", divides="floor", magnitude=_largest,
+                     **_ROUNDS, sign=lambda ops, a, d: _positive(ops, d) and ops.nonneg(a)),
+    "mod": dict(pyscalar="_py_mod", ambiguous="_amb_mod", divides="mod", magnitude=_largest, **_ROUNDS,
                 sign=lambda ops, a, d: _positive(ops, d)),
     "pow": dict(pyint="_ck_pow", inexact=True, powers="python"),
     "lshift": dict(pyint="_ck_lshift", shifts="left"),

@@ -41,6 +41,8 @@ class Lowering:
     the operands' atoms (``"{0} + {1}"``, ``"np.exp({0})"``) or a callable of the atom list. ``pyint``: the checked
     helper used when NumPy semantics make the result a Python int (which never wraps at 2**63); ``pyscalar``: the
     helper used when every operand is a Python scalar (``1.0 / 0.0`` raises in Python, NumPy scalars give inf);
+    ``ambiguous``: the helper used instead of ``pyscalar`` when an operand may be a Python or a NumPy scalar (a
+    zero divisor raises in Python and gives inf in NumPy: it stops the kernel, to rerun interpreted);
     ``inexact``: Numba's result may differ from NumPy's in the last bit (exp, log, sin, pow ...); ``moves``: the call
     of one array only moves, copies or allocates its elements (flip, copy, empty_like), computing nothing, so
     Numba's result is NumPy's whatever the dtype; ``view``: its result is a view of that array (flip), so what is
@@ -68,6 +70,7 @@ class Lowering:
     template: str | Callable
     pyint: str | None = None
     pyscalar: str | None = None
+    ambiguous: str | None = None
     inexact: bool = False
     moves: bool = False
     view: bool = False

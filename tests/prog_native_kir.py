@@ -13,3 +13,11 @@ def gather(a, idx):  # indices from an array's elements: proven when the array's
     for i in range(idx.shape[0]):
         s += a[idx[i]]
     return s
+
+
+def scaled_total(a, d):  # a NumPy float divided: the division is written as it is (no helper), and may raise
+    t = d / 2.0
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += a[i] * t
+    return s

@@ -9,7 +9,9 @@ import re
 import numpy as np
 import prog_native_kir as P
 import pytest
+from phylanx_py.primitives import lookup
 from phylanx_py.runtime.native import helpers, kir, tiering
+from phylanx_py.runtime.native.facts import operations
 
 import phylanx_py as px
 
@@ -62,6 +64,20 @@ def test_accesses_are_tagged_proven_or_checked_and_the_fast_version_is_outlined(
     assert isinstance(e.value.__cause__, IndexError)
 
 
+def test_operations_are_tagged_from_the_declarations_and_end_a_whole_functions_stage(forced):
+    # what a form writes is read once from its declaration's template
+    assert operations(lookup("operator.mod").lowering) == ("modulo",)
+    assert operations(lookup("mean").lowering) == ("division",)  # (_px_sum(a) / a.shape[0])
+    assert operations(lookup("math.floor").lowering) == ("math",)
+    assert operations(lookup("exp").lowering) == ()
+    entry = _entry(P.scaled_total, np.arange(6.0), np.float64(3.0))
+    (node,) = [n for n in entry.printed.nodes.values() if kir.Op("division") in n.tags]
+    assert node.line() == "t = (d / 2.0)" and not node.calls and not node.accesses
+    # the division may raise (whole_lower.py): a stage of its own before the loop's, numbered in the kernel
+    assert [type(s).__name__ for s, _ in entry.stages] == ["Assign", "For"]
+    assert "def kernel(__pxs, a, d):\n" in entry.source and "\n    __pxs[0] = 0\n    t = (d / 2.0)\n" in entry.source
+
+
 def test_the_printer_writes_each_node_at_its_depth_and_maps_lines_back():
     call = kir.helper_call("_ck_add", "s", "i")
     nodes = [kir.Stmt(1, "s = 0"),
@@ -85,3 +101,22 @@ def test_the_printer_writes_each_node_at_its_depth_and_maps_lines_back():
     ns = {}
     exec(printed.source.split("\n", 1)[1].replace("_ck_add", "(lambda x, y: x + y)"), ns)  # noqa: S102
     assert ns["kernel"](4) == (6,)
+
+
+def test_two_versions_are_one_when_their_lowerings_decided_alike():
+    """versions.py keeps a loop's fast version only when the lowering decided something differently under its
+    assumption: the nodes and their tags say so, not the printed lines (whose temporaries' numbers differ)."""
+    ix = kir.helper_call("_ix", "i", "a.shape[0]")
+
+    def nest(tmp, index, how, calls=()):
+        return [kir.For(1, f"__pxz{tmp}", "range(n)", kir.declared("range")),
+                kir.Stmt(2, f"a[{index}] = 0.0", tuple(calls) + (kir.Access("a", how),))]
+
+    proven = nest(3, "__pxz3", "proven")
+    assert kir.decided_alike(proven, nest(7, "__pxz7", "proven"))  # the temporaries' numbers alone differ
+    assert kir.decided_alike(proven, nest(7, "__pxz7", "numba"))  # written as it is either way
+    assert not kir.decided_alike(proven, nest(7, ix[0], "checked", [ix[1]]))
+    assert not kir.decided_alike(proven, proven[:1])
+    # a nested loop in two versions in one lowering, in one in the other
+    assert not kir.decided_alike([kir.If(1, "n >= 0", version="nonneg"), kir.Else(1)],
+                                 [kir.If(1, "n >= 0"), kir.Else(1)])

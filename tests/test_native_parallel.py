@@ -9,7 +9,7 @@ import numpy as np
 import prog_parallel as P
 import pytest
 from helpers import assert_same
-from phylanx_py.runtime.native import tuning
+from phylanx_py.runtime.native import kir, parallel, tuning
 
 import phylanx_py as px
 
@@ -222,3 +222,19 @@ def test_loops_that_only_look_independent_give_the_plain_answer(forced, name):
             with pytest.raises(px.ExecutionError) as e:
                 f(*make())
             assert isinstance(e.value.__cause__, error)
+
+
+def test_a_division_in_a_kernel_whose_values_may_be_complex_stays_sequential():
+    """Numba's complex division raises at zero whatever the error model: a loop dividing in a kernel the IR says
+    holds complex values (kir.Printed.complex_values, from the lowerer's kinds) is not parallel."""
+    from numba import types
+
+    nodes = [kir.For(1, "i", "range(n)", kir.declared("range")),
+             kir.Stmt(2, "out[i] = (x[i] / 2.0)", (kir.Op("division"), kir.Access("x", "proven"),
+                                                   kir.Access("out", "proven")))]
+    sig = (types.float64[::1], types.int64, types.float64[::1])
+    plain = kir.print_kernel(["out", "n", "x"], nodes, "(out, )")
+    v, why = parallel.variant(plain, sig)
+    assert why is None and v.loops == [3] and v.written == [0]
+    v, why = parallel.variant(kir.print_kernel(["out", "n", "x"], nodes, "(out, )", complex_values=True), sig)
+    assert v is None and why == "the loop over 'i': a division of values that may be complex (Numba raises at zero)"

@@ -65,11 +65,11 @@ class ArithRules:
             except Decline as e:
                 self.fail(f"{prim.label}: {e}", n)
             mark = len(self.pending)
-            readings.append((rk, self.arith(n, low, atoms, sk, rk), self.pending[mark:]))
-            del self.pending[mark:]  # the helper calls of the reading taken are tagged below
-        (kp, sp, calls), rest = readings[0], readings[1:]
-        kn, sn, _ = rest[0]
-        if any(K.key(k) != K.key(kn) or src != sn for k, src, _ in rest):
+            readings.append((rk, self.arith(n, low, atoms, sk, rk), self.pending[mark:], sk))
+            del self.pending[mark:]  # the tags of the reading taken are added below
+        (kp, sp, tags, sk_py), rest = readings[0], readings[1:]
+        kn, sn, _, _ = rest[0]
+        if any(K.key(k) != K.key(kn) or src != sn for k, src, _, _ in rest):
             self.fail(f"{prim.label} of values that may be Python or NumPy scalars", n)
         if K.key(kp) == K.key(kn):
             k = kp
@@ -78,18 +78,26 @@ class ArithRules:
             if k is None:
                 self.fail(f"{prim.label} gives {K.describe(kp)} or {K.describe(kn)}", n)
             k = K.Either(k.py, k.np, names)
+        calls = [c for c in tags if type(c) is kir.Call]
         families = {kir.family(c.name) for c in calls}
         if sp == sn:
             src = sp
         elif "ck" in families or any(c.name == "_py_int" for c in calls):
             src = sp  # a Python-int overflow falls back to the interpreter, which also covers the NumPy reading
         elif "py" in families:
-            src = sp.replace("_py_", "_amb_")  # a zero divisor falls back: raise or inf depends on the type
-            calls = [kir.helper_call(c.name.replace("_py_", "_amb_"))[1] if kir.family(c.name) == "py" else c
-                     for c in calls]
+            # a zero divisor falls back: raise or inf depends on the type. The all-Python reading again, with the
+            # helper its declaration gives for an operand that may be either (``Lowering.ambiguous``)
+            self.ambiguous = True
+            try:
+                src = self.arith(n, low, atoms, sk_py, kp)
+            finally:
+                self.ambiguous = False
+            tags = self.pending[mark:]
+            del self.pending[mark:]
+            calls = [c for c in tags if type(c) is kir.Call]
         else:
             self.fail(f"{prim.label} of a value that may be a Python or a NumPy scalar", n)
-        self.pending += calls
+        self.pending += tags
         if {"ck", "amb"} & {kir.family(c.name) for c in calls} or any(c.name == "_py_int" for c in calls):
             self.checked = True
         inexact = low.inexact and not K.is_int(k)
@@ -197,7 +205,7 @@ class ArithRules:
             return self.helper(low.pyint, *atoms)
         if py and low.pyscalar:
             self.checked = True  # its helper stops the kernel (_Overflow) where Python raises: the arrays go back
-            return self.helper(low.pyscalar, *atoms)
+            return self.helper(low.ambiguous if self.ambiguous and low.ambiguous else low.pyscalar, *atoms)
         if py and low.powers == "python" and float in map(type, ks) and not (
                 isinstance(n.args[1], ir.Const) and type(n.args[1].value) is int and n.args[1].value >= 0):
             self.fail("a Python float power with an exponent that may be negative or fractional", n)
@@ -220,8 +228,9 @@ class ArithRules:
         # NEP 50: a Python int takes a small int dtype, raising OverflowError when it does not fit (``weak_cast``)
         cast = [self.weak_cast(a, x, common, arg) if not isinstance(x, np.generic) or x.dtype != common else a
                 for a, x, arg in zip(atoms, ks, n.args)]
-        src = self.form_of(low, cast)
         if low.divides == "floor" and isinstance(k, np.signedinteger):
             src = self.helper("_np_floordiv_s", cast[0], cast[1])
+        else:
+            src = self.form_of(low, cast)
         rk = ("bool_" if k.dtype == np.bool_ else k.dtype.name) if isinstance(k, np.generic) else type(k).__name__
         return self.call_of(f"np.{rk}" if isinstance(k, np.generic) else rk, src)

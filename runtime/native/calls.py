@@ -171,6 +171,7 @@ class CallRules:
         src = self.form(n, atoms)
         if a.dtype != np.float64:
             total = self.call_of("np.float64", self.helper("_px_sum", atoms[0]))
+            self.pending.append(kir.Op("division"))
             src = self.call_of("np.float32", f"{total} / {atoms[0]}.shape[0]")
         return src, a.dtype.type(3)
 

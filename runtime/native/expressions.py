@@ -25,7 +25,10 @@ class Expressions:
         handler = getattr(self, "e_" + type(n).__name__, None)
         if handler is None:
             self.fail(f"{type(n).__name__.lower()} expressions", n)
-        return handler(n)
+        out = handler(n)
+        if not self.complex_values and K.holds_complex(out[1]):
+            self.complex_values = True
+        return out
 
     def e_Const(self, n):
         v = n.value
@@ -37,10 +40,9 @@ class Expressions:
                 self.fail("a Python int constant past 2**63", n)
             return repr(v), 3, False
         if t is float:
-            if math.isnan(v):
-                return "math.nan", 1.5, False
-            if math.isinf(v):
-                return ("math.inf" if v > 0 else "(-math.inf)"), 1.5, False
+            if math.isnan(v) or math.isinf(v):
+                self.pending.append(kir.Op("math"))
+                return ("math.nan" if math.isnan(v) else "math.inf" if v > 0 else "(-math.inf)"), 1.5, False
             return repr(v), 1.5, False
         if v in DTYPE_CONSTS:
             return f"np.{DTYPE_CONSTS[v]}", v, False

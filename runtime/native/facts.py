@@ -2,12 +2,14 @@
 
 By primitive name (``rule``) for the passes over the IR (arith.py, bounds.py, signs.py, calls.py). By the function a
 form calls (``calls``: ``np.exp`` -> whether it may raise, allocates, which arguments it only reads): the lowerer
-tags each call it writes with these (kir.declared), which parallel.py asks; analysis.py and whole_lower.py still
-look them up by the text they read in the generated source.
+tags each call it writes with these (kir.declared), which parallel.py and whole_lower.py ask; analysis.py still
+looks them up by the text it reads in the generated source. By form (``operations``): the operators and ``math``
+names its text writes, which the lowerer tags (kir.Op).
 Both come from the declarations of the registry in use (a test's scoped one too), nothing keeps a list of names.
 """
 from __future__ import annotations
 
+import ast
 import functools
 from dataclasses import dataclass
 
@@ -60,11 +62,20 @@ def _calls(registry) -> dict[str, CallFacts]:
     return {**out, **{text: CallFacts(raises=False) for text in _CASTS}}
 
 
-def allocating() -> tuple:
-    """The called functions' texts whose forms allocate an array (``np.zeros`` ...), sorted."""
-    return _allocating(current_registry())
+# the operators whose operations kir.Op tags, by the kind it names them
+_OPERATORS = {ast.Div: "division", ast.FloorDiv: "division", ast.Mod: "modulo", ast.Pow: "power",
+              ast.LShift: "shift", ast.RShift: "shift"}
 
 
-@functools.lru_cache(maxsize=8)
-def _allocating(registry) -> tuple:
-    return tuple(sorted(text for text, f in _calls(registry).items() if f.allocates))
+@functools.cache
+def operations(form) -> tuple:
+    """The operations (kir.Op kinds) a declaration's native form writes: ``"({0} % {1})"`` modulo,
+    ``"(_px_sum({0}) / {0}.shape[0])"`` division, ``math.floor`` math; read once per form, from its template over
+    placeholder operands (a form's text is its declaration's own: what the kernel's other parts write is tagged
+    where the lowerer writes it)."""
+    tree = ast.parse(form.source([f"__pxa{i}" for i in range(8)]), mode="eval")
+    kinds = {_OPERATORS[type(n.op)] for n in ast.walk(tree) if isinstance(n, ast.BinOp) and type(n.op) in _OPERATORS}
+    if any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "math"
+           for n in ast.walk(tree)):
+        kinds.add("math")
+    return tuple(sorted(kinds))

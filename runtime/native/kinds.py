@@ -107,6 +107,17 @@ def is_scalar(k) -> bool:
     return type(k) in (int, float, bool) or isinstance(k, np.generic)
 
 
+def holds_complex(k) -> bool:
+    """Whether a value of kind ``k`` is or holds a complex number."""
+    if type(k) is Either:
+        return holds_complex(k.py) or holds_complex(k.np)
+    if type(k) is tuple:
+        return any(holds_complex(x) for x in k)
+    if type(k) is np.ndarray:
+        return k.dtype.kind == "c"
+    return type(k) is complex or isinstance(k, np.complexfloating)
+
+
 def is_int(k) -> bool:
     if type(k) is Either:
         return is_int(k.np)

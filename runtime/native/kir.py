@@ -13,7 +13,11 @@ being read back from that text:
   whether a whole function's statement may raise through a helper (whole_lower.py);
 - ``accesses`` (Access): each array access and how it stays in bounds (checked, proven, by Numba, a view), which
   whole_lower.py counts as may-raise;
-- ``version``: the test of a loop's two versions (versions.py: "unchecked" or "nonneg"), which outline.py moves.
+- ``ops`` (Op): each operation the statement's text writes whose result may raise or differ between engines
+  (division, modulo, power, shift, a name of Python's ``math``): from the declaration of the primitive whose form
+  writes it (facts.operations) or where the lowerer writes it itself; whole_lower.py counts them as may-raise;
+- ``version``: the test of a loop's two versions (versions.py: "unchecked" or "nonneg"), which outline.py moves;
+  the two versions are one when their lowerings decided alike (``decided_alike``: the same nodes and tags).
 ``Printed`` maps each line of the printed source back to its node, for the passes that parse the source (parallel.py,
 outline.py) and ask the IR what the text does not say, and says whether Numba checks the accesses (``boundscheck``).
 """
@@ -50,6 +54,15 @@ class Access:
     how: str
 
 
+@dataclass(frozen=True, slots=True)
+class Op:
+    """An operation a statement's text writes (not a call): "division" (``/``, ``//``), "modulo" (``%``), "power"
+    (``**``), "shift" (``<<``, ``>>``) or "math" (a name of Python's ``math``: its functions raise on a domain
+    error; its constants ``math.nan``, ``math.inf`` are tagged too, as whole_lower.py's stages always counted
+    them)."""
+    kind: str
+
+
 def family(name: str) -> str:
     """What a helper keeps, by its name's part after the first ``_``: "ck" (Python-int arithmetic checked for
     overflow), "py" (Python's division by zero, conversions), "amb" (a division by a scalar that may be Python's or
@@ -76,8 +89,8 @@ def declared(name: str) -> tuple:
 
 
 class Node:
-    """One statement of a kernel at its ``depth`` (1: the kernel's body), with the tags of its text: the helper
-    calls (Call) and array accesses (Access) it makes."""
+    """One statement of a kernel at its ``depth`` (1: the kernel's body), with the tags of its text: the calls
+    (Call), array accesses (Access) and operations (Op) it makes."""
     __slots__ = ("depth", "tags")
     opens = False  # a statement that opens a block (its body: the deeper statements after it)
 
@@ -91,6 +104,10 @@ class Node:
     @property
     def accesses(self) -> tuple:
         return tuple(t for t in self.tags if type(t) is Access)
+
+    @property
+    def ops(self) -> tuple:
+        return tuple(t for t in self.tags if type(t) is Op)
 
     def line(self) -> str:
         raise NotImplementedError
@@ -159,6 +176,21 @@ def shifted(nodes, by: int) -> list:
     return nodes
 
 
+def decided_alike(a, b) -> bool:
+    """Whether two lowerings of one loop (versions.py: under an assumption and without it) decided alike: the same
+    statements at the same depths, each with the same calls and operations and the same accesses checked in the
+    source. What an assumption changes is one of these (an access proven instead of checked, an int operation
+    written as it is instead of through a checked helper, a nested loop's versions), so two lowerings that decided
+    alike are the same code but for their temporaries' numbers."""
+    return len(a) == len(b) and all(_decisions(x) == _decisions(y) for x, y in zip(a, b))
+
+
+def _decisions(n):
+    # (an access proven in bounds, a view's and one Numba checks are all written as they are: only "checked"
+    # changes the source; a slice-only access is "proven" under a proof, a "view" without)
+    return type(n), n.depth, getattr(n, "version", None), n.calls, n.ops, tuple(t.how == "checked" for t in n.accesses)
+
+
 def helpers(nodes) -> frozenset:
     """The helpers the statements call (a kernel module defines these and those they call)."""
     return frozenset(c.name for n in nodes for c in n.calls if is_helper(c.name))
@@ -171,31 +203,24 @@ def raising_helpers(nodes) -> list[Call]:
 
 @dataclass(frozen=True, slots=True)
 class Printed:
-    """A kernel's source, the node of each of its lines (1-based, as ``ast`` counts), the helpers it calls and
-    whether Numba checks its accesses (``boundscheck``; else the kernel checks those not proven, Access)."""
+    """A kernel's source, the node of each of its lines (1-based, as ``ast`` counts), the helpers it calls,
+    whether Numba checks its accesses (``boundscheck``; else the kernel checks those not proven, Access) and whether
+    any of its values may be complex (``complex_values``: Numba's complex division raises at zero, parallel.py)."""
     source: str
     nodes: dict
     helpers: frozenset
     boundscheck: bool
+    complex_values: bool = False
 
     def versions(self) -> frozenset:
         """The lines of the tests of loops' two versions."""
         return frozenset(i for i, n in self.nodes.items() if isinstance(n, If) and n.version)
 
 
-def block_lines(nodes, base: int = 0) -> list[str]:
-    """The source lines of ``nodes`` (``pass`` in a block that holds nothing), ``base`` levels shallower."""
-    out = []
-    for i, n in enumerate(nodes):
-        out.append("    " * (n.depth - base) + n.line())
-        if n.opens and (i + 1 == len(nodes) or nodes[i + 1].depth <= n.depth):
-            out.append("    " * (n.depth - base + 1) + "pass")
-    return out
-
-
-def print_kernel(params, nodes, ret: str, ret_tags=(), boundscheck=False) -> Printed:
+def print_kernel(params, nodes, ret: str, ret_tags=(), boundscheck=False, complex_values=False) -> Printed:
     """The Numba source of a kernel: its decorator (Numba checks the accesses when ``boundscheck``), ``def
-    kernel(params):``, its statements, ``return ret`` (``ret_tags``: the tags of ``ret``)."""
+    kernel(params):``, its statements, ``return ret`` (``ret_tags``: the tags of ``ret``); ``complex_values``:
+    a value of it may be complex (the lowerer's kinds say so)."""
     lines = [f"@numba.njit(cache=True, nogil=True, boundscheck={boundscheck}, error_model='numpy')",
              f"def kernel({', '.join(params)}):"]
     at = {}
@@ -208,4 +233,4 @@ def print_kernel(params, nodes, ret: str, ret_tags=(), boundscheck=False) -> Pri
         lines.append("    pass")
     lines.append(f"    return {ret}")
     called = helpers(nodes) | {t.name for t in ret_tags if type(t) is Call and is_helper(t.name)}
-    return Printed("\n".join(lines) + "\n", at, called, boundscheck)
+    return Printed("\n".join(lines) + "\n", at, called, boundscheck, complex_values)

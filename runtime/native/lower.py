@@ -26,6 +26,7 @@ from . import kir, scalarize
 from .arith import ArithRules
 from .calls import CallRules
 from .expressions import Expressions, as_expression
+from .facts import operations
 from .kindflow import SMALL, KindFlow, settle
 from .kinds import Decline
 from .reductions import ReduceRules
@@ -48,6 +49,9 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         self.functions = functions or {}
         self.applies = {id(a): i for i, a in enumerate(x for x in ir.walk(loop) if isinstance(x, ir.Apply))}
         self.conditional = 0  # inside parts of expressions that may not run (``and``/``or``, ``a if c else b``)
+        # an operand may be a Python or a NumPy scalar: a division takes its declaration's ``ambiguous`` helper
+        # (arith.either_call)
+        self.ambiguous = False
         # the value that is a whole statement's (``f(a)``, ``x = f(a)``): the only call whose callee's statements
         # may be inlined (expressions.e_Apply), as nothing else of the statement is read before them
         self.whole_value = None
@@ -57,6 +61,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         # ``unchecked`` (runtime/native/bounds.py); else Numba checks every access
         self.manual = manual
         self.unchecked: frozenset = frozenset()
+        self.hoisted = 0  # scalars hoisted before loop nests (nests.hoist), for versions.py
         self._leaf_nodes = ()  # the leaves of the fused expression being lowered (ir.Leaf refers to them)
         self.pxz_temps: dict = {}  # canonicalizer temporaries' values (scalarize.note_temporary)
         self.bounds = dict(bounds or {})  # name -> |value| bound (Python ints needing no overflow check)
@@ -70,6 +75,8 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
                   for n, k in inputs.items()}
         self.env = dict(inputs)
         self.inputs = dict(inputs)
+        # a value of the kernel may be complex (an argument's, an expression's: Expressions.expr): kir.Printed's
+        self.complex_values = any(K.holds_complex(k) for k in inputs.values())
         self.outputs = outputs
         self.taint = set(tainted)
         self.arrays_tainted = arrays_tainted
@@ -91,7 +98,8 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         self.stmt(self.loop)
         self.flag_outputs = [o for o in self.outputs if o in self.widened]
         outs = "".join(f"{o}, " for o in self.outputs) + "".join(f"__pxw_{o}, " for o in self.flag_outputs)
-        self.printed = kir.print_kernel(params, self.lines, f"({outs})", self.pending, not self.manual)
+        self.printed = kir.print_kernel(params, self.lines, f"({outs})", self.pending, not self.manual,
+                                        self.complex_values)
         return self.printed.source
 
     def fail(self, why, node=None):
@@ -118,10 +126,12 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
 
     def form_of(self, form, atoms) -> str:
         """The source of a declaration's native form (``Lowering``) over ``atoms``; the function it calls
-        (``Lowering.called``: ``np.exp``, ``range``, a helper such as ``np.sum``'s ``_px_sum``) is tagged."""
+        (``Lowering.called``: ``np.exp``, ``range``, a helper such as ``np.sum``'s ``_px_sum``) and the operations
+        it writes (facts.operations: ``/``, ``%`` ...) are tagged."""
         if form.called is not None:
             self.pending += [kir.helper_call(form.called)[1]] if kir.is_helper(form.called) else \
                 kir.declared(form.called)
+        self.pending += [kir.Op(kind) for kind in operations(form)]
         return form.source(atoms)
 
     def call_of(self, name, *args) -> str:

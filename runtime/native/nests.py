@@ -360,6 +360,7 @@ def hoist(low, nest) -> None:
         if not K.is_scalar(k) or type(k) is K.Either:
             raise No
         low.emit(f"{tmp} = {src}")
+        low.hoisted += 1
         low.env[tmp] = k
         (low.taint.add if tainted else low.taint.discard)(tmp)
         low.bounds.pop(tmp, None)

@@ -55,7 +55,7 @@ def variant(printed, sig=None):
     order = [a.arg for a in fn.args.args]
     # what the kernel's calls are (kir.Call, by the function's name): a helper's facts, a declared form's, a cast's
     tags = {c.name: c for node in printed.nodes.values() for c in node.calls}
-    finder = _Finder(fn, dict(zip(order, sig or ())), tags)
+    finder = _Finder(fn, dict(zip(order, sig or ())), tags, printed.complex_values)
     finder.block(fn.body, [])
     if not finder.found:
         return None, finder.why or "no loop over range"
@@ -74,7 +74,7 @@ class _Finder:
     """Finds the outermost loops that qualify (``found``: (loop, arrays it stores into)); ``why``: the reason the
     first loop over range did not."""
 
-    def __init__(self, fn, types, tags):
+    def __init__(self, fn, types, tags, complex_values=False):
         self.fn, self.types, self.tags = fn, types, tags
         self.found, self.why = [], None
         self.assigned = _assignments(fn)
@@ -88,12 +88,10 @@ class _Finder:
             if name not in types and len(dims) == 1 and None not in dims:
                 self.arrays[name] = dims.pop()
         self._numbers = {}  # found while the arrays were not all known yet: asked again
-        # Numba's complex division raises at zero whatever the error model: with complex values about, no division
-        # (a second guard: the lowerer declines NumPy complex division, and Python complex values, today)
-        self.complex = any("complex" in str(t) for t in types.values()) or any(
-            (isinstance(n, ast.Constant) and type(n.value) is complex) or
-            (isinstance(n, (ast.Name, ast.Attribute)) and "complex" in getattr(n, "id", getattr(n, "attr", "")))
-            for n in ast.walk(fn))
+        # Numba's complex division raises at zero whatever the error model: with complex values about (the kernel
+        # IR's kinds, kir.Printed.complex_values, or the arguments' types), no division (a second guard: the lowerer
+        # declines NumPy complex division, and Python complex values, today)
+        self.complex = complex_values or any("complex" in str(t) for t in types.values())
 
     def block(self, stmts, chain):
         for i, s in enumerate(stmts):

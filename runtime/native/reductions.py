@@ -120,6 +120,7 @@ class ReduceRules:
             self.pending.append(kir.Access(core, "item"))
         if op == "mean":
             count = size(axes)
+            self.pending.append(kir.Op("division"))
             if out == np.float32:  # NumPy divides a float32 sum by the count in float64, then casts back
                 core = self.call_of("np.float32", f"{self.call_of('np.float64', core)} / ({count})") \
                     if type(k) is not np.ndarray else \

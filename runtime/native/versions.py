@@ -4,8 +4,6 @@ first runs when the test holds, the other as the loop is: the test is a kir.If m
 (outline.py moves the first)."""
 from __future__ import annotations
 
-import re
-
 from . import kinds as K
 from . import kir
 from .bounds import Prover
@@ -47,10 +45,11 @@ class Versions:
         with the assumption) or when the assumption changes nothing. ``setup``: (statement, its helper calls) before
         the test; ``calls``: the helper calls of ``conds``."""
         before, lines, indent, known = self._state(), self.lines, self.indent, getattr(self, attr)
-        self.lines, self.indent = [], indent + 1
+        self.lines, self.indent, hoisted = [], indent + 1, self.hoisted
         setattr(self, attr, assumed)
         lower_loop(n)
         setattr(self, attr, known)
+        hoisted = self.hoisted != hoisted
         fast, after, after_key = self.lines, self._state(), self._state_key()
         self.lines, self.indent = lines, indent
         if not conds:
@@ -63,10 +62,11 @@ class Versions:
         self.lines, self.indent = lines, indent
         if self._state_key() != after_key:  # both versions are one loop: they must leave the same kinds
             self.fail(f"a loop whose two versions ({attr} or not) disagree on kinds", n)
-        fast_text, plain_text = kir.block_lines(fast), kir.block_lines(plain)
-        if fast_text == plain_text or _renumbered(fast_text) == _renumbered(plain_text):  # (the same code but
-            # for temporaries' numbers: loop nests of array statements carry their own tests, and a copy more costs
-            # Numba seconds to compile)
+        # one version when both are the same code but for temporaries' numbers (loop nests of array statements
+        # carry their own tests, and a copy more costs Numba seconds to compile). Not yet when a nest hoists a
+        # scalar: the comparison of printed lines this replaced never renumbered those (``__pxz_v7``), so such
+        # versions stayed two; merging them too changes kernels, a step of its own
+        if kir.decided_alike(fast, plain) and not hoisted:
             self.lines += kir.shifted(plain, -1)
             return
         for line, tags in setup:  # what the tests read (an index array's least and greatest element)
@@ -87,11 +87,3 @@ class Versions:
         env, taint, bounds, arrays = state
         self.env, self.taint, self.bounds, self.arrays_tainted = dict(env), set(taint), dict(bounds), arrays
 
-
-_NUMBERED = re.compile(r"\b__px[a-z]+\d+\b")  # the lowerer's numbered temporaries (nests, reductions)
-
-
-def _renumbered(lines):
-    """``lines`` with each numbered temporary renamed by its order of first appearance."""
-    names: dict = {}
-    return [_NUMBERED.sub(lambda m: names.setdefault(m.group(0), f"__px#{len(names)}"), line) for line in lines]

@@ -4,8 +4,6 @@ anything the caller sees changed, or inside a loop, as the loop tier's would), a
 from __future__ import annotations
 
 import collections
-import functools
-import re
 
 import numpy as np
 from phylanx_py.primitives import MUTATES, lookup
@@ -16,7 +14,7 @@ from . import kinds as K
 from . import kir
 from .calls import SHAPE
 from .expressions import as_expression
-from .facts import allocating, rule
+from .facts import rule
 from .lower import Lowerer
 
 
@@ -97,7 +95,7 @@ class FunctionLowerer(Lowerer):
             params = ["__pxs"] + list(params)
         # the value alone when no flag follows it (a tuple to box and unpack costs 0.1 us a call)
         outs = "(" + "".join(f"{x}, " for x in [src] + flags) + ")" if flags else src
-        self.printed = kir.print_kernel(params, self.lines, outs, ret.tags, not self.manual)
+        self.printed = kir.print_kernel(params, self.lines, outs, ret.tags, not self.manual, self.complex_values)
         return self.printed.source
 
 
@@ -109,20 +107,11 @@ def _inlines_statements(stmt, functions) -> bool:
 
 def _may_raise(nodes) -> bool:
     """Whether statements (kir nodes) may raise: a helper call tagged so (kir.Call), an access of an array or an
-    item (kir.Access: checked and proven alike, conservatively), or in their text division, powers, shifts,
-    ``math.`` functions, calls of the functions the declarations say allocate (``np.zeros(``). (Not yet the
-    declared forms' own ``raises``: most default to True, and taking it would end a kernel's stage at more
-    statements than the text rule did.)"""
-    if kir.raising_helpers(nodes) or any(n.accesses for n in nodes):
-        return True
-    raising = _raising(allocating())
-    return any(raising.search(n.line()) for n in nodes)
-
-
-@functools.cache
-def _raising(allocations):
-    alloc = "|".join(re.escape(a) + r"\(" for a in allocations)
-    return re.compile(r"/|%|\*\*|<<|>>|math\." + (f"|{alloc}" if alloc else ""))
+    item (kir.Access: checked and proven alike, conservatively), a division, modulo, power, shift or ``math`` name
+    (kir.Op), a call of a function the declarations say allocates (``np.zeros``). (Not yet the declared forms'
+    own ``raises``: most default to True, and taking it would end a kernel's stage at more statements.)"""
+    return bool(kir.raising_helpers(nodes)) or any(
+        n.accesses or n.ops or any(c.allocates for c in n.calls) for n in nodes)
 
 
 def _mutates(stmt, fresh, scalars=frozenset(), functions=None) -> bool:
