@@ -212,11 +212,12 @@ def _attempt_direct(client, job, ranks, tile_futures, stall, lease=None):
         # a dead worker closes its connection, so ``wait`` hears of it at once: the watchdog only looks for stalls
         watch(client, name, wait, lambda: _direct_progress(client, name, job.ports), stall, _stalled,
               DIRECT_POLL_SECONDS)
-        results = [c.result() for c in calls]
+        # (a rank that failed or was lost makes the others' outputs stored for the client (stored.py) no one's:
+        # giving the segment up frees them)
+        return name, _checked([c.result() for c in calls], [None] * n, client)
     except BaseException:
         abandon(client, name, [w for w, _, _ in ranks], calls)
         raise
-    return name, _checked(results, [None] * n, client)
 
 
 def _checked(results, futs, client):
