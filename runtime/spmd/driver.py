@@ -18,6 +18,7 @@ from ..segments.driver import STALL_SECONDS, abandon, place, progress, retry, ta
 from ..segments.driver import results as segment_results
 from ..segments.placement import assign as _assign
 from ..segments.ports import RankLost, forget_ports, known_port, port_addresses
+from . import kept
 from . import rank as rank_task
 
 DIRECT_POLL_SECONDS = 1.0  # the watchdog's first look at a directly started segment (its questions cost the ranks)
@@ -184,9 +185,11 @@ def _attempt_direct(client, job, ranks, tile_futures, stall, lease=None):
     n = len(ranks)
     name = f"phylanx-spmd-{uuid.uuid4().hex[:12]}"
     calls = []
+    parts = kept.parts(client, job)  # the job itself the first time on a worker, its key after (kept.py)
     for r, (_, a, b) in enumerate(ranks):
         keys = tuple(f.key for f in _rank_tiles(tile_futures, a, b))
-        calls.append(service.submit(client, job.ports[r], "spmd rank", (job, r, n, name, keys, lease)))
+        calls.append(service.submit(client, job.ports[r], "spmd rank", (parts[r], job.params, r, n, name, keys,
+                                                                         lease)))
 
     def wait(timeout):
         """Whether every rank has replied, within ``timeout`` s; at once _NotDirect or RankLost when one cannot
@@ -205,6 +208,8 @@ def _attempt_direct(client, job, ranks, tile_futures, stall, lease=None):
                 if exc is not None:  # the request failed on the worker: as tasks, Dask reports what goes wrong
                     raise _NotDirect(f"a rank could not start directly: {exc}")
                 if "missing" in c.result():
+                    if c.result().get("job"):  # the worker no longer has the job: send it again next time
+                        kept.forget(client, job.ports)
                     raise _NotDirect(c.result()["missing"])
         return True
 
@@ -214,7 +219,9 @@ def _attempt_direct(client, job, ranks, tile_futures, stall, lease=None):
               DIRECT_POLL_SECONDS)
         # (a rank that failed or was lost makes the others' outputs stored for the client (stored.py) no one's:
         # giving the segment up frees them)
-        return name, _checked([c.result() for c in calls], [None] * n, client)
+        out = name, _checked([c.result() for c in calls], [None] * n, client)
+        kept.sent(client, job, parts)
+        return out
     except BaseException:
         abandon(client, name, [w for w, _, _ in ranks], calls)
         raise

@@ -24,7 +24,7 @@ from ..executors import SynchronousExecutor
 from ..segments import service
 from ..segments.ports import RankLost
 from ..segments.rank import PROGRESS, rank_context
-from . import stored
+from . import kept, stored
 from .local import refresh_halo
 from .protocol import shard_in
 from .shard import NotSpmd, Rank, Shard, Transposed, resolve
@@ -154,12 +154,15 @@ def _pieces(x: Shard, rank: Rank, tile_rows):
 
 def run_direct(worker, request):
     """A rank started by the client straight through the worker's ring port (segments/service.py), not as a Dask
-    task: ``request`` is (job, rank, size, name, tile keys, lease: see segments/rank.py). Its tiles are read from
-    the worker's memory, where Dask keeps them for the client's futures; if one is not there (not computed yet,
-    moved, spilled away), the reply is ``missing`` and the client runs the segment through the scheduler
-    instead."""
-    job, rank, size, name, keys, lease = request
+    task: ``request`` is (the job's part: kept.py, the job's params, rank, size, name, tile keys, lease: see
+    segments/rank.py). Its tiles are read from the worker's memory, where Dask keeps them for the client's futures;
+    if one is not there (not computed yet, moved, spilled away), or the job is not (kept.py), the reply is
+    ``missing`` and the client runs the segment through the scheduler instead."""
+    part, params, rank, size, name, keys, lease = request
     recv = time.time()
+    job = kept.job(part, params)
+    if job is None:  # (peers that have started wait in ``join`` until the client aborts them)
+        return {"missing": f"the job {part[1]} is not on this worker", "job": True}
 
     def take():
         data = worker.data
