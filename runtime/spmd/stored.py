@@ -21,7 +21,6 @@ import threading
 import numpy as np
 
 from ..segments import rank as segment_rank
-from ..segments import service
 
 # Segment name -> the keys its rank stored on this worker, until the client takes them or gives the segment up.
 # Bounded (the oldest forgotten, not freed: its client took them long since).
@@ -44,12 +43,15 @@ def store(worker, segment: str, rank: int, tiled: dict) -> dict:
             k = key(segment, name, rank, i)
             data[k] = t
             out[name].append((k, int(t.nbytes)))
+    # Queued on the worker's event loop, not waited for: the client hears of the tiles in this rank's reply, and
+    # the scheduler from the client after that, so anything asking this worker for them comes later still, to the
+    # same loop, behind this. Queued before it is recorded for ``drop``, so a free is always queued behind it.
+    worker.loop.add_callback(worker.update_data, data=data, stimulus_id=f"{segment}-stored")
     with _LOCK:
         _STORED[segment] = list(data)
         while len(_STORED) > STORED_KEEP:
             _STORED.popitem(last=False)
-    service.on_worker_loop(worker, lambda: worker.update_data(data=data, stimulus_id=f"{segment}-stored"))
-    if segment_rank.aborted(segment):  # given up while this rank stored: its abort found nothing yet
+    if segment_rank.aborted(segment):  # given up while this rank stored (its abort may have found nothing yet)
         drop(segment, worker)
     return out
 
