@@ -1,7 +1,7 @@
 """A directly started segment's tiled outputs handed to Dask where they are: each rank puts its tiles of the loop's
 tiled outputs into its worker's memory as Dask data (``Worker.update_data``, as ``Client.scatter`` does), and the
-client tells the scheduler who holds them on its ordinary message stream (the ``update-data`` message, also
-scatter's) and makes finished futures of them. No task runs and nothing is waited for.
+client tells the scheduler who holds them (one round trip: ``update_data``, as ``Client.scatter`` does) and makes
+finished futures of them. No task runs, and the call waits for no worker.
 
 Before, one ``piece`` task per output tile took the tile from the rank (rank.py ``_TILES``): the call then waited
 for those tasks, through the scheduler and a worker's task thread, before returning: 15-33 ms of a 240 ms k-means
@@ -74,8 +74,7 @@ segment_rank.ON_ABORT.append(drop)
 # ---- the client's side ------------------------------------------------------------------------------------
 def adopt(client, workers, stored) -> dict:
     """Futures of the tiles the ranks stored: ``stored`` per rank (output name -> [(key, nbytes)]), ``workers`` the
-    ranks' workers in the same order. Returns key -> future, finished. The scheduler learns of them on the
-    client's message stream, before any later message of this client that could use them."""
+    ranks' workers in the same order. Returns key -> future, finished, once the scheduler knows of them."""
     from distributed import Future
 
     who_has, nbytes = {}, {}
@@ -87,8 +86,9 @@ def adopt(client, workers, stored) -> dict:
         return {}
 
     async def take():
-        client._send_to_scheduler_safe({"op": "update-data", "who_has": who_has, "nbytes": nbytes,
-                                        "client": client.id})
+        # one round trip, as Client.scatter's: on the message stream (no wait) a request on another connection
+        # (who_has, the scheduler's gather of a result read at once) could reach the scheduler first
+        await client.scheduler.update_data(who_has=who_has, nbytes=nbytes, client=client.id)
         futs = {k: Future(k, client) for k in who_has}
         for k in who_has:
             client.futures[k].finish(type=np.ndarray)
