@@ -144,3 +144,41 @@ def test_outputs_of_a_segment_given_up_are_freed(procs):
             while _held(client, keys)[worker]:
                 assert time.monotonic() < deadline, _held(client, keys)
                 time.sleep(0.02)
+
+
+def _pooled(client):
+    """Worker address -> {lease key: {rank: id of the kept group}}."""
+    return client.run(lambda: {k: {r: id(g) for r, g in v.items()} for k, v in on_worker.POOL.items()})
+
+
+def test_calls_through_the_scheduler_keep_their_group_too(procs, monkeypatch):
+    """Ranks run as tasks (here every call: PHYLANX_SPMD_DIRECT=0's path; else a job too large to send with a
+    request, or tiles not in place) keep their ring group for the next call as directly started ranks do; a worker
+    killed between calls still gives NumPy's answer."""
+    from phylanx_py.runtime.spmd import driver
+
+    monkeypatch.setattr(driver, "DIRECT", False)
+    X, C0 = _blobs(seed=8)
+    with px.runtime.dask(procs.address) as rt, px.using(rt):
+        client = rt.executor.client
+        Xt = px.tiled.from_array(X, tiles=(2, 1)).persist(wait=True)
+        f = px.compile(S.kmeans_masked)
+        kept_groups = []
+        for it in (2, 3, 4):
+            C, labels = f(Xt, C0, it)
+            Cr, lr = S.kmeans_masked(X, C0, it)
+            np.testing.assert_allclose(C, Cr, rtol=RTOL)
+            np.testing.assert_array_equal(np.asarray(labels), lr)
+            assert "4 tasks for the whole loop" in f.explain(), f.explain()  # 2 ranks, 2 tiles handed over
+            kept_groups.append(_pooled(client))
+        assert all(len(v) == 1 for v in kept_groups[0].values()), kept_groups[0]
+        assert kept_groups[1:] == kept_groups[:-1]  # one group per worker, formed by the first call
+        pids = client.run(os.getpid)
+        victim = next(w for w in procs.alive_workers() if w.pid == pids[sorted(pids)[1]])
+        procs.kill_worker(victim)
+        t0 = time.monotonic()
+        C, labels = f(Xt, C0, 5)
+        Cr, lr = S.kmeans_masked(X, C0, 5)
+        np.testing.assert_allclose(C, Cr, rtol=RTOL)
+        np.testing.assert_array_equal(np.asarray(labels), lr)
+        assert time.monotonic() - t0 < 60

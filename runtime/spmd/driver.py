@@ -74,7 +74,11 @@ def run(cluster, make_job, tile_futures, tile_rows, tile_bytes, stall=None):
                 return out
         ranks = assign(client, tile_futures, tile_rows, tile_bytes)
         job = make_job(ranks, tuple(port_addresses(client, [w for w, _, _ in ranks])))
-        return (ranks, *_attempt(cluster, job, ranks, tile_futures, stall))
+        where = (tuple(w for w, _, _ in ranks), job.ports)  # (as a direct segment's: the group is the workers')
+        lease = _lease(client, where)
+        out = _attempt(cluster, job, ranks, tile_futures, stall, lease)
+        _lease_done(client, where, lease)
+        return (ranks, *out)
 
     return retry(client, attempt, "an SPMD segment")
 
@@ -241,7 +245,9 @@ def _checked(results, futs, client):
     return list(zip(futs, results))
 
 
-def _attempt(cluster, job, ranks, tile_futures, stall):
+def _attempt(cluster, job, ranks, tile_futures, stall, lease=None):
+    """The segment as one rank task per worker, through the scheduler; with ``lease`` the ranks keep their group
+    for the next call, or reuse the last one's, as directly started ranks do (``_attempt_direct``)."""
     client = cluster.client
     n = len(ranks)
     name = f"phylanx-spmd-{uuid.uuid4().hex[:12]}"
@@ -252,8 +258,8 @@ def _attempt(cluster, job, ranks, tile_futures, stall):
     for r, (w, a, b) in enumerate(ranks):
         data = _rank_tiles(tile_futures, a, b)
         keys = tuple(f"tile {f.key}" for f in data)  # names for the rank's cache, never taken for task keys
-        specs.append((f"spmd-{name}-rank{r}", w, (jf, r, n, name, keys, *data)))
-    futs = cluster.submit_ranks(rank_task.run_rank, specs)
+        specs.append((f"spmd-{name}-rank{r}", w, (lease, jf, r, n, name, keys, *data)))
+    futs = cluster.submit_ranks(rank_task.run_leased, specs)
     workers = [w for w, _, _ in ranks]
     try:
         watch(client, name, lambda timeout: tasks_done(client, name, futs, timeout, _failed(name)),

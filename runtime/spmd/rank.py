@@ -176,6 +176,11 @@ def run_direct(worker, request):
                     recv=recv, store=True)
 
 
+def run_leased(lease, job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data):
+    """``run_rank`` as a Dask task whose group is kept under ``lease`` (segments/rank.py; None: none kept)."""
+    return run_rank(job, rank, size, name, keys, *tile_data, lease=lease)
+
+
 def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data, worker=None, lease=None,
              recv=None, store=False):
     """Rank ``rank`` of ``size`` (a long-running Dask task; or a direct request's thread on ``worker``, see
