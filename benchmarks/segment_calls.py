@@ -11,6 +11,9 @@ On one LocalCluster of two single-threaded worker processes started here (the ru
 - training epochs: simplemlp (benchmarks/train_parallel.py), 2 workers x 64 rows a step, 2,048 samples (16 steps an
   epoch, so an epoch's start and end weigh), 8 epochs: one span (runtime/training/span.py) against a segment per
   epoch (the checkpoint through the client after each); ms per epoch from the mean of the epochs after the first.
+- fit with validation data (512 rows), the same model and steps: one span whose ranks evaluate the validation rows
+  at each epoch's end against a segment per epoch whose weights the client evaluates (as fit ran with validation
+  before spans took it); ms per epoch from fit's history.
 
 Rounds alternate the configurations, so a slow spell of a shared machine hits both; the load is printed at the
 start and end.
@@ -37,6 +40,7 @@ import train_parallel as tp  # noqa: E402
 from phylanx_py.runtime.spmd import driver  # noqa: E402
 
 import phylanx_py as px  # noqa: E402
+from phylanx_py import nn  # noqa: E402
 
 
 def spmd_calls(rounds):
@@ -83,6 +87,31 @@ def training_epochs(client, rounds, samples=2048, epochs=8):
              f"{statistics.median([b / a for a, b in zip(ms[True], ms[False])]):.2f}"]]
 
 
+def validated_epochs(rounds, samples=2048, epochs=8):
+    """``fit(parallel="allreduce", validation=...)`` as a user calls it: its epochs as one span whose ranks
+    evaluate the validation rows (runtime/training/segment.py), against a segment per epoch whose weights the
+    client evaluates (what fit did with validation before: ``SegmentTrainer.spans`` made False here)."""
+    from phylanx_py.runtime.training.driver import SegmentTrainer
+
+    X, Y = tp.simplemlp_data(samples)
+    Xv, Yv = tp.simplemlp_data(samples // 4)
+    Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
+    Xt.persist(wait=True), Yt.persist(wait=True)
+    spans, res = SegmentTrainer.spans, {True: [], False: []}
+    try:
+        for _ in range(rounds):
+            for span in (True, False):
+                SegmentTrainer.spans = spans if span else (lambda self: False)
+                h = tp.simplemlp().fit(Xt, Yt, epochs=epochs, batch_size=128, optimizer=nn.SGD(0.01, momentum=0.9),
+                                       validation=(Xv, Yv), parallel="allreduce", verbose=False)
+                res[span].append(1e3 * statistics.mean(h["time"][1:]))
+    finally:
+        SegmentTrainer.spans = spans
+    return [[f"fit simplemlp, validation {samples // 4} rows, {samples // 128} steps an epoch: ms per epoch",
+             f"{statistics.median(res[True]):.1f}", f"{statistics.median(res[False]):.1f}",
+             f"{statistics.median([b / a for a, b in zip(res[True], res[False])]):.2f}"]]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=4)
@@ -91,7 +120,8 @@ def main(argv=None):
     rt = dask_runtime(2)
     try:
         with px.using(rt):
-            rows = spmd_calls(args.rounds) + training_epochs(rt.executor.client, args.rounds)
+            rows = spmd_calls(args.rounds) + training_epochs(rt.executor.client, args.rounds) + \
+                validated_epochs(args.rounds)
     finally:
         close_runtime(rt)
     print_table(["run", "kept (span, kept group) ms", "made again ms", "made again / kept (median of rounds)"], rows)

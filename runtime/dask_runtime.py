@@ -259,7 +259,8 @@ class DaskExecutor(DaskProfiling, DaskCluster):
 
     def wait(self, futures):
         with self._guard():
-            futures = [f for f in futures if type(f) is self._distributed.Future]
+            # (finished ones need no trip to the client's event loop: an SPMD call's outputs come back finished)
+            futures = [f for f in futures if type(f) is self._distributed.Future and not f.done()]
             while futures:
                 try:
                     # this client's own wait: ``distributed.wait`` uses the process's *default* client, which

@@ -781,7 +781,7 @@ def fit_with_a_kill(mode, X, Y, spare: bool, **opt):
         procs.stop()
 
 
-@pytest.mark.parametrize("mode", ["allreduce", "neighbours"])
+@pytest.mark.parametrize("mode", ["allreduce", "neighbours", "allreduce with validation"])
 def test_a_worker_killed_mid_segment_does_not_change_the_run(mode, cluster):
     procs, rt = cluster
     # 4,000 rows: 250 steps an epoch, a few hundred ms, long enough for the killer (it polls every 20 ms) to catch
@@ -789,6 +789,8 @@ def test_a_worker_killed_mid_segment_does_not_change_the_run(mode, cluster):
     # it slept once, and with 400 rows an epoch took 25-55 ms: the kill missed it in one CI run.)
     X, Y = blobs(n=4000)
     opt = dict(optimizer=nn.SGD(0.05, momentum=0.9), epochs=3, batch_size=16, seed=0, every=2)
+    if mode == "allreduce with validation":  # a span whose ranks evaluate the validation rows every epoch
+        mode, opt["validation"] = "allreduce", blobs(n=301, seed=9)
     # the undisturbed run, on two workers
     ref = small_model()
     with px.using(rt):
@@ -800,6 +802,40 @@ def test_a_worker_killed_mid_segment_does_not_change_the_run(mode, cluster):
     assert killed and sum(h["restarts"]) >= 1, h["restarts"]  # the kill hit a running segment
     # the same batches and noise from the last checkpoint: equal up to the order of float64 sums
     np.testing.assert_allclose(h["loss"], h_ref["loss"], rtol=1e-9)
+    if "validation" in opt:
+        np.testing.assert_allclose(h["val_loss"], h_ref["val_loss"], rtol=1e-7)
+        np.testing.assert_allclose(h["val_accuracy"], h_ref["val_accuracy"], rtol=1e-12)
     for a, b in zip(ref.params, m.params):
+        for k in a:
+            np.testing.assert_allclose(b[k], a[k], rtol=1e-7, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_validation_runs_on_the_ranks_of_a_span(cluster, dtype):
+    """fit with validation data spans its epochs too (the weights stay on the workers: one span, its checkpoint
+    moved once): each rank evaluates its share of the validation rows on the epoch's weights and the sums go with
+    the epoch's totals. The history is the one of a segment per epoch, whose weights the client evaluates."""
+    procs, rt = cluster
+    X, Y = blobs(n=240)
+    Xv, Yv = blobs(n=61, seed=3)  # (an odd count: the ranks' shares differ by a row)
+    X, Xv = X.astype(dtype), Xv.astype(dtype)
+    opt = dict(epochs=3, batch_size=16, seed=2, verbose=False)
+    runs = {}
+    with px.using(rt):
+        Xt, Yt = px.tiled.from_array(X, tiles=(2, 1)), px.tiled.from_array(Y, tiles=(2,))
+        for steps in (None, 3):  # a span; segments of 3 steps (the client gets the weights every epoch)
+            m = small_model()
+            h = m.fit(Xt, Yt, parallel="allreduce", optimizer=nn.SGD(0.05, momentum=0.9), validation=(Xv, Yv),
+                      segment_steps=steps, **opt)
+            runs[steps] = (h, m)
+    (h_span, m_span), (h_seg, m_seg) = runs[None], runs[3]
+    assert h_span["tasks_per_step"][1:] == [0, 0] and h_seg["tasks_per_step"][1] > 0  # one span; segments
+    np.testing.assert_allclose(h_span["loss"], h_seg["loss"], rtol=1e-12)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(h_span["val_loss"], h_seg["val_loss"], rtol=tol)
+    np.testing.assert_allclose(h_span["val_accuracy"], h_seg["val_accuracy"], rtol=1e-12)
+    assert h_span["val_loss"][-1] == pytest.approx(m_span.evaluate(Xv, Yv)["loss"], rel=tol)
+    assert 0.5 < h_span["val_accuracy"][-1] <= 1.0
+    for a, b in zip(m_seg.params, m_span.params):
         for k in a:
             np.testing.assert_allclose(b[k], a[k], rtol=1e-7, atol=1e-10)

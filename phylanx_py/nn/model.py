@@ -160,13 +160,14 @@ class Sequential:
             self._end_epoch(history, epoch, epochs, total / n, correct / n, validation, t0, verbose)
         return history
 
-    def _end_epoch(self, history, epoch, epochs, loss, acc, validation, t0, verbose, extra=None):
+    def _end_epoch(self, history, epoch, epochs, loss, acc, validation, t0, verbose, extra=None, val=None):
+        """``val``: the validation's loss and accuracy when already evaluated (by the ranks of a parallel fit)."""
         history["loss"].append(loss)
         history["accuracy"].append(acc)
         for k, v in (extra or {}).items():
             history.setdefault(k, []).append(v)
         if validation is not None:
-            ev = self.evaluate(*validation)
+            ev = val if val is not None else self.evaluate(*validation)
             history["val_loss"].append(ev["loss"])
             history["val_accuracy"].append(ev["accuracy"])
         history["time"].append(time.perf_counter() - t0)

@@ -53,6 +53,7 @@ class ModelProblem:
         self.shapes = [np.shape(p) for p in flat]
         self.model = type(model)(model.layers, model.loss_fn)
         self.model.input_shape, self.model.output_shape = model.input_shape, model.output_shape
+        self.model.dtype_ = model.dtype_  # (the inputs' dtype in ``evaluate``: the one ``fit`` built the model in)
         self.key = uuid.uuid4().hex  # each segment unpickles a new copy; the trees traced stay with the key
 
     def step_function(self):
@@ -89,6 +90,17 @@ class ModelProblem:
     def noise(self, rng, rows):
         return self.model.noise(rng, rows)
 
+    def evaluate(self, pvec, state, X, Y):
+        """(mean loss, mean metric) of the weights ``pvec`` and layer state ``state`` on ``X``, ``Y``: the model's
+        ``evaluate``, on a rank (a span's validation: runtime/training/segment.py)."""
+        self.model.params, self.model.state = self.unpack(pvec), state
+        try:
+            with using(synchronous_runtime()):
+                out = self.model.evaluate(X, Y)
+        finally:
+            self.model.params = self.model.state = None
+        return out["loss"], out["accuracy"]
+
 
 def _row_tiles(X, name):
     if not isinstance(X, TiledArray):
@@ -121,9 +133,12 @@ def fit_parallel(model, X, Y, epochs, batch_size, optimizer, validation, seed, v
                              mode=mode, every=every, batch=batch_size, seed=seed, segment_steps=segment_steps)
     carry = trainer.start(pack(model.params), model.state)
     trainer.horizon = epochs  # the next epoch's segment is submitted while this one runs
-    # the ranks run every epoch in one segment, the weights staying on the workers until the end, unless each
-    # epoch's weights are needed here (validation)
-    trainer.span = mode == "allreduce" and validation is None
+    # the ranks run every epoch in one segment, the weights staying on the workers until the end; with validation
+    # data the ranks evaluate each epoch's weights on it (their shares summed with the epoch's totals), so the
+    # weights need not come here every epoch either
+    trainer.span = mode == "allreduce"
+    if validation is not None:
+        trainer.validation = tuple(np.asarray(v) for v in validation)
     rt = current()
     counted = rt if rt.executor is X._executor else None  # what ran on its workers, for ``phylanx-py run``
     if counted is not None:
@@ -162,6 +177,9 @@ def _epochs(model, trainer, problem, carry, epochs, validation, verbose, mode, e
             model.params = problem.unpack(pvec.copy())
         if state is not None:
             model.state = state
+        val = None
+        if validation is not None and "val_rows" in stats:  # evaluated by the ranks (a span)
+            val = {"loss": stats["val_loss"] / stats["val_rows"], "accuracy": stats["val_metric"] / stats["val_rows"]}
         model._end_epoch(history, epoch, epochs, stats["loss"] / stats["rows"], stats["metric"] / stats["rows"],
-                         validation, t0, verbose, extra)
+                         validation, t0, verbose, extra, val)
     return history

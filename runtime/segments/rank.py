@@ -114,9 +114,17 @@ def running(dask_worker=None):
 
 
 def abort(name, dask_worker=None):
-    """Tell this worker's rank of ``name`` to stop at its next step or wait (a cancelled task keeps its thread)."""
+    """Tell this worker's rank of ``name`` to stop at its next step or wait (a cancelled task keeps its thread), and
+    drop what it left for a client that gave it up (``ON_ABORT``)."""
     with _ABORT_LOCK:
         ABORTED.pop(name, None)
         ABORTED[name] = None  # (the newest last)
         while len(ABORTED) > ABORTED_KEEP:
             del ABORTED[next(iter(ABORTED))]
+    for hook in ON_ABORT:
+        hook(name, dask_worker)
+
+
+# fn(segment name, the Dask worker or None) run on a worker when the driver gives a segment up: the SPMD tier drops
+# the outputs its rank stored there for the client (spmd/stored.py), which will not take them now
+ON_ABORT: list = []

@@ -18,6 +18,7 @@ from ..segments.driver import STALL_SECONDS, abandon, place, progress, retry, ta
 from ..segments.driver import results as segment_results
 from ..segments.placement import assign as _assign
 from ..segments.ports import RankLost, forget_ports, known_port, port_addresses
+from . import kept
 from . import rank as rank_task
 
 DIRECT_POLL_SECONDS = 1.0  # the watchdog's first look at a directly started segment (its questions cost the ranks)
@@ -73,7 +74,11 @@ def run(cluster, make_job, tile_futures, tile_rows, tile_bytes, stall=None):
                 return out
         ranks = assign(client, tile_futures, tile_rows, tile_bytes)
         job = make_job(ranks, tuple(port_addresses(client, [w for w, _, _ in ranks])))
-        return (ranks, *_attempt(cluster, job, ranks, tile_futures, stall))
+        where = (tuple(w for w, _, _ in ranks), job.ports)  # (as a direct segment's: the group is the workers')
+        lease = _lease(client, where)
+        out = _attempt(cluster, job, ranks, tile_futures, stall, lease)
+        _lease_done(client, where, lease)
+        return (ranks, *out)
 
     return retry(client, attempt, "an SPMD segment")
 
@@ -184,9 +189,11 @@ def _attempt_direct(client, job, ranks, tile_futures, stall, lease=None):
     n = len(ranks)
     name = f"phylanx-spmd-{uuid.uuid4().hex[:12]}"
     calls = []
+    parts = kept.parts(client, job)  # the job itself the first time on a worker, its key after (kept.py)
     for r, (_, a, b) in enumerate(ranks):
         keys = tuple(f.key for f in _rank_tiles(tile_futures, a, b))
-        calls.append(service.submit(client, job.ports[r], "spmd rank", (job, r, n, name, keys, lease)))
+        calls.append(service.submit(client, job.ports[r], "spmd rank", (parts[r], job.params, r, n, name, keys,
+                                                                         lease)))
 
     def wait(timeout):
         """Whether every rank has replied, within ``timeout`` s; at once _NotDirect or RankLost when one cannot
@@ -205,6 +212,8 @@ def _attempt_direct(client, job, ranks, tile_futures, stall, lease=None):
                 if exc is not None:  # the request failed on the worker: as tasks, Dask reports what goes wrong
                     raise _NotDirect(f"a rank could not start directly: {exc}")
                 if "missing" in c.result():
+                    if c.result().get("job"):  # the worker no longer has the job: send it again next time
+                        kept.forget(client, job.ports)
                     raise _NotDirect(c.result()["missing"])
         return True
 
@@ -212,11 +221,14 @@ def _attempt_direct(client, job, ranks, tile_futures, stall, lease=None):
         # a dead worker closes its connection, so ``wait`` hears of it at once: the watchdog only looks for stalls
         watch(client, name, wait, lambda: _direct_progress(client, name, job.ports), stall, _stalled,
               DIRECT_POLL_SECONDS)
-        results = [c.result() for c in calls]
+        # (a rank that failed or was lost makes the others' outputs stored for the client (stored.py) no one's:
+        # giving the segment up frees them)
+        out = name, _checked([c.result() for c in calls], [None] * n, client)
+        kept.sent(client, job, parts)
+        return out
     except BaseException:
         abandon(client, name, [w for w, _, _ in ranks], calls)
         raise
-    return name, _checked(results, [None] * n, client)
 
 
 def _checked(results, futs, client):
@@ -233,7 +245,9 @@ def _checked(results, futs, client):
     return list(zip(futs, results))
 
 
-def _attempt(cluster, job, ranks, tile_futures, stall):
+def _attempt(cluster, job, ranks, tile_futures, stall, lease=None):
+    """The segment as one rank task per worker, through the scheduler; with ``lease`` the ranks keep their group
+    for the next call, or reuse the last one's, as directly started ranks do (``_attempt_direct``)."""
     client = cluster.client
     n = len(ranks)
     name = f"phylanx-spmd-{uuid.uuid4().hex[:12]}"
@@ -244,8 +258,8 @@ def _attempt(cluster, job, ranks, tile_futures, stall):
     for r, (w, a, b) in enumerate(ranks):
         data = _rank_tiles(tile_futures, a, b)
         keys = tuple(f"tile {f.key}" for f in data)  # names for the rank's cache, never taken for task keys
-        specs.append((f"spmd-{name}-rank{r}", w, (jf, r, n, name, keys, *data)))
-    futs = cluster.submit_ranks(rank_task.run_rank, specs)
+        specs.append((f"spmd-{name}-rank{r}", w, (lease, jf, r, n, name, keys, *data)))
+    futs = cluster.submit_ranks(rank_task.run_leased, specs)
     workers = [w for w, _, _ in ranks]
     try:
         watch(client, name, lambda timeout: tasks_done(client, name, futs, timeout, _failed(name)),

@@ -29,7 +29,7 @@ from ..native.analysis import _names
 from ..segments.driver import STALL_SECONDS
 from ..tiled import views
 from ..tiled.array import TiledArray
-from . import driver, fission
+from . import driver, fission, stored
 from . import kind as _kind  # noqa: F401 - shards become a value kind on the ranks
 from . import rank as rank_task
 from .shard import holds
@@ -261,13 +261,16 @@ class SpmdLoop:
         first = aligned_values(results[0][1])  # the replicated outputs, as Dask deserialized them
         out = dict(first["rep"])
         made = {}
+        # tiles the ranks stored in their workers' memory (a direct segment: stored.py), else a task per tile
+        kept = stored.adopt(client, [w for w, _, _ in ranks], [s.get("stored", {}) for _, s in results])
         for name, (trail, dtype) in first["meta"].items():
             grid = np.empty((len(tile_rows),) + (1,) * len(trail), dtype=object)
             homes = np.empty(grid.shape, dtype=object)
-            for r, ((w, a, b), (fut, _)) in enumerate(zip(ranks, results)):
+            for r, ((w, a, b), (fut, res)) in enumerate(zip(ranks, results)):
                 for j, t in enumerate(range(a, b)):
                     idx = (t,) + (0,) * len(trail)
-                    grid[idx] = client.submit(rank_task.piece, fut, segment, r, name, j, workers=[w], pure=False)
+                    grid[idx] = kept[res["stored"][name][j][0]] if "stored" in res else \
+                        client.submit(rank_task.piece, fut, segment, r, name, j, workers=[w], pure=False)
                     homes[idx] = w
             made[name] = TiledArray(executor, (bounds,) + tuple((0, int(d)) for d in trail), dtype, futures=grid,
                                     homes=homes)
@@ -296,7 +299,7 @@ class SpmdLoop:
                        "kernels": stats[0].get("kernels", 0), "comm_s": stats[0].get("comm_s", 0.0),
                        "sent": sum(s["sent"] for s in stats),
                        # rank tasks (none when the ranks were started directly) and the result's tile pieces
-                       "tasks": sum(fut is not None for fut, _ in results) + sum(len(tile_rows) for _ in made)}
+                       "tasks": sum(fut is not None for fut, _ in results) + len(made) * len(tile_rows) - len(kept)}
         self.reason = None
         if any(v is UNBOUND for v in values):
             return None  # the loop never ran: the interpreted loop leaves the names unbound as Python does

@@ -24,6 +24,7 @@ from ..executors import SynchronousExecutor
 from ..segments import service
 from ..segments.ports import RankLost
 from ..segments.rank import PROGRESS, rank_context
+from . import kept, stored
 from .local import refresh_halo
 from .protocol import shard_in
 from .shard import NotSpmd, Rank, Shard, Transposed, resolve
@@ -153,11 +154,15 @@ def _pieces(x: Shard, rank: Rank, tile_rows):
 
 def run_direct(worker, request):
     """A rank started by the client straight through the worker's ring port (segments/service.py), not as a Dask
-    task: ``request`` is (job, rank, size, name, tile keys, lease: see segments/rank.py). Its tiles are read from
-    the worker's memory, where Dask keeps them for the client's futures; if one is not there (not computed yet,
-    moved, spilled away), the reply is ``missing`` and the client runs the segment through the scheduler
-    instead."""
-    job, rank, size, name, keys, lease = request
+    task: ``request`` is (the job's part: kept.py, the job's params, rank, size, name, tile keys, lease: see
+    segments/rank.py). Its tiles are read from the worker's memory, where Dask keeps them for the client's futures;
+    if one is not there (not computed yet, moved, spilled away), or the job is not (kept.py), the reply is
+    ``missing`` and the client runs the segment through the scheduler instead."""
+    part, params, rank, size, name, keys, lease = request
+    recv = time.time()
+    job = kept.job(part, params)
+    if job is None:  # (peers that have started wait in ``join`` until the client aborts them)
+        return {"missing": f"the job {part[1]} is not on this worker", "job": True}
 
     def take():
         data = worker.data
@@ -167,18 +172,28 @@ def run_direct(worker, request):
     gone = [k for k, t in zip(keys, tiles) if t is None]
     if gone:  # (peers that have started wait in ``join`` until the client aborts them)
         return {"missing": f"tile {gone[0]!r} is not in this worker's memory"}
-    return run_rank(job, rank, size, name, tuple(f"tile {k}" for k in keys), *tiles, worker=worker, lease=lease)
+    return run_rank(job, rank, size, name, tuple(f"tile {k}" for k in keys), *tiles, worker=worker, lease=lease,
+                    recv=recv, store=True)
 
 
-def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data, worker=None, lease=None):
+def run_leased(lease, job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data):
+    """``run_rank`` as a Dask task whose group is kept under ``lease`` (segments/rank.py; None: none kept)."""
+    return run_rank(job, rank, size, name, keys, *tile_data, lease=lease)
+
+
+def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data, worker=None, lease=None,
+             recv=None, store=False):
     """Rank ``rank`` of ``size`` (a long-running Dask task; or a direct request's thread on ``worker``, see
     ``run_direct``). Returns a dict: ``ok`` with ``rep`` (rank 0: replicated outputs and write-backs), ``meta``
     (name -> trailing shape and dtype of a tiled output, or of a tiled input changed in place: this rank's tiles of
     it wait in ``_TILES`` for ``piece``) and ``stats``; or ``failed`` (a reason, ``declined``: no SPMD rule) or
-    ``lost`` (a peer is gone)."""
+    ``lost`` (a peer is gone). ``recv``: when the request arrived (time.time()), for the stats' ``clock``.
+    ``store``: the tiles of tiled outputs go into the worker's memory as Dask data (``stored`` in the result:
+    stored.py), not to ``_TILES`` for ``piece`` tasks."""
+    recv = time.time() if recv is None else recv
     try:
         with rank_context(name, rank, size, job.ports, job.timeout, worker, lease) as group:
-            return _run(job, rank, size, name, keys, tile_data, group)
+            return _run(job, rank, size, name, keys, tile_data, group, recv, store)
     except BaseException as e:  # noqa: BLE001 - reported to the client, which decides (see the module doc)
         root = _root(e)
         if isinstance(root, RankLost):
@@ -186,11 +201,13 @@ def run_rank(job: Job, rank: int, size: int, name: str, keys: tuple, *tile_data,
         return {"failed": _describe(e), "declined": isinstance(root, NotSpmd)}
 
 
-def _run(job, rank, size, name, keys, tile_data, group):
+def _run(job, rank, size, name, keys, tile_data, group, recv, store):
     worker = group.worker
+    formed = time.time()
     ctx = Rank(group, rank, size, job.starts, job.counts, PROGRESS, name)
     args = _shards(job, ctx, keys, tile_data, worker)
     code = _program(job)
+    began = time.time()
     _CURRENT.rank = ctx
     runs0, kernel_s0 = kernel_runs()
     t0, comm0 = time.perf_counter(), group.comm_seconds
@@ -202,6 +219,7 @@ def _run(job, rank, size, name, keys, tile_data, group):
             _CURRENT.rank = None
         values = dict(zip(job.outputs, resolve(tuple(result))))
         ctx.settle()  # what the last iteration made and nothing read: its errors and warnings, as in NumPy
+    ended = time.time()
     runs, kernel_s = kernel_runs()
     # where the rank's time went: compiled kernels (fused chains and reductions, per-label tables), the
     # collectives (waiting for peers included), and the rest (NumPy and the interpreter)
@@ -228,13 +246,19 @@ def _run(job, rank, size, name, keys, tile_data, group):
             back[nm] = resolve(v)
     ctx.stats["sent"] = group.sent
     ctx.stats["messages"] = group.messages  # counted by the group: what the report says went between ranks
-    if tiled:
+    out = {}
+    if tiled and store:
+        out["stored"] = stored.store(worker, name, rank, tiled)
+    elif tiled:
         with _LOCK:
             _TILES[(name, rank)] = {nm: list(ts) for nm, ts in tiled.items()}
             while len(_TILES) > TILES_KEEP:
                 _TILES.popitem(last=False)
+    # wall-clock times on this machine (time.time(), comparable with the client's on one host): the request's
+    # arrival, the group ready, the loop's start and end, the reply made (benchmarks/spmd_call_cost.py)
+    ctx.stats["clock"] = (recv, formed, began, ended, time.time())
     return {"ok": True, "rep": rep, "back": back, "meta": meta, "same": same, "warned": warned,
-            "stats": ctx.stats}
+            "stats": ctx.stats, **out}
 
 
 def _param_names(job):

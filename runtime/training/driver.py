@@ -64,6 +64,10 @@ class SegmentTrainer:
         # stay on the workers across epochs; ``epoch`` then hands back the checkpoint after the last epoch only).
         # Allreduce and compute modes with whole-epoch segments; fit sets it when it needs no weights between epochs.
         self.span = False
+        # (X, Y) NumPy arrays a span's ranks evaluate the weights on at the end of each epoch (segment.report: the
+        # epoch's totals then have ``val_loss``, ``val_metric``, ``val_rows``), so the weights need not come back
+        # every epoch for the caller to validate them; None: no validation, or the caller validates (no span)
+        self.validation = None
         self._span = None
         self.span_log = {"recovered": [], "started": 0}  # of the last span, once closed: see span.Span
 

@@ -64,6 +64,7 @@ class Job:
     epochs: int = 1  # epochs from ``epoch`` on (the first from step ``first``, any others whole)
     span: bool = False  # a span (span.py): every epoch's end reported, the stats returned by epoch
     lease: tuple | None = None  # (key, reuse): the ranks' group kept for the next span (segments/rank.py)
+    validation: tuple | None = None  # (X, Y) a span evaluates at each epoch's end (``report``), or None
 
 
 def steps_per_epoch(tile_rows, batch: int) -> int:
@@ -194,13 +195,19 @@ class _Work:
 
 def report(job, group, name, epoch, stats, checkpoint) -> dict:
     """The end of ``epoch`` in a span: in allreduce mode the totals summed over the ranks (one small allreduce) and
-    this rank's copy of the checkpoint kept in SPANS; announced to the driver as an event. Returns the totals."""
+    this rank's copy of the checkpoint kept in SPANS; announced to the driver as an event. Returns the totals.
+    With ``job.validation`` each rank evaluates its share of the validation rows on the epoch's weights, and the
+    sums (``val_loss``, ``val_metric``: loss and metric times rows; ``val_rows``) go in the same allreduce."""
+    if job.validation is not None:
+        stats = dict(stats, **_validate(job, group, checkpoint))
     if job.mode == "allreduce" and group.size > 1:
-        keys = ("loss", "metric", "rows", "sent", "comm_s", "compute_s")
+        keys = tuple(stats)
         v = group.allreduce(np.array([stats[k] for k in keys], np.float64))
         stats = {k: float(x) for k, x in zip(keys, v)}
-        stats["rows"] = int(round(stats["rows"]))
-    stats = {k: (int(v) if k in ("rows", "sent") else float(v)) for k, v in stats.items()}
+        for k in ("rows", "val_rows"):
+            if k in stats:
+                stats[k] = int(round(stats[k]))
+    stats = {k: (int(v) if k in ("rows", "sent", "val_rows") else float(v)) for k, v in stats.items()}
     whole = job.mode == "allreduce"  # these totals are every rank's, not this rank's alone
     if whole:
         kept = SPANS.get(name, {})
@@ -215,6 +222,20 @@ def report(job, group, name, epoch, stats, checkpoint) -> dict:
     except Exception:  # noqa: BLE001 - an announcement lost: the driver reads the epoch from the task's result
         pass
     return stats
+
+
+def _validate(job, group, checkpoint) -> dict:
+    """This rank's share of the validation set (an equal run of its rows, by rank) evaluated on ``checkpoint``:
+    mean loss and metric times its rows, as the epochs' totals are (their sums over the ranks, divided by the
+    rows, are the means over the whole set: the client's evaluation, up to the order of float sums)."""
+    X, Y = job.validation
+    size, rank = (group.size, group.rank) if job.mode == "allreduce" else (1, 0)
+    bounds = np.linspace(0, len(X), size + 1).round().astype(int)
+    a, b = bounds[rank], bounds[rank + 1]
+    if b <= a:
+        return {"val_loss": 0.0, "val_metric": 0.0, "val_rows": 0}
+    loss, metric = job.problem.evaluate(checkpoint[0], checkpoint[2], X[a:b], Y[a:b])
+    return {"val_loss": loss * (b - a), "val_metric": metric * (b - a), "val_rows": b - a}
 
 
 def _copy_into(old, new):

@@ -127,7 +127,8 @@ class Span:
         ports = tuple(port_addresses(client, [w for w, _ in ranks])) if tr.mode != "compute" else ()
         lease = self._lease(ranks, ports)
         job = seg.Job(tr.problem, tr.optimizer, tr.mode, tr.every, tr.batch, tr.seed, first, 0, tr.steps, tr.steps,
-                      tr.tile_rows, tr.stall, epochs=tr.horizon - first, span=True, lease=lease)
+                      tr.tile_rows, tr.stall, epochs=tr.horizon - first, span=True, lease=lease,
+                      validation=tr.validation)
         _listen(client, name, self)
         self.names.append(name)
         self.parts = {}
