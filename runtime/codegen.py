@@ -64,7 +64,7 @@ class Generator(StatementEmitter):
             "__pxr_MUT": (list, dict, set), "__pxr_ndarray": np.ndarray, "__pxr_fusemin": FUSE_MIN_ELEMENTS,
             "__pxr_K": KIND_TYPES, "__pxr_rowmin": ROWDOT_MIN_ELEMENTS, "__pxr_clock": time.perf_counter,
             "__pxr_NameError": NameError, "__pxr_UNBOUND": UNBOUND, "__pxr_plain": _plain_argument,
-            "__pxr_into": reuse.into, "__pxr_into1": reuse.into1, "__pxr_sole": reuse.sole,
+            "__pxr_into": reuse.into, "__pxr_into1": reuse.into1,
             "__pxr_reusemin": reuse.REUSE_MIN_ELEMENTS,
         }
         self._const_ids: dict[int, str] = {}
@@ -363,19 +363,16 @@ class Generator(StatementEmitter):
     def fused_inline(self, n, leaves: list, call: str) -> str:
         """The group's kernel called here when every leaf is a value the Evaluation would run inline (a scalar, an
         array within the inline limit: what its ``call`` decides, without its checks per call), else ``call``.
-        An element-wise group writes into a leaf that is a fresh temporary read here only (runtime/reuse.py)."""
+        The kernel makes a new array, never writes into a fresh leaf (runtime/reuse.py does for NumPy's ufuncs):
+        NumPy runs a Numba ufunc whose output is one of its inputs 5-6x slower than into a new array (its
+        overlap path; simplemlp's ReLU gradient on 64x512 float32: 24 us against 4.3, NumPy 2.4, Numba 0.68),
+        and glibc hands a freed array of the same size back without faults."""
         if n.reduce:
             return call
         small = [f"(__pxr_type({a}) in __pxr_S or (__pxr_type({a}) is __pxr_ndarray and {a}.size <= __pxr_lim))"
                  for a in dict.fromkeys(leaves) if not _is_literal(a)]
-        donor = next((a for node, a in zip(n.leaves, leaves)
-                      if isinstance(node, (ir.Call, ir.Fused)) and not _is_literal(a) and leaves.count(a) == 1), None)
-        head = f"{self.const(lookup('fused.elementwise').kernel)}({self.const(n.spec)}, {self.const(n.locs)}, " + \
-            "".join(a + ", " for a in leaves)
-        direct = f"{head})"
-        if donor is not None:  # tested before the call: its arguments on the stack would count as references
-            test = f"__pxr_type({donor}) is __pxr_ndarray and {donor}.size >= __pxr_reusemin and __pxr_sole({donor})"
-            direct = f"({head}out={donor}) if {test} else {direct})"
+        direct = f"{self.const(lookup('fused.elementwise').kernel)}({self.const(n.spec)}, {self.const(n.locs)}, " + \
+            "".join(a + ", " for a in leaves) + ")"
         return f"({direct}) if {' and '.join(small)} else {call}" if small else direct
 
     def e_Leaf(self, n):
