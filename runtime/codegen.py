@@ -194,7 +194,10 @@ class Generator(StatementEmitter):
         return t
 
     def e_Const(self, n):
-        return self.const(n.value)
+        name = self.const(n.value)
+        if type(n.value) is tuple and _plain_tuple(n.value):
+            self.plain_atoms.add(name)  # (a shape a gradient recorded: the guards need no test of it)
+        return name
 
     def e_Var(self, n):
         if n.depth == 0 and n.name in self.walrus[-1]:
@@ -218,9 +221,12 @@ class Generator(StatementEmitter):
         kwargs = [(k, self.expr(v)) for k, v in n.kwargs]
         loc, label = n.loc, prim.label
         argt = "(" + "".join(f"{a}, " for a in args) + ")"
-        slow = f"__pxr_call({self.site(n.prim, loc)}, {argt}" + \
+        site = self.site(n.prim, loc)
+        slow = f"__pxr_call({site}, {argt}" + \
             (f", {{{', '.join(f'{k!r}: {v}' for k, v in kwargs)}}})" if kwargs else ")")
         fast = self.fast_path(n.prim, prim, args, kwargs) if self.fast else None
+        if fast is None and self.fast:
+            fast = self.direct_path(prim, site, args, kwargs)
         if fast is None:
             return self.assign_temp(slow, loc, label)
         test, inline = fast
@@ -249,6 +255,18 @@ class Generator(StatementEmitter):
         code = form.template.format(*args, args=", ".join(args + keywords), rest=", ".join(args[1:] + keywords),
                                     kernel=self.const(prim.kernel) if "{kernel}" in form.template else "")
         return self.guard(form.guard, prim, args, [v for _, v in kwargs]), code
+
+    def direct_path(self, prim, site: str, args, kwargs):
+        """(test, call) for a pure primitive without an inline form (``nn.conv2d_patches``, the losses): its call
+        site run here, as Evaluation.call would run it, when every argument is a scalar, a plain tuple or an
+        array within the inline limit (no future, no tiled array). Evaluation.call's checks cost ~3-5 us a
+        call: the digits CNN's step makes 13 such calls. None when the Evaluation must decide (effects, ``out=``,
+        primitives that see futures or objects as they are)."""
+        if prim.effect is not None or prim.local or prim.resolve == "none" or prim.parallel or \
+                any(k == "out" for k, _ in kwargs):
+            return None
+        keywords = [f"{k}={v}" for k, v in kwargs]
+        return self.guard("small", prim, args, [v for _, v in kwargs]), f"{site}({', '.join(args + keywords)})"
 
     def reusing(self, prim, nodes, args: list, inline: str) -> str:
         """``inline`` with the result written into an operand that is a fresh temporary read here only (the
@@ -438,3 +456,8 @@ class Generator(StatementEmitter):
 
 
 __all__ = ["Generator", "KEYS", "SCALARS", "SEQUENCES"]
+
+
+def _plain_tuple(value) -> bool:
+    """A tuple of Python scalars (nested tuples of them too): a value no guard needs to test."""
+    return all(type(v) in (int, float, bool) or v is None or (type(v) is tuple and _plain_tuple(v)) for v in value)
