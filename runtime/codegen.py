@@ -24,7 +24,7 @@ from phylanx_py import ir
 from phylanx_py.errors import RAISED_AS_IS
 
 from . import reuse
-from .codegen_statements import StatementEmitter, _ident, _is_literal, _stores
+from .codegen_statements import StatementEmitter, _ident, _is_literal, _plain_tuple, _stores
 from .evaluation import CallSite
 from .executors import FUTURES
 from .kinds import TYPES as KIND_TYPES
@@ -456,8 +456,3 @@ class Generator(StatementEmitter):
 
 
 __all__ = ["Generator", "KEYS", "SCALARS", "SEQUENCES"]
-
-
-def _plain_tuple(value) -> bool:
-    """A tuple of Python scalars (nested tuples of them too): a value no guard needs to test."""
-    return all(type(v) in (int, float, bool) or v is None or (type(v) is tuple and _plain_tuple(v)) for v in value)
