@@ -138,9 +138,10 @@ def operands_into_groups(program: ir.Program) -> ir.Program:
     """Each fused group's operand that only that group reads, written into the group as its own subexpression
     (``define(g, matmul(...))`` then ``fused[...](g, x)``: ``fused[...](matmul(...), x)``). Before fusion such a
     value was read twice (a ReLU's gradient reads its cotangent in two products), so ``build_program`` kept it
-    as a statement; as the group's subexpression its fresh array is one the group's kernel may write its result
-    into (runtime/reuse.py), as ``g *= mask`` does by hand. A gradient's statements are pure, each name
-    assigned once: moving a product down to its one reader changes no value."""
+    as a statement; as the group's subexpression it is computed where it is read, next to its group. (It was
+    made for buffer reuse, the group's kernel writing into the product's array; fused kernels no longer do:
+    runtime/codegen.py's ``fused_inline`` says why.) A gradient's statements are pure, each name assigned once:
+    moving a product down to its one reader changes no value."""
     fn = program.function(program.entry)
     stmts = fn.body.stmts
     reads: dict[str, int] = {}

@@ -11,20 +11,27 @@ semantics Numba does not share with NumPy go to the reference kernel.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
-import math
 import os
-import sys
-import threading
-import time
-import warnings
 
 import numpy as np
 
 from . import backends, kernel_builds, kernel_cache
 from .fused_cupy import cupy_fused
 from .kernel_builds import _BUILDING, _builds, cached_kernel, remember, wait_for_builds  # noqa: F401 - tests' names
+from .kernel_runs import (  # noqa: F401 - fused_update, fused_reduce, nn_ops, rowdot and the SPMD ranks' names
+    KERNEL_RUNS,
+    PARALLEL_MIN_ELEMENTS,
+    _blocks,
+    _map_blocks,
+    _out_dtype,
+    _run,
+    _threads,
+    _timed,
+    kernel_runs,
+    kernel_threads,
+    note_kernel,
+)
 from .registry import OperationFailed, exists, lookup, register
 
 
@@ -39,10 +46,6 @@ FUSE_MIN_ELEMENTS = 1 << 14  # below this a NumPy pass is cheaper than calling a
 # 1/(1+exp(-t)) took 8.7-10.4 ms as one Numba kernel against 7.4-9.0 ms in NumPy, and LRA ran 10-30% slower
 # fused; the 8-operation exp(-x*x)*sin(x)+2*x-1 on 2e7 ran 0.4-0.75x NumPy's time fused.
 FUSE_MIN_OPS = 5
-# From this size on, the kernel runs on row blocks in parallel threads (the compiled loop releases the GIL).
-# Numba's own target="parallel" is not used: its cached kernels fail to load ("No module named '<dynamic>'")
-# and its workqueue threading layer is not safe for calls from several threads at once.
-PARALLEL_MIN_ELEMENTS = 1 << 18
 
 
 def reference(spec, args, locs=None):
@@ -71,162 +74,22 @@ def reference(spec, args, locs=None):
     return visit(spec)
 
 
-def fused_elementwise(spec, locs, *args, out=None):
+def fused_elementwise(spec, locs, *args):
     """The kernel of the ``fused.elementwise`` primitive: the Numba kernel when it applies, else the reference
-    (also when the kernel fails, e.g. on shapes that do not broadcast: the reference names the operation).
-    ``out``: an array nothing else reads (generated code's buffer reuse, runtime/reuse.py) that the Numba kernel
-    writes into when it has the result's shape and dtype; otherwise, and by the reference, a new array."""
+    (also when the kernel fails, e.g. on shapes that do not broadcast: the reference names the operation). The
+    result is a new array, never written into an operand: NumPy runs a Numba ufunc whose output is one of its
+    inputs 5-6x slower than into a new array (its overlap path), see runtime/codegen.py's ``fused_inline``."""
     if backends.DEVICE_TYPES and backends.on_device(args):
         return cupy_fused(spec)(*args)
     found = _numba_kernel(spec, args)
     if found is not None:
         kernel, in_dtypes = found
-        if out is not None and _errors_raise():
-            out = None  # a kernel that raises after writing into its operand would leave the reference a changed one
         try:
             return _run(kernel, [a if isinstance(a, np.ndarray) else np.asarray(a, dtype=d)
-                                 for a, d in zip(args, in_dtypes)], out)
+                                 for a, d in zip(args, in_dtypes)])
         except Exception:  # noqa: BLE001 - the reference below raises the error at the right operation
             pass
     return reference(spec, args, locs)
-
-
-def _errors_raise() -> bool:
-    """Whether a floating-point error may raise (np.seterr's "raise"/"call", or RuntimeWarning made an error): the
-    kernel then raises after its loop, when it has written its output (a review: with ``out=`` its operand, so the
-    reference that reruns it read overwritten values and returned inf without the error)."""
-    if any(v in ("raise", "call") for v in np.geterr().values()):
-        return True
-    return any(f[0] == "error" and issubclass(RuntimeWarning, f[2]) for f in warnings.filters)
-
-
-_thread_setting = threading.local()
-
-
-@contextlib.contextmanager
-def kernel_threads(n: int):
-    """``with kernel_threads(n):`` the kernels this thread runs use ``n`` threads. For threads of a Dask worker
-    process that are not its task threads (an SPMD rank started through the worker's port, segments/service.py):
-    ``get_worker()`` does not know them, and each such rank split its kernels over every core, so two ranks ran
-    four threads on two cores."""
-    saved = getattr(_thread_setting, "n", None)
-    _thread_setting.n = n
-    try:
-        yield
-    finally:
-        _thread_setting.n = saved
-
-
-def _threads() -> int:
-    """Threads for one kernel: ``PHYLANX_NUM_THREADS`` when set; the thread's ``kernel_threads``; one inside a
-    Dask worker's task (its own threads share the cores); else every core. (Not OMP_NUM_THREADS: a LocalCluster's
-    nanny sets it to 1 in the client's own process.)"""
-    setting = os.environ.get("PHYLANX_NUM_THREADS", "")
-    if setting.isdigit() and int(setting) > 0:
-        return int(setting)
-    n = getattr(_thread_setting, "n", None)
-    if n is not None:
-        return n
-    if "distributed" in sys.modules:
-        try:
-            sys.modules["distributed"].get_worker()
-            return 1
-        except ValueError:
-            pass
-    return os.cpu_count() or 1
-
-
-_pool = None
-# per thread: how many compiled kernels ran (``runs``) and for how long (``seconds``): note_kernel, kernel_runs
-KERNEL_RUNS = threading.local()
-
-
-def _run(kernel, arrays, out=None):
-    """The kernel over the broadcast shape (into ``out`` when it has that shape and the kernel's dtype); large
-    outputs are cut into row blocks run on parallel threads."""
-    shape = arrays[0].shape if arrays else ()
-    if any(a.shape != shape for a in arrays):
-        shape = np.broadcast_shapes(*(a.shape for a in arrays))
-    if out is not None and (out.shape != shape or out.dtype != _out_dtype(kernel)):
-        out = None
-    if math.prod(shape) < PARALLEL_MIN_ELEMENTS:  # (these checks cost more than a small kernel's run: 5 us)
-        return _timed(kernel, arrays, out)
-    n = min(_threads(), shape[0] if shape else 1)
-    if n < 2:
-        return _timed(kernel, arrays, out)
-    if out is None:
-        out = np.empty(shape, _out_dtype(kernel))  # the one signature compiled
-    nd = len(shape)
-
-    def block(lo, hi):
-        parts = []
-        for a in arrays:
-            # a's leading axis lines up with the output's only if a has all the dimensions and is not broadcast
-            if a.ndim == nd and a.shape[0] == shape[0]:
-                parts.append(a[lo:hi])
-            else:
-                parts.append(a)
-        kernel(*parts, out=out[lo:hi])
-
-    _map_blocks(block, _blocks(shape[0], n))
-    return out
-
-
-def _out_dtype(kernel) -> np.dtype:
-    return np.dtype(kernel.types[0].split("->")[1])
-
-
-def _timed(kernel, arrays, out=None):
-    """``kernel(*arrays)`` in this thread, counted in ``KERNEL_RUNS`` (SPMD ranks report where their time went).
-    The NumPy ufunc inside Numba's DUFunc is called directly: the DUFunc's own ``__call__`` is Python that looks
-    for ``__array_ufunc__`` overrides (which the ufunc honours itself) and compiles new signatures (the inputs
-    have the one compiled: fused_elementwise casts them), ~1 us a call."""
-    t0 = time.perf_counter()
-    ufunc = getattr(kernel, "ufunc", kernel)
-    try:
-        return ufunc(*arrays) if out is None else ufunc(*arrays, out=out)
-    finally:
-        note_kernel(t0)
-
-
-def _blocks(n: int, parts: int) -> list[tuple[int, int]]:
-    """``parts`` contiguous, non-empty (lo, hi) ranges covering 0..n."""
-    bounds = np.linspace(0, n, parts + 1).astype(int)
-    return [(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
-
-
-def _map_blocks(fn, blocks):
-    """``fn(lo, hi)`` of each block (a compiled kernel's run over row blocks), on parallel threads."""
-    t0 = time.perf_counter()
-    try:
-        return _map_blocks_now(fn, blocks)
-    finally:
-        note_kernel(t0)
-
-
-def note_kernel(t0: float) -> None:
-    """A compiled kernel ran in this thread since ``t0`` (``KERNEL_RUNS``)."""
-    KERNEL_RUNS.runs = getattr(KERNEL_RUNS, "runs", 0) + 1
-    KERNEL_RUNS.seconds = getattr(KERNEL_RUNS, "seconds", 0.0) + (time.perf_counter() - t0)
-
-
-def kernel_runs() -> tuple[int, float]:
-    """(runs, seconds) of the compiled kernels this thread has run (an SPMD rank reports its own: spmd/rank.py)."""
-    return getattr(KERNEL_RUNS, "runs", 0), getattr(KERNEL_RUNS, "seconds", 0.0)
-
-
-def _map_blocks_now(fn, blocks):
-    global _pool
-    if len(blocks) == 1:
-        return [fn(*blocks[0])]
-    if _pool is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _pool = ThreadPoolExecutor(_threads(), thread_name_prefix="phylanx-fused")
-    # the calling thread runs the last block itself: one hand-off fewer, and it would only wait otherwise
-    futs = [_pool.submit(fn, lo, hi) for lo, hi in blocks[:-1]]
-    last = fn(*blocks[-1])
-    return [f.result() for f in futs] + [last]
 
 
 def _numeric(a) -> bool:

@@ -71,16 +71,27 @@ def fused_update_groups(statements, groups):
             fused_update(statements, *args)
         return None
     kernel, columns, sizes = found
-    total = int(sizes.sum())
+    total = sum(sizes)
     n = _threads() if total >= PARALLEL_MIN_ELEMENTS else 1
     if n < 2:
-        kernel(*columns, np.zeros_like(sizes), sizes)
+        kernel(*columns, np.zeros(len(sizes), np.int64), np.array(sizes, np.int64))
         return None
-    starts = np.cumsum(sizes) - sizes  # element lo:hi of the whole run is group j's lo - start_j : hi - start_j
+    # Element lo:hi of the whole run is group j's lo - start_j : hi - start_j (clipped to the group). Each block's
+    # bounds are made here, in plain ints, before the threads start: a block thread then only runs the kernel,
+    # which releases the GIL (np.linspace, np.cumsum and np.clip per block took ~25 us a step, partly in the
+    # block thread, waiting for the GIL the calling thread held).
+    starts = [0] * len(sizes)
+    for j in range(1, len(sizes)):
+        starts[j] = starts[j - 1] + sizes[j - 1]
+    cuts = [total * k // n for k in range(n + 1)]
+
+    def within(at):
+        return np.array([min(max(at - s0, 0), size) for s0, size in zip(starts, sizes)], np.int64)
+    bounds = {lo: (within(lo), within(hi)) for lo, hi in zip(cuts[:-1], cuts[1:]) if hi > lo}
 
     def block(lo, hi):
-        kernel(*columns, np.clip(lo - starts, 0, sizes), np.clip(hi - starts, 0, sizes))
-    _map_blocks(block, _blocks(total, n))
+        kernel(*columns, *bounds[lo])
+    _map_blocks(block, [(lo, hi) for lo, hi in zip(cuts[:-1], cuts[1:]) if hi > lo])
     return None
 
 
@@ -122,7 +133,7 @@ def _groups_kernel(statements, groups):
         hit = remember(_found_groups, key, lambda: _find(statements, first, len(groups)))
     if hit is None:
         return None
-    return hit, columns, np.array([g[0].size for g in groups], np.int64)
+    return hit, columns, [g[0].size for g in groups]
 
 
 def _kernel(statements, args):

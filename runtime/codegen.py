@@ -24,7 +24,7 @@ from phylanx_py import ir
 from phylanx_py.errors import RAISED_AS_IS
 
 from . import reuse
-from .codegen_statements import StatementEmitter, _ident, _is_literal, _stores
+from .codegen_statements import StatementEmitter, _ident, _is_literal, _plain_tuple, _stores
 from .evaluation import CallSite
 from .executors import FUTURES
 from .kinds import TYPES as KIND_TYPES
@@ -64,7 +64,7 @@ class Generator(StatementEmitter):
             "__pxr_MUT": (list, dict, set), "__pxr_ndarray": np.ndarray, "__pxr_fusemin": FUSE_MIN_ELEMENTS,
             "__pxr_K": KIND_TYPES, "__pxr_rowmin": ROWDOT_MIN_ELEMENTS, "__pxr_clock": time.perf_counter,
             "__pxr_NameError": NameError, "__pxr_UNBOUND": UNBOUND, "__pxr_plain": _plain_argument,
-            "__pxr_into": reuse.into, "__pxr_into1": reuse.into1, "__pxr_sole": reuse.sole,
+            "__pxr_into": reuse.into, "__pxr_into1": reuse.into1,
             "__pxr_reusemin": reuse.REUSE_MIN_ELEMENTS,
         }
         self._const_ids: dict[int, str] = {}
@@ -194,7 +194,10 @@ class Generator(StatementEmitter):
         return t
 
     def e_Const(self, n):
-        return self.const(n.value)
+        name = self.const(n.value)
+        if type(n.value) is tuple and _plain_tuple(n.value):
+            self.plain_atoms.add(name)  # (a shape a gradient recorded: the guards need no test of it)
+        return name
 
     def e_Var(self, n):
         if n.depth == 0 and n.name in self.walrus[-1]:
@@ -218,9 +221,12 @@ class Generator(StatementEmitter):
         kwargs = [(k, self.expr(v)) for k, v in n.kwargs]
         loc, label = n.loc, prim.label
         argt = "(" + "".join(f"{a}, " for a in args) + ")"
-        slow = f"__pxr_call({self.site(n.prim, loc)}, {argt}" + \
+        site = self.site(n.prim, loc)
+        slow = f"__pxr_call({site}, {argt}" + \
             (f", {{{', '.join(f'{k!r}: {v}' for k, v in kwargs)}}})" if kwargs else ")")
         fast = self.fast_path(n.prim, prim, args, kwargs) if self.fast else None
+        if fast is None and self.fast:
+            fast = self.direct_path(prim, site, args, kwargs)
         if fast is None:
             return self.assign_temp(slow, loc, label)
         test, inline = fast
@@ -249,6 +255,18 @@ class Generator(StatementEmitter):
         code = form.template.format(*args, args=", ".join(args + keywords), rest=", ".join(args[1:] + keywords),
                                     kernel=self.const(prim.kernel) if "{kernel}" in form.template else "")
         return self.guard(form.guard, prim, args, [v for _, v in kwargs]), code
+
+    def direct_path(self, prim, site: str, args, kwargs):
+        """(test, call) for a pure primitive without an inline form (``nn.conv2d_patches``, the losses): its call
+        site run here, as Evaluation.call would run it, when every argument is a scalar, a plain tuple or an
+        array within the inline limit (no future, no tiled array). Evaluation.call's checks cost ~3-5 us a
+        call: the digits CNN's step makes 13 such calls. None when the Evaluation must decide (effects, ``out=``,
+        primitives that see futures or objects as they are)."""
+        if prim.effect is not None or prim.local or prim.resolve == "none" or prim.parallel or \
+                any(k == "out" for k, _ in kwargs):
+            return None
+        keywords = [f"{k}={v}" for k, v in kwargs]
+        return self.guard("small", prim, args, [v for _, v in kwargs]), f"{site}({', '.join(args + keywords)})"
 
     def reusing(self, prim, nodes, args: list, inline: str) -> str:
         """``inline`` with the result written into an operand that is a fresh temporary read here only (the
@@ -363,19 +381,16 @@ class Generator(StatementEmitter):
     def fused_inline(self, n, leaves: list, call: str) -> str:
         """The group's kernel called here when every leaf is a value the Evaluation would run inline (a scalar, an
         array within the inline limit: what its ``call`` decides, without its checks per call), else ``call``.
-        An element-wise group writes into a leaf that is a fresh temporary read here only (runtime/reuse.py)."""
+        The kernel makes a new array, never writes into a fresh leaf (runtime/reuse.py does for NumPy's ufuncs):
+        NumPy runs a Numba ufunc whose output is one of its inputs 5-6x slower than into a new array (its
+        overlap path; simplemlp's ReLU gradient on 64x512 float32: 24 us against 4.3, NumPy 2.4, Numba 0.68),
+        and glibc hands a freed array of the same size back without faults."""
         if n.reduce:
             return call
         small = [f"(__pxr_type({a}) in __pxr_S or (__pxr_type({a}) is __pxr_ndarray and {a}.size <= __pxr_lim))"
                  for a in dict.fromkeys(leaves) if not _is_literal(a)]
-        donor = next((a for node, a in zip(n.leaves, leaves)
-                      if isinstance(node, (ir.Call, ir.Fused)) and not _is_literal(a) and leaves.count(a) == 1), None)
-        head = f"{self.const(lookup('fused.elementwise').kernel)}({self.const(n.spec)}, {self.const(n.locs)}, " + \
-            "".join(a + ", " for a in leaves)
-        direct = f"{head})"
-        if donor is not None:  # tested before the call: its arguments on the stack would count as references
-            test = f"__pxr_type({donor}) is __pxr_ndarray and {donor}.size >= __pxr_reusemin and __pxr_sole({donor})"
-            direct = f"({head}out={donor}) if {test} else {direct})"
+        direct = f"{self.const(lookup('fused.elementwise').kernel)}({self.const(n.spec)}, {self.const(n.locs)}, " + \
+            "".join(a + ", " for a in leaves) + ")"
         return f"({direct}) if {' and '.join(small)} else {call}" if small else direct
 
     def e_Leaf(self, n):

@@ -182,6 +182,11 @@ def _is_literal(atom: str) -> bool:
     return not atom.startswith("__px") and not atom.isidentifier() or atom in ("None", "True", "False")
 
 
+def _plain_tuple(value) -> bool:
+    """A tuple of Python scalars (nested tuples of them too): a value no guard needs to test."""
+    return all(type(v) in (int, float, bool) or v is None or (type(v) is tuple and _plain_tuple(v)) for v in value)
+
+
 def _stores(body) -> tuple[set[str], set[str]]:
     """Names this function stores to in outer functions (depth > 0), and in its own frame (depth 0)."""
     outer, own = set(), set()

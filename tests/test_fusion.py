@@ -15,6 +15,7 @@ import warnings
 
 import numpy as np
 import phylanx_py.primitives.fused as F
+import phylanx_py.primitives.kernel_runs as kernel_runs
 import prog_fusion as P
 import pytest
 from _prim_compare import assert_same, write_module
@@ -388,7 +389,7 @@ def test_fused_equals_unfused_and_plain(case, spy, runtime):
     else:
         assert paths(spy), "the fused primitive never ran"
     if case.startswith("parallel"):
-        assert F._pool is not None  # the row blocks ran on the kernel thread pool
+        assert kernel_runs._pool is not None  # the row blocks ran on the kernel thread pool
 
 
 def test_numba_kernel_cached_in_memory_and_written_to_disk(kernel_cache, spy):

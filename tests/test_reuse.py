@@ -104,13 +104,14 @@ def test_generated_code_tests_the_fresh_operand():
     assert "out=__pxt" in src and "__pxr_into(" in src
 
 
-def test_a_fused_group_writes_into_its_fresh_product(monkeypatch):
-    """The group's leaf is the product's fresh array: the kernel's result goes there (same answer)."""
+def test_a_fused_groups_kernel_makes_a_new_array_not_its_fresh_product(monkeypatch):
+    """The group's leaf is the product's fresh array, yet the kernel is not given it as its output: NumPy runs a
+    Numba ufunc whose output is one of its inputs 5-6x slower than into a new array (fused.fused_elementwise)."""
     seen = []
     real = F._run
 
     def run(kernel, arrays, out=None):
-        seen.append(out is not None and any(out is a for a in arrays))
+        seen.append(out)
         return real(kernel, arrays, out)
 
     monkeypatch.setattr(F, "_run", run)
@@ -119,7 +120,9 @@ def test_a_fused_group_writes_into_its_fresh_product(monkeypatch):
     f = px.compile(group_over_product)
     assert [n for n in ir.walk(f.tree) if isinstance(n, ir.Fused)]
     np.testing.assert_allclose(f(a, b, x), group_over_product(a, b, x), rtol=1e-12)
-    assert seen and all(seen)
+    F.wait_for_builds()
+    np.testing.assert_allclose(f(a, b, x), group_over_product(a, b, x), rtol=1e-12)
+    assert seen and all(out is None for out in seen)
 
 
 def sum_over_axes(a):
@@ -207,7 +210,7 @@ def test_a_result_keeps_numpys_memory_order(monkeypatch):
 
 
 def test_a_fused_kernel_that_raises_after_its_loop_does_not_write_into_its_operand(monkeypatch):
-    # with errors raised, the group runs without out=: its reference reruns on the operand as it was, and raises
+    # the group's kernel writes a new array: its reference reruns on the operand as it was, and raises
     monkeypatch.setenv("PHYLANX_FLOOR", "0")
     n = 20000
     a = np.full(n, 1e10)
