@@ -158,6 +158,12 @@ class Floor:
         else:
             plain_s, tree_s = typical(times.plain), typical(times.tree)
             use_plain = plain_s <= tree_s
+            if not use_plain and not self.loops and len(times.plain) < SAMPLES:
+                # without loops the tree can only gain a fused kernel's constant factor: before it replaces the
+                # plain function, the plain function is timed SAMPLES times. One slow first run (a process state:
+                # NPBench's atax after NumPy's own calls had slowed, 15.5 against 10.4 ms) chose the tree for 84 of
+                # 86 calls at 0.64x NumPy, its probes rare and the median of two the slower
+                use_plain = True
             ready = use_plain and READY["kernels"] != times.kernels and self.loops
             # a probe of the slower way costs its time: at most PROBE_SHARE of the calls' time goes to probes (a
             # tree 15x slower than a 1 us plain function, probed every 64th call, cost more than the calls)

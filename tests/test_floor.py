@@ -107,6 +107,27 @@ def test_first_call_plain_second_tree_then_the_faster(local):
     assert spy.calls == before + 1
 
 
+def test_one_slow_plain_run_does_not_give_a_program_without_loops_to_the_tree(local):
+    """The plain function of a program without loops is timed SAMPLES times before the tree can replace it: a
+    first run slowed by the process's state (here a sleep) chose the tree for good before."""
+    import time as _time
+
+    slow = [True]
+
+    def first_slow(A, s):
+        if slow[0]:
+            slow[0] = False
+            _time.sleep(0.2)
+        return _scale_rows(A, s)
+
+    f, spy = _compiled_with_spy(_scale_rows)
+    spy.fn = first_slow
+    A = np.arange(1.0, 13.0).reshape(3, 4)
+    for _ in range(8):
+        np.testing.assert_allclose(f(A, 2.0), _scale_rows(A, 2.0), rtol=1e-15)
+    assert spy.calls >= 6  # call 2 the tree; calls 3 and 4 the plain function, then the faster (plain) one
+
+
 def test_a_native_kernel_getting_ready_has_the_tree_timed_again(local, monkeypatch):
     """The tree of a program with loops may have become the faster way when a native kernel got ready (a loop of it
     gone native): the next call runs the tree, not only at the probes (the tier off here, so that the floor alone
