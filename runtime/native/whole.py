@@ -291,6 +291,7 @@ class WholeFunction(T.Signatures):
             entry.native_times.append(seconds)
             if not entry.plain_times and seconds * CLEARLY_FASTER < min(entry.plain_before, default=0.0):
                 entry.measuring = False  # no doubt, whatever the compile slowed: no plain runs to compare
+                self._keep(entry)  # kept as after a timing (a later process then is native from its first call)
                 self._requick()
             else:
                 self._decide(entry)
@@ -317,11 +318,16 @@ class WholeFunction(T.Signatures):
             if entry.fast:
                 warm.unmark(warm.function_key(self.fn, entry.fast))
         else:
-            if entry.mark:
-                warm.mark(entry.mark, warm.KEPT)
-            if entry.fast:
-                warm.mark(warm.function_key(self.fn, entry.fast), warm.KEPT)
+            self._keep(entry)
         self._requick()
+
+    def _keep(self, entry):
+        """Mark the entry's kernel kept (warm.py): a later process runs it from the signature's first call, without
+        timing it against the plain function again (and a loop-free function is lowered at its first call)."""
+        if entry.mark:
+            warm.mark(entry.mark, warm.KEPT)
+        if entry.fast:
+            warm.mark(warm.function_key(self.fn, entry.fast), warm.KEPT)
 
     def _kept_before(self, args) -> bool:
         """Whether a loop-free function's kernel for these argument kinds was kept before, in this process or an
