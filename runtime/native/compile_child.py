@@ -11,13 +11,14 @@ import warnings
 
 from phylanx_py.primitives import kernel_cache
 
-from . import tiering
+from . import aot, tiering
 from .compile_process import HEADER
 
 
 def serve(stdin, stdout):
     """A request is (cache folder, loader, source, sig); the reply one byte, b"1" compiled, b"0" not. The loader
-    is ``tiering``'s function of that name, or "fused" for a fused group's kernel (``sig`` unused)."""
+    is ``tiering``'s function of that name, "fused" for a fused group's kernel (``sig`` unused), or "aot" for a
+    whole function's kernel built ahead of time (aot.py: ``sig`` is its request)."""
     from numba.core.errors import NumbaParallelSafetyWarning  # this process compiles kernels: Numba at once
 
     while True:
@@ -32,6 +33,8 @@ def serve(stdin, stdout):
                 warnings.simplefilter("error", NumbaParallelSafetyWarning)
                 if loader == "fused":  # a fused group's ufunc (primitives/fused.py): compiled as its module runs
                     kernel_cache.load_or_build("fused", source)
+                elif loader == "aot":  # a whole function's kernel as an extension module (aot.py; ``sig``: its request)
+                    aot.build(source, sig)
                 else:
                     tiering.compile_quietly(getattr(tiering, loader)(source).kernel, sig)
             ok = b"1"

@@ -376,10 +376,11 @@ def _texts() -> dict:
 
 @functools.cache
 def _prelude() -> str:
-    """What every helper may use: the modules, ``_MIN``/``_MAX`` and ``_Overflow`` (written out: a class's source
-    through ``inspect`` parses the whole module, 2 ms)."""
-    return ("import math\nimport numpy as np\nimport numba\n\n" f"_MIN = {_MIN}\n_MAX = {_MAX}\n\n\n"
-            f"class {_Overflow.__name__}(Exception):\n    pass")
+    """What every helper may use: the modules, ``_MIN``/``_MAX`` and ``_Overflow`` (imported from here, not written
+    out: a kernel built ahead of time (aot.py) raises it through Numba's pickled exception data, which must find
+    the very class the caller catches)."""
+    return ("import math\nimport numpy as np\nimport numba\n"
+            f"from {__name__} import {_Overflow.__name__}\n\n" f"_MIN = {_MIN}\n_MAX = {_MAX}\n")
 
 
 def helpers_for(names) -> str:

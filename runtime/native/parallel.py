@@ -23,6 +23,7 @@ other array-expression passes are off: they would reorder sums)."""
 from __future__ import annotations
 
 import ast
+from typing import NamedTuple
 
 from phylanx_py.source import parse
 
@@ -43,10 +44,12 @@ class Variant:
         self.source, self.loops, self.written = source, loops, written
 
 
-def variant(printed, sig=None):
+def variant(printed, sig=None, params=None):
     """(Variant, None) for a kernel (kir.Printed: its source and IR) with a loop that may run in parallel, else
     (None, why not). ``sig``: the Numba types of the kernel's parameters (arrays and numbers are told apart by
-    them)."""
+    them), or ``params``: for each, what ``param_of`` makes of a Numba type (aot.py's, without Numba)."""
+    if params is None:
+        params = [param_of(t) for t in sig or ()]
     module = parse(printed.source)
     fn = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "kernel")
     if printed.boundscheck:
@@ -55,7 +58,7 @@ def variant(printed, sig=None):
     order = [a.arg for a in fn.args.args]
     # what the kernel's calls are (kir.Call, by the function's name): a helper's facts, a declared form's, a cast's
     tags = {c.name: c for node in printed.nodes.values() for c in node.calls}
-    finder = _Finder(fn, dict(zip(order, sig or ())), tags, printed.complex_values)
+    finder = _Finder(fn, dict(zip(order, params)), tags, printed.complex_values)
     finder.block(fn.body, [])
     if not finder.found:
         return None, finder.why or "no loop over range"
@@ -70,6 +73,20 @@ def variant(printed, sig=None):
                    sorted(order.index(n) for n in written)), None
 
 
+class Param(NamedTuple):
+    """What the analysis needs of a kernel parameter's type."""
+
+    number: bool  # a scalar number
+    ndim: int | None  # an array's dimensions
+    complex: bool  # a complex number or array
+
+
+def param_of(t) -> Param:
+    """A parameter's Param from its Numba type."""
+    return Param(type(t).__name__ in _NUMBER_TYPES, t.ndim if getattr(t, "ndim", None) is not None and
+                 hasattr(t, "dtype") else None, "complex" in str(t))
+
+
 class _Finder:
     """Finds the outermost loops that qualify (``found``: (loop, arrays it stores into)); ``why``: the reason the
     first loop over range did not."""
@@ -81,7 +98,7 @@ class _Finder:
         self._numbers: dict = {}
         self.arrays = {}  # name -> ndim: parameters never rebound, and names bound only to allocations
         for name, t in types.items():
-            if getattr(t, "ndim", None) is not None and hasattr(t, "dtype") and name not in self.assigned:
+            if t.ndim is not None and name not in self.assigned:
                 self.arrays[name] = t.ndim
         for name, bindings in self.assigned.items():
             dims = {_allocated_ndim(val, self) for val, _ in bindings}
@@ -91,7 +108,7 @@ class _Finder:
         # Numba's complex division raises at zero whatever the error model: with complex values about (the kernel
         # IR's kinds, kir.Printed.complex_values, or the arguments' types), no division (a second guard: the lowerer
         # declines NumPy complex division, and Python complex values, today)
-        self.complex = complex_values or any("complex" in str(t) for t in types.values())
+        self.complex = complex_values or any(t.complex for t in types.values())
 
     def block(self, stmts, chain):
         for i, s in enumerate(stmts):
@@ -170,8 +187,7 @@ class _Finder:
             return self._numbers[name]
         self._numbers[name] = False  # a name defined through itself is not followed
         if name in self.types:
-            t = self.types[name]
-            ok = name not in self.assigned and type(t).__name__ in _NUMBER_TYPES
+            ok = name not in self.assigned and self.types[name].number
         else:
             bindings = self.assigned.get(name, ())
             ok = bool(bindings) and depth < 8 and all(self._number_binding(val, stmt, depth)

@@ -22,7 +22,7 @@ from ..loop_tiers import kernel_ready
 from . import kinds as K
 from . import warm
 from .background import Exiting, _compiling, compile_quietly, in_background, load_cached, warm_elsewhere
-from .helpers import helpers_for
+from .helpers import _Overflow, helpers_for
 from .kinds import Decline
 from .lower import SMALL
 from .outline import outline
@@ -186,6 +186,16 @@ class Signatures:
         ready = False
         entry.compiling = True
         try:
+            ahead = self._ahead(entry, cached_only)
+            if ahead is not None:  # built ahead of time (aot.py): loaded without Numba, and sequential
+                entry.overflow = _Overflow
+                self._install(entry, None, ahead)
+                STATS["compiled"] += 1
+                entry.compiling = False
+                kernel_ready()
+                return True
+            if cached_only and not warm.numba_started():
+                return False  # marked as built ahead of time, and that did not load: never Numba's start in a call
             sig = self._signature(entry, args)
             text = sequential_module(entry.printed)
             warm_elsewhere("load_kernel", text, sig)
@@ -224,6 +234,10 @@ class Signatures:
             entry.compiling = False
             kernel_ready()
         return True
+
+    def _ahead(self, entry, cached_only):
+        """The entry's kernel built ahead of time and loaded without Numba (aot.py), or None: compiled here."""
+        return None
 
     def _held(self, args):
         """What a background compile keeps of the call's arguments (``_signature`` types them)."""
@@ -369,3 +383,12 @@ def _first_line(e) -> str:
     text = str(e).strip().splitlines()
     useful = [t for t in text if t.strip() and not t.startswith("Failed in")]
     return (useful[0] if useful else type(e).__name__)[:200]
+
+
+def signature_of(args, staged: bool) -> tuple:
+    """The Numba argument types of a whole function's kernel call with the stand-ins ``args`` (whole.py's; after
+    the stage array when ``staged``)."""
+    import numba
+
+    return ((numba.typeof(np.zeros(1, np.int64)),) if staged else ()) + tuple(numba.typeof(a) for a in args)
+

@@ -24,8 +24,8 @@ from phylanx_py.errors import ConfigurationError, ExecutionError
 from .. import floor, profiling
 from ..base import Runtime
 from ..loop_tiers import FALLBACK
+from . import aot, kir, warm
 from . import kinds as K
-from . import kir, warm
 from . import tiering as T
 from .analysis import arrays_written
 from .expressions import inlinable
@@ -249,9 +249,19 @@ class WholeFunction(T.Signatures):
     def _held(self, args):
         return ()  # the compile types the stand-ins ``_lower`` kept: the call's arrays are not held meanwhile
 
+    def _marked(self, entry, args) -> bool:
+        # built ahead of time before (aot.py): loaded in this call, Numba running or not (marks followed: warm.py)
+        return super()._marked(entry, args) or (warm.enabled() and self._ahead_path(entry, early=True) is not None)
+
+    def _ahead(self, entry, cached_only):
+        return aot.kernel_of(entry, cached_only)
+
+    def _ahead_path(self, entry, early=False):
+        return aot.path_for(entry, early)
+
     def _signature(self, entry, args) -> tuple:
         if type(entry.sig[0]) is tuple:  # the stand-ins: typed here, Numba imported off the call
-            entry.sig = _signature(*entry.sig)
+            entry.sig = T.signature_of(*entry.sig)
         return entry.sig
 
     def _install(self, entry, module, compiled):
@@ -266,7 +276,7 @@ class WholeFunction(T.Signatures):
         entry.measuring = entry.floor and T.current_mode() != "force" and \
             not (entry.marked and warm.KEPT in warm.marks(entry.mark))
         entry.plain_before, entry.plain_times = entry.plain_times, []
-        entry.kernel = module.kernel
+        entry.kernel = compiled if module is None else module.kernel  # None: built ahead of time (aot.py)
         self._requick()
 
     def _changed(self):
@@ -421,10 +431,3 @@ def _stand_in(a):
         s = np.empty((4,) * nd, a.dtype)[(slice(None, None, 2),) * nd]
     s.flags.writeable = a.flags.writeable
     return s
-
-
-def _signature(args, staged: bool) -> tuple:
-    """The Numba argument types of a kernel call with ``args`` (after the stage array when ``staged``)."""
-    import numba
-
-    return ((numba.typeof(np.zeros(1, np.int64)),) if staged else ()) + tuple(numba.typeof(a) for a in args)

@@ -1,0 +1,221 @@
+"""A whole function's kernel ahead of time: built by the compile process as a small extension module, loaded here
+without Numba.
+
+A kernel compiled in this process needs Numba running in it: its import and its CPU target's contexts take about a
+second of the interpreter lock (0.5 s + 0.6 s here, even to load machine code from Numba's disk cache), and in a
+process's first seconds that second is the caller's: the held-out scalar loop ran 201 of 43,569 calls over 1.1x
+its plain time while the kernel compiled elsewhere was loaded. So, while Numba does not run in this process, the
+compile process also builds the sequential kernel as an extension module (Numba's ``pycc``: the kernel's own
+machine code, the helpers it calls, Numba's runtime for the arrays it makes, and a wrapper that checks and unboxes
+the arguments: no dependency on Numba), written to the kernel cache as ``aot_<digest>.so``; loading it is a
+``dlopen`` (0.3 ms), in the call that finds it ready. A later process finds it there at the signature's first
+call (warm.py's marks, without Numba).
+
+What it is built from is the source generated here for the argument types described here (dtype, dimensions,
+layout, read-only), compiled with the kernel's own options (``error_model='numpy'``, ``boundscheck``) for this
+machine's CPU; the digest in its name covers that source, those types, Numba's version and this interpreter's ABI.
+The module is loaded from the kernel cache's folder, which is checked as for Numba's own cache files (private to
+this user: primitives/kernel_cache.py); a file that fails to load is a miss (the kernel is compiled here as before).
+
+Only kernels without a parallel variant are built so (Numba's threading layer is not in such a module): a kernel
+whose loop may run in parallel is compiled here, where its variant is tried. An exception raised by a built kernel
+(an overflow to rerun interpreted, an index out of bounds) imports Numba to rebuild it (Numba's pickled exception
+data): the error path only. ``pycc`` needs a C compiler the first time (Numba's helper sources, compiled once per
+Numba version into the cache, ~3 s); without one nothing is built and everything runs as before.
+``PHYLANX_NATIVE_AOT=0`` turns it off."""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import shutil
+import sys
+import sysconfig
+import tempfile
+
+import numpy as np
+from phylanx_py.primitives import kernel_cache
+
+from phylanx_py.errors import UnsafeCacheError
+
+from . import compile_process, tiering, warm
+from .background import warm_elsewhere
+from .parallel import Param, variant
+
+NAME = "pxaot"  # every built module's name (Numba's helper objects are compiled for one name, once)
+_SCALARS = {bool: "bool", int: "int", float: "float", complex: "complex"}
+
+
+def enabled() -> bool:
+    return os.environ.get("PHYLANX_NATIVE_AOT", "1").strip() != "0"
+
+
+def describe(standins, staged: bool) -> str | None:
+    """The argument types of a whole function's kernel (whole.py's stand-ins), as text, without Numba; None when
+    one is not an array or a plain number (such kernels are compiled here)."""
+    parts = ["stage"] if staged else []
+    for a in standins:
+        if type(a) is np.ndarray:
+            if not a.flags.aligned or a.dtype.hasobject or a.dtype.fields is not None:
+                return None
+            layout = "C" if a.flags.c_contiguous else "F" if a.flags.f_contiguous else "A"
+            parts.append(f"{a.dtype.str}{a.ndim}{layout}{'w' if a.flags.writeable else 'r'}")
+        elif type(a) in _SCALARS:
+            parts.append(_SCALARS[type(a)])
+        elif isinstance(a, np.generic) and type(a) is np.dtype(type(a)).type and a.dtype.kind in "biufc":
+            parts.append(f"np{a.dtype.str}")
+        else:
+            return None
+    return ",".join(parts)
+
+
+def path_of(kernel_key: str, description: str) -> str:
+    """Where the kernel of ``kernel_key`` (warm.kernel_key: the digest of its helpers, source and versions) for
+    argument types ``description`` is built (kernel_dir checks the folder: UnsafeCacheError when another user
+    could write there)."""
+    key = kernel_cache.digest(f"{kernel_key}\0{description}\0{_numba_version()}\0{_abi()}")
+    return os.path.join(kernel_cache.kernel_dir(), f"aot_{key}{_suffix()}")
+
+
+def kernel_of(entry, cached_only: bool):
+    """A whole function's kernel (whole.py's Entry) built ahead of time, while Numba does not run here: loaded when
+    built before, else (``cached_only`` false: in the background) built by the compile process first; None when
+    it is not to be (``path_for``) or could not be built or loaded (then compiled here as before)."""
+    path = path_for(entry, early=cached_only)
+    if path is None:
+        return None
+    if not cached_only and not os.path.exists(path):
+        warm_elsewhere("aot", tiering.sequential_module(entry.printed), (*entry.sig, path))
+    return load(path)
+
+
+def path_for(entry, early: bool = False) -> str | None:
+    """Where a whole function's kernel is built ahead of time, or None when it is not to be: turned off, Numba
+    running here already (it loads its own cache in milliseconds, and tries parallel variants), the forced tier,
+    arguments ``describe`` does not take, a loop that may run in parallel. ``early``: only if built already."""
+    if not enabled() or warm.numba_started() or tiering.current_mode() == "force" or entry.printed is None or \
+            entry.sig is None or type(entry.sig[0]) is not tuple or not compile_process.enabled():
+        return None
+    description = describe(*entry.sig)
+    if description is None:
+        return None
+    if entry.mark is None:
+        entry.mark = warm.kernel_key(entry.printed)
+    try:
+        path = path_of(entry.mark, description)  # the mark's digest covers the kernel's text
+    except (OSError, UnsafeCacheError):
+        return None
+    if early and not os.path.exists(path):
+        return None
+    standins, staged = entry.sig
+    params = [Param(False, 1, False)] * staged + [  # what parallel.param_of makes of the Numba types
+        Param(type(a) is not np.ndarray, a.ndim if type(a) is np.ndarray else None, bool(np.iscomplexobj(a)))
+        for a in standins]  # (describe() took only arrays and numbers)
+    v, why = variant(entry.printed, params=params)  # (not tuning.threads(): Numba's configuration, its import)
+    if v is not None:  # its variant is tried where Numba runs (tiering.parallel_variant)
+        return None
+    entry.serial_why = why
+    return path
+
+
+def load(path: str):
+    """The kernel of the extension module at ``path``, or None (not built, or it does not load)."""
+    if not os.path.exists(path):
+        return None
+    try:
+        spec = importlib.util.spec_from_file_location(NAME, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.kernel
+    except Exception:  # noqa: BLE001 - a file that does not load is a miss: compiled here as before
+        return None
+
+
+@functools.cache
+def _numba_version() -> str:
+    from importlib.metadata import version  # not Numba's import (that is the second this module saves)
+
+    return version("numba")
+
+
+def _abi() -> str:
+    return f"{sys.implementation.cache_tag}-{sysconfig.get_config_var('SOABI')}-{np.__version__}"
+
+
+def _suffix() -> str:
+    return sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+
+
+# --- the compile process's side -------------------------------------------------------------------------------------
+
+def build(text: str, request) -> None:
+    """Build the kernel of module ``text`` for ``request`` = (stand-ins, staged, path) into ``path`` (the compile
+    process: compile_child.py). Raises when it cannot (the caller then compiles the kernel itself)."""
+    import warnings
+
+    from numba.core import codegen, config
+    from numba.core import compiler as numba_compiler
+
+    standins, staged, path = request
+    if os.path.exists(path):
+        return
+    module = tiering.load_kernel(text)
+    sig = tiering.signature_of(standins, staged)
+    tiering.compile_quietly(module.kernel, sig)
+    ret = module.kernel.overloads[tuple(sig)].signature.return_type
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pycc's pending deprecation
+        from numba.pycc import CC
+        from numba.pycc import compiler as pycc_compiler
+
+    options = module.kernel.targetoptions
+
+    class KernelFlags(numba_compiler.Flags):
+        """pycc compiles with default flags: the kernel's own error model and bounds checking are its semantics."""
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.error_model = options.get("error_model", "python")
+            if "boundscheck" in options:
+                self.boundscheck = options["boundscheck"]
+
+    class Builder(CC):
+        def _compile_mixins(self, build_dir):
+            return _mixins(lambda d: CC._compile_mixins(self, d))
+
+    cc = Builder(NAME)
+    # for this machine's cache: the CPU Numba's JIT compiles for (NUMBA_CPU_NAME, or this one), not a generic one
+    cc.target_cpu = config.CPU_NAME or codegen.ll.get_host_cpu_name()
+    out = tempfile.mkdtemp(prefix=".aot-", dir=os.path.dirname(path))
+    try:
+        cc.output_dir = out
+        cc.export("kernel", ret(*sig))(module.kernel.py_func)
+        saved, pycc_compiler.Flags = pycc_compiler.Flags, KernelFlags
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                cc.compile()
+        finally:
+            pycc_compiler.Flags = saved
+        with open(os.path.join(out, cc.output_file), "rb") as f:
+            kernel_cache.write(path, f.read())
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def _mixins(compile_into) -> list:
+    """Numba's helper objects for a module named NAME (its runtime, the module's C glue), compiled once per
+    Numba version and interpreter into the kernel cache (~3 s with the C compiler), then reused by every build."""
+    folder = os.path.join(kernel_cache.kernel_dir(), f"aot_mixins_{kernel_cache.digest(_numba_version() + _abi())}")
+    listing = os.path.join(folder, "objects.txt")
+    if not os.path.exists(listing):
+        tmp = tempfile.mkdtemp(prefix=".aot-mixins-", dir=os.path.dirname(folder))
+        objects = compile_into(tmp)
+        with open(os.path.join(tmp, "objects.txt"), "w") as f:
+            f.write("\n".join(os.path.relpath(o, tmp) for o in objects))
+        try:
+            os.rename(tmp, folder)  # atomic; another process's folder, made meanwhile, is as good
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+    with open(listing) as f:
+        return [os.path.join(folder, line) for line in f.read().split("\n") if line]

@@ -1,0 +1,98 @@
+"""A whole function's kernel built ahead of time (runtime/native/aot.py): while Numba does not run in the process,
+the compile process builds the kernel as an extension module and the caller loads it without Numba (no second of
+Numba's start on the caller's interpreter lock); a later process loads it at the signature's first call. Each run
+is a process of its own (whether Numba was imported is the point), with a cache folder shared by the module's
+tests (Numba's helper objects are compiled into it once)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+SCRIPT = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    import phylanx_py as px
+    from phylanx_py.runtime.native import tiering
+    tiering.HOT_SECONDS = 0.0 if sys.argv[1] == "compile" else 1e9  # later runs: only what was built runs native
+
+    def relax(a, steps, scale):
+        # a scalar loop over an array: Python-int arithmetic checked for overflow (s), an array changed in place
+        s = 1
+        for t in range(steps):
+            for i in range(1, a.shape[0] - 1):
+                a[i] = 0.5 * a[i] + 0.25 * (a[i - 1] + a[i + 1])
+            s = s * scale
+        return s, a.sum()
+
+    def check(f, steps, scale):
+        a, b = np.linspace(0.0, 1.0, 64), np.linspace(0.0, 1.0, 64)
+        got, want = f(a, steps, scale), relax(b, steps, scale)
+        assert got[0] == want[0] and abs(got[1] - want[1]) <= 1e-12 * abs(want[1]), (got, want)
+        assert np.array_equal(a, b)
+
+    def tier(f):
+        line = next(s for s in f.explain().splitlines() if s.startswith("function at"))
+        return line.split(" -> ")[1].split(" (")[0].split(":")[0]
+
+    f = px.compile(relax)
+    check(f, 5, 3)
+    print("first call:", tier(f))
+    deadline = time.monotonic() + (240 if sys.argv[1] == "compile" else 0)
+    while " -> native" not in f.explain() and time.monotonic() < deadline:
+        check(f, 5, 3)
+        time.sleep(0.01)
+    for _ in range(4):
+        check(f, 5, 3)
+    print("then:", tier(f))
+    print("numba imported:", "numba" in sys.modules)
+    check(f, 50, 3)  # 3**50 > 2**63: the kernel stops, the arrays are put back, the call reruns interpreted
+    print("after an overflow:", tier(f))
+""")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("aot")
+    script = folder / "relax.py"
+    script.write_text(SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k not in ("PHYLANX_FLOOR", "PHYLANX_NATIVE", "PHYLANX_NATIVE_AOT")}
+    env.update(PHYLANX_CACHE_DIR=str(folder / "cache"), PHYLANX_NATIVE_WARM="1")
+
+    def run(mode, **extra):
+        done = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, timeout=400,
+                              env={**env, **extra})
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    run.kernels = folder / "cache" / "kernels"
+    return run
+
+
+def _built(folder) -> list:
+    return sorted(n for n in os.listdir(folder) if n.startswith("aot_") and not n.startswith("aot_mixins_"))
+
+
+def test_a_kernel_built_ahead_of_time_runs_without_numba_here_and_from_a_later_processs_first_call(run):
+    assert run("compile") == ["first call: the plain function", "then: native", "numba imported: False",
+                              "after an overflow: interpreted"]
+    assert len(_built(run.kernels)) == 1
+    # a later process: native at the first call (only what was built can be: HOT_SECONDS out of reach), no Numba
+    assert run("later") == ["first call: native", "then: native", "numba imported: False",
+                            "after an overflow: interpreted"]
+    # turned off: the later process waits for its calls (none reach HOT_SECONDS here), as with an empty cache
+    assert run("later", PHYLANX_NATIVE_AOT="0")[:3] == ["first call: the plain function",
+                                                        "then: the plain function", "numba imported: False"]
+
+
+def test_without_a_c_compiler_the_kernel_is_compiled_here_as_before(run, tmp_path):
+    """Numba's pycc needs a C compiler for its helper objects (once per cache folder): without one nothing is
+    built and the kernel compiles in this process, Numba imported, with the same answers."""
+    other = tmp_path / "cache"
+    lines = run("compile", CC="/nonexistent-cc", PHYLANX_CACHE_DIR=str(other))
+    assert lines == ["first call: the plain function", "then: native", "numba imported: True",
+                     "after an overflow: interpreted"]
+    assert _built(other / "kernels") == []
