@@ -101,9 +101,9 @@ def report(row: dict, window: float) -> None:
     ratios = [s / plain for _, s in row["calls"]]
     slow = sum(r > 1.1 for r in ratios)
     fast = next((at for at, s in row["calls"] if s / plain < 0.5), None)
-    print(f"calls over 1.1x plain: {slow} of {len(ratios)}; first call {ratios[0]:.2f}x plain; first call under "
-          f"0.5x plain at {'-' if fast is None else f'{fast:.2f} s'}; Numba started in the process: "
-          f"{'yes' if row.get('numba') else 'no'}")
+    print(f"calls over 1.1x plain: {slow} of {len(ratios)}; first call {ratios[0]:.2f}x plain")
+    print(f"first call under 0.5x plain at {'-' if fast is None else f'{fast:.2f} s'}; Numba started in the "
+          f"process: {'yes' if row.get('numba') else 'no'}")
     print("tier: " + "; ".join(row["explain"].splitlines()))
 
 
