@@ -17,7 +17,9 @@ result buffer: twice for small buffers (collectives alternate between the two se
 ``slot()``), stores its length and its counter, then:
 - large buffers (reduce-scatter, all-gather): a barrier; rank r sums its chunk of every slot, in rank order, into
   the result; a barrier; every rank reads the whole result (until its next collective: a rank writes its chunk of
-  the next result only after every rank has arrived at that next collective).
+  the next result only after every rank has arrived at that next collective). ``reduce_apply`` stops after the
+  sum of the chunk: the caller's function uses it (training/shard.py: an optimizer's update of that chunk of
+  parameters kept in ``Vectors``, a region of plain vectors every rank maps), then a barrier; nobody reads it all.
 - small ones (``SMALL_BYTES``): a barrier, then every rank sums every slot itself, in rank order, into its own
   buffer. One barrier only, so a rank may start the next collective while a slower one still reads this one's
   slots: the next uses the other set.
