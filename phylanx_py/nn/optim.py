@@ -31,6 +31,10 @@ class Optimizer:
     # never do and say so: data-parallel training then hands them the summed gradient where the ranks' shared
     # memory holds it (read-only), instead of a private copy per rank.
     writes_grads = True
+    # ``update`` is element-wise with the same scalars for every parameter: the update of any part of a parameter
+    # (a chunk of the flat vector of them all) gives its elements the bits the whole update does. Data-parallel ranks
+    # that share memory then each update a chunk (runtime/training/shard.py). Said by the class defining ``update``.
+    elementwise = False
 
     def __init__(self, lr):
         if not callable(lr) and not lr > 0:
@@ -49,6 +53,7 @@ class Optimizer:
 
 class SGD(Optimizer):
     writes_grads = False
+    elementwise = True
 
     def __init__(self, lr=0.01, momentum: float = 0.0, nesterov: bool = False, weight_decay: float = 0.0):
         super().__init__(lr)
@@ -76,6 +81,7 @@ class SGD(Optimizer):
 
 class Adam(Optimizer):
     writes_grads = False
+    elementwise = True
 
     def __init__(self, lr=1e-3, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
                  weight_decay: float = 0.0):
@@ -102,6 +108,7 @@ class Adam(Optimizer):
 
 class RMSprop(Optimizer):
     writes_grads = False
+    elementwise = True
 
     def __init__(self, lr=1e-3, rho: float = 0.9, eps: float = 1e-8, momentum: float = 0.0):
         super().__init__(lr)

@@ -93,15 +93,30 @@ class Group:
                     self._peeks.append((peer, socket.socket(fileno=os.dup(sock.fileno())), tls))
 
     def _region(self, buf: np.ndarray):
-        """The shared region for buffers like ``buf``, made by every rank together the first time one of its size
-        class is reduced (rank 0 creates the file, names it over the ring, and unlinks it once every rank has it
-        mapped); None when that failed on any rank (that size then stays on TCP)."""
+        """The shared region for buffers like ``buf`` (made by every rank together the first time one of its size
+        class is reduced: ``_mapped``); None when that failed on any rank (that size then stays on TCP)."""
         capacity = shm.capacity_for(buf.size, buf.dtype)  # size classes: a few regions however sizes vary
-        key = (buf.dtype.str, capacity)
+        return self._mapped((buf.dtype.str, capacity), shm.region_bytes(self.size, capacity, buf.dtype),
+                            lambda path: shm.Region(path, self.size, self.rank, capacity, buf.dtype))
+
+    def vectors(self, count: int, dtype, k: int):
+        """``k`` vectors of ``count`` elements every rank of a group that shares memory maps (shm.Vectors: their
+        reads and writes ordered by the caller, e.g. with ``reduce_apply``), the same ones on every later call;
+        None when the group does not share memory or they could not be made."""
+        if not self.shared:
+            return None
+        dtype = np.dtype(dtype)
+        found = self._mapped(("vectors", dtype.str, count, k), shm.vectors_bytes(count, dtype, k),
+                             lambda path: shm.Vectors(path, count, dtype, k))
+        return None if found is None else found.arrays
+
+    def _mapped(self, key, nbytes: int, open_region):
+        """The region kept under ``key``, or a new one of ``nbytes``: rank 0 creates the file, names it over the
+        ring, every rank maps it (``open_region(path)``) and says so, and rank 0 unlinks it; None when that
+        failed on any rank."""
         if key in self._regions:
             self._regions[key] = self._regions.pop(key)  # the most recently used last
             return self._regions[key]
-        nbytes = shm.region_bytes(self.size, capacity, buf.dtype)
         sent = self.sent  # (the set-up messages below are not the caller's traffic)
         name = np.zeros(128, np.uint8)
         path, fd = shm.create(nbytes) if self.rank == 0 else ("", None)
@@ -112,7 +127,7 @@ class Group:
             path = bytes(self._allgather(name)[0]).rstrip(b"\0").decode()
             if path:
                 try:
-                    region = shm.Region(path, self.size, self.rank, capacity, buf.dtype)
+                    region = open_region(path)
                 except (OSError, ValueError):
                     region = None
             ok = self._allgather(np.array([region is not None], np.int8))
@@ -168,11 +183,30 @@ class Group:
         region = self._region(buf) if self.shared else None
         if region is None:
             return self._ring_allreduce(buf)
+        return self._in_region(buf, lambda wait: region.allreduce(buf, wait))
+
+    def reduce_apply(self, buf: np.ndarray, apply) -> None:
+        """``apply(chunk, total)`` on this rank's part of the sum of ``buf`` over the ranks (shm.Region's
+        ``reduce_apply``: a reduce-scatter, then a barrier after every rank's ``apply``), for a large buffer
+        (``scratch`` gives its slot) on a group that shares memory. ``apply``'s time is not communication."""
+        self.messages += 1
+        region = self._region(buf)
+        spent = [0.0]
+
+        def timed(chunk, total):
+            t0 = time.perf_counter()
+            apply(chunk, total)
+            spent[0] += time.perf_counter() - t0
+
+        self._in_region(buf, lambda wait: region.reduce_apply(buf, wait, timed))
+        self.comm_seconds -= spent[0]
+
+    def _in_region(self, buf, collective):
+        """Run ``collective(wait)`` on a shared region, its waits watching the peers, the driver and the timeout."""
         t0 = time.perf_counter()
         try:
             deadline = time.monotonic() + self.timeout
-            out = region.allreduce(buf, lambda counters, target: shm.wait_all(counters, target,
-                                                                             lambda: self._check(deadline)))
+            out = collective(lambda counters, target: shm.wait_all(counters, target, lambda: self._check(deadline)))
         except shm.Disagree as e:
             raise RankLost(f"group {self.name}: {e}: the ranks disagree about the schedule") from None
         finally:

@@ -17,7 +17,9 @@ result buffer: twice for small buffers (collectives alternate between the two se
 ``slot()``), stores its length and its counter, then:
 - large buffers (reduce-scatter, all-gather): a barrier; rank r sums its chunk of every slot, in rank order, into
   the result; a barrier; every rank reads the whole result (until its next collective: a rank writes its chunk of
-  the next result only after every rank has arrived at that next collective).
+  the next result only after every rank has arrived at that next collective). ``reduce_apply`` stops after the
+  sum of the chunk: the caller's function uses it (training/shard.py: an optimizer's update of that chunk of
+  parameters kept in ``Vectors``, a region of plain vectors every rank maps), then a barrier; nobody reads it all.
 - small ones (``SMALL_BYTES``): a barrier, then every rank sums every slot itself, in rank order, into its own
   buffer. One barrier only, so a rank may start the next collective while a slower one still reads this one's
   slots: the next uses the other set.
@@ -197,6 +199,35 @@ class Region:
         small buffer that is not the slot, a new array for a small one that is, and a read-only array of the region
         for a large one (valid until this rank's next collective). ``wait(counters, target)`` returns once every
         counter is at least ``target``. Raises Disagree when the ranks' lengths differ."""
+        counters, slots, result, mine = self._arrive(buf, wait)
+        if small(self.capacity, self.dtype):
+            out = np.empty_like(buf) if buf.ctypes.data == mine.ctypes.data else buf  # never a shared array:
+            np.add(slots[0], slots[1], out=out)  # every rank writes all of it
+            for s in slots[2:]:
+                out += s
+            return out
+        self._sum_chunk(slots, result)
+        counters[self.rank] = 2 * self.seq
+        wait(counters, 2 * self.seq)
+        view = result.view()
+        view.flags.writeable = False  # every rank reads this memory: a write would change the others' sum
+        return view
+
+    def reduce_apply(self, buf: np.ndarray, wait, apply) -> None:
+        """A large buffer's reduce-scatter without its all-gather: ``apply(chunk, total)`` gets this rank's part
+        (``chunk(n)``) and the sum of every rank's ``buf`` there, the same bits as ``allreduce`` gives, then one
+        barrier: when this returns, every rank's ``apply`` has run (nobody reads the whole sum)."""
+        if small(self.capacity, self.dtype):
+            raise ValueError("reduce_apply is for buffers of more than SMALL_BYTES")
+        counters, slots, result, _ = self._arrive(buf, wait)
+        c = self._sum_chunk(slots, result)
+        apply(c, result[c])  # (this rank's part of the result: nobody else reads or writes it)
+        counters[self.rank] = 2 * self.seq
+        wait(counters, 2 * self.seq)
+
+    def _arrive(self, buf, wait):
+        """This rank's ``buf`` in its slot, then the first barrier: (counters, every slot, the result buffer, this
+        rank's slot), each cut to ``buf``'s length."""
         counters, lengths, slots, result = self.sets[self.seq % len(self.sets)]
         self.seq += 1
         n = buf.size
@@ -209,22 +240,15 @@ class Region:
         wait(counters, 2 * self.seq - 1)
         if np.any(lengths != n):
             raise Disagree(f"the ranks reduce buffers of {sorted(set(lengths.tolist()))} elements")
-        if small(self.capacity, self.dtype):
-            out = np.empty_like(buf) if buf.ctypes.data == mine.ctypes.data else buf  # never a shared array:
-            np.add(slots[0], slots[1], out=out)  # every rank writes all of it
-            for s in slots[2:]:
-                out += s
-            return out
-        result = result[:n]
-        c = self.chunk(n)
+        return counters, slots, result[:n], mine
+
+    def _sum_chunk(self, slots, result) -> slice:
+        """This rank's chunk of the sum into ``result``: every slot's, in rank order."""
+        c = self.chunk(result.size)
         np.add(slots[0][c], slots[1][c], out=result[c])
         for s in slots[2:]:
             result[c] += s[c]
-        counters[self.rank] = 2 * self.seq
-        wait(counters, 2 * self.seq)
-        view = result.view()
-        view.flags.writeable = False  # every rank reads this memory: a write would change the others' sum
-        return view
+        return c
 
     def close(self):
         self.sets = []
@@ -233,6 +257,34 @@ class Region:
         except BufferError:  # a view of it is still held (a result the caller kept): the mapping goes with it
             pass
 
+
+
+def vectors_bytes(count: int, dtype, k: int) -> int:
+    return k * _rounded(count * np.dtype(dtype).itemsize)
+
+
+class Vectors:
+    """``k`` vectors of ``count`` elements of ``dtype`` in a region every rank maps (no counters: the caller orders
+    its reads and writes with a Region's barriers), each starting at a multiple of 64 bytes."""
+
+    def __init__(self, path: str, count: int, dtype, k: int):
+        total = vectors_bytes(count, dtype, k)
+        fd = os.open(path, os.O_RDWR)
+        try:
+            if os.fstat(fd).st_size != total:
+                raise OSError(f"{path} has {os.fstat(fd).st_size} bytes, expected {total}")
+            self._map = mmap.mmap(fd, total)
+        finally:
+            os.close(fd)
+        raw, step = np.frombuffer(self._map, np.uint8), total // k
+        self.arrays = [raw[i * step:i * step + count * np.dtype(dtype).itemsize].view(dtype) for i in range(k)]
+
+    def close(self):
+        self.arrays = []
+        try:
+            self._map.close()
+        except BufferError:  # a view of it is still held: the mapping goes with it
+            pass
 
 def peer_state(sock: socket.socket) -> str:
     """"closed" when the peer of ``sock`` (a plain socket on a duplicate of a ring connection's descriptor) closed

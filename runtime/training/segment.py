@@ -8,10 +8,11 @@ spread over ranks (two workers, or one survivor holding both) the steps see the 
 a group re-formed on other workers after a failure resumes the same computation, and a rank's row count stays the
 same every step (its gradient tree is traced once).
 
-``problem`` (given by the frontend, never imported here) has ``grad(pvec, state, noise, X, Y, out)`` writing the
-flat gradient of the mean loss over the rows into ``out`` and returning ``(loss_sum, metric_sum, new_state)``,
-``grads(pvec, state, noise, X, Y)`` returning the same and the gradient of each parameter, ``views(vec)`` (each
-parameter's part of a flat vector, a view) and ``noise(rng, rows)`` returning a dict of arrays with ``rows`` first.
+``problem`` (given by the frontend, never imported here) has ``grad(pvec, state, noise, X, Y, out, scale)`` writing
+the flat gradient of the mean loss over the rows times ``scale`` into ``out`` and returning ``(loss_sum,
+metric_sum, new_state)``, ``grads(pvec, state, noise, X, Y)`` returning the same and the gradient of each
+parameter, ``views(vec)`` (each parameter's part of a flat vector, a view), ``noise(rng, rows)`` returning a dict of
+arrays with ``rows`` first, and ``noisy`` (False: ``noise`` returns nothing, and is not called).
 ``optimizer`` has ``update(params, grads, state, step)`` (in place): it updates the parameters' views, as ``fit``
 updates the parameters (an optimizer with per-parameter norms sees the same parameters either way).
 """
@@ -27,6 +28,7 @@ import numpy as np
 from ..alignment import aligned
 from ..segments.ports import RankLost
 from ..segments.rank import PROGRESS, aborted, rank_context
+from .shard import Shard
 
 # (group name, rank) -> the checkpoint a rank other than 0 ended an allreduce segment with: the same values as rank
 # 0's (every rank applied the same sums), kept in its worker for its next segment, which would otherwise wait for
@@ -82,6 +84,8 @@ def tile_batch(order: np.ndarray, step: int, batch: int) -> np.ndarray:
 
 
 def step_noise(problem, seed: int, epoch: int, step: int, tiles, batch: int) -> dict:
+    if not getattr(problem, "noisy", True):  # (a generator per tile and step: 30-50 us each, for nothing)
+        return {}
     parts = [problem.noise(np.random.default_rng([seed, 1, epoch, step, t]), batch) for t in tiles]
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts and parts[0] else {}
 
@@ -111,10 +115,14 @@ def run_segment(job: Job, rank: int, size: int, name: str, ports: tuple, tiles: 
                       lease=job.lease) as group:
         work.g = np.empty_like(pvec) if flat else None
         work.g_views = None if not flat else [work.g] if p_views[0] is pvec else problem.views(work.g)
+        # ranks on one machine each update their chunk of parameters they share (shard.py)
+        work.shard = Shard.make(group, opt, pvec, opt_state) if flat and job.mode == "allreduce" else None
         for epoch in range(job.epoch, job.epoch + job.epochs):
             first, last = (job.first, job.last) if epoch == job.epoch else (0, job.steps_per_epoch)
             sent0, comm0 = group.sent, group.comm_seconds
             stats, state = work.steps(group, epoch, first, last, state)
+            if work.shard is not None:  # the epoch's parameters and state, in this rank's own arrays
+                work.shard.store(pvec, opt_state)
             if job.mode == "allreduce":
                 state = _mean_state(group, state)
             stats["sent"], stats["comm_s"] = group.sent - sent0, group.comm_seconds - comm0
@@ -136,7 +144,7 @@ class _Work:
     def __init__(self, job, problem, opt, tiles, Xs, Ys, pvec, p_views, opt_views, flat, name):
         self.job, self.problem, self.opt, self.tiles, self.Xs, self.Ys = job, problem, opt, tiles, Xs, Ys
         self.pvec, self.p_views, self.opt_views, self.flat, self.name = pvec, p_views, opt_views, flat, name
-        self.g = self.g_views = None
+        self.g = self.g_views = self.shard = None
         self.done = 0  # steps this rank finished in the segment (its progress, PROGRESS)
 
     def steps(self, group, epoch, first, last, state):
@@ -169,11 +177,17 @@ class _Work:
                 t_compute += time.perf_counter() - t0
                 if job.mode == "neighbours" and (s + 1) % job.every == 0:
                     group.neighbour_mean(pvec)
+            elif self.shard is not None:  # the sum's chunk and the update of this rank's chunk (shard.py)
+                shard = self.shard
+                loss, metric, state = problem.grad(shard.p, state, noise, Xb, Yb, shard.slot, local_rows / global_rows)
+                comm0 = group.comm_seconds
+                shard.step(group, opt, gstep, shard.slot)
+                t_compute += time.perf_counter() - t0 - (group.comm_seconds - comm0)
             else:
                 into = group.scratch(g)  # the shared slot, when the ranks share memory: nothing to copy in
                 gi = g if into is None else into
-                loss, metric, state = problem.grad(pvec, state, noise, Xb, Yb, gi)
-                gi *= local_rows / global_rows  # the mean over the global batch is the sum of these
+                # scaled as written: the mean over the global batch is the sum of these
+                loss, metric, state = problem.grad(pvec, state, noise, Xb, Yb, gi, local_rows / global_rows)
                 t_compute += time.perf_counter() - t0
                 total = group.reduce(gi)
                 t0 = time.perf_counter()
