@@ -120,3 +120,44 @@ def test_two_versions_are_one_when_their_lowerings_decided_alike():
     # a nested loop in two versions in one lowering, in one in the other
     assert not kir.decided_alike([kir.If(1, "n >= 0", version="nonneg"), kir.Else(1)],
                                  [kir.If(1, "n >= 0"), kir.Else(1)])
+
+
+def _own_calls(node):
+    """The functions a node's own line calls (its text read only by the test)."""
+    return set(re.findall(r"([\w.]+)\(", node.line())) - {"_Overflow"}
+
+
+@pytest.mark.parametrize("program, args", [
+    (P.two_means, (np.arange(24.0).reshape(2, 3, 4), np.zeros((2, 3)))),
+    (P.shifted_rows, (np.zeros((4, 5)), np.arange(20.0).reshape(4, 5))),
+])
+def test_each_statement_carries_the_tags_of_its_own_text(forced, program, args):
+    """A statement written while an expression is lowered (a reduction's temporary) or before a nest's test (the
+    nest's set-up) takes only its own text's tags: the helper calls of the expression's other parts and of the
+    test's conditions stay for the statements that write them (before, they landed on the temporary or the
+    set-up: ``__pxr1 = x[i]`` tagged with _pxr_sum_rows, ``__pxz3 = 0`` with _c_order)."""
+    f = px.compile(program)
+    np.testing.assert_array_equal(f(*[a.copy() for a in args]), program(*[a.copy() for a in args]))
+    (entry,) = [e for e in f._compile().whole.entries.values() if e.printed is not None]
+    for node in entry.printed.nodes.values():
+        tagged = {c.name for c in node.calls if kir.is_helper(c.name)}
+        assert tagged <= _own_calls(node), (node.line(), tagged)
+    nest_test = [n for n in entry.printed.nodes.values() if isinstance(n, kir.If) and "_apart(" in n.cond]
+    assert all({"_apart"} <= {c.name for c in n.calls} for n in nest_test)
+    assert nest_test or program is not P.shifted_rows
+
+
+def test_the_arrays_a_kernel_may_change_are_asked_of_its_mentions(forced):
+    """kir.Printed.arrays_written: an array only read (its elements, ``len``, a loop over it) is not copied before
+    a kernel that may stop runs; one stored into, bound again or indexed into a view kept may change; a slice held
+    by a name could make a view of any array."""
+    keys, idx, out = np.arange(5), np.arange(5), np.zeros(5, dtype=np.int64)
+    entry = _entry(P.hashes, keys, idx, out.copy(), 2)
+    uses = {(u.array, u.read or u.element) for u in _tags(entry, kir.Use)}
+    assert ("keys", True) in uses and ("keys", False) not in uses and ("out", False) in uses
+    assert entry.writes == (1, 2)  # idx (a view kept) and out; keys is only read
+    assert entry.printed.arrays_written(list(entry.kinds), frozenset({"*"})) == (0, 1, 2)  # (a view of any)
+    f = px.compile(P.sliced)
+    np.testing.assert_array_equal(f(keys, out.copy()), P.sliced(keys, out.copy()))
+    (entry,) = f._compile().whole.entries.values()
+    assert entry.declined is None and entry.writes == (0, 1)

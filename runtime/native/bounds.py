@@ -400,9 +400,10 @@ class Prover:
 
     @property
     def condition_calls(self) -> tuple:
-        """The helper calls of ``conditions`` (kir.Call)."""
+        """The tags of ``conditions``: their helper calls (kir.Call) and the arrays they name (kir.Use)."""
         bounding = self._bounding()
-        return tuple(kir.helper_call("_apart", s, r)[1] for r in bounding for s in sorted(self.stored))
+        return tuple(t for r in bounding for s in sorted(self.stored)
+                     for t in (kir.helper_call("_apart", s, r)[1], kir.Use(s, s), kir.Use(r, r)))
 
     @property
     def setup(self) -> list[tuple]:
@@ -411,5 +412,5 @@ class Prover:
         out = []
         for r in self._bounding():
             call, tag = kir.helper_call("_vrange", r, f"16 * max({self.trip}, 0) + 64")
-            out.append((f"__pxlo_{r}, __pxhi_{r}, __pxok_{r} = {call}", (tag,) + kir.declared("max")))
+            out.append((f"__pxlo_{r}, __pxhi_{r}, __pxok_{r} = {call}", (tag, kir.Use(r, r)) + kir.declared("max")))
         return out

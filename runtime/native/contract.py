@@ -50,6 +50,7 @@ from .nests import (
     array_name,
     c_order_test,
     components,
+    condition_call,
     element_read,
     forget,
     guarded,
@@ -146,7 +147,7 @@ def emit(low, n):
             raise No
         conds += [f"{a} == {extents[d]}" for a, d in zip(target_lengths, kept) if a != extents[d]]
         for other in sorted({a for a, _, _, _ in reads}):
-            conds.append(low.helper("_apart", name, other))
+            conds.append(condition_call("_apart", name, other, arrays=(name, other)))
     hoist(low, nest)
     loops = [span.new() for _ in range(rank)]
     loop_indices(low, loops)

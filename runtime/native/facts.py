@@ -79,3 +79,35 @@ def operations(form) -> tuple:
            for n in ast.walk(tree)):
         kinds.add("math")
     return tuple(sorted(kinds))
+
+
+_READ_ATTRS = frozenset({"shape", "size", "ndim", "dtype"})
+
+
+@functools.cache
+def reads(form, n: int) -> tuple[frozenset, frozenset]:
+    """(positions, names): the operands of a declaration's native form that it only reads wherever it writes them
+    (``positions``: an operand of arithmetic or a comparison, whose value is a new one, or an argument of a NumPy
+    function that only reads it, ``Lowering.reads``), and those it only reads when they are an array's name
+    (``names``: its ``.shape``/``.size``/``.ndim``/``.dtype``, ``len`` of it). Read once per form and number of
+    operands ``n``, from its template over placeholder operands, as ``operations``."""
+    tree = ast.parse(form.source([f"__pxa{i}" for i in range(n)]), mode="eval")
+    parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+    reading = calls()
+    seen: dict = {}
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.Name) and n.id.startswith("__pxa")):
+            continue
+        up, how = parents.get(id(n)), None
+        if isinstance(up, (ast.BinOp, ast.UnaryOp, ast.Compare)):
+            how = "consumed"
+        elif isinstance(up, ast.Call) and n in up.args and not up.keywords and isinstance(up.func, ast.Attribute) \
+                and isinstance(up.func.value, ast.Name) and up.func.value.id == "np" and \
+                len(up.args) <= getattr(reading.get(f"np.{up.func.attr}"), "reads", 0):
+            how = "consumed"
+        elif (isinstance(up, ast.Attribute) and up.attr in _READ_ATTRS) or (
+                isinstance(up, ast.Call) and isinstance(up.func, ast.Name) and up.func.id == "len" and up.args == [n]):
+            how = "name"
+        seen.setdefault(int(n.id[5:]), set()).add(how)
+    return (frozenset(i for i, h in seen.items() if h == {"consumed"}),
+            frozenset(i for i, h in seen.items() if None not in h))

@@ -268,8 +268,15 @@ def c_order_test(low, array, comps, lengths):
     dims = [d for d, c in enumerate(c for c in comps if c[0] != "new") if c[0] == "slice"]
     if len(dims) < 2:
         return None
-    return low.helper("_c_order", f"({''.join(f'{array}.strides[{d}], ' for d in dims)})",
-                      f"({''.join(x + ', ' for x in lengths if x is not None)})")
+    return condition_call("_c_order", f"({''.join(f'{array}.strides[{d}], ' for d in dims)})",
+                     f"({''.join(x + ', ' for x in lengths if x is not None)})", arrays=(array,))
+
+
+def condition_call(name, *args, arrays=()):
+    """A condition of a nest's test calling helper ``name``: (its source, its tags: the call and the arrays it names,
+    kir.Use), which the test's node takes (``guarded``), not the statements emitted before it."""
+    text, call = kir.helper_call(name, *args)
+    return text, (call,) + tuple(kir.Use(a, a) for a in arrays)
 
 
 def element_forms(low, node):
@@ -387,8 +394,11 @@ RERUN = ("an array statement's loop nest whose operands broadcast, overlap its t
 
 
 def guarded(low, conds, what: str) -> None:
-    """Emit the nest's test: each condition once (two operands of one array repeat theirs)."""
-    low.put(kir.If(0, " and ".join(dict.fromkeys(conds)) or "True", note=f"{what} as one loop nest"))
+    """Emit the nest's test: each condition once (two operands of one array repeat theirs); a condition is its
+    source, or (source, tags) of a helper's call (``condition_call``)."""
+    texts = [c if type(c) is str else c[0] for c in conds]
+    tags = [t for c in conds if type(c) is not str for t in c[1]]
+    low.put(kir.If(0, " and ".join(dict.fromkeys(texts)) or "True", tags, note=f"{what} as one loop nest"))
 
 
 def otherwise_rerun(low) -> None:

@@ -40,6 +40,7 @@ from .nests import (
     array_name,
     c_order_test,
     components,
+    condition_call,
     element_forms,
     element_read,
     forget,
@@ -168,7 +169,7 @@ def _emit(low, n):
         low.emit(f"__pxz_zero = {low.call_of('np.uint64', '0')}")
         low.env["__pxz_zero"] = IDX
     for other in sorted({a for a, _, _ in nest.reads if name is not None and a != name}):
-        conds.append(low.helper("_apart", name, other))  # helpers.py: their memory extents do not meet
+        conds.append(condition_call("_apart", name, other, arrays=(name, other)))  # (helpers.py: extents apart)
     hoist(low, nest)
     loop_indices(low, loops)
     expr = replace(expr, elements)
