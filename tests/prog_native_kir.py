@@ -52,3 +52,118 @@ def sliced(keys, out):  # out[1:] += ...: its key is held by a name, a slice: an
     for _ in range(2):
         out[1:] += keys[1:]
     return out
+
+
+# which arguments a kernel may change (kir.Printed.arrays_written), one use each: the loop makes a kernel of it
+def w_reads(p0):
+    t = 0.0
+    for v in p0:
+        t = t + v + p0[0] + len(p0) + p0.shape[0] + p0.size
+    return t
+
+
+def w_element_2d(p0):
+    t = 0.0
+    for _ in range(1):
+        t = t + p0[1, 2]
+    return t
+
+
+def w_store(p0):
+    for _ in range(1):
+        p0[0] = 1.0
+    return p0
+
+
+def w_update(p0):
+    for _ in range(1):
+        p0[0] += 1.0
+    return p0
+
+
+def w_other_name(p0):
+    for _ in range(1):
+        q = p0
+        q[0] = 1.0
+    return p0
+
+
+def w_view(p0):
+    t = 0.0
+    for _ in range(1):
+        v = p0[1:]
+        t = t + v[0]
+    return t
+
+
+def w_new_axis(p0):
+    t = 0.0
+    for _ in range(1):
+        v = p0[None]
+        t = t + v[0, 0]
+    return t
+
+
+def w_row(p0):
+    t = 0.0
+    for _ in range(1):
+        r = p0[0]
+        t = t + r[0]
+    return t
+
+
+def w_rows(p0):
+    for r in p0:
+        r[0] = 1.0
+    return p0
+
+
+def w_one_of_two(p0, p1):
+    t = 0.0
+    for _ in range(1):
+        t = p1[0] + p0[0]
+        p1[0] = 2.0
+    return t
+
+
+def w_scalar(p0, n):
+    t = 0.0
+    for _ in range(n):
+        t = t + p0[0]
+    return t
+
+
+def w_arithmetic(p0):
+    t = np.zeros(2)
+    for _ in range(1):
+        t = p0[1:] + p0[:-1] * 2.0 - (p0[1:] > 0)
+    return t
+
+
+def w_new_array(p0):
+    t = np.zeros(3)
+    for _ in range(1):
+        t = p0 + 1.0
+        t[0] = 5.0
+    return t
+
+
+def w_dot(p0, p1):
+    t = 0.0
+    for _ in range(1):
+        t = np.dot(p0[0, :2], p1[:2])
+    return t
+
+
+def w_flip(p0):
+    for _ in range(1):
+        v = np.flip(p0)
+        v[0] = 1.0
+    return p0
+
+
+def w_sum_axis(p0):
+    t = np.zeros(4)
+    for _ in range(1):
+        t = np.sum(p0[1:], axis=0)
+    return t

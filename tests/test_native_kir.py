@@ -161,3 +161,35 @@ def test_the_arrays_a_kernel_may_change_are_asked_of_its_mentions(forced):
     np.testing.assert_array_equal(f(keys, out.copy()), P.sliced(keys, out.copy()))
     (entry,) = f._compile().whole.entries.values()
     assert entry.declined is None and entry.writes == (0, 1)
+
+
+_A1, _A2 = (lambda: np.arange(1.0, 4.0)), (lambda: np.arange(1.0, 13.0).reshape(3, 4))
+
+
+@pytest.mark.parametrize("program, makes, written", [
+    (P.w_reads, [_A1], ()),  # elements, len, shape, size, iteration of a 1-d array: only read
+    (P.w_element_2d, [_A2], ()),
+    (P.w_store, [_A1], (0,)),
+    (P.w_update, [_A1], (0,)),
+    (P.w_other_name, [_A1], (0,)),  # another name for it
+    (P.w_view, [_A1], (0,)),  # a view kept
+    (P.w_new_axis, [_A1], (0,)),  # p0[None]: a view too
+    (P.w_row, [_A2], (0,)),  # a row of a 2-d array is a view
+    (P.w_rows, [_A2], (0,)),  # rows of a 2-d array, views
+    (P.w_one_of_two, [_A1, _A1], (1,)),
+    (P.w_scalar, [_A1, lambda: 2], ()),  # (scalars are never copied)
+    # a view or the array itself only read where it stands: an operand of arithmetic (a new array) or of a NumPy
+    # function that reads (np.dot: NPBench's trisolv copied its 32 MB matrix before each plain run)
+    (P.w_arithmetic, [_A1], ()),
+    (P.w_new_array, [_A1], ()),
+    (P.w_dot, [_A2, _A1], ()),
+    (P.w_flip, [_A1], (0,)),  # np.flip makes a view
+    (P.w_sum_axis, [_A2], (0,)),  # (keywords, a helper's argument: not known to only read)
+])
+def test_each_use_of_an_array_says_whether_the_kernel_may_change_it(forced, program, makes, written):
+    """Moved from test_native.py's text-reader cases (analysis.arrays_written read the printed kernel; the kernel IR's
+    mentions, kir.Use, say it now): the same programs' uses, the same answers."""
+    f = px.compile(program)
+    np.testing.assert_array_equal(f(*[m() for m in makes]), program(*[m() for m in makes]))
+    (entry,) = f._compile().whole.entries.values()
+    assert entry.declined is None and entry.writes == written

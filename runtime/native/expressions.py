@@ -196,7 +196,7 @@ class Expressions:
         if low.moves:  # flip, copy, empty_like ...: elements moved or allocated, not computed on (any dtype)
             if len(ks) != 1 or type(ks[0]) is not np.ndarray:
                 self.fail(f"{prim.label} of other than one array", n)
-            if low.view:  # what is written through the view changes the array (analysis.arrays_written)
+            if low.view:  # what is written through the view changes the array (kir.Printed.arrays_written)
                 base = n.args[0]
                 self.viewed.add(base.name if isinstance(base, ir.Var) and base.depth == 0 else "*")
             return self.form_of(low, atoms), k, tainted

@@ -2,9 +2,9 @@
 
 By primitive name (``rule``) for the passes over the IR (arith.py, bounds.py, signs.py, calls.py). By the function a
 form calls (``calls``: ``np.exp`` -> whether it may raise, allocates, which arguments it only reads): the lowerer
-tags each call it writes with these (kir.declared), which parallel.py and whole_lower.py ask; analysis.py still
-looks them up by the text it reads in the generated source. By form (``operations``): the operators and ``math``
-names its text writes, which the lowerer tags (kir.Op).
+tags each call it writes with these (kir.declared), which parallel.py and whole_lower.py ask. By form
+(``operations``): the operators and ``math`` names its text writes, which the lowerer tags (kir.Op); (``reads``) the
+operands it only reads, which the lowerer marks read on their mentions (kir.Use).
 Both come from the declarations of the registry in use (a test's scoped one too), nothing keeps a list of names.
 """
 from __future__ import annotations

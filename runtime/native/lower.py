@@ -86,7 +86,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         self.tmp = itertools.count()
         self.checked = False  # uses Python-int helpers that may raise _Overflow (the caller snapshots arrays)
         # names of arrays indexed into a view (``p[k]`` with k None, a slice, a row...; "*": an expression's):
-        # a checked kernel's caller copies those too (analysis.arrays_written)
+        # a checked kernel's caller copies those too (kir.Printed.arrays_written)
         self.viewed: set = set()
         self.loc = loop.loc
         self.loop_entries: list[dict] = []

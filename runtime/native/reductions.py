@@ -86,7 +86,7 @@ class ReduceRules:
         d = a.ndim
         axes = sorted({x % d for x in ((axis,) if type(axis) is int else axis or range(d))})
         kept = [i for i in range(d) if i not in axes]
-        t = src  # a name is read as it is (another name bound to an argument would count as a write: analysis.py)
+        t = src  # a name is read as it is (another name bound to an argument would count as a write: kir.Use)
         if not src.isidentifier():
             if self.conditional:  # the array's temporary is bound by a statement before the expression's
                 self.fail(f"{label} of an expression in a part of an expression that may not run", n)
