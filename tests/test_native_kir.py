@@ -123,8 +123,9 @@ def test_two_versions_are_one_when_their_lowerings_decided_alike():
 
 
 def _own_calls(node):
-    """The functions a node's own line calls (its text read only by the test)."""
-    return set(re.findall(r"([\w.]+)\(", node.line())) - {"_Overflow"}
+    """The functions a node's own line calls by name (its text read only by the test; not a method of a call's
+    result, ``f(x).reshape``)."""
+    return {name for name in re.findall(r"([\w.]+)\(", node.line()) if not name.startswith(".")}
 
 
 @pytest.mark.parametrize("program, args", [
@@ -135,16 +136,19 @@ def test_each_statement_carries_the_tags_of_its_own_text(forced, program, args):
     """A statement written while an expression is lowered (a reduction's temporary) or before a nest's test (the
     nest's set-up) takes only its own text's tags: the helper calls of the expression's other parts and of the
     test's conditions stay for the statements that write them (before, they landed on the temporary or the
-    set-up: ``__pxr1 = x[i]`` tagged with _pxr_sum_rows, ``__pxz3 = 0`` with _c_order)."""
+    set-up: ``__pxr1 = x[i]`` tagged with _pxr_sum_rows, ``__pxz3 = 0`` with _c_order); and every call a line
+    writes is tagged, one the declarations do not know (np.uint64, the nest's _Overflow) as one that may raise."""
     f = px.compile(program)
     np.testing.assert_array_equal(f(*[a.copy() for a in args]), program(*[a.copy() for a in args]))
     (entry,) = [e for e in f._compile().whole.entries.values() if e.printed is not None]
     for node in entry.printed.nodes.values():
         tagged = {c.name for c in node.calls if kir.is_helper(c.name)}
-        assert tagged <= _own_calls(node), (node.line(), tagged)
+        assert tagged <= _own_calls(node) <= {c.name for c in node.calls}, (node.line(), node.calls)
     nest_test = [n for n in entry.printed.nodes.values() if isinstance(n, kir.If) and "_apart(" in n.cond]
     assert all({"_apart"} <= {c.name for c in n.calls} for n in nest_test)
     assert nest_test or program is not P.shifted_rows
+    raised = [c for n in entry.printed.nodes.values() for c in n.calls if c.name in ("np.uint64", "_Overflow")]
+    assert all(c.raises for c in raised) and (raised or program is not P.shifted_rows)
 
 
 def test_the_arrays_a_kernel_may_change_are_asked_of_its_mentions(forced):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -111,3 +112,17 @@ def reads(form, n: int) -> tuple[frozenset, frozenset]:
         seen.setdefault(int(n.id[5:]), set()).add(how)
     return (frozenset(i for i, h in seen.items() if h == {"consumed"}),
             frozenset(i for i, h in seen.items() if None not in h))
+
+
+@functools.cache
+def form_calls(form, n: int) -> tuple:
+    """The functions a declaration's native form calls over ``n`` operands, by their text with the operands as
+    ``{0}``, ``{1}`` ... (``np.multiply`` of ``np.multiply.outer``'s form, ``{0}.copy`` of a method's): those the
+    lowerer tags besides the form's ``called`` (its declared one). Read once per form, as ``operations``."""
+    tree = ast.parse(form.source([f"__pxa{i}" for i in range(n)]), mode="eval")
+    out = []
+    for c in ast.walk(tree):
+        f = c.func if isinstance(c, ast.Call) else None
+        if isinstance(f, ast.Name) or (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)):
+            out.append(re.sub(r"__pxa(\d+)", r"{\1}", ast.unparse(f)))
+    return tuple(dict.fromkeys(out))

@@ -8,7 +8,8 @@ expressions are still source text; what the passes after lowering ask of a kerne
 being read back from that text:
 - ``calls`` (Call): each call the statement's text makes, tagged with whether it may raise and whether it allocates:
   a helper's (helpers.py) from its code, with what it is in the user's terms (``why``); a declared primitive's form
-  (``np.exp``, ``range``) and a cast the lowerer writes (``np.float32``) from the declarations (facts.calls()):
+  (``np.exp``, ``range``) and a cast the lowerer writes (``np.float32``) from the declarations (facts.calls()), a
+  function they do not know (``np.uint64``, a method) as one that may raise:
   which helpers a kernel's module needs (``helpers``), whether a loop body may raise or allocates (parallel.py),
   whether a whole function's statement may raise through a helper (whole_lower.py);
 - ``accesses`` (Access): each array access and how it stays in bounds (checked, proven, by Numba, a view), which
@@ -104,10 +105,10 @@ def is_helper(name) -> bool:
 
 
 def declared(name: str) -> tuple:
-    """The tag of a call of ``name`` (a declared form's function or a cast: facts.calls()), or none for a function
-    the declarations do not know (a method: ``x.reshape``), which the passes take as one that may raise."""
+    """The tag of a call of ``name`` (a declared form's function or a cast: facts.calls()); a function the
+    declarations do not know (``np.uint64``, a method: ``x.copy``) may raise."""
     f = calls().get(name)
-    return () if f is None else (Call(name, f.raises, name, f.allocates),)
+    return (Call(name, True, name),) if f is None else (Call(name, f.raises, name, f.allocates),)
 
 
 class Node:

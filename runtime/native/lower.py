@@ -26,7 +26,7 @@ from . import kir, scalarize
 from .arith import ArithRules
 from .calls import CallRules
 from .expressions import Expressions, as_expression
-from .facts import calls, operations, reads
+from .facts import calls, form_calls, operations, reads
 from .kindflow import SMALL, KindFlow, settle
 from .kinds import Decline
 from .reductions import ReduceRules
@@ -140,6 +140,10 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         if form.called is not None:
             self.pending += [kir.helper_call(form.called)[1]] if kir.is_helper(form.called) else \
                 kir.declared(form.called)
+        for called in form_calls(form, len(atoms)):  # (the form's other calls: as declared, or may raise)
+            name = called.format(*atoms)
+            if name != form.called and called != form.called:
+                self.pending += [kir.helper_call(name)[1]] if kir.is_helper(name) else kir.declared(name)
         self.pending += [kir.Op(kind) for kind in operations(form)]
         consumed, names = reads(form, len(atoms))
         for i, a in enumerate(atoms):

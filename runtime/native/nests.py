@@ -410,6 +410,7 @@ def otherwise_rerun(low) -> None:
     take."""
     low.put(kir.Else(0))
     low.indent += 1
+    low.pending += kir.declared("_Overflow")  # (the prelude's: it stops the kernel)
     low.emit(f"raise _Overflow({RERUN!r})")
     low.indent -= 1
     low.checked = True
