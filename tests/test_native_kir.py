@@ -4,6 +4,7 @@ what a kernel's module, its outlining and the printer are made from; the compile
 answer."""
 from __future__ import annotations
 
+import ast
 import re
 
 import numpy as np
@@ -128,6 +129,22 @@ def _own_calls(node):
     return {name for name in re.findall(r"([\w.]+)\(", node.line()) if not name.startswith(".")}
 
 
+def _own_names(node):
+    """(read, bound) variable names of a node's own text (of a block's opener: its header), by ``ast``: the
+    test's reading of what the kernel IR's kir.Name tags say."""
+    text = f"if {node.cond}:" if isinstance(node, kir.If) else node.line()
+    if isinstance(node, kir.Else):
+        return set(), set()
+    tree = ast.parse(text + ("\n    pass" if text.endswith(":") else ""))
+    head = tree.body[0]
+    parts = [head.target, head.iter] if isinstance(head, ast.For) else [head.test] if isinstance(
+        head, (ast.If, ast.While)) else [head]
+    called = {id(c.func) for p in parts for c in ast.walk(p) if isinstance(c, ast.Call)}
+    names = [n for p in parts for n in ast.walk(p) if isinstance(n, ast.Name) and id(n) not in called and
+             n.id not in ("np", "math")]
+    return {n.id for n in names if isinstance(n.ctx, ast.Load)}, {n.id for n in names if isinstance(n.ctx, ast.Store)}
+
+
 @pytest.mark.parametrize("program, args", [
     (P.two_means, (np.arange(24.0).reshape(2, 3, 4), np.zeros((2, 3)))),
     (P.shifted_rows, (np.zeros((4, 5)), np.arange(20.0).reshape(4, 5))),
@@ -136,14 +153,16 @@ def test_each_statement_carries_the_tags_of_its_own_text(forced, program, args):
     """A statement written while an expression is lowered (a reduction's temporary) or before a nest's test (the
     nest's set-up) takes only its own text's tags: the helper calls of the expression's other parts and of the
     test's conditions stay for the statements that write them (before, they landed on the temporary or the
-    set-up: ``__pxr1 = x[i]`` tagged with _pxr_sum_rows, ``__pxz3 = 0`` with _c_order); and every call a line
-    writes is tagged, one the declarations do not know (np.uint64, the nest's _Overflow) as one that may raise."""
+    set-up: ``__pxr1 = x[i]`` tagged with _pxr_sum_rows, ``__pxz3 = 0`` with _c_order); every call a line
+    writes is tagged, one the declarations do not know (np.uint64, the nest's _Overflow) as one that may raise;
+    and the names it reads and binds are its kir.Name tags (the nest's temporaries, its test's lengths)."""
     f = px.compile(program)
     np.testing.assert_array_equal(f(*[a.copy() for a in args]), program(*[a.copy() for a in args]))
     (entry,) = [e for e in f._compile().whole.entries.values() if e.printed is not None]
     for node in entry.printed.nodes.values():
         tagged = {c.name for c in node.calls if kir.is_helper(c.name)}
         assert tagged <= _own_calls(node) <= {c.name for c in node.calls}, (node.line(), node.calls)
+        assert _own_names(node) == (node.reads, node.binds), node.line()  # what liveness will ask of the IR
     nest_test = [n for n in entry.printed.nodes.values() if isinstance(n, kir.If) and "_apart(" in n.cond]
     assert all({"_apart"} <= {c.name for c in n.calls} for n in nest_test)
     assert nest_test or program is not P.shifted_rows

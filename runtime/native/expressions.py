@@ -53,6 +53,7 @@ class Expressions:
             self.fail(f"'{n.name}' of an enclosing function", n)
         if n.name not in self.env:
             self.fail(f"'{n.name}' may be read before it is assigned", n)
+        self.pending.append(kir.Name(n.name))
         if type(self.env[n.name]) is np.ndarray:
             self.mention(n.name)
         return n.name, self.env[n.name], n.name in self.taint
@@ -133,6 +134,7 @@ class Expressions:
             self.env[names[p]] = k
             (self.taint.add if t else self.taint.discard)(names[p])
             self.bounds.pop(names[p], None)
+            self.names(binds=[names[p]])
             self.emit_from(start, None, f"{names[p]} = {src}")  # (Numba does not type ``:=`` next to ``a if c else b``)
         for st in stmts:  # a body of statements: inlined before the expression that calls it, as they run first
             self.stmt(_renamed(st, names))
@@ -237,7 +239,9 @@ class Expressions:
             else:
                 parts.append(src)
             d += 1
-        if not parts:  # an empty key: ``p[()]`` (``p[]`` is no Python)
+        if not parts:  # an empty key: ``p[()]`` (``p[]`` is no Python): a name holding it is not read there
+            if kir.Name(key) in self.pending:
+                del self.pending[len(self.pending) - 1 - self.pending[::-1].index(kir.Name(key))]
             return self._access(obj, f"{obj}[()]", how)
         comma = "," if len(parts) == 1 and type(key_kind) is tuple else ""
         return self._access(obj, f"{obj}[{', '.join(parts)}{comma}]", how)

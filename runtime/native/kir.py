@@ -21,6 +21,10 @@ being read back from that text:
   set where the lowerer writes the name (expressions.e_Var, a binding, a nest's test) and where a form takes it
   (Lowerer.form_of: the declaration's template says which operands it only reads, facts.reads): which arrays a
   kernel may change (``Printed.arrays_written``);
+- ``reads``/``binds`` (Name): the names the statement's text reads and binds (a ``for``'s variable: its
+  ``target``), from the lowering of each variable (e_Var, a binding) and where the lowerer writes a name itself
+  (its temporaries, flags, a nest's tests and set-up: Lowerer.names, nests.condition): what a liveness over the
+  kernel's statements will ask, instead of parsing the printed source (parallel.py, outline.py, liveness.py);
 - ``version``: the test of a loop's two versions (versions.py: "unchecked" or "nonneg"), which outline.py moves;
   the two versions are one when their lowerings decided alike (``decided_alike``: the same nodes and tags).
 Each statement carries the tags of its own text: one the lowerer writes while an expression is lowered (a
@@ -75,6 +79,13 @@ class Use:
     text: str
     element: bool = False
     read: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Name:
+    """A name a statement's text reads, or binds (``binds``); a ``for``'s variable is its node's ``target``."""
+    name: str
+    binds: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +146,16 @@ class Node:
     @property
     def uses(self) -> tuple:
         return tuple(t for t in self.tags if type(t) is Use)
+
+    @property
+    def reads(self) -> frozenset:
+        """The names the statement's text reads (of a block's opener: its header's)."""
+        return frozenset(t.name for t in self.tags if type(t) is Name and not t.binds)
+
+    @property
+    def binds(self) -> frozenset:
+        return frozenset(t.name for t in self.tags if type(t) is Name and t.binds) | (
+            {self.target} if type(self) is For else set())
 
     def line(self) -> str:
         raise NotImplementedError

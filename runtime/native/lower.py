@@ -70,7 +70,8 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         # needs Numba's boundscheck on the whole kernel
         self.learned: dict = {}
         self.wants_boundscheck = False
-        self.flags_start = [f"__pxw_{n} = {int(_is_np(inputs.get(n)))}" for n in self.widened]
+        self.flags_start = [kir.Stmt(1, f"__pxw_{n} = {int(_is_np(inputs.get(n)))}", (kir.Name(f"__pxw_{n}", True),))
+                            for n in self.widened]
         inputs = {n: (K.Either(self.widened[n].py, self.widened[n].np, n) if n in self.widened else k)
                   for n, k in inputs.items()}
         self.env = dict(inputs)
@@ -94,9 +95,10 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
     # ---- driver ----------------------------------------------------------------------------------------
     def source(self, params: list[str]) -> str:
         """The kernel's source, printed from its statements (``self.printed``: with the node of each line)."""
-        self.lines += [kir.Stmt(1, f) for f in self.flags_start]
+        self.lines += self.flags_start
         self.stmt(self.loop)
         self.flag_outputs = [o for o in self.outputs if o in self.widened]
+        self.names(reads=list(self.outputs) + [f"__pxw_{o}" for o in self.flag_outputs])
         outs = "".join(f"{o}, " for o in self.outputs) + "".join(f"__pxw_{o}, " for o in self.flag_outputs)
         self.printed = kir.print_kernel(params, self.lines, f"({outs})", self.pending, not self.manual,
                                         self.complex_values)
@@ -160,6 +162,11 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
             for a in args:
                 self.only_read(a)
         return f"{name}({', '.join(args)})"
+
+    def names(self, reads=(), binds=()):
+        """Tag the names the text lowered next reads and binds that no expression's lowering tags (kir.Name): the
+        lowerer's own temporaries, flags, the arrays whose shapes its tests read."""
+        self.pending += [kir.Name(n) for n in reads] + [kir.Name(n, True) for n in binds]
 
     def mention(self, array, text=None, element=False):
         """Tag a mention of ``array``'s name in the text lowered next (kir.Use): ``text``, the name or the subscript
