@@ -216,3 +216,28 @@ def test_each_use_of_an_array_says_whether_the_kernel_may_change_it(forced, prog
     np.testing.assert_array_equal(f(*[m() for m in makes]), program(*[m() for m in makes]))
     (entry,) = f._compile().whole.entries.values()
     assert entry.declined is None and entry.writes == written
+
+
+def test_liveness_asks_the_names_each_node_reads_and_binds():
+    """liveness.py (parallel.py's: a name carried between iterations, or read after a loop) reads each node's
+    kir.Name tags, not the printed source: a break leaves, a name bound by ``:=`` counts as read, the return ends
+    a path."""
+    from phylanx_py.runtime.native import liveness
+
+    def stmt(text, reads=(), binds=(), walrus=()):
+        return kir.Stmt(1, text, tuple(kir.Name(n) for n in reads) + tuple(kir.Name(n, True) for n in binds) +
+                        tuple(kir.Name(n, True, True) for n in walrus))
+
+    body = [(stmt("t = a[i]", ["a", "i"], ["t"]), []), (stmt("s = s + t", ["s", "t"], ["s"]), [])]
+    loop = (kir.For(1, "i", "range(n)", (kir.Name("n"),)), body)
+    block = [(stmt("s = 0.0", binds=["s"]), []), loop, (kir.Return(1, (kir.Name("s"),)), [])]
+    assert liveness.stored_names(body) == {"t", "s"}
+    assert liveness.scan(body, "t") == (False, True, False)  # bound before read in each iteration
+    assert liveness.scan(body, "s")[0]  # carried
+    assert liveness.live_after([(block, 1), (loop, "body"), (body, 1)], "s")  # read by the return
+    assert liveness.live_after([(block, 1), (loop, "body"), (body, 0)], "t")  # the next statement reads it
+    assert not liveness.live_after([(block, 1), (loop, "body"), (body, 1)], "t")  # bound again first, or dead
+    jump = [(kir.If(1, "c", (kir.Name("c"),)), [(kir.Jump(2, "break"), [])]), (kir.Else(1), []),
+            (stmt("t = 1", binds=["t"]), [])]
+    assert liveness.scan(jump, "t") == (False, True, True)  # bound where the path goes on; a break may skip it
+    assert liveness.scan([(stmt("u = (t := 2)", binds=["u"], walrus=["t"]), [])], "t")[0]

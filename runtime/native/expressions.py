@@ -61,6 +61,7 @@ class Expressions:
     def e_SetVar(self, n):
         src, k, t = self.expr(n.value)
         self.bind(n, n.name, k, t)
+        self.pending.append(kir.Name(n.name, True, True))  # (bound inside an expression: liveness.py)
         return f"({n.name} := {src})", k, t
 
     def e_IfExp(self, n):

@@ -83,9 +83,11 @@ class Use:
 
 @dataclass(frozen=True, slots=True)
 class Name:
-    """A name a statement's text reads, or binds (``binds``); a ``for``'s variable is its node's ``target``."""
+    """A name a statement's text reads, or binds (``binds``; ``walrus``: by ``:=`` inside an expression); a ``for``'s
+    variable is its node's ``target``."""
     name: str
     binds: bool = False
+    walrus: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +173,23 @@ class Stmt(Node):
 
     def line(self):
         return self.text
+
+
+class Return(Node):
+    """The kernel's ``return`` (printed last, from ``Printed.ret_tags``: not one of its statements)."""
+    __slots__ = ()
+
+
+class Jump(Node):
+    """``break`` or ``continue`` (``kind``)."""
+    __slots__ = ("kind",)
+
+    def __init__(self, depth, kind: str, tags=()):
+        super().__init__(depth, tags)
+        self.kind = kind
+
+    def line(self):
+        return self.kind
 
 
 class For(Node):

@@ -318,7 +318,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         c = self.cond(n.cond)
         self.put(kir.If(0, f"not ({c})"))
         self.indent += 1
-        self.emit("break")
+        self.put(kir.Jump(0, "break"))
         self.indent -= 2
         self.block(n.body)
         self.check_stable(entry, n)
@@ -327,11 +327,11 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
 
     def s_Break(self, n):
         self.check_stable(self.loop_entries[-1], n)
-        self.emit("break")
+        self.put(kir.Jump(0, "break"))
 
     def s_Continue(self, n):
         self.check_stable(self.loop_entries[-1], n)
-        self.emit("continue")
+        self.put(kir.Jump(0, "continue"))
 
 
 def lower(loop, params, kinds: dict, outputs, small=frozenset(), functions=None) -> tuple:
