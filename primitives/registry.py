@@ -48,7 +48,7 @@ class Lowering:
     Numba's result is NumPy's whatever the dtype; ``view``: its result is a view of that array (flip), so what is
     stored through it changes the array.
 
-    What the native tier's analyses need to know of it (runtime/native: lower.py, parallel.py, analysis.py,
+    What the native tier's analyses need to know of it (runtime/native: lower.py, parallel.py, facts.py,
     whole.py, bounds.py, signs.py, calls.py read these, nothing keeps a list of names):
     ``raises``: the form may raise in a kernel compiled with error_model='numpy' (False: never on numbers; domain
     errors give nan/inf), so a loop calling it may still run its iterations in parallel; ``compares``: its result

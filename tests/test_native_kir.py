@@ -4,6 +4,7 @@ what a kernel's module, its outlining and the printer are made from; the compile
 answer."""
 from __future__ import annotations
 
+import ast
 import re
 
 import numpy as np
@@ -120,3 +121,123 @@ def test_two_versions_are_one_when_their_lowerings_decided_alike():
     # a nested loop in two versions in one lowering, in one in the other
     assert not kir.decided_alike([kir.If(1, "n >= 0", version="nonneg"), kir.Else(1)],
                                  [kir.If(1, "n >= 0"), kir.Else(1)])
+
+
+def _own_calls(node):
+    """The functions a node's own line calls by name (its text read only by the test; not a method of a call's
+    result, ``f(x).reshape``)."""
+    return {name for name in re.findall(r"([\w.]+)\(", node.line()) if not name.startswith(".")}
+
+
+def _own_names(node):
+    """(read, bound) variable names of a node's own text (of a block's opener: its header), by ``ast``: the
+    test's reading of what the kernel IR's kir.Name tags say."""
+    text = f"if {node.cond}:" if isinstance(node, kir.If) else node.line()
+    if isinstance(node, kir.Else):
+        return set(), set()
+    tree = ast.parse(text + ("\n    pass" if text.endswith(":") else ""))
+    head = tree.body[0]
+    parts = [head.target, head.iter] if isinstance(head, ast.For) else [head.test] if isinstance(
+        head, (ast.If, ast.While)) else [head]
+    called = {id(c.func) for p in parts for c in ast.walk(p) if isinstance(c, ast.Call)}
+    names = [n for p in parts for n in ast.walk(p) if isinstance(n, ast.Name) and id(n) not in called and
+             n.id not in ("np", "math")]
+    return {n.id for n in names if isinstance(n.ctx, ast.Load)}, {n.id for n in names if isinstance(n.ctx, ast.Store)}
+
+
+@pytest.mark.parametrize("program, args", [
+    (P.two_means, (np.arange(24.0).reshape(2, 3, 4), np.zeros((2, 3)))),
+    (P.shifted_rows, (np.zeros((4, 5)), np.arange(20.0).reshape(4, 5))),
+])
+def test_each_statement_carries_the_tags_of_its_own_text(forced, program, args):
+    """A statement written while an expression is lowered (a reduction's temporary) or before a nest's test (the
+    nest's set-up) takes only its own text's tags: the helper calls of the expression's other parts and of the
+    test's conditions stay for the statements that write them (before, they landed on the temporary or the
+    set-up: ``__pxr1 = x[i]`` tagged with _pxr_sum_rows, ``__pxz3 = 0`` with _c_order); every call a line
+    writes is tagged, one the declarations do not know (np.uint64, the nest's _Overflow) as one that may raise;
+    and the names it reads and binds are its kir.Name tags (the nest's temporaries, its test's lengths)."""
+    f = px.compile(program)
+    np.testing.assert_array_equal(f(*[a.copy() for a in args]), program(*[a.copy() for a in args]))
+    (entry,) = [e for e in f._compile().whole.entries.values() if e.printed is not None]
+    for node in entry.printed.nodes.values():
+        tagged = {c.name for c in node.calls if kir.is_helper(c.name)}
+        assert tagged <= _own_calls(node) <= {c.name for c in node.calls}, (node.line(), node.calls)
+        assert _own_names(node) == (node.reads, node.binds), node.line()  # what liveness will ask of the IR
+    nest_test = [n for n in entry.printed.nodes.values() if isinstance(n, kir.If) and "_apart(" in n.cond]
+    assert all({"_apart"} <= {c.name for c in n.calls} for n in nest_test)
+    assert nest_test or program is not P.shifted_rows
+    raised = [c for n in entry.printed.nodes.values() for c in n.calls if c.name in ("np.uint64", "_Overflow")]
+    assert all(c.raises for c in raised) and (raised or program is not P.shifted_rows)
+
+
+def test_the_arrays_a_kernel_may_change_are_asked_of_its_mentions(forced):
+    """kir.Printed.arrays_written: an array only read (its elements, ``len``, a loop over it) is not copied before
+    a kernel that may stop runs; one stored into, bound again or indexed into a view kept may change; a slice held
+    by a name could make a view of any array."""
+    keys, idx, out = np.arange(5), np.arange(5), np.zeros(5, dtype=np.int64)
+    entry = _entry(P.hashes, keys, idx, out.copy(), 2)
+    uses = {(u.array, u.read or u.element) for u in _tags(entry, kir.Use)}
+    assert ("keys", True) in uses and ("keys", False) not in uses and ("out", False) in uses
+    assert entry.writes == (1, 2)  # idx (a view kept) and out; keys is only read
+    assert entry.printed.arrays_written(list(entry.kinds), frozenset({"*"})) == (0, 1, 2)  # (a view of any)
+    f = px.compile(P.sliced)
+    np.testing.assert_array_equal(f(keys, out.copy()), P.sliced(keys, out.copy()))
+    (entry,) = f._compile().whole.entries.values()
+    assert entry.declined is None and entry.writes == (0, 1)
+
+
+_A1, _A2 = (lambda: np.arange(1.0, 4.0)), (lambda: np.arange(1.0, 13.0).reshape(3, 4))
+
+
+@pytest.mark.parametrize("program, makes, written", [
+    (P.w_reads, [_A1], ()),  # elements, len, shape, size, iteration of a 1-d array: only read
+    (P.w_element_2d, [_A2], ()),
+    (P.w_store, [_A1], (0,)),
+    (P.w_update, [_A1], (0,)),
+    (P.w_other_name, [_A1], (0,)),  # another name for it
+    (P.w_view, [_A1], (0,)),  # a view kept
+    (P.w_new_axis, [_A1], (0,)),  # p0[None]: a view too
+    (P.w_row, [_A2], (0,)),  # a row of a 2-d array is a view
+    (P.w_rows, [_A2], (0,)),  # rows of a 2-d array, views
+    (P.w_one_of_two, [_A1, _A1], (1,)),
+    (P.w_scalar, [_A1, lambda: 2], ()),  # (scalars are never copied)
+    # a view or the array itself only read where it stands: an operand of arithmetic (a new array) or of a NumPy
+    # function that reads (np.dot: NPBench's trisolv copied its 32 MB matrix before each plain run)
+    (P.w_arithmetic, [_A1], ()),
+    (P.w_new_array, [_A1], ()),
+    (P.w_dot, [_A2, _A1], ()),
+    (P.w_flip, [_A1], (0,)),  # np.flip makes a view
+    (P.w_sum_axis, [_A2], (0,)),  # (keywords, a helper's argument: not known to only read)
+])
+def test_each_use_of_an_array_says_whether_the_kernel_may_change_it(forced, program, makes, written):
+    """Moved from test_native.py's text-reader cases (analysis.arrays_written read the printed kernel; the kernel IR's
+    mentions, kir.Use, say it now): the same programs' uses, the same answers."""
+    f = px.compile(program)
+    np.testing.assert_array_equal(f(*[m() for m in makes]), program(*[m() for m in makes]))
+    (entry,) = f._compile().whole.entries.values()
+    assert entry.declined is None and entry.writes == written
+
+
+def test_liveness_asks_the_names_each_node_reads_and_binds():
+    """liveness.py (parallel.py's: a name carried between iterations, or read after a loop) reads each node's
+    kir.Name tags, not the printed source: a break leaves, a name bound by ``:=`` counts as read, the return ends
+    a path."""
+    from phylanx_py.runtime.native import liveness
+
+    def stmt(text, reads=(), binds=(), walrus=()):
+        return kir.Stmt(1, text, tuple(kir.Name(n) for n in reads) + tuple(kir.Name(n, True) for n in binds) +
+                        tuple(kir.Name(n, True, True) for n in walrus))
+
+    body = [(stmt("t = a[i]", ["a", "i"], ["t"]), []), (stmt("s = s + t", ["s", "t"], ["s"]), [])]
+    loop = (kir.For(1, "i", "range(n)", (kir.Name("n"),)), body)
+    block = [(stmt("s = 0.0", binds=["s"]), []), loop, (kir.Return(1, (kir.Name("s"),)), [])]
+    assert liveness.stored_names(body) == {"t", "s"}
+    assert liveness.scan(body, "t") == (False, True, False)  # bound before read in each iteration
+    assert liveness.scan(body, "s")[0]  # carried
+    assert liveness.live_after([(block, 1), (loop, "body"), (body, 1)], "s")  # read by the return
+    assert liveness.live_after([(block, 1), (loop, "body"), (body, 0)], "t")  # the next statement reads it
+    assert not liveness.live_after([(block, 1), (loop, "body"), (body, 1)], "t")  # bound again first, or dead
+    jump = [(kir.If(1, "c", (kir.Name("c"),)), [(kir.Jump(2, "break"), [])]), (kir.Else(1), []),
+            (stmt("t = 1", binds=["t"]), [])]
+    assert liveness.scan(jump, "t") == (False, True, True)  # bound where the path goes on; a break may skip it
+    assert liveness.scan([(stmt("u = (t := 2)", binds=["u"], walrus=["t"]), [])], "t")[0]

@@ -6,12 +6,7 @@ function reads elsewhere only after the loop (so it could be unbound), that retu
 closures over its names, stays interpreted: the reasons are returned, not raised."""
 from __future__ import annotations
 
-import numpy as np
-
 from phylanx_py import ir
-from phylanx_py.source import parse
-
-from .facts import calls
 
 
 def _names(node, reads: set, writes: set, closures: set, skip=None):
@@ -180,86 +175,3 @@ def _block_use(block, name) -> str:
         if use != "none":
             return use
     return "none"
-
-
-_READ_ATTRS = frozenset({"shape", "size", "ndim", "dtype"})
-
-def arrays_written(source: str, kinds, viewed=frozenset()) -> tuple:
-    """Indices of the array arguments (``kinds``: the kernel's last ``len(kinds)`` parameters) that the generated
-    kernel ``source`` may change. Before a kernel that may stop on an overflow runs, these are copied so the call
-    can rerun interpreted on the values it started with; a hash loop over a large array it only reads paid a copy
-    of it per call (popcount over 20,000 ints: 2.2 us of 7.4). An argument counts as only read when every use of
-    its name is an element read (as many integer indices as dimensions, no slice), ``.shape``/``.size``/``.ndim``/
-    ``.dtype``, ``len()`` of it, or ``for v in`` a 1-d one; any other use (a store, a view, a call, another name
-    bound to it) counts as a write. Whether an index makes a view the source cannot tell (a name may hold None, a
-    slice, a tuple): ``viewed`` names the arrays the lowerer indexed into views, by their kinds ("*": some
-    expression's), and those count as written too."""
-    import ast
-
-    everything = tuple(i for i, k in enumerate(kinds) if type(k) is np.ndarray)
-    if "*" in viewed:  # a view of an expression: any array's
-        return everything
-    try:
-        tree = parse(source)
-    except SyntaxError:  # (a lowering bug: Numba would refuse it too) nothing is known: all
-        return everything
-    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "kernel")
-    names = [a.arg for a in fn.args.args][-len(kinds):] if kinds else []
-    parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
-
-    def is_slice(node) -> bool:
-        return isinstance(node, ast.Slice) or (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and
-                                               node.func.id == "slice")
-
-    def in_index(node) -> bool:
-        up = parents.get(id(node))
-        if isinstance(up, ast.Tuple):
-            up = parents.get(id(up))
-        return isinstance(up, ast.Subscript)
-
-    if any(is_slice(n) and not in_index(n) for n in ast.walk(fn)):
-        return everything  # a name may hold a slice: which index makes a view is not known
-
-    # the NumPy functions of the source that only read their first ``reads`` positional arguments and return a
-    # new value, never a view of one (their declarations' ``Lowering.reads``: a ufunc's next argument is its
-    # output, np.sqrt(y, y) writes y)
-    reading = {text: f.reads for text, f in calls().items()}
-
-    def consumed(node) -> bool:
-        """``node`` (an array or a view of one) is only read where it stands: an operand of arithmetic or a
-        comparison (whose value is a new array), or an argument of a NumPy function that reads its arguments."""
-        up = parents.get(id(node))
-        if isinstance(up, (ast.BinOp, ast.UnaryOp, ast.Compare)):
-            return True
-        return isinstance(up, ast.Call) and node in up.args and not up.keywords and \
-            isinstance(up.func, ast.Attribute) and isinstance(up.func.value, ast.Name) and \
-            up.func.value.id == "np" and len(up.args) <= reading.get(f"np.{up.func.attr}", 0)
-
-    def only_read(name, ndim, views):
-        """``views``: the lowerer made views of it (an index it could not see in the source may be one)."""
-        for node in ast.walk(fn):
-            if not (isinstance(node, ast.Name) and node.id == name):
-                continue
-            if not isinstance(node.ctx, ast.Load):
-                return False
-            up = parents.get(id(node))
-            if isinstance(up, ast.Subscript) and up.value is node and isinstance(up.ctx, ast.Load):
-                index = up.slice.elts if isinstance(up.slice, ast.Tuple) else [up.slice]
-                if (views or len(index) != ndim or any(is_slice(i) or (isinstance(i, ast.Constant) and (
-                        i.value is None or i.value is Ellipsis)) for i in index)) and not consumed(up):
-                    return False  # a view that outlives the expression: ``q = p[1:]``, ``p[None]``, a row
-            elif consumed(node):
-                continue
-            elif isinstance(up, ast.Attribute) and up.value is node and up.attr in _READ_ATTRS:
-                continue
-            elif isinstance(up, ast.Call) and isinstance(up.func, ast.Name) and up.func.id == "len" and \
-                    up.args == [node]:
-                continue
-            elif isinstance(up, ast.For) and up.iter is node and ndim == 1:
-                continue
-            else:
-                return False
-        return True
-
-    return tuple(i for i, (k, name) in enumerate(zip(kinds, names))
-                 if type(k) is np.ndarray and not only_read(name, k.ndim, name in viewed))

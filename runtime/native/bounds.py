@@ -76,6 +76,7 @@ class Prover:
         self.scope: dict[str, Interval] = {}
         self.leaves = ()  # the leaves of the fused expression being walked (ir.Leaf refers to them)
         self.stored = None  # (no element ranges while the nest's trip count is found)
+        self.trip_names: tuple = ()  # (the names its source reads: kir.Name tags of the set-up)
         self.trip = self._trip(loop)
         self.stored = self._stores(loop)  # arrays the nest stores into (None: one it cannot name)
         self.stmt(loop)
@@ -90,6 +91,7 @@ class Prover:
         if iv is None or iv.lo is None or iv.hi is None:
             return None
         trip = plus(plus(iv.hi, iv.lo, -1), Affine(1))
+        self.trip_names = _names(trip.terms) if trip is not None else ()
         return trip.source() if trip is not None else None
 
     def _stores(self, loop):
@@ -400,9 +402,14 @@ class Prover:
 
     @property
     def condition_calls(self) -> tuple:
-        """The helper calls of ``conditions`` (kir.Call)."""
+        """The tags of ``conditions``: their helper calls (kir.Call), the arrays they name (kir.Use), the names
+        they read (kir.Name)."""
         bounding = self._bounding()
-        return tuple(kir.helper_call("_apart", s, r)[1] for r in bounding for s in sorted(self.stored))
+        names = [f"__pxok_{r}" for r in bounding] + [x for key in self.least for x in _names(dict(key))] + \
+            [x for r in bounding for s in sorted(self.stored) for x in (s, r)]
+        return tuple(t for r in bounding for s in sorted(self.stored)
+                     for t in (kir.helper_call("_apart", s, r)[1], kir.Use(s, s), kir.Use(r, r))) + tuple(
+            kir.Name(n) for n in dict.fromkeys(names))
 
     @property
     def setup(self) -> list[tuple]:
@@ -411,5 +418,12 @@ class Prover:
         out = []
         for r in self._bounding():
             call, tag = kir.helper_call("_vrange", r, f"16 * max({self.trip}, 0) + 64")
-            out.append((f"__pxlo_{r}, __pxhi_{r}, __pxok_{r} = {call}", (tag,) + kir.declared("max")))
+            out.append((f"__pxlo_{r}, __pxhi_{r}, __pxok_{r} = {call}", (tag, kir.Use(r, r)) + kir.declared("max") +
+                        tuple(kir.Name(n, True) for n in (f"__pxlo_{r}", f"__pxhi_{r}", f"__pxok_{r}")) +
+                        tuple(kir.Name(n) for n in (r, *self.trip_names))))
         return out
+
+
+def _names(terms) -> tuple:
+    """The names an Affine's symbols read: a name (``n``, ``__pxlo_X``) or an array's (``X.shape[0]``)."""
+    return tuple(dict.fromkeys(sym.split(".", 1)[0] for sym in terms))

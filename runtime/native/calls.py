@@ -90,7 +90,16 @@ class CallRules:
             if type(kind) is np.ndarray:  # a view of the array: what is written through it changes the array
                 base = n.args[0]
                 self.viewed.add(base.name if isinstance(base, ir.Var) and base.depth == 0 else "*")
-            return self.access(n, n.args[0], atoms[0], n.args[1], atoms[1], key), kind
+            text = self.access(n, n.args[0], atoms[0], n.args[1], atoms[1], key)
+            self.in_index(atoms[1])
+            for i in range(len(self.pending) - 1, -1, -1):  # the array's mention is the subscript's (kir.Use)
+                u = self.pending[i]
+                if type(u) is kir.Use and u.text == atoms[0] and not u.read:
+                    if u.text == u.array:  # (a subscript of a view: the view stays as it is, kept)
+                        element = type(kind) is not np.ndarray and self.items_written == obj.ndim
+                        self.pending[i] = kir.Use(u.array, text, element)
+                    break
+            return text, kind
         if type(obj) is tuple and isinstance(n.args[1], ir.Const) and type(n.args[1].value) is int:
             text = f"{atoms[0]}[{atoms[1]}]"
             if not (isinstance(n.args[0], ir.Call) and n.args[0].prim == "attr.shape"):  # (a length: no access)
@@ -101,7 +110,9 @@ class CallRules:
     def c_python_slice(self, n, atoms, ks, kwargs):
         if not all(k is None or (K.is_int(k) and type(k) is not bool) for k in ks):
             self.fail("a slice of non-integers", n)
-        return self.form(n, atoms), K.SLICE
+        src = self.form(n, atoms)
+        self.mention("", src)  # (a slice value: in an index, or a name may hold it: kir.Use)
+        return src, K.SLICE
 
     def c_python_tuple(self, n, atoms, ks, kwargs):
         return self.form(n, atoms), tuple(ks)

@@ -50,6 +50,8 @@ from .nests import (
     array_name,
     c_order_test,
     components,
+    condition,
+    condition_call,
     element_read,
     forget,
     guarded,
@@ -128,7 +130,7 @@ def emit(low, n):
             if extents[d] is None:
                 extents[d] = length
             elif extents[d] != length:
-                conds.append(f"{length} == {extents[d]}")
+                conds.append(condition(f"{length} == {extents[d]}", length, extents[d]))
         reads.append((array, index, offset, placeholder))
         # a new array: C-ordered as NumPy makes it from operands in C order; a sum over the last axis: NumPy adds
         # each row pairwise only when its temporary's rows are contiguous, as they are from operands in C order
@@ -140,13 +142,14 @@ def emit(low, n):
         raise No  # a dimension only new axes make
     after = [extents[d] for d in kept if d > axes[-1]]
     if after:  # NumPy drops kept axes of length 1: with none longer after the summed ones, it sums those pairwise
-        conds.append(f"{' * '.join(after)} != 1")
+        conds.append(condition(f"{' * '.join(after)} != 1", *after))
     if name is not None:
         if len(target_lengths) != len(kept):
             raise No
-        conds += [f"{a} == {extents[d]}" for a, d in zip(target_lengths, kept) if a != extents[d]]
+        conds += [condition(f"{a} == {extents[d]}", a, extents[d]) for a, d in zip(target_lengths, kept)
+                  if a != extents[d]]
         for other in sorted({a for a, _, _, _ in reads}):
-            conds.append(low.helper("_apart", name, other))
+            conds.append(condition_call("_apart", name, other, arrays=(name, other)))
     hoist(low, nest)
     loops = [span.new() for _ in range(rank)]
     loop_indices(low, loops)
@@ -168,7 +171,8 @@ def emit(low, n):
     allocation = low.emit("") if name is None else None  # the allocation, once the element's dtype is known
     choice = None
     if pairwise is not None:  # the test between the two nests below (its condition once the dtype is known)
-        choice = low.put(kir.If(0, f"{extents[axes[0]]} < 8", note="NumPy adds fewer than 8 one by one"))
+        choice = low.put(kir.If(0, f"{extents[axes[0]]} < 8", (kir.Name(extents[axes[0]]),),
+                                note="NumPy adds fewer than 8 one by one"))
         low.indent += 1
     try:
         dtype, tainted = _sums(low, expr, kept, axes, extents, loops, acc, store, tk, name, rank, None)
@@ -179,19 +183,23 @@ def emit(low, n):
                 # outer loop may run on two threads)
                 low.put(kir.Else(0))
                 low.indent += 1
+                low.names(reads=[extents[axes[0]]], binds=[pairwise])
                 low.emit(f"{pairwise} = {low.call_of('np.empty', f'({extents[axes[0]]}, )', f'np.{dtype.name}')}")
                 _sums(low, expr, kept, axes, extents, loops, acc, store, tk, name, rank, pairwise)
                 low.indent -= 1
             else:
                 choice.cond, choice.note = "True", "an integer sum: any order is NumPy's"
+                choice.tags = tuple(t for t in choice.tags if type(t) is not kir.Name)  # (it reads nothing now)
         if name is None:
-            allocation.tags += kir.declared("np.empty")
+            allocation.tags += kir.declared("np.empty") + (kir.Name(fresh, True),) + tuple(
+                kir.Name(extents[d]) for d in kept)
             allocation.text = \
                 f"{fresh} = np.empty(({''.join(extents[d] + ', ' for d in kept)}), np.{dtype.name})"
             low.env[fresh] = K.array(dtype, len(kept))
     finally:
         low.unchecked = before_unchecked
     if name is None:
+        low.names(reads=[fresh])
         low.assign(t, fresh, K.array(dtype, len(kept)), tainted)
     elif tainted:
         low.arrays_tainted = True
@@ -204,11 +212,11 @@ def _sums(low, expr, kept, axes, extents, loops, acc, store, tk, name, rank, pai
     """Emit the kept loops, each output's sum over the reduced ones (into the row buffer ``pairwise`` and added in
     NumPy's pairwise order, or one by one) and its store; the element's dtype and taint, or No."""
     for d in kept:
-        low.put(kir.For(0, loops[d], f"range({extents[d]})", kir.declared("range")))
+        low.put(kir.For(0, loops[d], f"range({extents[d]})", kir.declared("range") + (kir.Name(extents[d]),)))
         low.indent += 1
     start = low.emit("")  # the accumulator's start, once its dtype is known
     for d in axes:
-        low.put(kir.For(0, loops[d], f"range({extents[d]})", kir.declared("range")))
+        low.put(kir.For(0, loops[d], f"range({extents[d]})", kir.declared("range") + (kir.Name(extents[d]),)))
         low.indent += 1
     src, k, tainted = low.expr(expr)
     if type(k) is K.Either or not isinstance(k, np.generic) or np.dtype(type(k)) not in _DTYPES:
@@ -217,20 +225,25 @@ def _sums(low, expr, kept, axes, extents, loops, acc, store, tk, name, rank, pai
     if dtype.kind == "f" and axes[-1] == rank - 1 and len(axes) > 1:
         raise No  # NumPy sums a run of trailing axes in an order of its iterator's
     if pairwise is not None:
+        low.names(reads=[pairwise, loops[axes[0]]])
         low.emit(f"{pairwise}[{loops[axes[0]]}] = {src}")
         low.indent -= len(axes)
+        low.names(reads=[pairwise, extents[axes[0]]], binds=[acc])
         low.emit(f"{acc} = {low.call_of(f'np.{dtype.name}', '0')} + "
                  f"{low.helper('_pairwise', pairwise, '0', extents[axes[0]])}")
     else:
+        low.names(reads=[acc], binds=[acc])
         low.emit(f"{acc} = {acc} + {src}")
         low.indent -= len(axes)
-    start.text, start.tags = f"{acc} = np.{dtype.name}(0)", start.tags + kir.declared(f"np.{dtype.name}")
+    start.text, start.tags = f"{acc} = np.{dtype.name}(0)", start.tags + kir.declared(f"np.{dtype.name}") + (
+        kir.Name(acc, True),)
     if name is not None and dtype != tk.dtype and not (dtype.kind == tk.dtype.kind == "f"):
         raise No  # a cast on the store: NumPy's casting rules, not a C cast (between floats both round alike)
     if name is None:  # the new array, allocated before the nests once its dtype is known (``emit``)
         low.env[store.args[0].name] = K.array(dtype, len(kept))
     obj, _, _ = low.expr(store.args[0])
     key, kk, _ = low.expr(store.args[1])
+    low.names(reads=[acc])
     low.emit(f"{low.access(store, store.args[0], obj, store.args[1], key, kk)} = {acc}")
     low.indent -= len(kept)
     return dtype, tainted or dtype.kind == "f"

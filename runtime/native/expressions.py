@@ -53,11 +53,15 @@ class Expressions:
             self.fail(f"'{n.name}' of an enclosing function", n)
         if n.name not in self.env:
             self.fail(f"'{n.name}' may be read before it is assigned", n)
+        self.pending.append(kir.Name(n.name))
+        if type(self.env[n.name]) is np.ndarray:
+            self.mention(n.name)
         return n.name, self.env[n.name], n.name in self.taint
 
     def e_SetVar(self, n):
         src, k, t = self.expr(n.value)
         self.bind(n, n.name, k, t)
+        self.pending.append(kir.Name(n.name, True, True))  # (bound inside an expression: liveness.py)
         return f"({n.name} := {src})", k, t
 
     def e_IfExp(self, n):
@@ -124,13 +128,15 @@ class Expressions:
         # the statements' own names too (a canonicalizer temporary keeps its prefix: scalarize.py looks for it)
         names.update({x: (f"__px_c{k}{x}" if x.startswith("__px_") else f"__pxc{k}_{x}") for x in _bound(stmts)})
         for p, a in zip(fn.params, n.args):
+            start = len(self.pending)
             src, k, t = self.expr(a)
             if type(k) is K.Either:
                 self.fail(f"a call of '{fn.name}' with a value that may be a Python or a NumPy scalar", n)
             self.env[names[p]] = k
             (self.taint.add if t else self.taint.discard)(names[p])
             self.bounds.pop(names[p], None)
-            self.emit(f"{names[p]} = {src}")  # Numba does not type ``:=`` next to a conditional expression
+            self.names(binds=[names[p]])
+            self.emit_from(start, None, f"{names[p]} = {src}")  # (Numba does not type ``:=`` next to ``a if c else b``)
         for st in stmts:  # a body of statements: inlined before the expression that calls it, as they run first
             self.stmt(_renamed(st, names))
         return self.expr(_renamed(body, names))
@@ -140,9 +146,17 @@ class Expressions:
             self.fail("a fused reduction", n)
         self._leaves = [self.expr(leaf) for leaf in n.leaves]
         self._leaf_nodes = n.leaves
+        # a leaf's text is written where the body uses it, once per use: so is the mention that is all of it
+        self._leaf_uses = {}
+        for i, (src, _, _) in enumerate(self._leaves):
+            at = [j for j, u in enumerate(self.pending) if type(u) is kir.Use and u.text == src]
+            if at:
+                self._leaf_uses[i] = self.pending.pop(at[-1])
         return self.expr(n.body)
 
     def e_Leaf(self, n):
+        if n.index in self._leaf_uses:
+            self.pending.append(self._leaf_uses[n.index])
         return self._leaves[n.index]
 
     def e_Call(self, n):
@@ -151,13 +165,16 @@ class Expressions:
         name = n.prim
         if low is None:
             self.fail(f"{prim.label} has no native form", n)
-        args = [self.expr(a) for a in n.args]
+        start = len(self.pending)
+        args = [self.expr(a) for a in n.args[:1]]
+        first = len(self.pending)  # (the tags of the first argument's text: a reduction may bind it to a temporary)
+        args += [self.expr(a) for a in n.args[1:]]
         kwargs = dict((k, self.expr(v)) for k, v in n.kwargs)
         tainted = any(t for _, _, t in args)
         if tainted and (low.compares or prim.comparison or name.startswith("logical_")):
             self.fail(f"{prim.label} of an inexact result (exp, log, ...): Numba's last bit may differ", n)
         if takes_axes(name, n, [k for _, k, _ in args]):  # reductions over axes (reductions.py)
-            return self.reduction(n, args)
+            return self.reduction(n, args, (start, first))
         if kwargs and not set(kwargs) <= set(low.keywords):
             self.fail(f"{prim.label} with keyword arguments", n)
         atoms = [a for a, _, _ in args]
@@ -182,7 +199,7 @@ class Expressions:
         if low.moves:  # flip, copy, empty_like ...: elements moved or allocated, not computed on (any dtype)
             if len(ks) != 1 or type(ks[0]) is not np.ndarray:
                 self.fail(f"{prim.label} of other than one array", n)
-            if low.view:  # what is written through the view changes the array (analysis.arrays_written)
+            if low.view:  # what is written through the view changes the array (kir.Printed.arrays_written)
                 base = n.args[0]
                 self.viewed.add(base.name if isinstance(base, ir.Var) and base.depth == 0 else "*")
             return self.form_of(low, atoms), k, tainted
@@ -193,6 +210,8 @@ class Expressions:
         """The source of ``obj[key]`` (an array access): as it is where Numba checks or the access is proven in
         bounds, else with each integer index checked (``_ix``: IndexError as NumPy raises it); tagged (kir.Access)
         with which of the three keeps it in bounds."""
+        # the index items the text writes (an element read is one per dimension: kir.Use)
+        self.items_written = len(key_node.items) if isinstance(key_node, ir.Tuple) else 1
         if not self.manual:
             return self._access(obj, f"{obj}[{key}]", "numba")
         if id(node) in self.unchecked:
@@ -209,6 +228,7 @@ class Expressions:
             comps = [(f"{key}[{c}]", kc) for c, kc in enumerate(key_kind)]
         else:
             comps = [(key, key_kind)]
+        self.items_written = len(comps)
         parts, d, how = [], 0, "view"  # (only slices, new axes: nothing to check)
         for src, k in comps:
             if k is None:
@@ -220,7 +240,9 @@ class Expressions:
             else:
                 parts.append(src)
             d += 1
-        if not parts:  # an empty key: ``p[()]`` (``p[]`` is no Python)
+        if not parts:  # an empty key: ``p[()]`` (``p[]`` is no Python): a name holding it is not read there
+            if kir.Name(key) in self.pending:
+                del self.pending[len(self.pending) - 1 - self.pending[::-1].index(kir.Name(key))]
             return self._access(obj, f"{obj}[()]", how)
         comma = "," if len(parts) == 1 and type(key_kind) is tuple else ""
         return self._access(obj, f"{obj}[{', '.join(parts)}{comma}]", how)
@@ -228,6 +250,13 @@ class Expressions:
     def _access(self, obj, text, how):
         self.pending.append(kir.Access(obj, how))
         return text
+
+    def in_index(self, key):
+        """The slices written in index ``key`` (its text) are an index's (a slice elsewhere makes views of any
+        array: kir.Use)."""
+        for i, u in enumerate(self.pending):
+            if type(u) is kir.Use and u.array == "" and not u.read and (u.text == key or f"{u.text}, " in key):
+                self.pending[i] = kir.Use("", u.text, False, True)
 
 
 def as_expression(stmts):

@@ -2,15 +2,16 @@
 
 By primitive name (``rule``) for the passes over the IR (arith.py, bounds.py, signs.py, calls.py). By the function a
 form calls (``calls``: ``np.exp`` -> whether it may raise, allocates, which arguments it only reads): the lowerer
-tags each call it writes with these (kir.declared), which parallel.py and whole_lower.py ask; analysis.py still
-looks them up by the text it reads in the generated source. By form (``operations``): the operators and ``math``
-names its text writes, which the lowerer tags (kir.Op).
+tags each call it writes with these (kir.declared), which parallel.py and whole_lower.py ask. By form
+(``operations``): the operators and ``math`` names its text writes, which the lowerer tags (kir.Op); (``reads``) the
+operands it only reads, which the lowerer marks read on their mentions (kir.Use).
 Both come from the declarations of the registry in use (a test's scoped one too), nothing keeps a list of names.
 """
 from __future__ import annotations
 
 import ast
 import functools
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,3 +80,49 @@ def operations(form) -> tuple:
            for n in ast.walk(tree)):
         kinds.add("math")
     return tuple(sorted(kinds))
+
+
+_READ_ATTRS = frozenset({"shape", "size", "ndim", "dtype"})
+
+
+@functools.cache
+def reads(form, n: int) -> tuple[frozenset, frozenset]:
+    """(positions, names): the operands of a declaration's native form that it only reads wherever it writes them
+    (``positions``: an operand of arithmetic or a comparison, whose value is a new one, or an argument of a NumPy
+    function that only reads it, ``Lowering.reads``), and those it only reads when they are an array's name
+    (``names``: its ``.shape``/``.size``/``.ndim``/``.dtype``, ``len`` of it). Read once per form and number of
+    operands ``n``, from its template over placeholder operands, as ``operations``."""
+    tree = ast.parse(form.source([f"__pxa{i}" for i in range(n)]), mode="eval")
+    parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+    reading = calls()
+    seen: dict = {}
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.Name) and n.id.startswith("__pxa")):
+            continue
+        up, how = parents.get(id(n)), None
+        if isinstance(up, (ast.BinOp, ast.UnaryOp, ast.Compare)):
+            how = "consumed"
+        elif isinstance(up, ast.Call) and n in up.args and not up.keywords and isinstance(up.func, ast.Attribute) \
+                and isinstance(up.func.value, ast.Name) and up.func.value.id == "np" and \
+                len(up.args) <= getattr(reading.get(f"np.{up.func.attr}"), "reads", 0):
+            how = "consumed"
+        elif (isinstance(up, ast.Attribute) and up.attr in _READ_ATTRS) or (
+                isinstance(up, ast.Call) and isinstance(up.func, ast.Name) and up.func.id == "len" and up.args == [n]):
+            how = "name"
+        seen.setdefault(int(n.id[5:]), set()).add(how)
+    return (frozenset(i for i, h in seen.items() if h == {"consumed"}),
+            frozenset(i for i, h in seen.items() if None not in h))
+
+
+@functools.cache
+def form_calls(form, n: int) -> tuple:
+    """The functions a declaration's native form calls over ``n`` operands, by their text with the operands as
+    ``{0}``, ``{1}`` ... (``np.multiply`` of ``np.multiply.outer``'s form, ``{0}.copy`` of a method's): those the
+    lowerer tags besides the form's ``called`` (its declared one). Read once per form, as ``operations``."""
+    tree = ast.parse(form.source([f"__pxa{i}" for i in range(n)]), mode="eval")
+    out = []
+    for c in ast.walk(tree):
+        f = c.func if isinstance(c, ast.Call) else None
+        if isinstance(f, ast.Name) or (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)):
+            out.append(re.sub(r"__pxa(\d+)", r"{\1}", ast.unparse(f)))
+    return tuple(dict.fromkeys(out))

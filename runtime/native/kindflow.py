@@ -23,20 +23,24 @@ ROUNDS = 12  # lowerings before a nest whose kinds keep changing declines
 class KindFlow:
     """Kinds of names through statements (a mixin of lower.Lowerer)."""
 
-    def bind(self, node, name, k, t) -> list[str]:
-        """Record ``name``'s new kind; the lines that keep its Either flag (emitted after the store)."""
+    def bind(self, node, name, k, t) -> list:
+        """Record ``name``'s new kind; the statements that keep its Either flag (kir.Stmt, put after the store)."""
         if node.depth != 0:
             self.fail(f"assignment to the enclosing function's '{name}'", node)
+        self.mention(name)  # (a binding: an argument's name bound again counts as changed)
+        self.pending.append(kir.Name(name, True))
         flags = []
         w = self.widened.get(name)
         if w is not None:
             if type(k) is K.Either:
-                if k.origin != (name,):
-                    flags.append(f"__pxw_{name} = {k.flag()}")
-                    if len(k.origin) > 1:  # (the flag is the max of its origins')
-                        self.pending += kir.declared("max")
+                if k.origin != (name,):  # (the flag is the max of its origins': tagged on its own statement)
+                    flags.append(kir.Stmt(0, f"__pxw_{name} = {k.flag()}",
+                                          (kir.declared("max") if len(k.origin) > 1 else ()) +
+                                          (kir.Name(f"__pxw_{name}", True),) +
+                                          tuple(kir.Name(f"__pxw_{o}") for o in k.origin)))
             elif K.key(k) in (K.key(w.py), K.key(w.np)):
-                flags.append(f"__pxw_{name} = {int(K.key(k) == K.key(w.np))}")
+                flags.append(kir.Stmt(0, f"__pxw_{name} = {int(K.key(k) == K.key(w.np))}",
+                                      (kir.Name(f"__pxw_{name}", True),)))
             else:
                 self.fail(f"'{name}' is {K.describe(w)} or {K.describe(k)}", node)
             k = K.Either(w.py, w.np, name)

@@ -8,7 +8,8 @@ expressions are still source text; what the passes after lowering ask of a kerne
 being read back from that text:
 - ``calls`` (Call): each call the statement's text makes, tagged with whether it may raise and whether it allocates:
   a helper's (helpers.py) from its code, with what it is in the user's terms (``why``); a declared primitive's form
-  (``np.exp``, ``range``) and a cast the lowerer writes (``np.float32``) from the declarations (facts.calls()):
+  (``np.exp``, ``range``) and a cast the lowerer writes (``np.float32``) from the declarations (facts.calls()), a
+  function they do not know (``np.uint64``, a method) as one that may raise:
   which helpers a kernel's module needs (``helpers``), whether a loop body may raise or allocates (parallel.py),
   whether a whole function's statement may raise through a helper (whole_lower.py);
 - ``accesses`` (Access): each array access and how it stays in bounds (checked, proven, by Numba, a view), which
@@ -16,14 +17,26 @@ being read back from that text:
 - ``ops`` (Op): each operation the statement's text writes whose result may raise or differ between engines
   (division, modulo, power, shift, a name of Python's ``math``): from the declaration of the primitive whose form
   writes it (facts.operations) or where the lowerer writes it itself; whole_lower.py counts them as may-raise;
+- ``uses`` (Use): each mention of an array's name (or a slice value) and whether the text only reads it there,
+  set where the lowerer writes the name (expressions.e_Var, a binding, a nest's test) and where a form takes it
+  (Lowerer.form_of: the declaration's template says which operands it only reads, facts.reads): which arrays a
+  kernel may change (``Printed.arrays_written``);
+- ``reads``/``binds`` (Name): the names the statement's text reads and binds (a ``for``'s variable: its
+  ``target``), from the lowering of each variable (e_Var, a binding) and where the lowerer writes a name itself
+  (its temporaries, flags, a nest's tests and set-up: Lowerer.names, nests.condition): what a liveness over the
+  kernel's statements will ask, instead of parsing the printed source (parallel.py, outline.py, liveness.py);
 - ``version``: the test of a loop's two versions (versions.py: "unchecked" or "nonneg"), which outline.py moves;
   the two versions are one when their lowerings decided alike (``decided_alike``: the same nodes and tags).
+Each statement carries the tags of its own text: one the lowerer writes while an expression is lowered (a
+reduction's temporary, an inlined call's argument: Lowerer.emit_from) or before a nest's test takes only its own.
 ``Printed`` maps each line of the printed source back to its node, for the passes that parse the source (parallel.py,
 outline.py) and ask the IR what the text does not say, and says whether Numba checks the accesses (``boundscheck``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from . import helpers as H
 from .facts import calls
@@ -55,6 +68,29 @@ class Access:
 
 
 @dataclass(frozen=True, slots=True)
+class Use:
+    """A mention of an array's name in a statement's text (``array``; "" for a slice value, which a name may hold)
+    and what the text does with it there: ``text``, the mention (the name, or the subscript that reads it: a later
+    form may take it as an operand); ``element``, one element read by an index per dimension; ``read``, where it
+    stands it is only read (an operand of arithmetic or a comparison, an argument a NumPy function only reads, its
+    shape, ``len`` of it, the iterable of a loop; a slice: an index). Any other mention (a store, a binding, a
+    helper's argument, a view kept) may change the array, or make a view of any array (a slice): ``arrays_written``."""
+    array: str
+    text: str
+    element: bool = False
+    read: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Name:
+    """A name a statement's text reads, or binds (``binds``; ``walrus``: by ``:=`` inside an expression); a ``for``'s
+    variable is its node's ``target``."""
+    name: str
+    binds: bool = False
+    walrus: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Op:
     """An operation a statement's text writes (not a call): "division" (``/``, ``//``), "modulo" (``%``), "power"
     (``**``), "shift" (``<<``, ``>>``) or "math" (a name of Python's ``math``: its functions raise on a domain
@@ -82,10 +118,10 @@ def is_helper(name) -> bool:
 
 
 def declared(name: str) -> tuple:
-    """The tag of a call of ``name`` (a declared form's function or a cast: facts.calls()), or none for a function
-    the declarations do not know (a method: ``x.reshape``), which the passes take as one that may raise."""
+    """The tag of a call of ``name`` (a declared form's function or a cast: facts.calls()); a function the
+    declarations do not know (``np.uint64``, a method: ``x.copy``) may raise."""
     f = calls().get(name)
-    return () if f is None else (Call(name, f.raises, name, f.allocates),)
+    return (Call(name, True, name),) if f is None else (Call(name, f.raises, name, f.allocates),)
 
 
 class Node:
@@ -109,6 +145,20 @@ class Node:
     def ops(self) -> tuple:
         return tuple(t for t in self.tags if type(t) is Op)
 
+    @property
+    def uses(self) -> tuple:
+        return tuple(t for t in self.tags if type(t) is Use)
+
+    @property
+    def reads(self) -> frozenset:
+        """The names the statement's text reads (of a block's opener: its header's)."""
+        return frozenset(t.name for t in self.tags if type(t) is Name and not t.binds)
+
+    @property
+    def binds(self) -> frozenset:
+        return frozenset(t.name for t in self.tags if type(t) is Name and t.binds) | (
+            {self.target} if type(self) is For else set())
+
     def line(self) -> str:
         raise NotImplementedError
 
@@ -123,6 +173,23 @@ class Stmt(Node):
 
     def line(self):
         return self.text
+
+
+class Return(Node):
+    """The kernel's ``return`` (printed last, from ``Printed.ret_tags``: not one of its statements)."""
+    __slots__ = ()
+
+
+class Jump(Node):
+    """``break`` or ``continue`` (``kind``)."""
+    __slots__ = ("kind",)
+
+    def __init__(self, depth, kind: str, tags=()):
+        super().__init__(depth, tags)
+        self.kind = kind
+
+    def line(self):
+        return self.kind
 
 
 class For(Node):
@@ -205,16 +272,35 @@ def raising_helpers(nodes) -> list[Call]:
 class Printed:
     """A kernel's source, the node of each of its lines (1-based, as ``ast`` counts), the helpers it calls,
     whether Numba checks its accesses (``boundscheck``; else the kernel checks those not proven, Access) and whether
-    any of its values may be complex (``complex_values``: Numba's complex division raises at zero, parallel.py)."""
+    any of its values may be complex (``complex_values``: Numba's complex division raises at zero, parallel.py);
+    ``params``, the kernel's parameters, and ``ret_tags``, the tags of its returned expression."""
     source: str
     nodes: dict
     helpers: frozenset
     boundscheck: bool
     complex_values: bool = False
+    params: tuple = ()
+    ret_tags: tuple = ()
 
     def versions(self) -> frozenset:
         """The lines of the tests of loops' two versions."""
         return frozenset(i for i, n in self.nodes.items() if isinstance(n, If) and n.version)
+
+    def arrays_written(self, kinds, viewed=frozenset()) -> tuple:
+        """Indices of the array arguments (``kinds``: the kernel's last ``len(kinds)`` parameters) that the kernel
+        may change. Before a kernel that may stop on an overflow runs, these are copied so the call can rerun
+        interpreted on the values it started with; a hash loop over a large array it only reads paid a copy of it
+        per call (popcount over 20,000 ints: 2.2 us of 7.4). An argument counts as only read when every mention of
+        it (Use) is read where it stands, or is an element read of an array the lowerer indexed into no view
+        (``viewed``: their names, "*" for an expression's; a view may be written through, and an element read of
+        it is then only read where it stands); a slice value anywhere but in an index makes every array count."""
+        everything = tuple(i for i, k in enumerate(kinds) if type(k) is np.ndarray)
+        uses = [u for n in self.nodes.values() for u in n.uses] + [t for t in self.ret_tags if type(t) is Use]
+        if "*" in viewed or any(u.array == "" and not u.read for u in uses):
+            return everything
+        names = list(self.params[len(self.params) - len(kinds):]) if kinds else []
+        changed = {u.array for u in uses if not (u.read or (u.element and u.array not in viewed))}
+        return tuple(i for i in everything if names[i] in changed)
 
 
 def print_kernel(params, nodes, ret: str, ret_tags=(), boundscheck=False, complex_values=False) -> Printed:
@@ -233,4 +319,4 @@ def print_kernel(params, nodes, ret: str, ret_tags=(), boundscheck=False, comple
         lines.append("    pass")
     lines.append(f"    return {ret}")
     called = helpers(nodes) | {t.name for t in ret_tags if type(t) is Call and is_helper(t.name)}
-    return Printed("\n".join(lines) + "\n", at, called, boundscheck, complex_values)
+    return Printed("\n".join(lines) + "\n", at, called, boundscheck, complex_values, tuple(params), tuple(ret_tags))

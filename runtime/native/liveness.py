@@ -1,75 +1,76 @@
-"""Where a name is read or bound in a generated kernel's source (``ast``), for parallel.py: whether a path through
-statements may read a name before binding it (``scan``), and whether it may be read after a statement before it
-is bound again, following the enclosing loops' next iterations (``live_after``). Conservative: whatever it cannot
-follow (a walrus, a jump out of a block) counts as a read."""
+"""Where a name is read or bound in a kernel's statements (kir.py: each node's ``reads`` and ``binds``, kir.Name),
+for parallel.py: whether a path through statements may read a name before binding it (``scan``), and whether it
+may be read after a statement before it is bound again, following the enclosing loops' next iterations
+(``live_after``). A block is a list of (node, its block: the statements it opens); an ``if``'s ``else`` is the
+item after it. Conservative: whatever it cannot follow (a name bound by ``:=``, a jump out of a block) counts as
+a read."""
 from __future__ import annotations
 
 import ast
 
-
-def stored_names(body):
-    return {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+from . import kir
 
 
-def reads(node, name):
-    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(node))
+def walk(block):
+    for node, kids in block:
+        yield node
+        yield from walk(kids)
 
 
-def binds(target, name):
-    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(target))
+def stored_names(block) -> set:
+    return {name for node in walk(block) for name in node.binds}
 
 
-def scan(stmts, name):
-    """(read, bound, leaves) for running ``stmts`` from their start: ``read``, a path may read ``name`` before
+def _walrus(node, name) -> bool:
+    return any(type(t) is kir.Name and t.walrus and t.name == name for t in node.tags)
+
+
+def scan(block, name):
+    """(read, bound, leaves) for running ``block`` from its start: ``read``, a path may read ``name`` before
     binding it; ``bound``, every path that reaches the end binds it first (so too when none reaches it);
-    ``leaves``, a ``break`` or ``continue`` may jump elsewhere before it is bound (a ``return`` ends the path:
-    the name is dead on it unless the return reads it)."""
-    leaves = False
-    for s in stmts:
-        if isinstance(s, (ast.Break, ast.Continue)):
+    ``leaves``, a ``break`` or ``continue`` may jump elsewhere before it is bound."""
+    leaves, i = False, 0
+    if block and type(block[0][0]) is kir.Else:  # (the else of an if before the block: part of that statement)
+        i = 1
+    while i < len(block):
+        node, kids = block[i]
+        i += 1
+        if type(node) is kir.Jump:
             return False, True, True
-        if isinstance(s, ast.Return):  # the path ends: what it does not read is dead on it
-            if s.value is not None and reads(s.value, name):
+        if type(node) is kir.Return:  # the path ends: what it does not read is dead on it
+            return (True, False, leaves) if name in node.reads else (False, True, leaves)
+        if type(node) is kir.If:
+            other = []
+            if i < len(block) and type(block[i][0]) is kir.Else:
+                other, i = block[i][1], i + 1
+            if name in node.reads:
                 return True, False, leaves
-            return False, True, leaves
-        if isinstance(s, ast.If):
-            if reads(s.test, name):
-                return True, False, leaves
-            r1, b1, l1 = scan(s.body, name)
-            r2, b2, l2 = scan(s.orelse, name)
+            r1, b1, l1 = scan(kids, name)
+            r2, b2, l2 = scan(other, name)
             if r1 or r2:
                 return True, False, leaves
             leaves = leaves or l1 or l2
             if b1 and b2:
                 return False, True, leaves
             continue
-        if isinstance(s, (ast.For, ast.While)):  # may run no iteration: never binds for sure
-            head = s.iter if isinstance(s, ast.For) else s.test
-            if reads(head, name):
+        if type(node) in (kir.For, kir.While):  # may run no iteration: never binds for sure
+            if name in node.reads:
                 return True, False, leaves
-            r, _, _ = scan(s.body, name)  # its own break and continue stay inside it
-            if (r and not (isinstance(s, ast.For) and binds(s.target, name))) or reads(ast.Module(s.orelse, []),
-                                                                                       name):
+            read, _, _ = scan(kids, name)  # its own break and continue stay inside it
+            if read and not (type(node) is kir.For and node.target == name):
                 return True, False, leaves
             continue
-        if isinstance(s, (ast.Assign, ast.AnnAssign)):
-            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
-            if (s.value is not None and reads(s.value, name)) or any(reads(t, name) for t in targets):
-                return True, False, leaves
-            if any(binds(t, name) for t in targets):
-                return False, True, leaves
-            continue
-        if isinstance(s, ast.AugAssign) and (binds(s.target, name) or reads(s, name)):
+        if name in node.reads or _walrus(node, name):
             return True, False, leaves
-        if reads(s, name) or binds(s, name):  # anything else that touches it (a walrus): as a read
-            return True, False, leaves
+        if name in node.binds:
+            return False, True, leaves
     return False, False, leaves
 
 
 def live_after(chain, name):
     """Whether ``name`` may be read after the statement ``chain`` leads to before it is bound again (or a jump
     may skip the binding: then it counts as read). ``chain``: [(block, index)] of the statements around it,
-    with (loop or if, field) between levels."""
+    with ((node, block), field) between levels."""
     frames = [f for f in chain if isinstance(f[1], int)]
     owners = [f for f in chain if not isinstance(f[1], int)]
     for level in range(len(frames) - 1, -1, -1):
@@ -79,12 +80,42 @@ def live_after(chain, name):
             return True
         if bound:
             return False
-        owner = owners[level - 1][0] if level > 0 else None
-        if isinstance(owner, (ast.For, ast.While)):  # the enclosing loop's next iteration
-            if isinstance(owner, ast.While) and reads(owner.test, name):
+        owner, kids = owners[level - 1][0] if level > 0 else (None, None)
+        if type(owner) in (kir.For, kir.While):  # the enclosing loop's next iteration
+            if type(owner) is kir.While and name in owner.reads:
                 return True
-            if not (isinstance(owner, ast.For) and binds(owner.target, name)):
-                read, _, leaves = scan(owner.body, name)
+            if not (type(owner) is kir.For and owner.target == name):
+                read, _, leaves = scan(kids, name)
                 if read or leaves:
                     return True
     return False
+
+
+def block_of(stmts, printed) -> list:
+    """The kernel IR's block of the printed source's statements ``stmts`` (parallel.py walks their ``ast``):
+    each one's node by its line (kir.Printed.nodes), with its own block; an ``if``'s ``else`` as the item after
+    it (its node: the line before its first statement's); the kernel's return as a kir.Return of its tags."""
+    out, nodes = [], printed.nodes
+    for s in stmts:
+        if isinstance(s, ast.Return):
+            out.append((kir.Return(1, printed.ret_tags), []))
+            continue
+        node = nodes.get(s.lineno)
+        if node is None:
+            continue  # (``pass``, which the printer writes in an empty block)
+        out.append((node, block_of(s.body, printed) if isinstance(s, (ast.For, ast.While, ast.If)) else []))
+        if isinstance(s, ast.If) and s.orelse:
+            out.append((nodes[s.orelse[0].lineno - 1], block_of(s.orelse, printed)))
+    return out
+
+
+def chain_of(chain, printed) -> list:
+    """``chain`` ([(statements, index)] with (statement, field) between levels) in the kernel IR's blocks."""
+    out = []
+    for a, b in chain:
+        if isinstance(b, int):
+            block, node = block_of(a, printed), printed.nodes[a[b].lineno]
+            out.append((block, next(j for j, (n, _) in enumerate(block) if n is node)))
+        else:
+            out.append(((printed.nodes[a.lineno], block_of(getattr(a, b), printed)), b))
+    return out

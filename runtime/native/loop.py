@@ -10,7 +10,7 @@ import numpy as np
 
 from . import kinds as K
 from . import tiering as T
-from .analysis import LoopPlan, arrays_written
+from .analysis import LoopPlan
 from .kinds import Decline
 from .lower import lower
 from .tiering import GIVE_UP, Entry, Signatures, current_mode, mode
@@ -97,7 +97,7 @@ class NativeLoop(Signatures):
             entry.declined = str(e)
         # the arrays copied before a kernel that may stop on an overflow runs (to rerun on the values it started
         # with): those it may change (always, for a tier that must send the changes back: ``all_writes``)
-        entry.writes = arrays_written(entry.source, ks, viewed) if entry.checked or (
+        entry.writes = entry.printed.arrays_written(ks, viewed) if entry.checked or (
             self.all_writes and not entry.declined) else ()
         return entry
 

@@ -26,7 +26,7 @@ from . import kir, scalarize
 from .arith import ArithRules
 from .calls import CallRules
 from .expressions import Expressions, as_expression
-from .facts import operations
+from .facts import calls, form_calls, operations, reads
 from .kindflow import SMALL, KindFlow, settle
 from .kinds import Decline
 from .reductions import ReduceRules
@@ -70,7 +70,8 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         # needs Numba's boundscheck on the whole kernel
         self.learned: dict = {}
         self.wants_boundscheck = False
-        self.flags_start = [f"__pxw_{n} = {int(_is_np(inputs.get(n)))}" for n in self.widened]
+        self.flags_start = [kir.Stmt(1, f"__pxw_{n} = {int(_is_np(inputs.get(n)))}", (kir.Name(f"__pxw_{n}", True),))
+                            for n in self.widened]
         inputs = {n: (K.Either(self.widened[n].py, self.widened[n].np, n) if n in self.widened else k)
                   for n, k in inputs.items()}
         self.env = dict(inputs)
@@ -86,7 +87,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         self.tmp = itertools.count()
         self.checked = False  # uses Python-int helpers that may raise _Overflow (the caller snapshots arrays)
         # names of arrays indexed into a view (``p[k]`` with k None, a slice, a row...; "*": an expression's):
-        # a checked kernel's caller copies those too (analysis.arrays_written)
+        # a checked kernel's caller copies those too (kir.Printed.arrays_written)
         self.viewed: set = set()
         self.loc = loop.loc
         self.loop_entries: list[dict] = []
@@ -94,9 +95,10 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
     # ---- driver ----------------------------------------------------------------------------------------
     def source(self, params: list[str]) -> str:
         """The kernel's source, printed from its statements (``self.printed``: with the node of each line)."""
-        self.lines += [kir.Stmt(1, f) for f in self.flags_start]
+        self.lines += self.flags_start
         self.stmt(self.loop)
         self.flag_outputs = [o for o in self.outputs if o in self.widened]
+        self.names(reads=list(self.outputs) + [f"__pxw_{o}" for o in self.flag_outputs])
         outs = "".join(f"{o}, " for o in self.outputs) + "".join(f"__pxw_{o}, " for o in self.flag_outputs)
         self.printed = kir.print_kernel(params, self.lines, f"({outs})", self.pending, not self.manual,
                                         self.complex_values)
@@ -110,6 +112,15 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
     def emit(self, text):
         """A simple statement, with the tags of what was lowered since the last one."""
         return self.put(kir.Stmt(self.indent, text))
+
+    def emit_from(self, start, end, text):
+        """A simple statement written while an expression is lowered (the temporary of a part of it), with the tags
+        of its own text: those from ``start`` to ``end``; the expression's others stay for the statement it ends
+        in."""
+        node = kir.Stmt(self.indent, text, self.pending[start:end])
+        del self.pending[start:end]
+        self.lines.append(node)
+        return node
 
     def put(self, node):
         """``node`` (its depth set) next, with the tags of what was lowered since the last statement."""
@@ -131,14 +142,46 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         if form.called is not None:
             self.pending += [kir.helper_call(form.called)[1]] if kir.is_helper(form.called) else \
                 kir.declared(form.called)
+        for called in form_calls(form, len(atoms)):  # (the form's other calls: as declared, or may raise)
+            name = called.format(*atoms)
+            if name != form.called and called != form.called:
+                self.pending += [kir.helper_call(name)[1]] if kir.is_helper(name) else kir.declared(name)
         self.pending += [kir.Op(kind) for kind in operations(form)]
+        consumed, names = reads(form, len(atoms))
+        for i, a in enumerate(atoms):
+            if i in names:
+                self.only_read(a, names_only=i not in consumed)
         return form.source(atoms)
 
     def call_of(self, name, *args) -> str:
         """The source of a call the lowerer writes itself (a cast ``np.float32(x)``, ``np.uint64``, ``max``),
         tagged with its declared facts (kir.declared)."""
         self.pending += kir.declared(name)
+        f = calls().get(name)
+        if name.startswith("np.") and f is not None and len(args) <= f.reads:
+            for a in args:
+                self.only_read(a)
         return f"{name}({', '.join(args)})"
+
+    def names(self, reads=(), binds=()):
+        """Tag the names the text lowered next reads and binds that no expression's lowering tags (kir.Name): the
+        lowerer's own temporaries, flags, the arrays whose shapes its tests read."""
+        self.pending += [kir.Name(n) for n in reads] + [kir.Name(n, True) for n in binds]
+
+    def mention(self, array, text=None, element=False):
+        """Tag a mention of ``array``'s name in the text lowered next (kir.Use): ``text``, the name or the subscript
+        that reads it; where it stands it may change the array until a form that only reads it takes it."""
+        self.pending.append(kir.Use(array, text or array, element))
+
+    def only_read(self, atom, names_only=False):
+        """The latest mention that is the whole of operand ``atom`` is only read where it stands (``names_only``:
+        when it is an array's name, not a subscript)."""
+        for i in range(len(self.pending) - 1, -1, -1):
+            u = self.pending[i]
+            if type(u) is kir.Use and u.text == atom and not u.read:
+                if not names_only or u.text == u.array:
+                    self.pending[i] = kir.Use(u.array, u.text, u.element, True)
+                return
 
     def block(self, n):
         """``n``'s statements one level deeper (the printer writes ``pass`` in a block left empty)."""
@@ -177,7 +220,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
             flags = self.bind(target, target.name, k, t)
             self.emit(f"{target.name} = {src}")
             for f in flags:
-                self.emit(f)
+                self.put(f)
         elif isinstance(target, ir.StoreTuple):
             if type(k) is not tuple or len(k) != len(target.targets):
                 self.fail("unpacking of a value that is not a tuple of known length", target)
@@ -189,7 +232,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
                 names.append(sub.name)
             self.emit(f"{', '.join(names)}, = {src}")
             for f in flags:
-                self.emit(f)
+                self.put(f)
         elif isinstance(target, ir.StoreItem):
             obj, ok, ot = self.expr(target.obj)
             key, kk, _ = self.expr(target.key)
@@ -212,7 +255,9 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
                 self.fail(f"a store of {K.describe(k)}", target)
             if t:
                 self.arrays_tainted = True
-            self.emit(f"{self.access(target, target.obj, obj, target.key, key, kk)} = {src}")
+            text = self.access(target, target.obj, obj, target.key, key, kk)
+            self.in_index(key)
+            self.emit(f"{text} = {src}")
         else:
             self.fail("this assignment target", target)
 
@@ -253,6 +298,8 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
             item = k.dtype.type(3) if k.ndim == 1 else K.array(k.dtype, k.ndim - 1)
         else:
             self.fail(f"a for loop over {K.describe(k)}", n)
+        if type(k) is np.ndarray and k.ndim == 1:
+            self.only_read(it, names_only=True)  # (``for v in a``: its elements read one by one)
         self.bind(n.target, n.target.name, item, t or (type(k) is np.ndarray and self.arrays_tainted))
         b = self.range_bound(n)
         if b is not None:
@@ -271,7 +318,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         c = self.cond(n.cond)
         self.put(kir.If(0, f"not ({c})"))
         self.indent += 1
-        self.emit("break")
+        self.put(kir.Jump(0, "break"))
         self.indent -= 2
         self.block(n.body)
         self.check_stable(entry, n)
@@ -280,11 +327,11 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
 
     def s_Break(self, n):
         self.check_stable(self.loop_entries[-1], n)
-        self.emit("break")
+        self.put(kir.Jump(0, "break"))
 
     def s_Continue(self, n):
         self.check_stable(self.loop_entries[-1], n)
-        self.emit("continue")
+        self.put(kir.Jump(0, "continue"))
 
 
 def lower(loop, params, kinds: dict, outputs, small=frozenset(), functions=None) -> tuple:

@@ -231,20 +231,25 @@ def int_src(low, node):
     return src
 
 
-def normal(low, name, node, dim, default):
+def normal(low, name, node, dim, default, array):
     """Emit ``name = `` a slice bound as Python reads it for a dimension of length ``dim`` (negative from the end,
     clipped), in conditional expressions: Numba types a ``min``/``max`` of literal ints slowly (a 3-D stencil's
     nest took 20 s to compile with them)."""
     if node is None:
+        low.names(reads=[array] if default == dim else (), binds=[name])
         low.emit(f"{name} = {default}")
         return
     if isinstance(node, ir.Const) and type(node.value) is int:
         c = node.value
+        low.names(reads=[array], binds=[name])
         low.emit(f"{name} = {c} if {c} < {dim} else {dim}" if c >= 0 else
                  f"{name} = {dim} - {-c} if {dim} > {-c} else 0")
         return
+    low.names(binds=[name])
     low.emit(f"{name} = {int_src(low, node)}")
+    low.names(reads=[name, array], binds=[name])
     low.emit(f"{name} = {name} + {dim} if {name} < 0 else {name}")
+    low.names(reads=[name, array], binds=[name])
     low.emit(f"{name} = 0 if {name} < 0 else ({dim} if {name} > {dim} else {name})")
 
 
@@ -268,8 +273,22 @@ def c_order_test(low, array, comps, lengths):
     dims = [d for d, c in enumerate(c for c in comps if c[0] != "new") if c[0] == "slice"]
     if len(dims) < 2:
         return None
-    return low.helper("_c_order", f"({''.join(f'{array}.strides[{d}], ' for d in dims)})",
-                      f"({''.join(x + ', ' for x in lengths if x is not None)})")
+    return condition_call("_c_order", f"({''.join(f'{array}.strides[{d}], ' for d in dims)})",
+                     f"({''.join(x + ', ' for x in lengths if x is not None)})", arrays=(array,),
+                     reads=[x for x in lengths if x is not None])
+
+
+def condition_call(name, *args, arrays=(), reads=()):
+    """A condition of a nest's test calling helper ``name``: (its source, its tags: the call, the arrays it names,
+    kir.Use, and the names it reads), which the test's node takes (``guarded``), not the statements emitted before
+    it."""
+    text, call = kir.helper_call(name, *args)
+    return text, (call,) + tuple(kir.Use(a, a) for a in arrays) + tuple(kir.Name(n) for n in (*arrays, *reads))
+
+
+def condition(text, *reads):
+    """A condition of a nest's test that reads names (``reads``): (its source, its kir.Name tags)."""
+    return text, tuple(kir.Name(n) for n in reads)
 
 
 def element_forms(low, node):
@@ -332,17 +351,22 @@ class Spans:
                 continue
             if c[0] == "int":
                 k, u = self.new(), self.new()
+                low.names(binds=[k])
                 low.emit(f"{k} = {int_src(low, c[1])}")
+                low.names(reads=[k, array], binds=[k])
                 low.emit(f"{k} = {k} + {dim} if {k} < 0 else {k}")
+                low.names(reads=[k], binds=[u])
                 low.emit(f"{u} = {low.call_of('np.uint64', k)} if {k} >= 0 else np.uint64(0)")
-                self.conds.append(f"0 <= {k} < {dim}")
+                self.conds.append(condition(f"0 <= {k} < {dim}", k, array))
                 index.append(("int", u))
                 self.seen[memo] = (index[-1], None)
                 continue
             a, b, s, e = self.new(), self.new(), self.new(), self.new()
-            normal(low, a, c[1], dim, "0")
-            normal(low, b, c[2], dim, dim)
+            normal(low, a, c[1], dim, "0", array)
+            normal(low, b, c[2], dim, dim, array)
+            low.names(reads=[a], binds=[s])
             low.emit(f"{s} = {low.call_of('np.uint64', a)}")
+            low.names(reads=[a, b], binds=[e])
             low.emit(f"{e} = {low.call_of('np.uint64', f'{b} - {a} if {b} > {a} else 0')}")
             index.append(("slice", s))
             lengths.append(e)
@@ -359,6 +383,7 @@ def hoist(low, nest) -> None:
         src, k, tainted = low.expr(node)
         if not K.is_scalar(k) or type(k) is K.Either:
             raise No
+        low.names(binds=[tmp])
         low.emit(f"{tmp} = {src}")
         low.hoisted += 1
         low.env[tmp] = k
@@ -387,8 +412,11 @@ RERUN = ("an array statement's loop nest whose operands broadcast, overlap its t
 
 
 def guarded(low, conds, what: str) -> None:
-    """Emit the nest's test: each condition once (two operands of one array repeat theirs)."""
-    low.put(kir.If(0, " and ".join(dict.fromkeys(conds)) or "True", note=f"{what} as one loop nest"))
+    """Emit the nest's test: each condition once (two operands of one array repeat theirs); a condition is its
+    source, or (source, tags) of a helper's call (``condition_call``)."""
+    texts = [c if type(c) is str else c[0] for c in conds]
+    tags = [t for c in conds if type(c) is not str for t in c[1]]
+    low.put(kir.If(0, " and ".join(dict.fromkeys(texts)) or "True", tags, note=f"{what} as one loop nest"))
 
 
 def otherwise_rerun(low) -> None:
@@ -400,6 +428,7 @@ def otherwise_rerun(low) -> None:
     take."""
     low.put(kir.Else(0))
     low.indent += 1
+    low.pending += kir.declared("_Overflow")  # (the prelude's: it stops the kernel)
     low.emit(f"raise _Overflow({RERUN!r})")
     low.indent -= 1
     low.checked = True

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 from phylanx_py.source import parse
 
-from .liveness import live_after, scan, stored_names
+from .liveness import block_of, chain_of, live_after, scan, stored_names
 
 # Numba parallel options: only the loops marked prange run in parallel; array expressions stay as written
 PARALLEL_OPTIONS = {"prange": True, "comprehension": False, "reduction": False, "inplace_binop": False,
@@ -58,7 +58,7 @@ def variant(printed, sig=None, params=None):
     order = [a.arg for a in fn.args.args]
     # what the kernel's calls are (kir.Call, by the function's name): a helper's facts, a declared form's, a cast's
     tags = {c.name: c for node in printed.nodes.values() for c in node.calls}
-    finder = _Finder(fn, dict(zip(order, params)), tags, printed.complex_values)
+    finder = _Finder(fn, dict(zip(order, params)), tags, printed.complex_values, printed)
     finder.block(fn.body, [])
     if not finder.found:
         return None, finder.why or "no loop over range"
@@ -91,8 +91,8 @@ class _Finder:
     """Finds the outermost loops that qualify (``found``: (loop, arrays it stores into)); ``why``: the reason the
     first loop over range did not."""
 
-    def __init__(self, fn, types, tags, complex_values=False):
-        self.fn, self.types, self.tags = fn, types, tags
+    def __init__(self, fn, types, tags, complex_values=False, printed=None):
+        self.fn, self.types, self.tags, self.printed = fn, types, tags, printed
         self.found, self.why = [], None
         self.assigned = _assignments(fn)
         self._numbers: dict = {}
@@ -141,17 +141,24 @@ class _Finder:
         if why:
             return why
         v = target.id
-        names = stored_names(loop.body)
+        body = self.ir_block(loop.body)
+        names = stored_names(body)
         if v in names:
             return f"'{v}' is assigned in the loop"
         if names & set(self.arrays):
             return f"'{sorted(names & set(self.arrays))[0]}' is bound in the loop"
         for name in sorted(names | {v}):
-            if name != v and scan(loop.body, name)[0]:
+            if name != v and scan(body, name)[0]:
                 return f"'{name}' is carried from one iteration to the next"
-            if live_after(chain, name):
+            if live_after(self.ir_chain(chain), name):
                 return f"'{name}' is read after the loop"
         return self.arrays_of(loop, v, names | {v})
+
+    def ir_block(self, stmts) -> list:
+        return block_of(stmts, self.printed)
+
+    def ir_chain(self, chain) -> list:
+        return chain_of(chain, self.printed)
 
     def nonneg(self, e, depth=0) -> bool:
         """Whether ``e`` is never negative: a constant >= 0, a shape, a len, sums and products of such, or a name
@@ -258,7 +265,7 @@ class _Finder:
     def arrays_of(self, loop, v, private):
         """None when the loop reads and writes arrays element by element, its stores touching disjoint parts of
         them iteration by iteration, and reads only numbers besides, else why not."""
-        aliases, keys = _temporaries(loop.body)
+        aliases, keys = _temporaries(loop.body, self.ir_block(loop.body))
         body = _Resolve(aliases, keys).visit(parse(ast.unparse(ast.Module(loop.body, []))))
         parents = {id(c): node for node in ast.walk(body) for c in ast.iter_child_nodes(node)}
         stored, accesses = set(), {}  # accesses: array -> its element subscripts
@@ -407,7 +414,7 @@ def _leaves_or_raises(body, tags, complex_values=False):
     return None
 
 
-def _temporaries(body):
+def _temporaries(body, block):
     """The lowerer's temporaries in a loop body, bound once: ``t = a`` (an alias of an array) and ``k = (i, j)``
     (a key)."""
     counts = {}
@@ -418,7 +425,7 @@ def _temporaries(body):
     aliases, keys = {}, {}
     for s in ast.walk(ast.Module(body, [])):
         if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) and \
-                counts.get(s.targets[0].id) == 1 and not scan(body, s.targets[0].id)[0]:
+                counts.get(s.targets[0].id) == 1 and not scan(block, s.targets[0].id)[0]:
             if isinstance(s.value, ast.Name):
                 aliases[s.targets[0].id] = s.value.id
             elif isinstance(s.value, ast.Tuple):

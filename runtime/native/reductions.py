@@ -53,8 +53,9 @@ def _constant(node):
 
 
 class ReduceRules:
-    def reduction(self, n, args):
-        """(source, kind, tainted) of reduction call ``n`` whose arguments lowered to ``args``."""
+    def reduction(self, n, args, tags):
+        """(source, kind, tainted) of reduction call ``n`` whose arguments lowered to ``args``; ``tags``: where the
+        tags of the first one's text are in ``self.pending`` (from, to)."""
         op = REDUCTIONS[n.prim]
         src, a, tainted = args[0]
         label = lookup(n.prim).label
@@ -85,12 +86,13 @@ class ReduceRules:
         d = a.ndim
         axes = sorted({x % d for x in ((axis,) if type(axis) is int else axis or range(d))})
         kept = [i for i in range(d) if i not in axes]
-        t = src  # a name is read as it is (another name bound to an argument would count as a write: analysis.py)
+        t = src  # a name is read as it is (another name bound to an argument would count as a write: kir.Use)
         if not src.isidentifier():
             if self.conditional:  # the array's temporary is bound by a statement before the expression's
                 self.fail(f"{label} of an expression in a part of an expression that may not run", n)
             t = f"__pxr{self._reduction_number(n)}"
-            self.emit(f"{t} = {src}")
+            self.emit_from(*tags, f"{t} = {src}").tags += (kir.Name(t, True),)
+        self.names(reads=[t])  # (its shape, its elements below; a name's own read is tagged already)
         size = lambda dims: " * ".join(f"{t}.shape[{i}]" for i in dims) or "1"  # noqa: E731
         # the reduced axes trail (rows, summed pairwise), or are one run between kept ones (before, reduced,
         # after: no transpose, whose Numba typing cost 5 s of compile on a 5-d array); else moved last (a copy)

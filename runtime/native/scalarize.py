@@ -40,6 +40,8 @@ from .nests import (
     array_name,
     c_order_test,
     components,
+    condition,
+    condition_call,
     element_forms,
     element_read,
     forget,
@@ -154,7 +156,7 @@ def _emit(low, n):
             if target_lengths[d] is None:  # a new array's extent: its first operand with a slice there
                 target_lengths[d] = length
             else:
-                conds.append(f"{length} == {target_lengths[d]}")
+                conds.append(condition(f"{length} == {target_lengths[d]}", length, target_lengths[d]))
         elements[id(placeholder)] = element_read(array, index, loops)
         if name is None and nest.rank > 1:  # a new array: C-ordered as NumPy would make it
             order = c_order_test(low, array, comps_, lengths)
@@ -165,10 +167,11 @@ def _emit(low, n):
     if name is None:
         fresh = new()
         target_index = [("slice", zero) for zero in ["__pxz_zero"] * nest.rank]
+        low.names(binds=["__pxz_zero"])
         low.emit(f"__pxz_zero = {low.call_of('np.uint64', '0')}")
         low.env["__pxz_zero"] = IDX
     for other in sorted({a for a, _, _ in nest.reads if name is not None and a != name}):
-        conds.append(low.helper("_apart", name, other))  # helpers.py: their memory extents do not meet
+        conds.append(condition_call("_apart", name, other, arrays=(name, other)))  # (helpers.py: extents apart)
     hoist(low, nest)
     loop_indices(low, loops)
     expr = replace(expr, elements)
@@ -179,7 +182,7 @@ def _emit(low, n):
     low.indent += 1
     allocation = low.emit("") if fresh is not None else None  # the allocation, once the element's dtype is known
     for v, length in zip(loops, target_lengths):
-        low.put(kir.For(0, v, f"range({length})", kir.declared("range")))
+        low.put(kir.For(0, v, f"range({length})", kir.declared("range") + (kir.Name(length),)))
         low.indent += 1
     try:
         src, k, tainted = low.expr(element_forms(low, expr))
@@ -187,7 +190,8 @@ def _emit(low, n):
             raise No
         dtype = np.dtype(type(k))
         if fresh is not None:
-            allocation.tags += kir.declared("np.empty")
+            allocation.tags += kir.declared("np.empty") + (kir.Name(fresh, True),) + tuple(
+                kir.Name(x) for x in target_lengths)
             allocation.text = \
                 f"{fresh} = np.empty(({''.join(x + ', ' for x in target_lengths)}), np.{dtype.name})"
             low.env[fresh] = K.array(dtype, nest.rank)
@@ -202,6 +206,7 @@ def _emit(low, n):
         low.unchecked = before_unchecked
     low.indent -= len(loops)
     if fresh is not None:
+        low.names(reads=[fresh])
         low.assign(t, fresh, K.array(dtype, nest.rank), tainted)
     low.indent -= 1
     otherwise_rerun(low)

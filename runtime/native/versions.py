@@ -37,7 +37,8 @@ class Versions:
         names -= untested_counters(n, names, self.counters)
         if not names:
             return lower_loop(n)
-        self.two_versions(n, lower_loop, [f"{name} >= 0" for name in sorted(names)], "nonneg", self.nonneg | names)
+        self.two_versions(n, lower_loop, [f"{name} >= 0" for name in sorted(names)], "nonneg", self.nonneg | names,
+                          calls=tuple(kir.Name(name) for name in sorted(names)))
 
     def two_versions(self, n, lower_loop, conds, attr, assumed, setup=(), calls=()):
         """The loop lowered with ``self.<attr>`` set to ``assumed`` (what holds when ``conds``, tests of values at

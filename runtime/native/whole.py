@@ -27,7 +27,6 @@ from ..loop_tiers import FALLBACK
 from . import aot, kir, warm
 from . import kinds as K
 from . import tiering as T
-from .analysis import arrays_written
 from .expressions import inlinable
 from .kinds import Decline
 from .lower import settle
@@ -237,7 +236,7 @@ class WholeFunction(T.Signatures):
             entry.declined = str(e)
         # the arrays it may change: copied before a kernel that may stop on an overflow runs, and before a plain
         # run (``_plain``), to rerun on the values the call started with
-        entry.writes = arrays_written(entry.source, ks, viewed) if not entry.declined else ()
+        entry.writes = entry.printed.arrays_written(ks, viewed) if not entry.declined else ()
         entry.guard, entry.values, entry.exact = _guard(args, small)
         if not entry.declined:
             # the Numba types of the very arguments the guard was made from: the quick path calls the code

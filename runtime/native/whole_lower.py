@@ -57,7 +57,7 @@ class FunctionLowerer(Lowerer):
     def source(self, params):
         self.assigned = collections.Counter(s.name for s in ir.walk(self.loop)
                                             if isinstance(s, (ir.StoreName, ir.SetVar)))
-        self.lines += [kir.Stmt(1, f) for f in self.flags_start]
+        self.lines += self.flags_start
         stages, mutated = [], False  # (node, first line, is a loop) of each stage that may raise
         # arrays the function makes itself (y = np.zeros(n), bound once): changing them changes nothing the
         # caller sees, so a later statement that raises may still rerun the call interpreted
@@ -88,10 +88,11 @@ class FunctionLowerer(Lowerer):
         self.flag_outputs = []
         self.ret_kind = _returnable(self, k)
         flags = [e.flag() for e in _eithers(k)]
+        ret.tags += tuple(kir.Name(f"__pxw_{o}") for e in _eithers(k) for o in e.origin)
         self.stages = [(node, is_loop) for node, _, is_loop in stages]
         if len(stages) > 1:  # which one raised: the kernel writes the stage's number before it runs
             for i, (_, start, _) in reversed(list(enumerate(stages))):
-                self.lines.insert(start, kir.Stmt(1, f"__pxs[0] = {i}"))
+                self.lines.insert(start, kir.Stmt(1, f"__pxs[0] = {i}", (kir.Name("__pxs"),)))
             params = ["__pxs"] + list(params)
         # the value alone when no flag follows it (a tuple to box and unpack costs 0.1 us a call)
         outs = "(" + "".join(f"{x}, " for x in [src] + flags) + ")" if flags else src
