@@ -40,7 +40,8 @@ from phylanx_py.errors import UnsafeCacheError
 
 from . import compile_process, tiering, warm
 from .background import warm_elsewhere
-from .parallel import Param, variant
+from .kinds import Param, param_of_value
+from .parallel import variant
 
 NAME = "pxaot"  # every built module's name (Numba's helper objects are compiled for one name, once)
 _SCALARS = {bool: "bool", int: "int", float: "float", complex: "complex"}
@@ -108,9 +109,7 @@ def path_for(entry, early: bool = False) -> str | None:
     if early and not os.path.exists(path):
         return None
     standins, staged = entry.sig
-    params = [Param(False, 1, False)] * staged + [  # what parallel.param_of makes of the Numba types
-        Param(type(a) is not np.ndarray, a.ndim if type(a) is np.ndarray else None, bool(np.iscomplexobj(a)))
-        for a in standins]  # (describe() took only arrays and numbers)
+    params = [Param(False, 1, False)] * staged + [param_of_value(a) for a in standins]  # (arrays and numbers)
     v, why = variant(entry.printed, params=params)  # (not tuning.threads(): Numba's configuration, its import)
     if v is not None:  # its variant is tried where Numba runs (tiering.parallel_variant)
         return None

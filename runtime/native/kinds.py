@@ -4,6 +4,7 @@ NumPy's own promotion rules (NEP 50) decide, not a table of ours."""
 from __future__ import annotations
 
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 
@@ -180,3 +181,25 @@ def convert(value, k):
     if t in (int, float, bool):
         return t(value)
     return value
+
+
+_NUMBER_TYPES = frozenset({"Integer", "Float", "Boolean", "Complex", "IntegerLiteral", "BooleanLiteral"})
+
+
+class Param(NamedTuple):
+    """What the analysis needs of a kernel parameter's type."""
+
+    number: bool  # a scalar number
+    ndim: int | None  # an array's dimensions
+    complex: bool  # a complex number or array
+
+
+def param_of(t) -> Param:
+    """A parameter's Param from its Numba type."""
+    return Param(type(t).__name__ in _NUMBER_TYPES, t.ndim if getattr(t, "ndim", None) is not None and
+                 hasattr(t, "dtype") else None, "complex" in str(t))
+
+
+def param_of_value(a) -> Param:
+    """A parameter's Param from a value of it (whole.py's stand-ins: arrays and numbers), without Numba."""
+    return Param(type(a) is not np.ndarray, a.ndim if type(a) is np.ndarray else None, bool(np.iscomplexobj(a)))

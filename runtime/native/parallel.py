@@ -23,10 +23,10 @@ other array-expression passes are off: they would reorder sums)."""
 from __future__ import annotations
 
 import ast
-from typing import NamedTuple
 
 from phylanx_py.source import parse
 
+from .kinds import param_of
 from .liveness import block_of, chain_of, live_after, scan, stored_names
 
 # Numba parallel options: only the loops marked prange run in parallel; array expressions stay as written
@@ -71,20 +71,6 @@ def variant(printed, sig=None, params=None):
     lines = sorted(loop.lineno for loop, _ in finder.found)
     return Variant(ast.unparse(ast.fix_missing_locations(module)) + "\n", lines,
                    sorted(order.index(n) for n in written)), None
-
-
-class Param(NamedTuple):
-    """What the analysis needs of a kernel parameter's type."""
-
-    number: bool  # a scalar number
-    ndim: int | None  # an array's dimensions
-    complex: bool  # a complex number or array
-
-
-def param_of(t) -> Param:
-    """A parameter's Param from its Numba type."""
-    return Param(type(t).__name__ in _NUMBER_TYPES, t.ndim if getattr(t, "ndim", None) is not None and
-                 hasattr(t, "dtype") else None, "complex" in str(t))
 
 
 class _Finder:
@@ -304,7 +290,6 @@ class _Finder:
 
 
 _CONVERSIONS = frozenset({"int64", "uint64", "intp", "float64"})  # of a number to a number: never raise
-_NUMBER_TYPES = frozenset({"Integer", "Float", "Boolean", "Complex", "IntegerLiteral", "BooleanLiteral"})
 
 
 def _allocated_ndim(value, finder):
