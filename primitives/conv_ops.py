@@ -82,6 +82,17 @@ def _nhwc_padded(x, p):
 
 def _im2col(xp, kh, kw, s):
     """Patches of xp (N, Hp, Wp, C) as (N*OH*OW, KH*KW*C): columns ordered like ``_w_rows``'s."""
+    n, hp, wp, c = xp.shape
+    if c == 1 and s == 1:
+        # One channel (a first layer on grey images): the window view's copy runs along KW elements at a time;
+        # KH*KW copies of shifted planes run along OW (31 against 75 us for the digits CNN's 64x1x8x8 input,
+        # 3x3, 1 thread). With more channels the window view's runs of KW*C elements are the longer.
+        oh, ow = hp - kh + 1, wp - kw + 1
+        planes, out = xp[..., 0], np.empty((n, oh, ow, kh, kw), xp.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                out[:, :, :, i, j] = planes[:, i:i + oh, j:j + ow]
+        return out.reshape(n * oh * ow, kh * kw)
     windows = sliding_window_view(xp, (kh, kw), axis=(1, 2))[:, ::s, ::s]  # (N, OH, OW, C, KH, KW), a view
     n, oh, ow, c = windows.shape[:4]
     return windows.transpose(0, 1, 2, 4, 5, 3).reshape(n * oh * ow, kh * kw * c)
