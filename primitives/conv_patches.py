@@ -23,6 +23,7 @@ from .conv_ops import (
     _g_rows,
     _im2col,
     _nchw,
+    _nchw_view,
     _nhwc_padded,
     _rows_to_weights,
     _scatter_patches,
@@ -54,10 +55,12 @@ def conv2d_from_patches(cols, w, x_shape, stride=1, padding=0):
 
 
 def conv2d_from_patches_bias(cols, w, b, x_shape, stride=1, padding=0):
-    """``conv2d_from_patches(cols, w, x_shape, stride, padding) + b[None, :, None, None]`` (nn.Conv2D's output), the
-    bias added into the fresh NCHW output (the same sums). What it changes is the bias's gradient: a sum over
-    the rows of the gradient in the GEMMs' layout (``nn.conv2d_grad_bias_rows``), which the weights' gradient
-    needs anyway, instead of a sum over axes (0, 2, 3) of the NCHW gradient."""
+    """``conv2d_from_patches(cols, w, x_shape, stride, padding) + b[None, :, None, None]`` (nn.Conv2D's output): the
+    bias added to the GEMM's pixel rows (the same sums), and the result an NCHW view of them, NHWC in memory
+    (conv_ops._nchw_view): the layer's ReLU keeps that order, and the next layer's patches and the gradient's
+    rows are then read without transposing copies (the digits CNN step made six such copies of 64x16x8x8,
+    ~35 us each). The bias's gradient is a sum over the rows of the gradient in that layout
+    (``nn.conv2d_grad_bias_rows``), which the weights' gradient reads anyway, not over axes (0, 2, 3)."""
     cols, w, b = _float(cols), _float(w), _float(b)
     (n, _, _, _), (f, _, _), _, _, (oh, ow) = _geometry("conv2d_from_patches_bias", x_shape, w.shape, stride,
                                                         padding)
@@ -65,11 +68,12 @@ def conv2d_from_patches_bias(cols, w, b, x_shape, stride=1, padding=0):
         raise ValueError(f"conv2d_from_patches_bias: b has shape {b.shape}, the weights have {f} filters: expected "
                          f"({f},)")
     dtype = np.result_type(cols, w)
-    y = _nchw(cols.astype(dtype, copy=False) @ _w_rows(w.astype(dtype, copy=False)).T, n, oh, ow)
-    if np.result_type(y, b) != y.dtype:
-        return y + b.reshape(1, f, 1, 1)  # NumPy's promotion of the output and the bias, as ``y + b`` has it
-    y += b.reshape(1, f, 1, 1)
-    return y
+    rows = cols.astype(dtype, copy=False) @ _w_rows(w.astype(dtype, copy=False)).T
+    if np.result_type(rows, b) == rows.dtype:
+        rows += b
+    else:  # NumPy's promotion of the output and the bias, as ``y + b`` has it
+        rows = rows + b
+    return _nchw_view(rows, n, oh, ow)
 
 
 def conv2d_grad_bias_rows(rows):
@@ -116,7 +120,8 @@ def conv2d_grad_input_rows(rows, w, x_shape, w_shape, stride=1, padding=0):
         raise ValueError(f"{fn}: w has shape {w.shape}, w_shape says {tuple(w_shape)}")
     shape, _, s, p, _ = _geometry(fn, x_shape, w.shape, stride, padding)
     dtype = np.result_type(rows, w)
-    return grad_input_from_rows(rows.astype(dtype, copy=False), w.astype(dtype, copy=False), shape, s, p)
+    return grad_input_from_rows(rows.astype(dtype, copy=False), w.astype(dtype, copy=False), shape, s, p,
+                                contiguous=False)
 
 
 # ---- gradient rules ------------------------------------------------------------------------------------------

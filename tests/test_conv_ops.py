@@ -381,7 +381,11 @@ def test_input_gradient_absorbed_is_the_patch_gradients_summed(x_shape, w_shape,
     rows = cp.conv2d_grad_rows(g)
     two = cp.conv2d_patches_grad(cp.conv2d_grad_patches(rows, w), x_shape, w_shape, stride, padding)
     one = cp.conv2d_grad_input_rows(rows, w, x_shape, w_shape, stride, padding)
-    assert one.dtype == two.dtype == dtype and one.flags.c_contiguous and one.shape == x_shape
+    assert one.dtype == two.dtype == dtype and one.shape == x_shape
+    # at stride 1 (padding below the kernel) an NCHW view of NHWC memory, what the next ReLU and conv2d_grad_rows
+    # read without transposing copies; the summed patches are C-contiguous NCHW
+    convolved = stride == 1 and padding <= min(w_shape[2:]) - 1
+    assert (one.transpose(0, 2, 3, 1) if convolved else one).flags.c_contiguous
     tol = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(one, two, rtol=tol, atol=tol * 10)
     # against the naive loops: d/dx of sum(g * conv(x, w)) is sum over outputs of g times w at each tap
@@ -403,6 +407,7 @@ def test_bias_added_to_the_pixel_rows_is_the_broadcast_add(x_shape, w_shape, str
     px.grad through it gives the gradients of the broadcast add: the bias's summed over the gradient's pixel rows
     (nn.conv2d_grad_bias_rows, up to the order of the sum), no sum over axes (0, 2, 3) in the tree; a bias of
     another length is an error naming both."""
+    from phylanx_py.primitives import conv_patches as cp
     from phylanx_py.primitives.registry import apply
 
     import phylanx_py as px
@@ -412,7 +417,11 @@ def test_bias_added_to_the_pixel_rows_is_the_broadcast_add(x_shape, w_shape, str
     cols = apply("nn.conv2d_patches", x, w_shape, stride, padding)
     got = apply("nn.conv2d_from_patches_bias", cols, w, b, x_shape, stride, padding)
     want = conv2d(x, w, stride, padding) + b[None, :, None, None]
-    assert got.dtype == np.float32 and got.flags.c_contiguous
+    # an NCHW view of NHWC memory: a ReLU of it keeps that order, and the next layer's patches and the gradient's
+    # pixel rows read it without a transposing copy
+    assert got.dtype == np.float32 and got.transpose(0, 2, 3, 1).flags.c_contiguous
+    assert np.maximum(got, 0.0).transpose(0, 2, 3, 1).flags.c_contiguous
+    assert np.shares_memory(cp.conv2d_grad_rows(got), got)  # the rows read as they are
     np.testing.assert_array_equal(got, want)
     # a float64 bias promotes the sum as ``y + b`` does (the product stays float32)
     np.testing.assert_array_equal(apply("nn.conv2d_from_patches_bias", cols, w, b.astype(np.float64), x_shape,
