@@ -5,7 +5,8 @@
 ``conv2d`` is a cross-correlation (PyTorch's ``conv2d``: no kernel flip, no bias) with one int stride and one int
 zero padding for both spatial axes; the output is ``(H + 2p - KH) // s + 1`` high (and alike wide). Pooling has no
 padding and floors the output size; its stride defaults to the window size. Float inputs keep their dtype (NumPy's
-promotion when two dtypes meet); anything else is computed in float64. Outputs are C-contiguous.
+promotion when two dtypes meet); anything else is computed in float64. Outputs are C-contiguous (the two-step
+primitives of conv_patches.py excepted: see ``_nchw_view``).
 
 Convolution is im2col plus one GEMM, on "pixel rows" (one row per output pixel, features along the row:
 see the convolution section); the input's gradient, at stride 1, is a convolution of the output's gradient.
@@ -82,6 +83,17 @@ def _nhwc_padded(x, p):
 
 def _im2col(xp, kh, kw, s):
     """Patches of xp (N, Hp, Wp, C) as (N*OH*OW, KH*KW*C): columns ordered like ``_w_rows``'s."""
+    n, hp, wp, c = xp.shape
+    if c == 1 and s == 1:
+        # One channel (a first layer on grey images): the window view's copy runs along KW elements at a time;
+        # KH*KW copies of shifted planes run along OW (31 against 75 us for the digits CNN's 64x1x8x8 input,
+        # 3x3, 1 thread). With more channels the window view's runs of KW*C elements are the longer.
+        oh, ow = hp - kh + 1, wp - kw + 1
+        planes, out = xp[..., 0], np.empty((n, oh, ow, kh, kw), xp.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                out[:, :, :, i, j] = planes[:, i:i + oh, j:j + ow]
+        return out.reshape(n * oh * ow, kh * kw)
     windows = sliding_window_view(xp, (kh, kw), axis=(1, 2))[:, ::s, ::s]  # (N, OH, OW, C, KH, KW), a view
     n, oh, ow, c = windows.shape[:4]
     return windows.transpose(0, 1, 2, 4, 5, 3).reshape(n * oh * ow, kh * kw * c)
@@ -98,6 +110,14 @@ def _nchw(rows, n, oh, ow):
     return np.ascontiguousarray(rows.reshape(n, oh * ow, f).transpose(0, 2, 1)).reshape(n, f, oh, ow)
 
 
+def _nchw_view(rows, n, oh, ow):
+    """Pixel rows (N*OH*OW, F) as an (N, F, OH, OW) view of them, NHWC in memory: no copy. NumPy's element-wise
+    functions keep their operands' memory order, so the ReLU of such a view is NHWC in memory too, and the next
+    convolution's patches (``_nhwc_padded``) and the gradient's pixel rows (``_g_rows``) read it without a
+    transposing copy (nn.Conv2D's two steps: conv_patches.py)."""
+    return rows.reshape(n, oh, ow, rows.shape[1]).transpose(0, 3, 1, 2)
+
+
 def _g_rows(g):
     """g (N, F, OH, OW) as pixel rows (N*OH*OW, F), C-contiguous."""
     return np.ascontiguousarray(g.transpose(0, 2, 3, 1)).reshape(-1, g.shape[1])
@@ -109,12 +129,13 @@ def _rows_to_weights(dw_rows, w_shape):
     return np.ascontiguousarray(dw_rows.reshape(f, kh, kw, c).transpose(0, 3, 1, 2))
 
 
-def grad_input_from_rows(rows, w, x_shape, s, p):
+def grad_input_from_rows(rows, w, x_shape, s, p, contiguous=True):
     """The input's gradient (x_shape, NCHW) from the output's gradient as pixel rows (N*OH*OW, F). With stride 1
     and padding below the kernel's size it is itself a convolution: of the gradient, zero-padded by KH-1-p (KW-1-p),
     with the weights flipped and their channel axes swapped: a gather and one GEMM on pixel rows (the products'
     fast layout), instead of (N*OH*OW, KH*KW*C) patch gradients summed back onto the input KH*KW times (0.43 ms
-    against 0.75 on the digits CNN). Other strides and paddings take that sum (``_scatter_patches``)."""
+    against 0.75 on the digits CNN). Other strides and paddings take that sum (``_scatter_patches``).
+    ``contiguous=False``: at stride 1 the result is an NCHW view of NHWC memory (``_nchw_view``)."""
     n, c, h, wd = x_shape
     f, _, kh, kw = w.shape
     oh, ow = (h + 2 * p - kh) // s + 1, (wd + 2 * p - kw) // s + 1
@@ -124,7 +145,7 @@ def grad_input_from_rows(rows, w, x_shape, s, p):
     gp = np.zeros((n, oh + 2 * qh, ow + 2 * qw, f), rows.dtype)
     gp[:, qh:qh + oh, qw:qw + ow, :] = rows.reshape(n, oh, ow, f)
     flipped = w[:, :, ::-1, ::-1].transpose(1, 2, 3, 0).reshape(c, -1)  # (C, KH*KW*F), as _w_rows orders them
-    return _nchw(_im2col(gp, kh, kw, 1) @ flipped.T, n, h, wd)
+    return (_nchw if contiguous else _nchw_view)(_im2col(gp, kh, kw, 1) @ flipped.T, n, h, wd)
 
 
 def _scatter_patches(dcols, x_shape, k, s, p):
@@ -220,7 +241,7 @@ def max_pool2d_grad(g, x, size=2, stride=None):
     n, c = x.shape[:2]
     windows = sliding_window_view(x, (k, k), axis=(2, 3))[:, :, ::s, ::s]  # (N, C, OH, OW, k, k), a view
     arg = windows.reshape(n, c, oh, ow, k * k).argmax(axis=-1)
-    dx = np.zeros(x.shape, np.result_type(g, x))
+    dx = np.zeros_like(x, np.result_type(g, x))  # in x's memory order (NHWC under nn.Conv2D: _nchw_view)
     for o, (ri, rj) in enumerate(_offsets(k, s, oh, ow)):
         dx[:, :, ri, rj] += np.where(arg == o, g, 0)
     return dx
@@ -308,7 +329,7 @@ class MaxPoolGradKernel:
 
     def __call__(self, g, x, size=2, stride=None):
         k, s, _, _ = _pool_geometry("max_pool2d_grad", x.shape, size, stride)
-        dx = np.zeros(x.shape, x.dtype)
+        dx = np.zeros_like(x)  # in x's memory order, as the NumPy kernel's
         _max_pool_grad_numba()(g, x, k, s, dx)
         return dx
 

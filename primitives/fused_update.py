@@ -14,6 +14,7 @@ runs the statements over each parameter's arrays in turn, three to five passes o
 """
 from __future__ import annotations
 
+import operator
 import os
 import re
 
@@ -21,7 +22,6 @@ import numpy as np
 
 from . import kernel_cache
 from .fused import (
-    PARALLEL_MIN_ELEMENTS,
     _blocks,
     _body,
     _dtypes,
@@ -36,6 +36,19 @@ from .kernel_builds import cached_kernel, remember
 _kernels: dict = {}
 _found: dict = {}
 _found_groups: dict = {}
+# statements -> (the arrays of the last call's groups that passed the checks, per column: a tuple or None for a
+# scalar; the columns made of them; per column the ids of the allocations they own). A training step updates the
+# same parameters and buffers at every step, only the gradients are new: arrays met again are checked only for
+# what can change in place (dtype, shape, contiguity, writeability), not for who owns their memory (25 -> ~13 us
+# of checks a step for simplemlp's 8 parameters, 1 thread). Holds the last call's arrays until the next call.
+_last_groups: dict = {}
+
+# An update runs on parallel blocks from this many elements on (all groups together). Below, one thread: an
+# update is a few passes over memory the step has just touched, and a hand-off to a block thread cost more than
+# it gave (simplemlp's 1.33M-element SGD update, 2 threads, interleaved runs at load ~5: one thread 333 us median,
+# 217 min; two blocks 474 us, 277 min; at 0.3M, 4M and 16M elements two blocks were slower too, also at their
+# best run). Element-wise kernels (kernel_runs.PARALLEL_MIN_ELEMENTS) keep their own threshold.
+UPDATE_PARALLEL_MIN_ELEMENTS = 1 << 24
 
 
 def fused_update(statements, *args):
@@ -44,7 +57,7 @@ def fused_update(statements, *args):
     if kernel is not None:
         flat = [a.reshape(-1) if type(a) is np.ndarray else a for a in args]
         size = next(a.size for a in flat if type(a) is np.ndarray)
-        n = _threads() if size >= PARALLEL_MIN_ELEMENTS else 1
+        n = _threads() if size >= UPDATE_PARALLEL_MIN_ELEMENTS else 1
         if n < 2:
             kernel(*flat)
         else:  # element i depends on element i only: contiguous blocks on parallel threads (the kernel drops the GIL)
@@ -72,7 +85,7 @@ def fused_update_groups(statements, groups):
         return None
     kernel, columns, sizes = found
     total = sum(sizes)
-    n = _threads() if total >= PARALLEL_MIN_ELEMENTS else 1
+    n = _threads() if total >= UPDATE_PARALLEL_MIN_ELEMENTS else 1
     if n < 2:
         kernel(*columns, np.zeros(len(sizes), np.int64), np.array(sizes, np.int64))
         return None
@@ -103,18 +116,45 @@ def _groups_kernel(statements, groups):
     if sig is None or os.environ.get("PHYLANX_FUSE", "1") == "0" or any(len(g) != len(first) for g in groups):
         return None
     targets = {t for t, _ in statements}
+    last = _last_groups.get(statements)
+    if last is not None and len(last[0]) != len(first):
+        last = None
     owners: set = set()
-    columns = []
+    columns, kept, owned = [], [], []
     for i, a0 in enumerate(first):
-        if type(a0) is not np.ndarray:
-            if any(type(g[i]) is not type(a0) or g[i] != a0 for g in groups):
-                return None
+        t0 = type(a0)
+        if t0 is not np.ndarray:
+            for g in groups:
+                v = g[i]
+                if type(v) is not t0 or v != a0:
+                    return None
             columns.append(a0)
+            kept.append(None)
+            owned.append(None)
             continue
         dtype, writeable = a0.dtype, a0.flags.writeable
         if i in targets and not writeable:
             return None
-        flat = []
+        arrays = tuple([g[i] for g in groups])
+        before = last[0][i] if last is not None else None
+        if before is not None and len(before) == len(arrays) and all(map(operator.is_, arrays, before)):
+            # the arrays checked last time: their owners are as they were (a flat view of each holds it, so none
+            # was resized), what can change in place is checked again
+            for g in groups:
+                a = g[i]
+                flags = a.flags
+                if a.dtype != dtype or a.shape != g[0].shape or not flags.c_contiguous or \
+                        flags.writeable != writeable:
+                    return None
+            ids = last[2][i]
+            if not owners.isdisjoint(ids):
+                return None
+            owners.update(ids)
+            columns.append(last[1][i])
+            kept.append(arrays)
+            owned.append(ids)
+            continue
+        flat, ids = [], []
         for g in groups:
             a = g[i]
             if type(a) is not np.ndarray or a.dtype != dtype or a.shape != g[0].shape or a.size == 0:
@@ -125,8 +165,12 @@ def _groups_kernel(statements, groups):
                     not owner.flags.owndata or id(owner) in owners:
                 return None
             owners.add(id(owner))
+            ids.append(id(owner))
             flat.append(a.reshape(-1))
         columns.append(tuple(flat))
+        kept.append(arrays)
+        owned.append(tuple(ids))
+    _last_groups[statements] = (tuple(kept), tuple(columns), tuple(owned))
     key = (statements, sig, tuple(type(c) is tuple and c[0].flags.writeable for c in columns), len(groups))
     hit = _found_groups.get(key, _found_groups)
     if hit is _found_groups:

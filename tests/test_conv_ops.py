@@ -381,7 +381,11 @@ def test_input_gradient_absorbed_is_the_patch_gradients_summed(x_shape, w_shape,
     rows = cp.conv2d_grad_rows(g)
     two = cp.conv2d_patches_grad(cp.conv2d_grad_patches(rows, w), x_shape, w_shape, stride, padding)
     one = cp.conv2d_grad_input_rows(rows, w, x_shape, w_shape, stride, padding)
-    assert one.dtype == two.dtype == dtype and one.flags.c_contiguous and one.shape == x_shape
+    assert one.dtype == two.dtype == dtype and one.shape == x_shape
+    # at stride 1 (padding below the kernel) an NCHW view of NHWC memory, what the next ReLU and conv2d_grad_rows
+    # read without transposing copies; the summed patches are C-contiguous NCHW
+    convolved = stride == 1 and padding <= min(w_shape[2:]) - 1
+    assert (one.transpose(0, 2, 3, 1) if convolved else one).flags.c_contiguous
     tol = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(one, two, rtol=tol, atol=tol * 10)
     # against the naive loops: d/dx of sum(g * conv(x, w)) is sum over outputs of g times w at each tap
@@ -395,3 +399,68 @@ def test_input_gradient_absorbed_is_the_patch_gradients_summed(x_shape, w_shape,
     np.testing.assert_allclose(one, want, rtol=tol * 10, atol=tol * 10)
     with pytest.raises(ValueError, match="w_shape says"):
         cp.conv2d_grad_input_rows(rows, w, x_shape, (f + 1,) + tuple(w_shape[1:]), stride, padding)
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "stride", "padding"), CONV_CASES, ids=CONV_IDS)
+def test_bias_added_to_the_pixel_rows_is_the_broadcast_add(x_shape, w_shape, stride, padding):
+    """nn.conv2d_from_patches_bias is conv2d plus the bias broadcast over (N, OH, OW), to the bit (the same sums);
+    px.grad through it gives the gradients of the broadcast add: the bias's summed over the gradient's pixel rows
+    (nn.conv2d_grad_bias_rows, up to the order of the sum), no sum over axes (0, 2, 3) in the tree; a bias of
+    another length is an error naming both."""
+    from phylanx_py.primitives import conv_patches as cp
+    from phylanx_py.primitives.registry import apply
+
+    import phylanx_py as px
+
+    x, w = RNG.standard_normal(x_shape).astype(np.float32), RNG.standard_normal(w_shape).astype(np.float32)
+    b = RNG.standard_normal(w_shape[0]).astype(np.float32)
+    cols = apply("nn.conv2d_patches", x, w_shape, stride, padding)
+    got = apply("nn.conv2d_from_patches_bias", cols, w, b, x_shape, stride, padding)
+    want = conv2d(x, w, stride, padding) + b[None, :, None, None]
+    # an NCHW view of NHWC memory: a ReLU of it keeps that order, and the next layer's patches and the gradient's
+    # pixel rows read it without a transposing copy
+    assert got.dtype == np.float32 and got.transpose(0, 2, 3, 1).flags.c_contiguous
+    assert np.maximum(got, 0.0).transpose(0, 2, 3, 1).flags.c_contiguous
+    assert np.shares_memory(cp.conv2d_grad_rows(got), got)  # the rows read as they are
+    np.testing.assert_array_equal(got, want)
+    # a float64 bias promotes the sum as ``y + b`` does (the product stays float32)
+    np.testing.assert_array_equal(apply("nn.conv2d_from_patches_bias", cols, w, b.astype(np.float64), x_shape,
+                                        stride, padding), conv2d(x, w, stride, padding) + b[None, :, None, None]
+                                  .astype(np.float64))
+
+    def rows_bias(x, w, b):
+        cols = apply("nn.conv2d_patches", x, np.shape(w), stride, padding)
+        return np.sum(np.sin(apply("nn.conv2d_from_patches_bias", cols, w, b, np.shape(x), stride, padding)))
+
+    def broadcast(x, w, b):
+        return np.sum(np.sin(apply("nn.conv2d", x, w, stride, padding) + np.reshape(b, (1, -1, 1, 1))))
+
+    grad, grad_broadcast = px.grad(rows_bias, argnums=(0, 1, 2)), px.grad(broadcast, argnums=(0, 1, 2))
+    got, want = grad(x, w, b), grad_broadcast(x, w, b)
+    for a, c in zip(got[:2], want[:2]):
+        np.testing.assert_array_equal(a, c)
+    assert got[2].dtype == np.float32 and got[2].shape == b.shape
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-4, atol=1e-4)
+    text = str(grad.tree)
+    assert text.count("nn.conv2d_grad_bias_rows@") == 1 and text.count("nn.conv2d_grad_rows@") == 1
+    assert "keepdims=True" in str(grad_broadcast.tree) and "keepdims" not in text  # no sum over (0, 2, 3)
+    with pytest.raises(ValueError, match=rf"b has shape \({w_shape[0] + 1},\), the weights have {w_shape[0]} filters"):
+        apply("nn.conv2d_from_patches_bias", cols, w, np.append(b, b[:1]), x_shape, stride, padding)
+
+
+@pytest.mark.parametrize(("x_shape", "k", "stride"), [((3, 1, 4, 4), (1, 1), 1), ((2, 1, 8, 8), (3, 3), 1),
+                                                       ((2, 1, 7, 5), (3, 2), 1), ((2, 1, 7, 5), (3, 2), 2),
+                                                       ((2, 2, 6, 6), (3, 3), 1)])
+def test_im2col_of_one_channel_copies_the_window_views_patches(x_shape, k, stride):
+    """One channel at stride 1 takes shifted-plane copies instead of the window view's copy: the same patches,
+    in the same column order, as the window view gives them."""
+    from numpy.lib.stride_tricks import sliding_window_view
+    from phylanx_py.primitives.conv_ops import _im2col, _nhwc_padded
+
+    xp = _nhwc_padded(RNG.standard_normal(x_shape), 1)
+    windows = sliding_window_view(xp, k, axis=(1, 2))[:, ::stride, ::stride]
+    n, oh, ow, c = windows.shape[:4]
+    want = windows.transpose(0, 1, 2, 4, 5, 3).reshape(n * oh * ow, k[0] * k[1] * c)
+    got = _im2col(xp, k[0], k[1], stride)
+    assert got.flags.c_contiguous
+    np.testing.assert_array_equal(got, want)

@@ -43,7 +43,8 @@ def test_momentum_update_is_numpys_to_the_bit_and_runs_compiled(dtype, shape):
 
 def test_large_update_in_parallel_blocks_is_numpys(monkeypatch):
     monkeypatch.setenv("PHYLANX_NUM_THREADS", "2")
-    p, g, v = arrays((FU.PARALLEL_MIN_ELEMENTS + 3,), np.float32, seed=1)
+    monkeypatch.setattr(FU, "UPDATE_PARALLEL_MIN_ELEMENTS", 1 << 12)  # (the blocks' path, on small arrays)
+    p, g, v = arrays((FU.UPDATE_PARALLEL_MIN_ELEMENTS + 3,), np.float32, seed=1)
     p2, v2 = p.copy(), v.copy()
     FU.fused_update(STATEMENTS, p, g, v, 0.5, 0.9)
     numpy_momentum(p2, g, v2, 0.5, 0.9)
@@ -175,7 +176,8 @@ def test_one_call_over_groups_is_numpys_per_group_and_runs_compiled(monkeypatch,
     updated once, as NumPy's statements group after group update it."""
     monkeypatch.setenv("PHYLANX_NUM_THREADS", threads)
     monkeypatch.setattr(FU, "_found_groups", {})
-    shapes = [(FU.PARALLEL_MIN_ELEMENTS // 100 + 7, 100), (13,), (5, 4, 3), (1,)]
+    monkeypatch.setattr(FU, "UPDATE_PARALLEL_MIN_ELEMENTS", 1 << 12)  # (the blocks' path, on small arrays)
+    shapes = [(FU.UPDATE_PARALLEL_MIN_ELEMENTS // 100 + 7, 100), (13,), (5, 4, 3), (1,)]
     groups = _groups(shapes, dtype, seed=4)
     _groups_are_numpys(groups, [tuple(a.copy() for a in g) for g in groups], steps=2)
 
@@ -186,7 +188,8 @@ def test_groups_sharing_memory_run_group_after_group(monkeypatch):
     statements do, and are never handed to the one-call kernel."""
     monkeypatch.setenv("PHYLANX_NUM_THREADS", "2")
     add = ((0, ("add", ("arg", 0), ("arg", 1))),)
-    n = FU.PARALLEL_MIN_ELEMENTS
+    monkeypatch.setattr(FU, "UPDATE_PARALLEL_MIN_ELEMENTS", 1 << 12)
+    n = FU.UPDATE_PARALLEL_MIN_ELEMENTS
     p, g1, g2 = np.zeros(n), np.ones(n), np.full(n, 2.0)
     buf = np.random.default_rng(5).standard_normal(2 * n)
     views = [(buf[:n], g1), (buf[n // 2:n // 2 + n], g2)]
@@ -211,3 +214,27 @@ def test_groups_with_read_only_gradients_are_numpys(monkeypatch):
     for _, g, _ in groups:
         g.flags.writeable = False
     _groups_are_numpys(groups, want, steps=1)
+
+
+def test_arrays_met_again_are_checked_again_for_what_changes_in_place(monkeypatch):
+    """An optimizer updates the same parameters and buffers every step (their ownership checks are kept from the
+    last call): a parameter made read-only since is refused as NumPy's ``p -= lr * v`` refuses it, and a new
+    gradient that is one of the kept arrays takes the group-after-group path (NumPy's answer), not the one call."""
+    monkeypatch.setattr(FU, "_found_groups", {})
+    monkeypatch.setattr(FU, "_last_groups", {})
+    groups = _groups([(40, 30), (30,)], np.float64, seed=7)
+    want = [tuple(a.copy() for a in g) for g in groups]
+    _groups_are_numpys(groups, want, steps=2)  # the second call meets the same arrays
+    (p1, g1, v1), (p2, g2, v2) = groups
+    shared = [(p1, g1, v1, 0.01, 0.9), (p2, p1[0], v2, 0.01, 0.9)]  # group 2's gradient reads group 1's parameter
+    assert FU._groups_kernel(STATEMENTS, shared) is None
+    (q1, h1, w1), (q2, _, w2) = want
+    FU.fused_update_groups(STATEMENTS, shared)
+    numpy_momentum(q1, h1, w1, 0.01, 0.9)
+    numpy_momentum(q2, q1[0], w2, 0.01, 0.9)
+    for got, ref in zip((p1, v1, p2, v2), (q1, w1, q2, w2)):
+        np.testing.assert_array_equal(got, ref)
+    assert FU._groups_kernel(STATEMENTS, [(p1, g1, v1, 0.01, 0.9), (p2, g2, v2, 0.01, 0.9)]) is not None
+    p2.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        FU.fused_update_groups(STATEMENTS, [(p1, g1, v1, 0.01, 0.9), (p2, g2, v2, 0.01, 0.9)])

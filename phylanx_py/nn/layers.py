@@ -88,11 +88,12 @@ class Conv2D(Layer):
 
     def apply(self, params, state, x, noise, training):
         # nn.conv2d as its two steps (primitives/conv_patches.py): traced, the patches are a node the weight
-        # gradient reads too, instead of gathering them again
+        # gradient reads too, instead of gathering them again; the bias is added (and its gradient summed) in
+        # the GEMM's pixel-row layout
         W = params["W"]
         cols = _prim("nn.conv2d_patches", x, np.shape(W), self.stride, self.padding)
-        y = _prim("nn.conv2d_from_patches", cols, W, np.shape(x), self.stride, self.padding)
-        return y + np.reshape(params["b"], (1, -1, 1, 1)), state
+        return _prim("nn.conv2d_from_patches_bias", cols, W, params["b"], np.shape(x), self.stride,
+                     self.padding), state
 
 
 class _Pool(Layer):

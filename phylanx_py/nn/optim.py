@@ -6,6 +6,8 @@ same object updates replicas on several workers (parallel.py) without sharing st
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from phylanx_py.primitives.fused_update import fused_update_groups
@@ -65,16 +67,8 @@ class SGD(Optimizer):
         return [np.zeros_like(p) for p in params] if self.momentum else [None] * len(params)
 
     def update(self, params, grads, state, step):
-        # With p, g, v, lr, momentum, weight decay as inputs 0-5: v *= m; v += g; p -= lr * v (Nesterov: p -= lr *
-        # (g + m * v)), g being g + wd * p with weight decay: one pass per parameter, all parameters in one call
-        # (primitives/fused_update.py).
         lr = self.rate(step)
-        grad = _add(_arg(1), _mul(_arg(5), _arg(0))) if self.weight_decay else _arg(1)
-        if self.momentum:
-            direction = _add(grad, _mul(_arg(4), _arg(2))) if self.nesterov else _arg(2)
-            statements = ((2, _add(_mul(_arg(2), _arg(4)), grad)), (0, _sub(_arg(0), _mul(_arg(3), direction))))
-        else:
-            statements = ((0, _sub(_arg(0), _mul(_arg(3), grad))),)
+        statements = _sgd_statements(bool(self.weight_decay), bool(self.momentum), self.nesterov)
         fused_update_groups(statements, [(p, g, 0.0 if v is None else v, lr, self.momentum, self.weight_decay)
                                          for p, g, v in zip(params, grads, state)])
 
@@ -129,6 +123,18 @@ class RMSprop(Optimizer):
         statements += ((0, _sub(_arg(0), _mul(_arg(4), step_dir))),)
         fused_update_groups(statements, [(p, g, s, buf, lr, self.rho, 1 - self.rho, self.eps, self.momentum)
                                          for p, g, (s, buf) in zip(params, grads, state)])
+
+
+@functools.cache
+def _sgd_statements(weight_decay: bool, momentum: bool, nesterov: bool):
+    """SGD's update with p, g, v, lr, momentum, weight decay as inputs 0-5: v *= m; v += g; p -= lr * v (Nesterov:
+    p -= lr * (g + m * v)), g being g + wd * p with weight decay: one pass per parameter, all parameters in one
+    call (primitives/fused_update.py). Made once per form, not at every step."""
+    grad = _add(_arg(1), _mul(_arg(5), _arg(0))) if weight_decay else _arg(1)
+    if momentum:
+        direction = _add(grad, _mul(_arg(4), _arg(2))) if nesterov else _arg(2)
+        return (2, _add(_mul(_arg(2), _arg(4)), grad)), (0, _sub(_arg(0), _mul(_arg(3), direction)))
+    return ((0, _sub(_arg(0), _mul(_arg(3), grad))),)
 
 
 # Specs of the updates (primitives/fused.py's form): each optimizer's in-place NumPy statements, operation for
