@@ -132,9 +132,11 @@ def load(path: str):
 
 @functools.cache
 def _numba_version() -> str:
-    from importlib.metadata import version  # not Numba's import (that is the second this module saves)
-
-    return version("numba")
+    """Which Numba builds kernels, without importing it (the second this module saves) or importlib.metadata (21 ms
+    in a first call): where its package is and its version file's size and time (a new Numba writes a new one)."""
+    origin = importlib.util.find_spec("numba").origin
+    st = os.stat(os.path.join(os.path.dirname(origin), "_version.py"))
+    return f"{origin}:{st.st_size}:{st.st_mtime_ns}"
 
 
 def _abi() -> str:
