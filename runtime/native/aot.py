@@ -93,28 +93,38 @@ def kernel_of(entry, cached_only: bool):
 def path_for(entry, early: bool = False) -> str | None:
     """Where a whole function's kernel is built ahead of time, or None when it is not to be: turned off, Numba
     running here already (it loads its own cache in milliseconds, and tries parallel variants), the forced tier,
-    arguments ``describe`` does not take, a loop that may run in parallel. ``early``: only if built already."""
+    arguments ``describe`` does not take, a loop that may run in parallel. ``early``: only if built already. What
+    depends on the entry alone is worked out once (``entry.ahead``: a first call asks here, then its load again)."""
     if not enabled() or warm.numba_started() or tiering.current_mode() == "force" or entry.printed is None or \
             entry.sig is None or type(entry.sig[0]) is not tuple or not compile_process.enabled():
         return None
+    if entry.ahead is None:
+        entry.ahead = (_path_of_entry(entry), None)  # (path or "", sequential: not analysed yet)
+    path, sequential = entry.ahead
+    if not path or (early and not os.path.exists(path)):
+        return None
+    if sequential is None:  # analysed once the path is wanted (not for every first call: most find no file)
+        standins, staged = entry.sig
+        params = [Param(False, 1, False)] * staged + [param_of_value(a) for a in standins]  # (arrays and numbers)
+        v, why = variant(entry.printed, params=params)  # (not tuning.threads(): Numba's configuration, its import)
+        sequential = v is None  # a variant is tried where Numba runs (tiering.parallel_variant)
+        entry.ahead = (path, sequential)
+        if sequential:
+            entry.serial_why = why
+    return path if sequential else None
+
+
+def _path_of_entry(entry) -> str:
+    """``path_of`` for the entry's kernel and argument types, or "" (types it does not describe, a refused folder)."""
     description = describe(*entry.sig)
     if description is None:
-        return None
+        return ""
     if entry.mark is None:
         entry.mark = warm.kernel_key(entry.printed)
     try:
-        path = path_of(entry.mark, description)  # the mark's digest covers the kernel's text
+        return path_of(entry.mark, description)  # the mark's digest covers the kernel's text
     except (OSError, UnsafeCacheError):
-        return None
-    if early and not os.path.exists(path):
-        return None
-    standins, staged = entry.sig
-    params = [Param(False, 1, False)] * staged + [param_of_value(a) for a in standins]  # (arrays and numbers)
-    v, why = variant(entry.printed, params=params)  # (not tuning.threads(): Numba's configuration, its import)
-    if v is not None:  # its variant is tried where Numba runs (tiering.parallel_variant)
-        return None
-    entry.serial_why = why
-    return path
+        return ""
 
 
 def load(path: str):

@@ -84,7 +84,7 @@ CLEARLY_FASTER = 4
 
 class Entry(T.Entry):
     __slots__ = ("stages", "guard", "values", "exact", "entry_point", "sig", "plain_runs", "floor", "last",
-                 "plain_times", "plain_before", "native_times", "measuring", "fast")
+                 "plain_times", "plain_before", "native_times", "measuring", "fast", "ahead")
 
 
 class WholeFunction(T.Signatures):
@@ -221,6 +221,7 @@ class WholeFunction(T.Signatures):
         entry.measuring = False  # the kernel is ready and timed against the plain function (``_decide``)
         entry.last = None  # the last interpreted call's seconds (None: no call yet)
         entry.fast = None  # a loop-free function's argument kinds, for its mark (warm.py)
+        entry.ahead = None  # where its kernel is built ahead of time, and whether it may be (aot.path_for's memo)
         try:
             names = frozenset(n for n, is_small in zip(self.params, small) if is_small)
             entry.source, low = settle(FunctionLowerer, self.body, self.params, dict(zip(self.params, ks)), [],
@@ -250,13 +251,10 @@ class WholeFunction(T.Signatures):
 
     def _marked(self, entry, args) -> bool:
         # built ahead of time before (aot.py): loaded in this call, Numba running or not (marks followed: warm.py)
-        return super()._marked(entry, args) or (warm.enabled() and self._ahead_path(entry, early=True) is not None)
+        return super()._marked(entry, args) or (warm.enabled() and aot.path_for(entry, early=True) is not None)
 
     def _ahead(self, entry, cached_only):
         return aot.kernel_of(entry, cached_only)
-
-    def _ahead_path(self, entry, early=False):
-        return aot.path_for(entry, early)
 
     def _signature(self, entry, args) -> tuple:
         if type(entry.sig[0]) is tuple:  # the stand-ins: typed here, Numba imported off the call

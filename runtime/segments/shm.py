@@ -160,13 +160,7 @@ class Region:
         self.size, self.rank, self.capacity, self.dtype = size, rank, capacity, np.dtype(dtype)
         nbytes = capacity * self.dtype.itemsize
         total = region_bytes(size, capacity, dtype)
-        fd = os.open(path, os.O_RDWR)
-        try:
-            if os.fstat(fd).st_size != total:
-                raise OSError(f"{path} has {os.fstat(fd).st_size} bytes, expected {total}")
-            self._map = mmap.mmap(fd, total)
-        finally:
-            os.close(fd)
+        self._map = _mapped(path, total)
         raw = np.frombuffer(self._map, np.uint8)
         n_sets = 2 if small(capacity, dtype) else 1
         part = total // n_sets
@@ -258,6 +252,16 @@ class Region:
             pass
 
 
+def _mapped(path: str, total: int) -> mmap.mmap:
+    """The file at ``path`` (made by the driver, ``total`` bytes: anything else is an OSError) mapped shared."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        if os.fstat(fd).st_size != total:
+            raise OSError(f"{path} has {os.fstat(fd).st_size} bytes, expected {total}")
+        return mmap.mmap(fd, total)
+    finally:
+        os.close(fd)
+
 
 def vectors_bytes(count: int, dtype, k: int) -> int:
     return k * _rounded(count * np.dtype(dtype).itemsize)
@@ -269,13 +273,7 @@ class Vectors:
 
     def __init__(self, path: str, count: int, dtype, k: int):
         total = vectors_bytes(count, dtype, k)
-        fd = os.open(path, os.O_RDWR)
-        try:
-            if os.fstat(fd).st_size != total:
-                raise OSError(f"{path} has {os.fstat(fd).st_size} bytes, expected {total}")
-            self._map = mmap.mmap(fd, total)
-        finally:
-            os.close(fd)
+        self._map = _mapped(path, total)
         raw, step = np.frombuffer(self._map, np.uint8), total // k
         self.arrays = [raw[i * step:i * step + count * np.dtype(dtype).itemsize].view(dtype) for i in range(k)]
 
@@ -285,6 +283,7 @@ class Vectors:
             self._map.close()
         except BufferError:  # a view of it is still held: the mapping goes with it
             pass
+
 
 def peer_state(sock: socket.socket) -> str:
     """"closed" when the peer of ``sock`` (a plain socket on a duplicate of a ring connection's descriptor) closed
