@@ -11,9 +11,10 @@ the arguments: no dependency on Numba), written to the kernel cache as ``aot_<di
 ``dlopen`` (0.3 ms), in the call that finds it ready. A later process finds it there at the signature's first
 call (warm.py's marks, without Numba).
 
-What it is built from is the source generated here for the argument types described here (dtype, dimensions,
-layout, read-only), compiled with the kernel's own options (``error_model='numpy'``, ``boundscheck``) for this
-machine's CPU; the digest in its name covers that source, those types, Numba's version and this interpreter's ABI.
+What it is built from is the source generated here for the argument types described here (dtype, dimensions;
+only C-contiguous, writeable arrays: pycc's unboxing of a strided view ignored its strides), compiled with the
+kernel's own options (``error_model='numpy'``, ``boundscheck``) for this machine's CPU; the digest in its name
+covers that source, those types, Numba's version and this interpreter's ABI.
 The module is loaded from the kernel cache's folder, which is checked as for Numba's own cache files (private to
 this user: primitives/kernel_cache.py); a file that fails to load is a miss (the kernel is compiled here as before).
 
@@ -57,10 +58,12 @@ def describe(standins, staged: bool) -> str | None:
     parts = ["stage"] if staged else []
     for a in standins:
         if type(a) is np.ndarray:
-            if not a.flags.aligned or a.dtype.hasobject or a.dtype.fields is not None:
+            # C-contiguous and writeable only: pycc's argument unboxing ignored a strided view's strides (a kernel
+            # given ``x[::2]`` wrote x's odd elements); other layouts are compiled here, by Numba's dispatcher
+            if not (a.flags.c_contiguous and a.flags.writeable and a.flags.aligned) or a.dtype.hasobject or \
+                    a.dtype.fields is not None:
                 return None
-            layout = "C" if a.flags.c_contiguous else "F" if a.flags.f_contiguous else "A"
-            parts.append(f"{a.dtype.str}{a.ndim}{layout}{'w' if a.flags.writeable else 'r'}")
+            parts.append(f"{a.dtype.str}{a.ndim}C")
         elif type(a) in _SCALARS:
             parts.append(_SCALARS[type(a)])
         elif isinstance(a, np.generic) and type(a) is np.dtype(type(a)).type and a.dtype.kind in "biufc":
