@@ -422,6 +422,32 @@ def test_a_background_compile_runs_in_the_compile_process(monkeypatch, tmp_path)
     assert child.poll() == 0  # it ends when its pipe closes
 
 
+def test_the_compile_process_runs_at_a_lower_priority(monkeypatch, tmp_path):
+    """The compile process runs niced (PHYLANX_COMPILE_NICE, default 10; 0 leaves it as the parent): at equal
+    priority it took half a core from NumPy's BLAS threads on a 2-core machine, slowing the plain function while
+    its kernel was built. Each child answers a request first (a source that does not compile: its reply is "no"),
+    so it has passed the point where it lowers its priority."""
+    from phylanx_py.primitives import kernel_cache
+    from phylanx_py.runtime.native import compile_process
+
+    monkeypatch.setattr(kernel_cache, "CACHE_DIR", str(tmp_path / "cache"))  # the request's folder
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    try:
+        for setting, expected in ((None, min(own + 10, 19)), ("0", own), ("3", min(own + 3, 19))):
+            compile_process.close()
+            if setting is None:
+                monkeypatch.delenv("PHYLANX_COMPILE_NICE", raising=False)
+            else:
+                monkeypatch.setenv("PHYLANX_COMPILE_NICE", setting)
+            monkeypatch.delenv("PHYLANX_COMPILE_PROCESS", raising=False)
+            assert compile_process.warm("fused", "this is not Python", ()) is False
+            child = compile_process._child[0]
+            assert child is not None and child is not False and child.poll() is None
+            assert os.getpriority(os.PRIO_PROCESS, child.pid) == expected, setting
+    finally:
+        compile_process.close()
+
+
 def test_the_compile_process_ends_with_its_parent_even_while_busy(tmp_path):
     """A compile still running when its parent process ended went on alone for minutes (seen here: four orphaned
     compile processes after scripts had finished); the child's watchdog ends it once its parent is gone. A parent

@@ -44,6 +44,22 @@ def serve(stdin, stdout):
         stdout.flush()
 
 
+def lower_priority() -> None:
+    """Run at a lower CPU priority than the caller (``PHYLANX_COMPILE_NICE``, default 10; 0 leaves it): on a
+    machine whose cores the caller's own work fills (NumPy's BLAS threads on both cores of a 2-core machine), a
+    compile at equal priority took half a core from it and made the plain function slower while its kernel was
+    being built; niced, it runs on what the caller leaves idle (a single-threaded caller leaves a core)."""
+    try:
+        step = int(os.environ.get("PHYLANX_COMPILE_NICE", "10"))
+    except ValueError:
+        step = 10
+    if step > 0 and hasattr(os, "nice"):
+        try:
+            os.nice(step)
+        except OSError:
+            pass
+
+
 def _exit_with_parent(parent: int, every: float = 1.0):
     """End this process once its parent is gone: a compile still running when the parent ended (a kernel of
     seconds, the parent's script done) would otherwise go on alone, taking a core nobody asked for."""
@@ -53,6 +69,7 @@ def _exit_with_parent(parent: int, every: float = 1.0):
 
 
 if __name__ == "__main__":
+    lower_priority()
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # whatever prints goes where stderr goes: the pipe carries replies only
