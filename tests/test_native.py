@@ -423,7 +423,7 @@ def test_a_background_compile_runs_in_the_compile_process(monkeypatch, tmp_path)
 
 
 def test_the_compile_process_runs_at_a_lower_priority(monkeypatch, tmp_path):
-    """The compile process runs niced (PHYLANX_COMPILE_NICE, default 10; 0 leaves it as the parent): at equal
+    """The compile process runs niced (PHYLANX_COMPILE_NICE, default 19; 0 leaves it as the parent): at equal
     priority it took half a core from NumPy's BLAS threads on a 2-core machine, slowing the plain function while
     its kernel was built. Each child answers a request first (a source that does not compile: its reply is "no"),
     so it has passed the point where it lowers its priority."""
@@ -433,7 +433,7 @@ def test_the_compile_process_runs_at_a_lower_priority(monkeypatch, tmp_path):
     monkeypatch.setattr(kernel_cache, "CACHE_DIR", str(tmp_path / "cache"))  # the request's folder
     own = os.getpriority(os.PRIO_PROCESS, 0)
     try:
-        for setting, expected in ((None, min(own + 10, 19)), ("0", own), ("3", min(own + 3, 19))):
+        for setting, expected in ((None, 19), ("0", own), ("3", min(own + 3, 19))):
             compile_process.close()
             if setting is None:
                 monkeypatch.delenv("PHYLANX_COMPILE_NICE", raising=False)

@@ -45,14 +45,15 @@ def serve(stdin, stdout):
 
 
 def lower_priority() -> None:
-    """Run at a lower CPU priority than the caller (``PHYLANX_COMPILE_NICE``, default 10; 0 leaves it): on a
-    machine whose cores the caller's own work fills (NumPy's BLAS threads on both cores of a 2-core machine), a
-    compile at equal priority took half a core from it and made the plain function slower while its kernel was
-    being built; niced, it runs on what the caller leaves idle (a single-threaded caller leaves a core)."""
+    """Run at a lower CPU priority than the caller (``PHYLANX_COMPILE_NICE``: default 19, the lowest; 0 leaves it):
+    on a machine whose cores the caller's own work fills (NumPy's BLAS threads on both cores of a 2-core machine),
+    a compile at equal priority took half a core from it and made the plain function slower while its kernel was
+    being built; niced, it runs on what the caller leaves idle (a single-threaded caller leaves a core). 19 rather
+    than 10: at 10 it still took a tenth of a core under contention (docs/tiers.md has the A/B figures)."""
     try:
-        step = int(os.environ.get("PHYLANX_COMPILE_NICE", "10"))
+        step = int(os.environ.get("PHYLANX_COMPILE_NICE", "19"))
     except ValueError:
-        step = 10
+        step = 19
     if step > 0 and hasattr(os, "nice"):
         try:
             os.nice(step)
