@@ -17,11 +17,10 @@ Which calls may run the plain function (``Floor.of``): only on the local runtime
 synchronous one is for debugging the tree, Dask runs the work on the cluster), outside ``px.profile()`` (which
 times the tree's nodes), on arguments of plain Python and NumPy values, and for programs whose rerun no one can
 see: no printing, raising, asserting or random draws, no calls of callables passed in, no stores to enclosing
-functions' names. An error in a plain run must still be the ExecutionError naming the primitive and the line, so
-the call then reruns through the tree: the arrays the program may change are copied before a plain run and put
-back first (only the parameters it stores into, when every other array it changes is one it made itself; all
-array arguments otherwise), and a call whose lists or dicts it may change runs through the tree. ``PHYLANX_FLOOR=0``
-turns this off."""
+functions' names. An error in a plain run is still the ExecutionError naming the primitive and the line that the
+tree gives: it is located from the plain run's traceback (plain_errors.py), so nothing is copied before a plain
+run and a failed one is not rerun (what it changed stays changed, as the plain function leaves it); a call whose
+lists or dicts it may change runs through the tree. ``PHYLANX_FLOOR=0`` turns this off."""
 from __future__ import annotations
 
 import ctypes
@@ -81,32 +80,27 @@ class _Times:
 class Floor:
     """The choice between the plain function and the tree for one compiled function (module docstring)."""
 
-    def __init__(self, copies, mutates, loops=True):
-        # the parameters to copy before a plain run, (position, name) each (passed by position or by keyword), or
-        # None: every array argument
-        self.copies = copies
+    def __init__(self, mutates, loops=True, locate=None):
+        self.locate = locate  # the ExecutionError of a failed plain run (plain_errors.Locator.error)
         self.mutates = mutates  # whether the program changes anything in place (lists and dicts included)
         self.loops = loops  # whether it has loops, which a native kernel getting ready may speed up in the tree
         self.times: dict = {}
         self.plain_runs = self.tree_runs = 0
 
     @classmethod
-    def of(cls, program: ir.Program) -> Floor | None:
-        """The Floor of ``program``, or None when a rerun of it could be seen (module docstring)."""
-        entry = program.function(program.entry)
-        params = list(entry.params) + list(entry.kwonly)
-        copies, mutates = set(), False
-        for name, fn in program.functions:
-            fresh = _fresh_names(fn)
+    def of(cls, program: ir.Program, locate=None) -> Floor | None:
+        """The Floor of ``program``, or None when a rerun of it could be seen (module docstring); ``locate``: the
+        ExecutionError of a failed plain run (plain_errors.Locator.error of the program's generated code)."""
+        mutates = False
+        for _, fn in program.functions:
             for n in ir.walk(fn.body):
                 t = type(n)
                 if t is ir.Apply and type(n.func) not in (ir.FuncRef, ir.Lambda):
                     return None  # a callable passed in: what it does is unknown
                 if t in (ir.SetVar, ir.StoreName) and n.depth != 0:
                     return None
-                target = None
                 if t is ir.StoreItem:
-                    target = n.obj
+                    mutates = True
                 elif t is ir.Call:
                     try:
                         effect = lookup_primitive(n.prim).effect
@@ -114,27 +108,10 @@ class Floor:
                         return None
                     if effect == IO or effect == STATE:
                         return None
-                    out = dict(n.kwargs).get("out")
-                    if out is not None:
-                        target = out
-                    elif effect == MUTATES and n.args:
-                        target = n.args[0]
-                else:
-                    continue
-                if target is None:
-                    continue
-                mutates = True
-                if copies is None:
-                    continue
-                if type(target) is ir.Var and target.depth == 0:
-                    if target.name in fresh:  # an array the function made itself (in any of the functions)
-                        continue
-                    if name == program.entry and target.name in params:
-                        copies.add((params.index(target.name), target.name))
-                        continue
-                copies = None  # an alias it may have made, another function's parameter: copy every array
+                    if "out" in dict(n.kwargs) or (effect == MUTATES and n.args):
+                        mutates = True
         loops = any(isinstance(n, (ir.For, ir.While)) for _, fn in program.functions for n in ir.walk(fn.body))
-        return cls(None if copies is None else tuple(sorted(copies)), mutates, loops)
+        return cls(mutates, loops, locate)
 
     def call(self, rt, args, kwargs, plain, tree):
         """The call's result: ``plain(*args, **kwargs)`` or ``tree()``, as chosen (module docstring)."""
@@ -183,15 +160,10 @@ class Floor:
             add(times.tree, time.perf_counter() - t0)
             self.tree_runs += 1
             return out
-        if self.copies is None:
-            arrays = [a for a in (*args, *kwargs.values()) if type(a) is np.ndarray]
-        else:
-            arrays = [a for a in (args[i] if i < len(args) else kwargs.get(name) for i, name in self.copies)
-                      if type(a) is np.ndarray]
-        out, ran = plain_run(plain, args, kwargs, arrays, tree)
+        out, ran = plain_run(plain, args, kwargs, (), tree, locate=self.locate)
         if ran is None:
             return out
-        add(times.plain, time.perf_counter() - t0)  # the copies included: they are the plain way's cost here
+        add(times.plain, time.perf_counter() - t0)
         self.plain_runs += 1
         with rt._lock:
             rt.counts["calls"] += 1
@@ -204,17 +176,23 @@ class Floor:
                 f"faster one per signature, timed)"]
 
 
-def plain_run(plain, args, kwargs, arrays, tree, limit=None):
-    """``(plain(*args, **kwargs), its seconds)``; when it raises, ``(tree(), None)``: ``arrays`` (copied before the
-    run, the ones it may change) are put back and the call reruns through the tree, whose error names the primitive
-    and the line as every tier's does. (The whole-function tier's plain runs come here too.) With ``limit``
-    (seconds), a run still going after that long is stopped and the call reruns through the tree the same way
-    (``_stop_after``)."""
-    saved = [(a, a.copy()) for a in arrays]
+def plain_run(plain, args, kwargs, arrays, tree, limit=None, locate=None):
+    """``(plain(*args, **kwargs), its seconds)``, or ``(tree(), None)`` when the call reruns through the tree. A
+    run that raises raises ``locate``'s ExecutionError for it (the tree's error for the same failure, located from
+    the traceback: plain_errors.py); without ``locate``, or when the run failed before the function's body ran, the
+    call reruns through the tree, whose error names the primitive and the line as every tier's does. With ``limit``
+    (seconds), a run still going after that long is stopped and the call reruns through the tree (``_stop_after``):
+    ``arrays`` (the ones it may change) are copied before such a run and put back before the rerun."""
+    saved = [(a, a.copy()) for a in arrays] if limit is not None or locate is None else ()
     t0 = time.perf_counter()
     try:
         out = plain(*args, **kwargs) if limit is None else _stop_after(limit, plain, args, kwargs)
-    except Exception:  # noqa: BLE001 - rerun where the error gets its primitive and line
+    except RanTooLong:
+        out = _FAILED
+    except Exception as e:  # noqa: BLE001 - the error the tree gives for it, or a rerun where it gets one
+        err = locate(e) if locate is not None else None
+        if err is not None:
+            raise err from err.__cause__
         out = _FAILED
     if out is _FAILED:  # outside the except block: the tree's error is not chained to the plain run's
         for a, copy in saved:
@@ -302,33 +280,3 @@ def _key(args, kwargs, mutates):
     if kwargs:
         key.append(tuple(kwargs))
     return tuple(key)
-
-
-def _fresh_names(fn: ir.Function) -> frozenset:
-    """Names of ``fn`` bound only to new arrays (calls of ``fresh`` primitives, fused element-wise groups)."""
-    values: dict = {}
-    for n in ir.walk(fn.body):
-        if type(n) is ir.Assign:
-            if type(n.target) is ir.StoreName:
-                values.setdefault(n.target.name, []).append(n.value)
-                continue
-            for s in ir.walk(n.target):  # a, b = ...: not followed
-                if type(s) is ir.StoreName:
-                    values.setdefault(s.name, []).append(None)
-        elif type(n) is ir.For:
-            for s in ir.walk(n.target):
-                if type(s) is ir.StoreName:
-                    values.setdefault(s.name, []).append(None)
-    params = set(fn.params) | set(fn.kwonly)  # bound to an argument first, whatever they are bound to later
-    return frozenset(name for name, vs in values.items() if name not in params and all(_is_fresh(v) for v in vs))
-
-
-def _is_fresh(value) -> bool:
-    if type(value) is ir.Fused:
-        return True
-    if type(value) is not ir.Call or "out" in dict(value.kwargs):
-        return False
-    try:
-        return lookup_primitive(value.prim).fresh
-    except Exception:  # noqa: BLE001 - a primitive not known here: not known to be new
-        return False

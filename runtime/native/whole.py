@@ -118,6 +118,7 @@ class WholeFunction(T.Signatures):
             self.body, self.ret = fn.body, ir.Const(None, loc=fn.loc)
         self.params = list(fn.params)
         self.quick = None  # the per-call path once a signature runs natively (make_quick)
+        self.locate = None  # the ExecutionError of a failed plain run (code.ProgramCode.locate, set by it)
         self._quick_lock = threading.Lock()
         # a loop inside a loop: the tree offers the inner one to the native tier at each outer iteration (a long
         # call goes native in its course), the plain function cannot (``_plain_now``)
@@ -193,12 +194,13 @@ class WholeFunction(T.Signatures):
     def _plain(self, rt, entry, args, plain, tree):
         """The call, while its kernel is not ready, as the plain function: it is the answer by definition and
         runs at CPython's speed, where the tree's interpreter runs a scalar loop 3-4x slower (the plain function is
-        the floor, DESIGN.md). When it raises, the arrays it may have changed are put back (copied first: a memcpy
-        each, small next to a loop over them) and the call reruns through the tree, whose error names the
-        primitive and the line, as every tier's does. (This signature lowered natively: no printing, no random
-        draws, nothing but its array arguments changes, so a rerun repeats nothing that anyone saw.)"""
+        the floor, DESIGN.md). When it raises, its error is the tree's for the same failure, located from the
+        traceback (``locate``: plain_errors.py). A first call stopped at its limit reruns through the tree: the
+        arrays it may have changed are copied before it and put back first. (This signature lowered natively: no
+        printing, no random draws, nothing but its array arguments changes, so a rerun repeats nothing that anyone
+        saw.)"""
         limit = OSR_SECONDS if self.nested and entry.last is None else None  # a first call
-        out, seconds = floor.plain_run(plain, args, {}, [args[i] for i in entry.writes], tree, limit)
+        out, seconds = floor.plain_run(plain, args, {}, [args[i] for i in entry.writes], tree, limit, self.locate)
         if seconds is None:
             return out
         floor.add(entry.plain_times, seconds, MEASURED)
@@ -235,8 +237,8 @@ class WholeFunction(T.Signatures):
                 raise Decline("straight-line code without a loop nest (its calls are NumPy's own)")
         except Decline as e:
             entry.declined = str(e)
-        # the arrays it may change: copied before a kernel that may stop on an overflow runs, and before a plain
-        # run (``_plain``), to rerun on the values the call started with
+        # the arrays it may change: copied before a kernel that may stop on an overflow runs, and before a first
+        # plain run that may be stopped at its limit (``_plain``), to rerun on the values the call started with
         entry.writes = entry.printed.arrays_written(ks, viewed) if not entry.declined else ()
         entry.guard, entry.values, entry.exact = _guard(args, small)
         if not entry.declined:

@@ -1,0 +1,92 @@
+"""The ExecutionError of a plain run that raised (floor.py), located from where it was raised: the error the tree
+gives for the same failure, without running the tree again.
+
+Why: when the floor's plain run of a call raised, the call was rerun through the tree, whose error names the
+primitive and the line (promise 2), and for that rerun every array the program may change was copied before each
+plain run and put back after a failure. The copies cost what the call's own work did not: NPBench's kernels that
+update their arguments in place ran their plain function at 0.7x NumPy (vadv: five arrays copied a call), 0.9x
+(gemm, doitgen), 0.8x (hdiff), against 0.95-1.0x without them, calls 3-12 of a fresh process, alternating with
+NumPy's (2026-11-28, load 0.3-0.6).
+
+The plain function is the user's code: the innermost frame of the traceback in a file of the program names the line
+and, since Python 3.11, the failing instruction's first column (``co_positions``), which is the column the
+translator gave the tree's node for that expression (its AST node's ``col_offset``, 1-based). The tree's linemap
+holds each primitive call's (location, label): the same location gives the same label, so the same message. A
+location holding several (``A[i] += 1``: ``slice_at``, ``__iadd`` and ``store_at`` at one column) is decided by the
+instruction's kind; one holding none names the instruction's position and ``python``."""
+from __future__ import annotations
+
+import dis
+import itertools
+import linecache
+
+from phylanx_py.errors import ExecutionError
+from phylanx_py.source import SourceLoc
+
+_NOT_PRIMITIVES = frozenset({"python", "if", "fused"})
+# which labels an instruction of this kind can have failed in (the others: calls of named primitives)
+_KIND = {"BINARY_SUBSCR": "subscript", "STORE_SUBSCR": "store", "BINARY_OP": "operator", "COMPARE_OP": "operator",
+         "UNARY_NEGATIVE": "operator", "UNARY_INVERT": "operator", "UNARY_NOT": "operator",
+         "UNARY_POSITIVE": "operator"}
+
+
+def _kind_of(label: str) -> str:
+    if label == "slice_at":
+        return "subscript"
+    if label == "store_at":
+        return "store"
+    return "operator" if label.startswith("__") else "call"
+
+
+class Locator:
+    """The tree's primitive locations of one program (from its generated code's linemap)."""
+
+    def __init__(self, linemap: dict):
+        index: dict = {}
+        for loc, label in linemap.values():
+            if label not in _NOT_PRIMITIVES and loc.lineno:
+                index.setdefault((loc.filename, loc.lineno, loc.col), {}).setdefault(label, loc)
+        self.index = index
+        self.files = frozenset(key[0] for key in index)
+
+    def error(self, exc: BaseException) -> ExecutionError | None:
+        """The ExecutionError for ``exc``, raised by a plain run; None when no frame of the program's files is in
+        its traceback (the call failed before the function's body ran: nothing of it ran, the tree may)."""
+        frames = []
+        tb = exc.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename in self.files:
+                frames.append((tb.tb_frame.f_code, tb.tb_lasti))
+            tb = tb.tb_next
+        if not frames:
+            return None
+        for code, lasti in reversed(frames):  # the innermost instruction that is one of the tree's primitives
+            found = self._primitive(code, lasti)
+            if found is not None:
+                return ExecutionError.from_exception(exc, *found)
+        code, lasti = frames[-1]
+        line, col = _position(code, lasti)
+        loc = SourceLoc(code.co_filename, line, col, code.co_name, linecache.getline(code.co_filename, line))
+        return ExecutionError.from_exception(exc, loc, "python")
+
+    def _primitive(self, code, lasti):
+        """(location, label) of the tree's primitive at the instruction, or None."""
+        line, col = _position(code, lasti)
+        labels = self.index.get((code.co_filename, line, col))
+        if not labels:
+            return None
+        if len(labels) > 1:
+            kind = _KIND.get(dis.opname[code.co_code[lasti]], "call")
+            labels = {k: v for k, v in labels.items() if _kind_of(k) == kind}
+            if len(labels) != 1:
+                return None
+        (label, loc), = labels.items()
+        return loc, label
+
+
+def _position(code, lasti: int) -> tuple[int, int]:
+    """(line, 1-based column) of the instruction at byte offset ``lasti``."""
+    pos = next(itertools.islice(code.co_positions(), lasti // 2, None), None)
+    if pos is None or pos[0] is None:
+        return code.co_firstlineno, 1
+    return pos[0], (pos[2] or 0) + 1
