@@ -66,12 +66,16 @@ class Locator:
                 return ExecutionError.from_exception(exc, *found)
         code, lasti = frames[-1]
         line, col = _position(code, lasti)
-        loc = SourceLoc(code.co_filename, line, col, code.co_name, linecache.getline(code.co_filename, line))
+        loc = SourceLoc(code.co_filename, line, col or 1, code.co_name, linecache.getline(code.co_filename, line))
         return ExecutionError.from_exception(exc, loc, "python")
 
     def _primitive(self, code, lasti):
         """(location, label) of the tree's primitive at the instruction, or None."""
         line, col = _position(code, lasti)
+        if col is None:  # Python 3.10: no instruction columns; the line's primitive, when it has one only
+            labels = {k: v for key, found in self.index.items() if key[:2] == (code.co_filename, line)
+                      for k, v in found.items()}
+            return next(((loc, label) for label, loc in labels.items()), None) if len(labels) == 1 else None
         labels = self.index.get((code.co_filename, line, col))
         if not labels:
             return None
@@ -84,9 +88,21 @@ class Locator:
         return loc, label
 
 
-def _position(code, lasti: int) -> tuple[int, int]:
-    """(line, 1-based column) of the instruction at byte offset ``lasti``."""
+def _position(code, lasti: int) -> tuple[int, int | None]:
+    """(line, 1-based column) of the instruction at byte offset ``lasti``; the column None before Python 3.11."""
+    if not hasattr(code, "co_positions"):
+        return _line_310(code, lasti), None
     pos = next(itertools.islice(code.co_positions(), lasti // 2, None), None)
     if pos is None or pos[0] is None:
         return code.co_firstlineno, 1
     return pos[0], (pos[2] or 0) + 1
+
+
+def _line_310(code, lasti: int) -> int:
+    """The line of the instruction at ``lasti`` (Python 3.10: the last line start at or before it)."""
+    line = code.co_firstlineno
+    for start, ln in dis.findlinestarts(code):
+        if start > lasti:
+            break
+        line = ln
+    return line
