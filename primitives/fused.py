@@ -17,6 +17,7 @@ import os
 import numpy as np
 
 from . import backends, kernel_builds, kernel_cache
+from .environ import OFF, raw_reader
 from .fused_cupy import cupy_fused
 from .kernel_builds import _BUILDING, _builds, cached_kernel, remember, wait_for_builds  # noqa: F401 - tests' names
 from .kernel_runs import (  # noqa: F401 - fused_update, fused_reduce, nn_ops, rowdot and the SPMD ranks' names
@@ -99,6 +100,7 @@ def _numeric(a) -> bool:
 
 
 _kernels: dict = {}
+_fuse_raw = raw_reader("PHYLANX_FUSE")  # read at every call of a fused group (1 us through os.environ.get)
 
 
 def _compilable(args) -> bool:
@@ -134,7 +136,7 @@ def _signature(args):
 def _numba_kernel(spec, args):
     """The compiled kernel for these inputs, or None: then the reference runs (also when compiling fails, and
     while the kernel is being built in the background)."""
-    if os.environ.get("PHYLANX_FUSE", "1") == "0":
+    if _fuse_raw() in OFF:
         return None
     if max((a.size for a in args if isinstance(a, np.ndarray)), default=0) < FUSE_MIN_ELEMENTS:
         return None

@@ -13,6 +13,8 @@ import time
 
 import numpy as np
 
+from .environ import raw_reader
+
 # From this size on, a kernel runs on row blocks in parallel threads (the compiled loop releases the GIL).
 # Numba's own target="parallel" is not used: its cached kernels fail to load ("No module named '<dynamic>'")
 # and its workqueue threading layer is not safe for calls from several threads at once.
@@ -35,12 +37,15 @@ def kernel_threads(n: int):
         _thread_setting.n = saved
 
 
+_threads_raw = raw_reader("PHYLANX_NUM_THREADS")
+
+
 def _threads() -> int:
     """Threads for one kernel: ``PHYLANX_NUM_THREADS`` when set; the thread's ``kernel_threads``; one inside a
     Dask worker's task (its own threads share the cores); else every core. (Not OMP_NUM_THREADS: a LocalCluster's
     nanny sets it to 1 in the client's own process.)"""
-    setting = os.environ.get("PHYLANX_NUM_THREADS", "")
-    if setting.isdigit() and int(setting) > 0:
+    setting = _threads_raw()  # at every kernel's run: a dict lookup, not os.environ.get's 1 us
+    if setting and setting.isdigit() and int(setting) > 0:
         return int(setting)
     n = getattr(_thread_setting, "n", None)
     if n is not None:

@@ -31,12 +31,12 @@ import time
 import numpy as np
 from phylanx_py.primitives import IO, MUTATES, STATE
 from phylanx_py.primitives import lookup as lookup_primitive
+from phylanx_py.primitives.environ import fast_key
 
 from phylanx_py import ir
 
 from . import profiling
 from .base import Runtime
-from .environ import fast_key
 from .executors import LocalPoolExecutor
 from .loop_tiers import READY
 
@@ -54,7 +54,7 @@ KEYS_KEPT = 64  # signatures remembered per function (a program calling it with 
 _FAILED = object()
 
 
-# per call, the variable's raw value read (runtime/environ.py: os.environ.get costs about 1 us, as much as a small
+# per call, the variable's raw value read (primitives/environ.py: os.environ.get costs about 1 us, as much as a small
 # plain function)
 _ENV_DATA, _ENV_KEY = fast_key("PHYLANX_FLOOR")
 _OFF = (b"0", "0")

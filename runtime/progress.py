@@ -13,6 +13,8 @@ import sys
 import threading
 import time
 
+from phylanx_py.primitives.environ import OFF, raw_reader
+
 _lock = threading.Lock()
 _calls: dict[int, Progress] = {}
 _watcher: threading.Thread | None = None
@@ -72,10 +74,13 @@ def _watch():
             oldest.shown = True
 
 
+_progress_raw = raw_reader("PHYLANX_PROGRESS")
+
+
 def wanted(setting, stream=None) -> bool:
     """``setting`` True/False forces it; None shows progress only when ``stream`` is a terminal (and
     PHYLANX_PROGRESS is not 0)."""
-    if os.environ.get("PHYLANX_PROGRESS") == "0":
+    if _progress_raw() in OFF:  # at every call of a compiled function: a dict lookup, not os.environ.get's 1 us
         return False
     if setting is not None:
         return bool(setting)

@@ -14,10 +14,10 @@ import time
 
 import numpy as np
 from phylanx_py.primitives import kernel_cache
+from phylanx_py.primitives.environ import fast_key
 
 from phylanx_py.errors import UnsafeCacheError
 
-from ..environ import fast_key
 from ..loop_tiers import kernel_ready
 from . import kinds as K
 from . import warm
@@ -46,7 +46,7 @@ def mode() -> str:
 
 
 _MODE = ["on", None]  # the last mode() and the variable's raw value it came from
-# per call, the variable's raw value compared (runtime/environ.py: os.environ.get costs about 1 us)
+# per call, the variable's raw value compared (primitives/environ.py: os.environ.get costs about 1 us)
 _ENV_DATA, _ENV_KEY = fast_key("PHYLANX_NATIVE")
 
 
