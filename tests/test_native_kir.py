@@ -245,7 +245,8 @@ def test_liveness_asks_the_names_each_node_reads_and_binds():
 
 def test_every_helpers_text_is_its_source_as_inspect_reads_it():
     """helpers._def_lines reads a helper's lines from the file up to the next line at column 0 (inspect.getsource
-    tokenizes, ~15 ms for the 47 helpers in a process's first kernel key): the same lines for every helper."""
+    tokenizes, ~15 ms for the 47 helpers in a process's first kernel key), _comments_above the comments above it:
+    the same text as inspect's for every helper."""
     import inspect
 
     from phylanx_py.runtime.native import helpers
@@ -255,3 +256,4 @@ def test_every_helpers_text_is_its_source_as_inspect_reads_it():
         lines = inspect.getsource(fn).splitlines()
         first = next(i for i, line in enumerate(lines) if line.startswith("def "))
         assert helpers._def_lines(fn) == lines[first:], name
+        assert helpers._comments_above(fn) == (inspect.getcomments(fn) or ""), name

@@ -368,9 +368,25 @@ def _texts() -> dict:
     out = {}
     for name, fn in _DEFS.items():
         options = "".join(f", {k}={v!r}" for k, v in fn.njit_options.items())
-        out[name] = (inspect.getcomments(fn) or "") + f"@numba.njit(cache=True, nogil=True{options})\n" + \
+        out[name] = _comments_above(fn) + f"@numba.njit(cache=True, nogil=True{options})\n" + \
             "\n".join(_def_lines(fn))
     return out
+
+
+def _comments_above(fn) -> str:
+    """The comment lines right above a top-level function (its decorators'), as inspect.getcomments gives them for
+    it, read from the file's lines (findsource's regular expressions are compiled at a first call)."""
+    lines = linecache.getlines(fn.__code__.co_filename)
+    end = fn.__code__.co_firstlineno - 2
+    comments = []
+    while end >= 0 and lines[end][:1] == "#":
+        comments.insert(0, lines[end].expandtabs())
+        end -= 1
+    while comments and comments[0].strip() == "#":
+        del comments[0]
+    while comments and comments[-1].strip() == "#":
+        del comments[-1]
+    return "".join(comments)
 
 
 def _def_lines(fn) -> list[str]:
