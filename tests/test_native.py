@@ -389,6 +389,24 @@ def test_a_first_call_does_not_import_numba(tmp_path):
     assert done.stdout == "numba imported: False\n"
 
 
+def test_a_failure_of_the_tier_itself_leaves_the_loop_interpreted(monkeypatch):
+    """A failure inside the native tier's own work on a loop (seen once in an NPBench run: a StopIteration while
+    preparing a loop failed the user's call as an ExecutionError at the loop's line) is never the user's call's:
+    the loop runs interpreted from then on and explain() says why (forced, as the tests force the tier, it raises)."""
+    from phylanx_py.runtime.native.loop import NativeLoop
+
+    def broken(self, args):
+        raise StopIteration
+
+    monkeypatch.setattr(NativeLoop, "entry", broken)
+    monkeypatch.delenv("PHYLANX_NATIVE", raising=False)
+    x = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    f = px.compile(L.row_sums)
+    for _ in range(2):
+        np.testing.assert_array_equal(f(x), L.row_sums(x))
+    assert "interpreted: the native tier failed on it (StopIteration: )" in f.explain()
+
+
 def test_a_background_compile_runs_in_the_compile_process(monkeypatch, tmp_path):
     """A kernel compiled in the background is compiled first by the compile process (off this interpreter's
     lock), into the kernel cache: the thread's own compile then loads Numba's machine code from there. The child
