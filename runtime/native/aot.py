@@ -109,7 +109,10 @@ def path_for(entry, early: bool = False) -> str | None:
     if sequential is None:  # analysed once the path is wanted (not for every first call: most find no file)
         standins, staged = entry.sig
         params = [Param(False, 1, False)] * staged + [param_of_value(a) for a in standins]  # (arrays and numbers)
-        v, why = variant(entry.printed, params=params)  # (not tuning.threads(): Numba's configuration, its import)
+        try:
+            v, why = variant(entry.printed, params=params)  # (not tuning.threads(): Numba's configuration, its import)
+        except Exception as e:  # noqa: BLE001 - as tiering.parallel_variant: not analysed, so not built ahead
+            v, why = True, f"not analysed ({type(e).__name__}: {e})"
         sequential = v is None  # a variant is tried where Numba runs (tiering.parallel_variant)
         entry.ahead = (path, sequential)
         if sequential:
