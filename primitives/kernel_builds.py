@@ -20,7 +20,6 @@ _building = threading.local()  # ``pending``: the last cached_kernel of this thr
 _builds = {"running": 0, "exiting": False, "away": 0}  # away: running builds waiting for another process
 _in_flight: list = []  # (cache, key) of the builds running in this process's background threads
 _builds_done = threading.Condition(_lock)
-BUILT_HOOKS: list = []  # called after a background build made a kernel (the runtime's floor times the tree again)
 # ``hook(kind, source)``: compile a kernel's source in another process first, so that the build in this process is a
 # load of Numba's machine code from the disk cache (runtime/native/compile_process.py registers it): a build in a
 # background thread is Python (Numba's typing and lowering) sharing the caller's interpreter lock, and a floor's
@@ -127,9 +126,6 @@ def _finish(cache, key, hit):
             cache.pop(key, None)
         else:
             cache[key] = hit
-        if hit:
-            for hook in BUILT_HOOKS:  # (counters: cheap under the lock, and done when wait_for_builds returns)
-                hook()
         _builds["running"] -= 1
         _builds_done.notify_all()
 

@@ -6,10 +6,11 @@ and a call whose operations are all small gains nothing from tasks. The plain fu
 definition (promise 1), so a call may run it. Per signature (the arguments' types, shapes and dtypes) the two are
 timed: the first call runs the plain function, the second the tree, then the one whose median of its last three
 times is lower runs, and the other is timed again at calls 4, 8, 16, 32 and every 64th after, and the tree at the
-next call after a native kernel got ready (the tree improves as its fused and native kernels compile in the
-background), but never within ``SPACING`` calls of its last run, and never so often that the probes take more than
-``PROBE_SHARE`` of the calls' time (the slower way 100x slower: not within 2,000 calls); the tree of a program
-without loops is not probed for a kernel getting ready (no loop of it can be one). That probing is the price of
+next call after a kernel of one of its loops got ready (the tree improves as its native kernels compile in the
+background; a kernel of another program's loop is no cue: loop_tiers.kernel_ready), but never within ``SPACING``
+calls of its last run, and never so often that the probes take more than ``PROBE_SHARE`` of the calls' time (the
+slower way 100x slower: not within 2,000 calls); the tree of a program without loops is not probed for a kernel
+getting ready (no loop of it can be one). That probing is the price of
 finding where the tree wins (fused element-wise chains, tasks on both cores, loops gone native): at most one call in
 64 once settled.
 
@@ -38,7 +39,6 @@ from phylanx_py import ir
 from . import profiling
 from .base import Runtime
 from .executors import LocalPoolExecutor
-from .loop_tiers import READY
 
 _SCALARS = frozenset({int, float, bool, complex, str, bytes, type(None)})
 _CONTAINERS = (list, tuple, dict)
@@ -74,7 +74,7 @@ class _Times:
         self.tree: list = []
         self.calls = 0
         self.last = {True: -SPACING, False: -SPACING}  # the call (number) each way last ran at, by use_plain
-        self.kernels = 0  # native kernels compiled in this process when the tree last ran
+        self.kernels = 0  # kernels of the program's loops ready when the tree last ran (Floor._kernels)
 
 
 class Floor:
@@ -82,6 +82,7 @@ class Floor:
 
     def __init__(self, mutates, loops=True, locate=None):
         self.locate = locate  # the ExecutionError of a failed plain run (plain_errors.Locator.error)
+        self.tiers = ()  # the program's loop tiers that run native code (code.ProgramCode sets them)
         self.mutates = mutates  # whether the program changes anything in place (lists and dicts included)
         self.loops = loops  # whether it has loops, which a native kernel getting ready may speed up in the tree
         self.times: dict = {}
@@ -141,7 +142,7 @@ class Floor:
                 # NPBench's atax after NumPy's own calls had slowed, 15.5 against 10.4 ms) chose the tree for 84 of
                 # 86 calls at 0.64x NumPy, its probes rare and the median of two the slower
                 use_plain = True
-            ready = use_plain and READY["kernels"] != times.kernels and self.loops
+            ready = use_plain and self.loops and self._kernels() != times.kernels
             # a probe of the slower way costs its time: at most PROBE_SHARE of the calls' time goes to probes (a
             # tree 15x slower than a 1 us plain function, probed every 64th call, cost more than the calls)
             need = SPACING if ready else max(SPACING, max(plain_s, tree_s) / max(min(plain_s, tree_s), 1e-9) /
@@ -155,7 +156,7 @@ class Floor:
         times.last[use_plain] = n
         t0 = time.perf_counter()
         if not use_plain:
-            times.kernels = READY["kernels"]
+            times.kernels = self._kernels()
             out = tree()
             add(times.tree, time.perf_counter() - t0)
             self.tree_runs += 1
@@ -168,6 +169,10 @@ class Floor:
         with rt._lock:
             rt.counts["calls"] += 1
         return out
+
+    def _kernels(self) -> int:
+        """Kernels the program's own loop tiers made ready (loop_tiers.kernel_ready)."""
+        return sum(t.kernels_ready for t in self.tiers) if self.tiers else 0
 
     def explain(self) -> list[str]:
         if not self.plain_runs:

@@ -81,6 +81,12 @@ def _floor_on(monkeypatch):
     monkeypatch.setenv("PHYLANX_FLOOR", "1")  # off in the rest of the suite (conftest.py)
 
 
+class _LoopTier:
+    """A stand-in for one of a program's native loop tiers: the kernels it made ready (loop_tiers.kernel_ready)."""
+
+    kernels_ready = 0
+
+
 def _compiled_with_spy(fn):
     f = px.compile(fn)
     assert f.tree is not None  # translated from the real function first
@@ -144,8 +150,6 @@ def test_a_native_kernel_getting_ready_has_the_tree_timed_again(local, monkeypat
     """The tree of a program with loops may have become the faster way when a native kernel got ready (a loop of it
     gone native): the next call runs the tree, not only at the probes (the tier off here, so that the floor alone
     chooses: by default a whole-function tier takes such calls first)."""
-    from phylanx_py.runtime import floor
-
     monkeypatch.setenv("PHYLANX_NATIVE", "0")
     f, spy = _compiled_with_spy(_scale_rows_loop)
     A = np.ones((3, 3))
@@ -153,7 +157,9 @@ def test_a_native_kernel_getting_ready_has_the_tree_timed_again(local, monkeypat
     f(A, 1.0)  # call 2: the tree
     times = next(iter(f._code.floor.times.values()))
     times.plain[:], times.tree[:] = [0.5], [1.0]
-    monkeypatch.setitem(floor.READY, "kernels", floor.READY["kernels"] + 1)
+    loop = _LoopTier()
+    f._code.floor.tiers = (loop,)  # the program's loop tier (the tier is off here: a stand-in counts its kernels)
+    loop.kernels_ready += 1
     f(A, 1.0)  # calls 3 and 4: a kernel is new, but the tree ran at call 2 (floor.SPACING)
     f(A, 1.0)
     assert spy.calls == 3
@@ -169,18 +175,18 @@ def test_probes_of_the_slower_way_cost_a_small_share_of_the_calls(local, monkeyp
     the next PROBE_SHARE-bounded stretch of calls (100 / 0.05 calls), where one 1.2x slower is probed within 64;
     and a native kernel getting ready does not send a program without loops to its tree (no loop of it can be one:
     the probes cost 15 us a call of a 1 us function here, before)."""
-    from phylanx_py.runtime import floor
-
     def runs(fn, ratio, calls=300, bump=False):
         f, spy = _compiled_with_spy(fn)
         A = np.ones((3, 3))
         f(A, 1.0)
         f(A, 1.0)  # the plain function, then the tree
         times = next(iter(f._code.floor.times.values()))
+        loop = _LoopTier()
+        f._code.floor.tiers = (loop,)
         for _ in range(calls):
             times.plain[:], times.tree[:] = [1e-3], [1e-3 * ratio]
             if bump:
-                monkeypatch.setitem(floor.READY, "kernels", floor.READY["kernels"] + 1)
+                loop.kernels_ready += 1
             f(A, 1.0)
         return calls + 1 - spy.calls  # tree runs after the first
 

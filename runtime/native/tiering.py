@@ -113,6 +113,7 @@ class Signatures:
         self._declined: set = set()  # fast keys whose kinds the tier declines (see ``entry``)
         self._declined_types: set = set()  # (position, type) of arguments that decline whatever their value
         self.reason = None  # the latest decline, for explain()
+        self.kernels_ready = 0  # kernels made ready (loop_tiers.kernel_ready: its program's floor reads it)
 
     def entry(self, args):
         """The Entry of the arguments' signature (lowered at its first call), or None when their kinds decline.
@@ -192,7 +193,7 @@ class Signatures:
                 self._install(entry, None, ahead)
                 STATS["compiled"] += 1
                 entry.compiling = False
-                kernel_ready()
+                kernel_ready(self)
                 return True
             if cached_only and not warm.numba_started():
                 return False  # marked as built ahead of time, and that did not load: never Numba's start in a call
@@ -232,7 +233,7 @@ class Signatures:
                 self._changed()
         finally:
             entry.compiling = False
-            kernel_ready()
+            kernel_ready(self)
         return True
 
     def _ahead(self, entry, cached_only):
