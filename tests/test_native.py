@@ -440,6 +440,30 @@ def test_a_background_compile_runs_in_the_compile_process(monkeypatch, tmp_path)
     assert child.poll() == 0  # it ends when its pipe closes
 
 
+def test_the_compile_process_starts_when_code_is_first_lowered(monkeypatch):
+    """The compile process starts when a loop is first lowered for the native tier (compile_process.prestart), not
+    at its first compile request: its start (an interpreter, Numba imported) overlaps the interpreted runs. Here no
+    compile is ever asked for (never hot), yet the process is there."""
+    from phylanx_py.runtime.native import compile_process
+
+    monkeypatch.setattr(native_tiering, "HOT_SECONDS", 1e9)
+    monkeypatch.delenv("PHYLANX_NATIVE", raising=False)
+    monkeypatch.delenv("PHYLANX_COMPILE_PROCESS", raising=False)
+    compile_process.close()
+    try:
+        f = px.compile(L.tanh_store)
+        x = np.linspace(-1.0, 1.0, 50)
+        np.testing.assert_array_equal(f(x.copy()), L.tanh_store(x.copy()))
+        deadline = time.monotonic() + 30
+        while compile_process._child[0] is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        child = compile_process._child[0]
+        assert child is not None and child is not False and child.poll() is None
+        assert "compiling" not in f.explain()  # nothing was asked of it
+    finally:
+        compile_process.close()
+
+
 def test_the_compile_process_runs_at_a_lower_priority(monkeypatch, tmp_path):
     """The compile process runs niced (PHYLANX_COMPILE_NICE, default 19; 0 leaves it as the parent): at equal
     priority it took half a core from NumPy's BLAS threads on a 2-core machine, slowing the plain function while

@@ -54,6 +54,19 @@ def warm(loader: str, source: str, sig) -> bool:
         return reply == b"1"
 
 
+def prestart():
+    """Start the child now, from a thread, when a loop or function is first lowered for the native tier: its start
+    (an interpreter, phylanx-py and Numba imported: ~1-1.5 s here, niced) then overlaps the 50 ms and more that
+    the code runs interpreted before its first compile is asked for, instead of adding to its time to native."""
+    if _child[0] is None and enabled():
+        threading.Thread(target=_start_locked, daemon=True, name="phylanx-compile-start").start()
+
+
+def _start_locked():
+    with _lock:
+        _start()
+
+
 def _start():
     child = _child[0]
     if child is not None and child is not False and child.poll() is None:

@@ -22,6 +22,7 @@ from ..loop_tiers import kernel_ready
 from . import kinds as K
 from . import warm
 from .background import Exiting, _compiling, compile_quietly, in_background, load_cached, warm_elsewhere
+from .compile_process import prestart
 from .helpers import _Overflow, helpers_for
 from .kinds import Decline
 from .lower import SMALL
@@ -146,6 +147,8 @@ class Signatures:
             entry = self.entries[key] = self._lower(ks, small, args)
             if entry.declined:
                 self.decline(entry, entry.declined)
+            else:
+                prestart()  # its compile process, if not started yet: ready by the time a compile is asked for
         if fast is not None:
             self.fast[fast] = entry
         return entry
