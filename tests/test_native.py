@@ -1248,7 +1248,7 @@ def test_a_fast_nest_moved_into_its_own_function_gives_the_plain_answer(forced, 
     f = px.compile(fn)
     assert_same(f(*make()), fn(*make()))
     (entry,) = f._compile().whole.entries.values()
-    assert entry.kernel is not None and "def __pxfast0(" in outline(entry.source, entry.printed.versions())
+    assert entry.kernel is not None and "def __pxfast0(" in outline(entry.printed)
     with pytest.raises(IndexError):
         fn(*short(*make()))
     with pytest.raises(px.ExecutionError) as e:
@@ -1272,7 +1272,7 @@ def kernel(a, n):
     # a while loop whose break leaves x as the kernel reads it
     ("    if n >= 0:  # nonneg version\n        while True:\n            if not x:\n                break\n"
      "            x = x & (x - 1)\n            s = s + 1\n    else:\n        s = -1\n    s = s + x\n",
-     "s, x = __pxfast0(s, x)"),
+     "(s, x, ) = __pxfast0(s, x)"),
     # inside a loop: a call per iteration could cost more than it saves
     ("    for t in range(3):\n        if n >= 0:  # nonneg version\n            s = s + n\n        else:\n"
      "            s = s - n\n", None),
@@ -1283,6 +1283,10 @@ def kernel(a, n):
     # a name the nest reads that only one path binds before it (a review's shape): passing it would read it
     ("    if n > 3:\n        y = 1\n    if n >= 0:  # nonneg version\n        for i in range(n):\n"
      "            s = s + a[i] + y\n    else:\n        s = -1\n", None),
+    # a name bound on every path that goes on (the other raises: nests.py's rerun) is passed (kir.Raise)
+    ("    if n >= 0:\n        y = 1\n    else:\n        raise ValueError('rerun')\n    if n >= 0:  # nonneg version\n"
+     "        for i in range(n):\n            s = s + a[i] + y\n    else:\n        s = -1\n",
+     "def __pxfast0(a, n, s, y):"),
     # the program's own variable named like the outlined function (a review found the kernel declined): another name
     ("    __pxfast0 = 1\n    if n >= 0:  # nonneg version\n        for i in range(n):\n"
      "            s = s + a[i] + __pxfast0\n    else:\n        s = -1\n", "def __pxfast1(__pxfast0, a, n, s):"),
@@ -1291,12 +1295,19 @@ def kernel(a, n):
      "        else:\n            s = s - x\n    else:\n        s = -1\n", "def __pxfast0(s, x):"),
 ])
 def test_outline_moves_only_marked_nests_outside_loops_and_returns_what_is_read_after(body, want):
+    import ast
+
+    from phylanx_py.runtime.native import kir
     from phylanx_py.runtime.native.outline import outline
 
-    source = _KERNEL.format(body=body)
-    # the tests of two versions: the lines the kernel IR would mark (kir.Printed.versions), here by their comment
-    versions = {i + 1 for i, line in enumerate(source.split("\n")) if line.endswith((" version", " version\n"))}
-    out = outline(source, versions)
+    kernel = _KERNEL.format(body=body)
+    lines = kernel.split("\n")
+    # the kernel IR the lowerer would build for this kernel: each statement's node with the names it reads and
+    # binds, the tests of two versions marked (here by their comment)
+    printed = kir.print_kernel(["a", "n"], list(_nodes(ast.parse(kernel).body[0].body[:-1], 1, lines)), "s",
+                               [kir.Name("s")])
+    source = printed.source
+    out = outline(printed)
     if want is None:
         assert out == source
     else:
@@ -1309,6 +1320,40 @@ def test_outline_moves_only_marked_nests_outside_loops_and_returns_what_is_read_
              plain)
         for n in (0, 5, 12):
             assert ns["kernel"](np.arange(20), n) == plain["kernel"](np.arange(20), n)
+
+
+def _nodes(stmts, depth, lines):
+    """The kernel IR's nodes of the statements ``stmts`` (``ast``) of a kernel's source ``lines``."""
+    import ast
+
+    from phylanx_py.runtime.native import kir
+
+    def names(*trees):
+        return [kir.Name(n.id, isinstance(n.ctx, ast.Store)) for t in trees for n in ast.walk(t)
+                if isinstance(n, ast.Name)]
+
+    for s in stmts:
+        if isinstance(s, ast.If):
+            line = lines[s.lineno - 1]
+            version = line.split("# ")[1].split()[0] if line.endswith(" version") else None
+            yield kir.If(depth, ast.unparse(s.test), names(s.test), version=version)
+        elif isinstance(s, ast.For):
+            yield kir.For(depth, s.target.id, ast.unparse(s.iter), names(s.iter))
+        elif isinstance(s, ast.While):
+            yield kir.While(depth)
+        elif isinstance(s, (ast.Break, ast.Continue)):
+            yield kir.Jump(depth, "break" if isinstance(s, ast.Break) else "continue")
+        elif isinstance(s, ast.Return):
+            yield kir.Return(depth, names(s.value), ast.unparse(s))
+        elif isinstance(s, ast.Raise):
+            yield kir.Raise(depth, ast.unparse(s), names(s))
+        else:
+            yield kir.Stmt(depth, ast.unparse(s), names(s))
+        if isinstance(s, (ast.If, ast.For, ast.While)):
+            yield from _nodes(s.body, depth + 1, lines)
+        if isinstance(s, ast.If) and s.orelse:
+            yield kir.Else(depth)
+            yield from _nodes(s.orelse, depth + 1, lines)
 
 
 def test_a_kernel_module_holds_the_helpers_its_source_names_and_theirs():

@@ -29,8 +29,9 @@ being read back from that text:
   the two versions are one when their lowerings decided alike (``decided_alike``: the same nodes and tags).
 Each statement carries the tags of its own text: one the lowerer writes while an expression is lowered (a
 reduction's temporary, an inlined call's argument: Lowerer.emit_from) or before a nest's test takes only its own.
-``Printed`` maps each line of the printed source back to its node, for the passes that parse the source (parallel.py,
-outline.py) and ask the IR what the text does not say, and says whether Numba checks the accesses (``boundscheck``).
+``Printed`` maps each line of the printed source back to its node, for the pass that parses the source (parallel.py)
+and asks the IR what the text does not say, and for outline.py, which asks the nodes alone and prints them again
+(``body_lines``, ``print_kernel``); it says whether Numba checks the accesses (``boundscheck``).
 """
 from __future__ import annotations
 
@@ -175,9 +176,23 @@ class Stmt(Node):
         return self.text
 
 
-class Return(Node):
-    """The kernel's ``return`` (printed last, from ``Printed.ret_tags``: not one of its statements)."""
+class Raise(Stmt):
+    """A ``raise`` statement (nests.py: the kernel stops and the loop reruns interpreted): no path goes past it
+    (outline.py's liveness)."""
     __slots__ = ()
+
+
+class Return(Node):
+    """The kernel's ``return`` (printed last, from ``Printed.ret_tags``: not one of its statements); one inside a
+    block (``text``, printed: ``return x``) ends the kernel there (outline.py leaves a fast version with one in it)."""
+    __slots__ = ("text",)
+
+    def __init__(self, depth, tags=(), text="return"):
+        super().__init__(depth, tags)
+        self.text = text
+
+    def line(self):
+        return self.text
 
 
 class Jump(Node):
@@ -281,6 +296,7 @@ class Printed:
     complex_values: bool = False
     params: tuple = ()
     ret_tags: tuple = ()
+    ret: str = ""  # the returned expression's text (outline.py prints the kernel again from its nodes)
 
     def versions(self) -> frozenset:
         """The lines of the tests of loops' two versions."""
@@ -303,20 +319,33 @@ class Printed:
         return tuple(i for i in everything if names[i] in changed)
 
 
+def decorator(boundscheck) -> str:
+    """The ``numba.njit`` a kernel (and a function outlined from it, outline.py) is compiled with."""
+    return f"@numba.njit(cache=True, nogil=True, boundscheck={boundscheck}, error_model='numpy')"
+
+
+def body_lines(nodes, first: int, by: int = 0) -> tuple[list, dict]:
+    """The lines of ``nodes``, ``by`` levels deeper (negative: shallower; a ``pass`` in each block they leave
+    empty) and the node of each, by its line number when the first is line ``first``."""
+    lines, at = [], {}
+    for i, n in enumerate(nodes):
+        at[first + len(lines)] = n
+        lines.append("    " * (n.depth + by) + n.line())
+        if n.opens and (i + 1 == len(nodes) or nodes[i + 1].depth <= n.depth):
+            lines.append("    " * (n.depth + by + 1) + "pass")
+    return lines, at
+
+
 def print_kernel(params, nodes, ret: str, ret_tags=(), boundscheck=False, complex_values=False) -> Printed:
     """The Numba source of a kernel: its decorator (Numba checks the accesses when ``boundscheck``), ``def
     kernel(params):``, its statements, ``return ret`` (``ret_tags``: the tags of ``ret``); ``complex_values``:
     a value of it may be complex (the lowerer's kinds say so)."""
-    lines = [f"@numba.njit(cache=True, nogil=True, boundscheck={boundscheck}, error_model='numpy')",
-             f"def kernel({', '.join(params)}):"]
-    at = {}
-    for i, n in enumerate(nodes):
-        at[len(lines) + 1] = n
-        lines.append("    " * n.depth + n.line())
-        if n.opens and (i + 1 == len(nodes) or nodes[i + 1].depth <= n.depth):
-            lines.append("    " * (n.depth + 1) + "pass")
+    lines = [decorator(boundscheck), f"def kernel({', '.join(params)}):"]
+    body, at = body_lines(nodes, len(lines) + 1)
+    lines += body
     if not nodes:
         lines.append("    pass")
     lines.append(f"    return {ret}")
     called = helpers(nodes) | {t.name for t in ret_tags if type(t) is Call and is_helper(t.name)}
-    return Printed("\n".join(lines) + "\n", at, called, boundscheck, complex_values, tuple(params), tuple(ret_tags))
+    return Printed("\n".join(lines) + "\n", at, called, boundscheck, complex_values, tuple(params), tuple(ret_tags),
+                   ret)

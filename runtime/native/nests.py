@@ -429,6 +429,6 @@ def otherwise_rerun(low) -> None:
     low.put(kir.Else(0))
     low.indent += 1
     low.pending += kir.declared("_Overflow")  # (the prelude's: it stops the kernel)
-    low.emit(f"raise _Overflow({RERUN!r})")
+    low.put(kir.Raise(0, f"raise _Overflow({RERUN!r})"))
     low.indent -= 1
     low.checked = True

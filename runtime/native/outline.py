@@ -10,182 +10,192 @@ njit is the pass that reads the index array's range).
 Only nests outside any loop of the kernel are moved (a call per iteration of an enclosing loop could cost more
 than it saves), and only when the move keeps the meaning: the body has no ``return``, every name it reads that
 may come from before is a parameter or assigned earlier in the kernel, and the names it assigns that are read
-later (liveness over the generated source) are returned to the kernel. Anything unexpected leaves the source as
-it is. The parallel variants (parallel.py) are made from the source before this step."""
+later are returned to the kernel. All of it is asked of the kernel IR (kir.py): the fast versions are the ``if``
+nodes with a ``version``, what a statement reads and binds its ``reads``/``binds`` (a ``:=`` binding counts for
+neither liveness nor boundness, as Python may skip it), a ``raise`` (kir.Raise) ends its path; the kernel and the
+outlined functions are printed again from the nodes (kir.body_lines, kir.print_kernel). The parallel variants
+(parallel.py) are made from the kernel before this step."""
 from __future__ import annotations
 
-import ast
 import itertools
 
-from phylanx_py.source import parse
+from . import kir
 
 
 class _Unsupported(Exception):
-    """A statement this liveness does not model: the source stays as it is."""
+    """A statement this liveness does not model: the kernel stays as it is."""
 
 
-def outline(source: str, versions) -> str:
-    """``source`` (one ``kernel`` function) with its outermost fast versions outlined, or unchanged. ``versions``:
-    the lines of the tests of two versions (the kernel IR's: kir.Printed.versions)."""
+def outline(printed) -> str:
+    """The source of the kernel ``printed`` (kir.Printed) with its outermost fast versions outlined, or its source
+    unchanged."""
     try:
-        return _outline(source, set(versions))
-    except RecursionError:  # a source nested past what ast walks: as it is (moving is only for speed)
-        return source
+        return _outline(printed)
+    except RecursionError:  # a kernel nested past what the recursion walks: as it is (moving is only for speed)
+        return printed.source
 
 
-def _outline(source: str, marked: set) -> str:
-    if not marked:
-        return source
-    module = parse(source)
-    kernel = next((n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "kernel"), None)
-    if kernel is None or len(kernel.decorator_list) != 1:
-        return source
-    targets = list(_outermost(kernel.body, marked))
+def _outline(printed) -> str:
+    nodes = list(printed.nodes.values())
+    if not any(type(n) is kir.If and n.version for n in nodes):
+        return printed.source
+    block = _block(nodes, 0, len(nodes))
+    targets = list(_outermost(block))
     if not targets:
-        return source
-    params = {a.arg for a in kernel.args.args}
-    local = params | _stored(kernel.body)
+        return printed.source
+    params = set(printed.params)
+    local = params | _stored(block)
     after: dict = {}
     bound: dict = {}
+    wanted = {id(t) for t, _ in targets}
     try:
-        _live(kernel.body, set(), None, after, {id(t) for t in targets})
-        _bound(kernel.body, set(params), bound, {id(t) for t in targets})
+        _live(block, _reads_of(printed.ret_tags), None, after, wanted)
+        _bound(block, set(params), bound, wanted)
     except _Unsupported:
-        return source
-    taken = {n.id for n in ast.walk(module) if isinstance(n, ast.Name)} | \
-        {n.name for n in ast.walk(module) if isinstance(n, ast.FunctionDef)}
+        return printed.source
+    taken = {t.name for n in nodes for t in n.tags if type(t) is kir.Name} | params
     names = (f"__pxfast{k}" for k in itertools.count() if f"__pxfast{k}" not in taken)
-    decorator = ast.unparse(kernel.decorator_list[0])
-    functions = []
-    for node in targets:
-        if any(isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom)) for b in node.body for n in ast.walk(b)):
+    functions, calls = [], {}
+    for node, kids in targets:
+        if any(isinstance(n, kir.Return) for n in _walk(kids)):
             continue
-        outputs = sorted(_stored(node.body) & after.get(id(node), set()))
+        outputs = sorted(_stored(kids) & after.get(id(node), set()))
         try:
-            inputs = sorted(_live(node.body, set(outputs), None, {}, set()) & local)
+            inputs = sorted(_live(kids, set(outputs), None, {}, set()) & local)
         except _Unsupported:
             continue
         if bound.get(id(node)) is None or not set(inputs) <= bound[id(node)]:
             continue  # a name that may be unbound here (or code that never reaches it): passing it would read it
         name = next(names)
-        body = "\n".join(ast.unparse(s) for s in node.body)
+        body = list(_walk(kids))
         ret = "(" + "".join(f"{o}, " for o in outputs) + ")"
-        functions.append(f"@{decorator}\ndef {name}({', '.join(inputs)}):\n" +
-                         "".join(f"    {line}\n" for line in body.split("\n")) + f"    return {ret}\n")
+        lines, _ = kir.body_lines(body, 1, -node.depth)
+        functions.append("\n".join([kir.decorator(printed.boundscheck), f"def {name}({', '.join(inputs)}):",
+                                    *lines, f"    return {ret}"]) + "\n")
         call = f"{name}({', '.join(inputs)})"
-        node.body = parse(f"{ret} = {call}" if outputs else call).body
+        tags = [kir.Name(i) for i in inputs] + [kir.Name(o, True) for o in outputs]
+        calls[id(node)] = (len(body), kir.Stmt(node.depth + 1, f"{ret} = {call}" if outputs else call, tags))
     if not functions:
-        return source
-    return "\n\n".join(functions) + "\n\n" + ast.unparse(module) + "\n"
+        return printed.source
+    kept, i = [], 0
+    while i < len(nodes):  # the kernel's nodes, each outlined body replaced by its call
+        kept.append(nodes[i])
+        skip, stmt = calls.get(id(nodes[i]), (0, None))
+        if stmt is not None:
+            kept.append(stmt)
+        i += 1 + skip
+    kernel = kir.print_kernel(printed.params, kept, printed.ret, printed.ret_tags, printed.boundscheck,
+                              printed.complex_values)
+    return "\n\n".join(functions) + "\n\n" + kernel.source
 
 
-def _outermost(stmts, marked):
-    """The marked two-version ifs outside any loop, and outside the fast body of another (it moves whole)."""
-    for s in stmts:
-        if isinstance(s, ast.If):
-            if s.lineno in marked:
-                yield s
-            else:
-                yield from _outermost(s.body, marked)
-            yield from _outermost(s.orelse, marked)
+def _block(nodes, start, end) -> list:
+    """The statements ``nodes[start:end]`` (one depth) as [(node, its block)]; an ``if``'s ``else``: the item
+    after it."""
+    out, i = [], start
+    while i < end:
+        j = i + 1
+        while j < end and nodes[j].depth > nodes[i].depth:
+            j += 1
+        out.append((nodes[i], _block(nodes, i + 1, j)))
+        i = j
+    return out
 
 
-def _bound(stmts, bound, at: dict, wanted: set):
-    """The names surely bound after ``stmts`` when ``bound`` are before them (None: no path gets past them).
-    The set before each If whose id is in ``wanted`` goes into ``at``."""
-    for s in stmts:
+def _walk(block):
+    for node, kids in block:
+        yield node
+        yield from _walk(kids)
+
+
+def _statements(block):
+    """(node, its block, its else's block or None) of each statement: an ``if`` and its ``else`` as one."""
+    i = 0
+    while i < len(block):
+        node, kids = block[i]
+        orelse = None
+        if type(node) is kir.If and i + 1 < len(block) and type(block[i + 1][0]) is kir.Else:
+            orelse, i = block[i + 1][1], i + 1
+        i += 1
+        yield node, kids, orelse
+
+
+def _outermost(block):
+    """The fast versions' ifs (with their blocks) outside any loop, and outside the fast body of another (it moves
+    whole)."""
+    for node, kids in block:
+        if type(node) is kir.If and node.version:
+            yield node, kids
+        elif type(node) in (kir.If, kir.Else):
+            yield from _outermost(kids)
+
+
+def _stored(block) -> set:
+    return {name for n in _walk(block) for name in n.binds}
+
+
+def _binds(node) -> set:
+    """The names the statement surely binds when it completes (a ``:=`` may be skipped)."""
+    walrus = {t.name for t in node.tags if type(t) is kir.Name and t.walrus}
+    return set(node.binds) - walrus
+
+
+def _reads_of(tags) -> set:
+    return {t.name for t in tags if type(t) is kir.Name and not t.binds}
+
+
+def _bound(block, bound, at: dict, wanted: set):
+    """The names surely bound after ``block`` when ``bound`` are before it (None: no path gets past it). The set
+    before each If whose id is in ``wanted`` goes into ``at``."""
+    for node, kids, orelse in _statements(block):
         if bound is None:
             return None
-        if isinstance(s, ast.Assign):
-            bound = bound | _targets(s.targets)[0]
-        elif isinstance(s, ast.If):
-            if id(s) in wanted:
-                at[id(s)] = set(bound)
-            a, b = _bound(s.body, set(bound), at, wanted), _bound(s.orelse, set(bound), at, wanted)
+        t = type(node)
+        if t is kir.If:
+            if id(node) in wanted:
+                at[id(node)] = set(bound)
+            a, b = _bound(kids, set(bound), at, wanted), _bound(orelse or [], set(bound), at, wanted)
             bound = b if a is None else a if b is None else a & b
-        elif isinstance(s, (ast.Return, ast.Raise, ast.Break, ast.Continue)):
+        elif t in (kir.Raise, kir.Jump, kir.Return):
             return None
-        elif isinstance(s, (ast.For, ast.While)):
-            pass  # a loop may run no iteration: it binds nothing for sure (and holds no wanted if)
-        elif not isinstance(s, (ast.AugAssign, ast.Expr, ast.Pass)):
-            raise _Unsupported(type(s).__name__)
+        elif t is kir.Stmt:
+            bound = bound | _binds(node)
+        elif t not in (kir.For, kir.While):  # a loop may run no iteration: it binds nothing for sure
+            raise _Unsupported(t.__name__)
     return bound
 
 
-def _stored(stmts) -> set:
-    return {n.id for s in stmts for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-
-
-def _reads(node) -> set:
-    if node is None:
-        return set()
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-
-
-def _target(t):
-    """(names a store target binds, names it reads: subscripts' arrays and indices)."""
-    if isinstance(t, ast.Name):
-        return {t.id}, set()
-    if isinstance(t, (ast.Tuple, ast.List)):
-        return _targets(t.elts)
-    if isinstance(t, (ast.Subscript, ast.Attribute)):
-        return set(), _reads(t)
-    raise _Unsupported(type(t).__name__)
-
-
-def _targets(targets):
-    """``_target`` of each of ``targets``, united (an assignment's targets, a tuple's items)."""
-    defs, uses = set(), set()
-    for t in targets:
-        d, u = _target(t)
-        defs |= d
-        uses |= u
-    return defs, uses
-
-
-def _live(stmts, out: set, loop, after: dict, wanted: set) -> set:
-    """Names live before ``stmts`` when ``out`` are live after them. ``loop``: (live after the enclosing loop,
-    live at its head) for break and continue. The live-after set of each If whose id is in ``wanted`` goes into
+def _live(block, out: set, loop, after: dict, wanted: set) -> set:
+    """Names live before ``block`` when ``out`` are live after it. ``loop``: (live after the enclosing loop, live
+    at its head) for break and continue. The live-after set of each If whose id is in ``wanted`` goes into
     ``after``."""
     live = set(out)
-    for s in reversed(stmts):
-        live = _live_one(s, live, loop, after, wanted)
+    for node, kids, orelse in reversed(list(_statements(block))):
+        live = _live_one(node, kids, orelse, live, loop, after, wanted)
     return live
 
 
-def _live_one(s, out, loop, after, wanted):
-    if isinstance(s, ast.Assign):
-        defs, uses = _targets(s.targets)
-        return (out - defs) | uses | _reads(s.value)
-    if isinstance(s, ast.AugAssign):  # reads its target, name or element, before it writes it
-        defs, uses = _target(s.target)
-        return out | defs | uses | _reads(s.value)
-    if isinstance(s, ast.Expr):
-        return out | _reads(s.value)
-    if isinstance(s, ast.Pass):
-        return out
-    if isinstance(s, ast.Return):
-        return _reads(s.value)
-    if isinstance(s, ast.Raise):
-        return _reads(s.exc) | _reads(s.cause)
-    if isinstance(s, (ast.Break, ast.Continue)):
+def _live_one(node, kids, orelse, out, loop, after, wanted):
+    t = type(node)
+    if t is kir.Stmt:
+        return (out - _binds(node)) | node.reads
+    if t in (kir.Raise, kir.Return):
+        return set(node.reads)
+    if t is kir.Jump:
         if loop is None:
             raise _Unsupported("break outside a loop")
-        return set(loop[0] if isinstance(s, ast.Break) else loop[1])
-    if isinstance(s, ast.If):
-        if id(s) in wanted:
-            after[id(s)] = set(out)
-        return _reads(s.test) | _live(s.body, out, loop, after, wanted) | _live(s.orelse, out, loop, after, wanted)
-    if isinstance(s, (ast.For, ast.While)):
-        if s.orelse:
-            raise _Unsupported("loop with else")
-        defs, uses = _target(s.target) if isinstance(s, ast.For) else (set(), set())
-        test = _reads(s.test) if isinstance(s, ast.While) else set()
-        head = set(out) | test
+        return set(loop[0] if node.kind == "break" else loop[1])
+    if t is kir.If:
+        if id(node) in wanted:
+            after[id(node)] = set(out)
+        return node.reads | _live(kids, out, loop, after, wanted) | _live(orelse or [], out, loop, after, wanted)
+    if t in (kir.For, kir.While):
+        defs = _binds(node)
+        head = set(out) | (node.reads if t is kir.While else set())
         while True:  # the live set at the loop's head, to its fixed point
-            body = _live(s.body, head, (out, head), after, wanted)
-            new = set(out) | test | (body - defs) | uses
+            body = _live(kids, head, (out, head), after, wanted)
+            new = set(out) | (node.reads if t is kir.While else set()) | (body - defs)
             if new == head:
-                return head | (_reads(s.iter) if isinstance(s, ast.For) else set())
+                return head | node.reads
             head = new
-    raise _Unsupported(type(s).__name__)
+    raise _Unsupported(t.__name__)

@@ -322,7 +322,7 @@ def parallel_variant(entry, sig, force, decided=None):
 def sequential_module(printed) -> str:
     """A sequential kernel's module text: the helpers the kernel IR calls, and the kernel with its fast loop
     versions outlined (outline.py); parallel variants are printed as generated."""
-    return helpers_for(printed.helpers) + "\n\n" + outline(printed.source, printed.versions())
+    return helpers_for(printed.helpers) + "\n\n" + outline(printed)
 
 
 def threads_note(entry) -> str:
