@@ -82,6 +82,19 @@ def operations(form) -> tuple:
     return tuple(sorted(kinds))
 
 
+@functools.cache
+def exponents(form) -> tuple:
+    """The operands (by position) of a declaration's native form that are exponents of its ``**`` (-1: an exponent
+    written over operands, never a literal); read once per form, as ``operations``."""
+    tree = ast.parse(form.source([f"__pxa{i}" for i in range(8)]), mode="eval")
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) and not isinstance(n.right, ast.Constant):
+            r = n.right
+            out.append(int(r.id[5:]) if isinstance(r, ast.Name) and r.id.startswith("__pxa") else -1)
+    return tuple(out)
+
+
 _READ_ATTRS = frozenset({"shape", "size", "ndim", "dtype"})
 
 

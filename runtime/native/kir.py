@@ -100,6 +100,14 @@ class Op:
     kind: str
 
 
+@dataclass(frozen=True, slots=True)
+class Varies:
+    """An operand whose value decides whether an operation may raise, written other than as a literal the operation
+    takes (parallel.py): "exponent" (of ``**``: an integer power of -2**63 overflows), "step" (of ``range``: 0
+    raises)."""
+    what: str
+
+
 def family(name: str) -> str:
     """What a helper keeps, by its name's part after the first ``_``: "ck" (Python-int arithmetic checked for
     overflow), "py" (Python's division by zero, conversions), "amb" (a division by a scalar that may be Python's or

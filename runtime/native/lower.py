@@ -15,6 +15,7 @@ non-negative version and as they are).
 """
 from __future__ import annotations
 
+import ast
 import itertools
 
 import numpy as np
@@ -26,7 +27,7 @@ from . import kir, scalarize
 from .arith import ArithRules
 from .calls import CallRules
 from .expressions import Expressions, as_expression
-from .facts import calls, form_calls, operations, reads
+from .facts import calls, exponents, form_calls, operations, reads
 from .kindflow import SMALL, KindFlow, settle
 from .kinds import Decline
 from .reductions import ReduceRules
@@ -147,6 +148,10 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
             if name != form.called and called != form.called:
                 self.pending += [kir.helper_call(name)[1]] if kir.is_helper(name) else kir.declared(name)
         self.pending += [kir.Op(kind) for kind in operations(form)]
+        # (an exponent or a range's step that is not a literal may raise: -2**63 overflows, a step of 0)
+        self.pending += [kir.Varies("exponent") for i in exponents(form) if i < 0 or _literal(atoms[i]) is None]
+        if form.called == "range" and len(atoms) == 3 and not _literal(atoms[2]):
+            self.pending.append(kir.Varies("step"))
         consumed, names = reads(form, len(atoms))
         for i, a in enumerate(atoms):
             if i in names:
@@ -345,3 +350,11 @@ def lower(loop, params, kinds: dict, outputs, small=frozenset(), functions=None)
 
 def _is_np(k) -> bool:
     return isinstance(k, np.generic)
+
+
+def _literal(text: str):
+    """The value of an operand the lowerer wrote as a literal (``2``, ``-1``), or None."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return None

@@ -1,7 +1,8 @@
 """Loops of a generated kernel whose iterations may run on several threads, and the kernel's parallel variant.
 
-The analysis reads the kernel's source (what Numba compiles, with every check the lowerer put in), and asks its
-kernel IR (kir.py) what each helper call does (whether it may raise, and why, in the user's terms):
+The analysis reads the kernel's source (what Numba compiles, with every check the lowerer put in) for its loops
+and element accesses, and asks its kernel IR (kir.py) whether a loop's statements may raise or leave it (their
+calls, operations and jumps, and why, in the user's terms):
 a ``for v in range(...)`` loop (step 1, a start that cannot be negative) becomes ``numba.prange`` when its
 iterations are independent and none can raise, so the parallel loop leaves every array and name as the
 sequential one does, bit for bit:
@@ -26,6 +27,7 @@ import ast
 
 from phylanx_py.source import parse
 
+from . import kir
 from .kinds import param_of
 from .liveness import block_of, chain_of, live_after, scan, stored_names
 
@@ -123,11 +125,11 @@ class _Finder:
             return "a step other than 1"
         if len(it.args) >= 2 and not self.nonneg(it.args[0]):
             return "a start that may be negative (a negative index reaches the end of an array)"
-        why = _leaves_or_raises(loop.body, self.tags, self.complex)
+        body = self.ir_block(loop.body)
+        why = _leaves_or_raises(body, self.complex)
         if why:
             return why
         v = target.id
-        body = self.ir_block(loop.body)
         names = stored_names(body)
         if v in names:
             return f"'{v}' is assigned in the loop"
@@ -344,14 +346,6 @@ def _assignments(fn):
     return out
 
 
-def _constant(e):
-    """The value of a constant expression (``-1``), or None."""
-    try:
-        return ast.literal_eval(e)
-    except ValueError:
-        return None
-
-
 def _is_range(it):
     return (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and
             not it.keywords and 1 <= len(it.args) <= 3)
@@ -362,41 +356,33 @@ def _is_allocation(value, tags):
     return tag is not None and tag.allocates
 
 
-def _leaves_or_raises(body, tags, complex_values=False):
-    """Why the loop body may raise or leave the loop, or None. Operators on numbers raise in two cases under
-    error_model='numpy': a power with an integer exponent of -2**63 (OverflowError), and complex division by zero
-    (``complex_values``: the kernel may hold complex numbers)."""
-    def visit(node, nested):
-        if isinstance(node, (ast.BinOp, ast.AugAssign)):
-            if isinstance(node.op, ast.Pow) and _constant(node.right if isinstance(node, ast.BinOp) else
-                                                          node.value) is None:
+def _leaves_or_raises(block, complex_values=False, nested=False):
+    """Why the loop body (its kernel-IR block) may raise or leave the loop, or None: from each statement's tags.
+    Operators on numbers raise in two cases under error_model='numpy': a power whose exponent is not a literal (an
+    integer exponent of -2**63: OverflowError; kir.Varies), and complex division by zero (``complex_values``: the
+    kernel may hold complex numbers); ``range`` with a step that may be 0; a call the IR tags as raising (the
+    nest's rerun branch raises ``_Overflow``)."""
+    for node, kids in block:
+        if type(node) is kir.Return:
+            return "a return in the loop"
+        if type(node) is kir.Jump and not nested:
+            return f"a {node.kind} out of the loop"
+        for t in reversed(node.tags):  # (the outermost first, as the text reads: an expression's call after its
+            if t == _EXPONENT:         # operands', a store's target after its value)
                 return "a power whose exponent is not a constant"
-            if complex_values and isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)):
-                return "a division of values that may be complex (Numba raises at zero)"
-        if isinstance(node, (ast.Return, ast.Raise, ast.Assert, ast.Try, ast.With, ast.Delete, ast.Global,
-                             ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Await, ast.FunctionDef, ast.Lambda,
-                             ast.NamedExpr)):
-            return f"a {type(node).__name__.lower()} in the loop"
-        if isinstance(node, (ast.Break, ast.Continue)) and not nested:
-            return f"a {type(node).__name__.lower()} out of the loop"
-        if isinstance(node, ast.Call):
-            f = node.func
-            if not _pure_call(f, tags):
-                name = ast.unparse(f)
-                return f"a call that may raise ({tags[name].why if name in tags else name})"
-            if isinstance(f, ast.Name) and f.id == "range" and len(node.args) == 3 and not _constant(node.args[2]):
+            if t == _STEP:
                 return "a range whose step may be 0"
-        for child in ast.iter_child_nodes(node):
-            why = visit(child, nested or isinstance(node, (ast.For, ast.While)))
-            if why:
-                return why
-        return None
-
-    for s in body:
-        why = visit(s, False)
+            if complex_values and type(t) is kir.Op and t.kind in ("division", "modulo"):
+                return "a division of values that may be complex (Numba raises at zero)"
+            if type(t) is kir.Call and t.raises:
+                return "a raise in the loop" if t.name == "_Overflow" else f"a call that may raise ({t.why})"
+        why = _leaves_or_raises(kids, complex_values, nested or type(node) in (kir.For, kir.While))
         if why:
             return why
     return None
+
+
+_EXPONENT, _STEP = kir.Varies("exponent"), kir.Varies("step")
 
 
 def _temporaries(body, block):
