@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import itertools
 import os
 import threading
 from dataclasses import dataclass
@@ -40,6 +41,17 @@ class SourceLoc:
 
 
 UNKNOWN = SourceLoc("<unknown>", 0, 0, "<unknown>", "")
+
+
+def instruction_position(code, lasti: int, line: int) -> tuple[int, int | None]:
+    """(line, 1-based column) of the instruction at byte offset ``lasti`` of ``code``, ``line`` being the line a
+    frame or a traceback gives for it: the column from the instruction's position (Python 3.11+); None where there
+    is none (Python 3.10, an instruction without a position)."""
+    pos = next(itertools.islice(code.co_positions(), lasti // 2, None), None) \
+        if hasattr(code, "co_positions") else None
+    if pos is None or pos[0] is None:
+        return line, None
+    return pos[0], (pos[2] or 0) + 1
 
 
 _PARSING = threading.RLock()

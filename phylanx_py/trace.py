@@ -24,7 +24,7 @@ from phylanx_py.primitives import lookup, name_of
 from phylanx_py.primitives.operators import OPERATORS
 
 from .errors import PhylanxError
-from .source import UNKNOWN, SourceLoc
+from .source import UNKNOWN, SourceLoc, instruction_position
 
 
 class TraceError(PhylanxError, TypeError):
@@ -43,13 +43,9 @@ def user_loc() -> SourceLoc:
         f = f.f_back
     if f is None:
         return UNKNOWN
-    code, line, col = f.f_code, f.f_lineno, 1
-    # the instruction's position (Python 3.11+): the column too, not only the line
-    pos = next(itertools.islice(code.co_positions(), f.f_lasti // 2, None), None) \
-        if hasattr(code, "co_positions") else None
-    if pos is not None and pos[0] is not None:
-        line, col = pos[0], (pos[2] or 0) + 1
-    return SourceLoc(code.co_filename, line, col, code.co_name, linecache.getline(code.co_filename, line))
+    code = f.f_code
+    line, col = instruction_position(code, f.f_lasti, f.f_lineno)  # the column too, not only the line
+    return SourceLoc(code.co_filename, line, col or 1, code.co_name, linecache.getline(code.co_filename, line))
 
 
 class Record:

@@ -17,11 +17,10 @@ instruction's kind; one holding none names the instruction's position and ``pyth
 from __future__ import annotations
 
 import dis
-import itertools
 import linecache
 
 from phylanx_py.errors import ExecutionError
-from phylanx_py.source import SourceLoc
+from phylanx_py.source import SourceLoc, instruction_position
 
 _NOT_PRIMITIVES = frozenset({"python", "if", "fused"})
 # which labels an instruction of this kind can have failed in (the others: calls of named primitives)
@@ -56,23 +55,23 @@ class Locator:
         tb = exc.__traceback__
         while tb is not None:
             if tb.tb_frame.f_code.co_filename in self.files:
-                frames.append((tb.tb_frame.f_code, tb.tb_lasti))
+                frames.append((tb.tb_frame.f_code, tb.tb_lasti, tb.tb_lineno))
             tb = tb.tb_next
         if not frames:
             return None
-        for code, lasti in reversed(frames):  # the innermost instruction that is one of the tree's primitives
-            found = self._primitive(code, lasti)
+        for code, lasti, line in reversed(frames):  # the innermost instruction that is one of the tree's primitives
+            found = self._primitive(code, lasti, line)
             if found is not None:
                 return ExecutionError.from_exception(exc, *found)
-        code, lasti = frames[-1]
-        line, col = _position(code, lasti)
+        code, lasti, line = frames[-1]
+        line, col = instruction_position(code, lasti, line)
         loc = SourceLoc(code.co_filename, line, col or 1, code.co_name, linecache.getline(code.co_filename, line))
         return ExecutionError.from_exception(exc, loc, "python")
 
-    def _primitive(self, code, lasti):
-        """(location, label) of the tree's primitive at the instruction, or None."""
-        line, col = _position(code, lasti)
-        if col is None:  # Python 3.10: no instruction columns; the line's primitive, when it has one only
+    def _primitive(self, code, lasti, line):
+        """(location, label) of the tree's primitive at the instruction (on ``line``, the traceback's), or None."""
+        line, col = instruction_position(code, lasti, line)
+        if col is None:  # Python 3.10 (no instruction columns): the line's primitive, when it has one only
             labels = {k: v for key, found in self.index.items() if key[:2] == (code.co_filename, line)
                       for k, v in found.items()}
             return next(((loc, label) for label, loc in labels.items()), None) if len(labels) == 1 else None
@@ -87,22 +86,3 @@ class Locator:
         (label, loc), = labels.items()
         return loc, label
 
-
-def _position(code, lasti: int) -> tuple[int, int | None]:
-    """(line, 1-based column) of the instruction at byte offset ``lasti``; the column None before Python 3.11."""
-    if not hasattr(code, "co_positions"):
-        return _line_310(code, lasti), None
-    pos = next(itertools.islice(code.co_positions(), lasti // 2, None), None)
-    if pos is None or pos[0] is None:
-        return code.co_firstlineno, 1
-    return pos[0], (pos[2] or 0) + 1
-
-
-def _line_310(code, lasti: int) -> int:
-    """The line of the instruction at ``lasti`` (Python 3.10: the last line start at or before it)."""
-    line = code.co_firstlineno
-    for start, ln in dis.findlinestarts(code):
-        if start > lasti:
-            break
-        line = ln
-    return line
