@@ -12,7 +12,6 @@ semantics Numba does not share with NumPy go to the reference kernel.
 from __future__ import annotations
 
 import functools
-import os
 
 import numpy as np
 
@@ -105,7 +104,7 @@ _fuse_raw = raw_reader("PHYLANX_FUSE")  # read at every call of a fused group (1
 
 def _compilable(args) -> bool:
     """Fusion is on and every input is a numeric array or scalar (what a compiled kernel can take)."""
-    return os.environ.get("PHYLANX_FUSE", "1") != "0" and all(_numeric(a) for a in args)
+    return _fuse_raw() not in OFF and all(_numeric(a) for a in args)
 
 
 # (spec, _signature(args), FUSE_MIN_OPS) -> what _find_kernel answered for such inputs: (kernel, input dtypes)

@@ -25,14 +25,13 @@ lists or dicts it may change runs through the tree. ``PHYLANX_FLOOR=0`` turns th
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 import time
 
 import numpy as np
 from phylanx_py.primitives import IO, MUTATES, STATE
 from phylanx_py.primitives import lookup as lookup_primitive
-from phylanx_py.primitives.environ import fast_key
+from phylanx_py.primitives.environ import OFF, raw_reader
 
 from phylanx_py import ir
 
@@ -56,14 +55,11 @@ _FAILED = object()
 
 # per call, the variable's raw value read (primitives/environ.py: os.environ.get costs about 1 us, as much as a small
 # plain function)
-_ENV_DATA, _ENV_KEY = fast_key("PHYLANX_FLOOR")
-_OFF = (b"0", "0")
+_floor_raw = raw_reader("PHYLANX_FLOOR")
 
 
 def enabled() -> bool:
-    if _ENV_KEY is not None:
-        return _ENV_DATA.get(_ENV_KEY) not in _OFF
-    return os.environ.get("PHYLANX_FLOOR", "1") != "0"
+    return _floor_raw() not in OFF
 
 
 class _Times:
