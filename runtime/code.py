@@ -62,9 +62,7 @@ class ProgramCode:
             else None
         self._locator = None
         # the plain function as the floor (floor.py); a failed plain run's error is located from its traceback
-        self.floor = Floor.of(program, self.locate) if native else None
-        if self.floor is not None:
-            self.floor.tiers = tuple(self.native_loops)  # their kernels getting ready: the floor's cue (floor.py)
+        self.floor = Floor.of(program, self.locate, self.native_loops) if native else None
         if self.whole is not None:
             self.whole.locate = self.locate
 

@@ -76,18 +76,19 @@ class _Times:
 class Floor:
     """The choice between the plain function and the tree for one compiled function (module docstring)."""
 
-    def __init__(self, mutates, loops=True, locate=None):
+    def __init__(self, mutates, loops=True, locate=None, tiers=()):
         self.locate = locate  # the ExecutionError of a failed plain run (plain_errors.Locator.error)
-        self.tiers = ()  # the program's loop tiers that run native code (code.ProgramCode sets them)
+        self.tiers = tuple(tiers)  # the program's loop tiers that run native code: their kernels are its cue
         self.mutates = mutates  # whether the program changes anything in place (lists and dicts included)
         self.loops = loops  # whether it has loops, which a native kernel getting ready may speed up in the tree
         self.times: dict = {}
         self.plain_runs = self.tree_runs = 0
 
     @classmethod
-    def of(cls, program: ir.Program, locate=None) -> Floor | None:
+    def of(cls, program: ir.Program, locate=None, tiers=()) -> Floor | None:
         """The Floor of ``program``, or None when a rerun of it could be seen (module docstring); ``locate``: the
-        ExecutionError of a failed plain run (plain_errors.Locator.error of the program's generated code)."""
+        ExecutionError of a failed plain run (plain_errors.Locator.error of the program's generated code); ``tiers``:
+        its loops' native tiers (codegen's ``native_loops``)."""
         mutates = False
         for _, fn in program.functions:
             for n in ir.walk(fn.body):
@@ -108,7 +109,7 @@ class Floor:
                     if "out" in dict(n.kwargs) or (effect == MUTATES and n.args):
                         mutates = True
         loops = any(isinstance(n, (ir.For, ir.While)) for _, fn in program.functions for n in ir.walk(fn.body))
-        return cls(mutates, loops, locate)
+        return cls(mutates, loops, locate, tiers)
 
     def call(self, rt, args, kwargs, plain, tree):
         """The call's result: ``plain(*args, **kwargs)`` or ``tree()``, as chosen (module docstring)."""
