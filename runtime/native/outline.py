@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 
 from . import kir
+from .liveness import stored_names, walk
 
 
 class _Unsupported(Exception):
@@ -44,7 +45,7 @@ def _outline(printed) -> str:
     if not targets:
         return printed.source
     params = set(printed.params)
-    local = params | _stored(block)
+    local = params | stored_names(block)
     after: dict = {}
     bound: dict = {}
     wanted = {id(t) for t, _ in targets}
@@ -57,9 +58,9 @@ def _outline(printed) -> str:
     names = (f"__pxfast{k}" for k in itertools.count() if f"__pxfast{k}" not in taken)
     functions, calls = [], {}
     for node, kids in targets:
-        if any(isinstance(n, kir.Return) for n in _walk(kids)):
+        if any(isinstance(n, kir.Return) for n in walk(kids)):
             continue
-        outputs = sorted(_stored(kids) & after.get(id(node), set()))
+        outputs = sorted(stored_names(kids) & after.get(id(node), set()))
         try:
             inputs = sorted(_live(kids, set(outputs), None, {}, set()) & local)
         except _Unsupported:
@@ -67,7 +68,7 @@ def _outline(printed) -> str:
         if bound.get(id(node)) is None or not set(inputs) <= bound[id(node)]:
             continue  # a name that may be unbound here (or code that never reaches it): passing it would read it
         name = next(names)
-        body = list(_walk(kids))
+        body = list(walk(kids))
         ret = "(" + "".join(f"{o}, " for o in outputs) + ")"
         lines, _ = kir.body_lines(body, 1, -node.depth)
         functions.append("\n".join([kir.decorator(printed.boundscheck), f"def {name}({', '.join(inputs)}):",
@@ -102,12 +103,6 @@ def _block(nodes, start, end) -> list:
     return out
 
 
-def _walk(block):
-    for node, kids in block:
-        yield node
-        yield from _walk(kids)
-
-
 def _statements(block):
     """(node, its block, its else's block or None) of each statement: an ``if`` and its ``else`` as one."""
     i = 0
@@ -128,10 +123,6 @@ def _outermost(block):
             yield node, kids
         elif type(node) in (kir.If, kir.Else):
             yield from _outermost(kids)
-
-
-def _stored(block) -> set:
-    return {name for n in _walk(block) for name in n.binds}
 
 
 def _binds(node) -> set:
