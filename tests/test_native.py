@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 import warnings
 
@@ -473,6 +474,7 @@ def test_the_compile_process_runs_at_a_lower_priority(monkeypatch, tmp_path):
     from phylanx_py.runtime.native import compile_process
 
     monkeypatch.setattr(kernel_cache, "CACHE_DIR", str(tmp_path / "cache"))  # the request's folder
+    monkeypatch.setenv("PHYLANX_COMPILE_RISE", "1000")  # a slow start here must not make the request rise
     own = os.getpriority(os.PRIO_PROCESS, 0)
     try:
         for setting, expected in ((None, 19), ("0", own), ("3", min(own + 3, 19))):
@@ -486,6 +488,98 @@ def test_the_compile_process_runs_at_a_lower_priority(monkeypatch, tmp_path):
             child = compile_process._child[0]
             assert child is not None and child is not False and child.poll() is None
             assert os.getpriority(os.PRIO_PROCESS, child.pid) == expected, setting
+    finally:
+        compile_process.close()
+
+
+def test_a_request_left_unanswered_rises_to_the_callers_priority(monkeypatch, tmp_path):
+    """A request the niced child has not answered within PHYLANX_COMPILE_RISE seconds is compiled at the caller's
+    priority: a caller filling both cores (BLAS, a training loop) left the niced child a few percent of a core, and
+    a fused kernel arrived after 10-65 s instead of 0.5-3. Whether the child is reniced (a privileged caller) or
+    replaced by one started at the caller's priority, the kernel is compiled, the child compiling it runs at the
+    caller's priority meanwhile (seen from a thread here), and goes back to the low one once it has answered."""
+    from phylanx_py.primitives import fused as fz
+    from phylanx_py.primitives import kernel_cache
+    from phylanx_py.runtime.native import compile_process
+
+    monkeypatch.setattr(kernel_cache, "CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("PHYLANX_COMPILE_PROCESS", raising=False)
+    monkeypatch.delenv("PHYLANX_COMPILE_NICE", raising=False)
+    monkeypatch.setenv("PHYLANX_COMPILE_RISE", "0")  # no child answers at once: the request rises
+    spec = ("add", ("multiply", ("arg", 0), ("const", 2.0)), ("arg", 0))
+    x = np.ones(4)
+    dtypes, in_dtypes = fz._dtypes(spec, (x,))
+    source, _ = fz._source(spec, in_dtypes, dtypes)
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    compile_process.close()
+    seen, done = set(), threading.Event()
+
+    def watch():  # the priority of whichever child is compiling, every 5 ms
+        while not done.is_set():
+            child = compile_process._child[0]
+            try:
+                if child:
+                    seen.add(os.getpriority(os.PRIO_PROCESS, child.pid))
+            except OSError:
+                pass
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        rises = compile_process.RISES[0]
+        assert compile_process.warm("fused", source, ()) is True
+        done.set()
+        watcher.join()
+        assert compile_process.RISES[0] == rises + 1
+        assert own in seen
+        child = compile_process._child[0]
+        assert child is not None and child is not False and child.poll() is None
+        assert os.getpriority(os.PRIO_PROCESS, child.pid) == min(own + 19, 19)  # back down
+        monkeypatch.setenv("PHYLANX_COMPILE_RISE", "1000")
+        assert compile_process.warm("fused", "this is not Python", ()) is False  # answered in time: no rise
+        assert compile_process.RISES[0] == rises + 1
+    finally:
+        done.set()
+        compile_process.close()
+
+
+def test_an_unprivileged_caller_rises_with_a_new_child(monkeypatch, tmp_path):
+    """Without the right to lower another process's niceness (a user who is not root: the kernel says EPERM, as the
+    stand-in for os.setpriority here does), a request that rises goes to a new child started at the caller's
+    priority; the niced one is retired (its stdin closed, it ends after its compile), the kernel is compiled."""
+    from phylanx_py.primitives import fused as fz
+    from phylanx_py.primitives import kernel_cache
+    from phylanx_py.runtime.native import compile_process
+
+    real = os.setpriority
+
+    def unprivileged(which, who, prio):  # Linux's rule for a user without CAP_SYS_NICE
+        if prio < os.getpriority(which, who):
+            raise PermissionError(1, "Operation not permitted")
+        real(which, who, prio)
+
+    monkeypatch.setattr(kernel_cache, "CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("PHYLANX_COMPILE_PROCESS", raising=False)
+    monkeypatch.delenv("PHYLANX_COMPILE_NICE", raising=False)
+    monkeypatch.setenv("PHYLANX_COMPILE_RISE", "0")
+    monkeypatch.setattr(compile_process.os, "setpriority", unprivileged)
+    spec = ("add", ("multiply", ("arg", 0), ("const", 3.0)), ("arg", 0))
+    dtypes, in_dtypes = fz._dtypes(spec, (np.ones(4),))
+    source, _ = fz._source(spec, in_dtypes, dtypes)
+    compile_process.close()
+    try:
+        compile_process.prestart()
+        deadline = time.monotonic() + 60
+        while not compile_process._child[0] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        first = compile_process._child[0]
+        assert compile_process.warm("fused", source, ()) is True
+        child = compile_process._child[0]
+        assert child is not first and child.poll() is None
+        assert first.wait(timeout=120) == 0  # retired: it finished and ended
+        own = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, child.pid) == min(own + 19, 19)  # back down
     finally:
         compile_process.close()
 

@@ -12,7 +12,7 @@ import warnings
 from phylanx_py.primitives import kernel_cache
 
 from . import aot, tiering
-from .compile_process import HEADER
+from .compile_process import HEADER, nice_step
 
 
 def serve(stdin, stdout):
@@ -50,10 +50,7 @@ def lower_priority() -> None:
     a compile at equal priority took half a core from it and made the plain function slower while its kernel was
     being built; niced, it runs on what the caller leaves idle (a single-threaded caller leaves a core). 19 rather
     than 10: at 10 it still took a tenth of a core under contention (docs/tiers.md has the A/B figures)."""
-    try:
-        step = int(os.environ.get("PHYLANX_COMPILE_NICE", "19"))
-    except ValueError:
-        step = 19
+    step = nice_step()
     if step > 0 and hasattr(os, "nice"):
         try:
             os.nice(step)

@@ -10,11 +10,18 @@ this user's own process writing this user's private cache folder). Any failure o
 the kernel does not compile there, the cache folder is refused) only means the thread compiles as before.
 
 ``PHYLANX_COMPILE_PROCESS=0`` keeps every compile in the thread. The child (compile_child.py) reads requests on its
-stdin and exits at its end, that is when this process exits or closes it."""
+stdin and exits at its end, that is when this process exits or closes it.
+
+Priority: the child compiles niced (``PHYLANX_COMPILE_NICE``, default 19: compile_child.lower_priority), on what the
+caller leaves idle. A caller that fills every core (NumPy's BLAS threads, a training loop) left it a few percent of
+a core: a fused kernel of simplemlp's ReLU gradient took 10 s to arrive instead of 0.5-2, and the NumPy chain ran
+5x slower than it meanwhile. So a request still unanswered after ``PHYLANX_COMPILE_RISE`` seconds (default 2) rises
+to the caller's priority for the rest of its compile (``_rise``), and the next request goes back down."""
 from __future__ import annotations
 
 import os
 import pickle
+import select
 import struct
 import subprocess
 import sys
@@ -25,6 +32,8 @@ from phylanx_py.primitives import kernel_cache
 HEADER = struct.Struct("<Q")
 _lock = threading.Lock()  # one request at a time on the pipe (the child compiles one kernel at a time anyway)
 _child: list = [None]  # the Popen, or False once it could not be started (no second try)
+_retired: list = []  # children that were replaced while finishing a compile (``_rise``): reaped later
+RISES = [0]  # requests that rose to the caller's priority (tests, explain)
 
 
 def enabled() -> bool:
@@ -36,22 +45,92 @@ def warm(loader: str, source: str, sig) -> bool:
     True when it did. Blocks the calling (background) thread, never holding the interpreter lock meanwhile."""
     if not enabled():
         return False
+
     # the folder this process uses now (a test or a program may have changed it since the child started)
-    request = pickle.dumps((kernel_cache.CACHE_DIR, loader, source, tuple(sig)))
+    data = pickle.dumps((kernel_cache.CACHE_DIR, loader, source, tuple(sig)))
+    request = HEADER.pack(len(data)) + data
+
     with _lock:
+        _reap()
         child = _start()
         if child is None:
             return False
         try:
-            _write_all(child.stdin, HEADER.pack(len(request)) + request)
-            reply = child.stdout.read(1)
+            _write_all(child.stdin, request)
+            if not _answered(child, rise_seconds()):
+                child = _risen(child, request)
+            reply = child.stdout.read(1) if child is not None else b""
         except (OSError, ValueError):
             reply = b""
         if reply == b"":  # the child died: compile in the thread from now on
-            _stop(child)
+            if child is not None:
+                _stop(child)
             _child[0] = False
             return False
         return reply == b"1"
+
+
+def nice_step() -> int:
+    """``PHYLANX_COMPILE_NICE``: how much lower than the caller's the child's priority is (19, the lowest, by
+    default; 0 leaves it at the caller's)."""
+    try:
+        return max(int(os.environ.get("PHYLANX_COMPILE_NICE", "19")), 0)
+    except ValueError:
+        return 19
+
+
+def _priority(pid: int = 0) -> int:
+    return os.getpriority(os.PRIO_PROCESS, pid) if hasattr(os, "getpriority") else 0
+
+
+def rise_seconds() -> float:
+    try:
+        return float(os.environ.get("PHYLANX_COMPILE_RISE", "2"))
+    except ValueError:
+        return 2.0
+
+
+def _answered(child, seconds: float | None) -> bool:
+    """The child's reply arrived within ``seconds`` (None: waits for it; so does a platform whose pipes cannot be
+    waited on: Windows)."""
+    if os.name != "posix":
+        return True
+    return bool(select.select([child.stdout], [], [], None if seconds is None else max(seconds, 0.0))[0])
+
+
+def _risen(child, request: bytes):
+    """The child that compiles the pending request at this process's priority until it answers; then it goes back
+    to its own (raising another process's niceness is always allowed). The same child, reniced, where this process
+    may lower another's niceness (root, CAP_SYS_NICE, RLIMIT_NICE), again every half second until it answers (a
+    child still starting lowers its priority once more as it starts); otherwise a new child started at this
+    priority, to which the request goes again (the old one finishes it niced, its stdin closed, and ends)."""
+    RISES[0] += 1
+    own = _priority()
+    low = min(own + nice_step(), 19)
+    try:
+        os.setpriority(os.PRIO_PROCESS, child.pid, own)
+        while not _answered(child, 0.5):
+            os.setpriority(os.PRIO_PROCESS, child.pid, own)
+    except PermissionError:
+        child.stdin.close()
+        _retired.append(child)
+        _child[0] = None
+        child = _start(nice_step=0)
+        if child is None:
+            return None
+        _write_all(child.stdin, request)
+        _answered(child, None)
+    except (OSError, AttributeError):  # gone: the read that follows tells
+        return child
+    try:
+        os.setpriority(os.PRIO_PROCESS, child.pid, max(low, own))
+    except OSError:
+        pass
+    return child
+
+
+def _reap():
+    _retired[:] = [c for c in _retired if c.poll() is None]
 
 
 def prestart():
@@ -67,7 +146,8 @@ def _start_locked():
         _start()
 
 
-def _start():
+def _start(nice_step: int | None = None):
+    """The running child, started if there is none (``nice_step``: its PHYLANX_COMPILE_NICE, else this process's)."""
     child = _child[0]
     if child is not None and child is not False and child.poll() is None:
         return child
@@ -77,9 +157,10 @@ def _start():
         # unbuffered pipes (raw file objects, no lock): a fork while a background thread waits for a reply left the
         # forked child's copy of a buffered reader locked by a thread it does not have, and closing it there
         # (``_after_fork_in_child``) waited forever (a review: a multiprocessing pool started during a fused build)
+        env = None if nice_step is None else {**os.environ, "PHYLANX_COMPILE_NICE": str(nice_step)}
         child = subprocess.Popen([sys.executable, "-m", "phylanx_py.runtime.native.compile_child"],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                 close_fds=True, bufsize=0)
+                                 close_fds=True, bufsize=0, env=env)
     except OSError:
         _child[0] = False
         return None
@@ -125,6 +206,9 @@ def close():
     with _lock:
         child = _child[0]
         _child[0] = None
+        for old in _retired:
+            _stop(old)
+        _retired.clear()
         if child is not None and child is not False:
             try:
                 child.stdin.close()
