@@ -10,7 +10,9 @@ next call after a kernel of one of its loops got ready (the tree improves as its
 background; a kernel of another program's loop is no cue: loop_tiers.kernel_ready), but never within ``SPACING``
 calls of its last run, and never so often that the probes take more than ``PROBE_SHARE`` of the calls' time (the
 slower way 100x slower: not within 2,000 calls); the tree of a program without loops is not probed for a kernel
-getting ready (no loop of it can be one). That probing is the price of
+getting ready (no loop of it can be one). Plain runs heat the program's loops as the tree's interpreted runs do
+(each loop credited its share of the tree's time: ``Signatures.credit``), so a loop whose tree is seldom run
+still compiles, and its kernel then cues the tree. That probing is the price of
 finding where the tree wins (fused element-wise chains, tasks on both cores, loops gone native): at most one call in
 64 once settled.
 
@@ -83,6 +85,7 @@ class Floor:
         self.loops = loops  # whether it has loops, which a native kernel getting ready may speed up in the tree
         self.times: dict = {}
         self.plain_runs = self.tree_runs = 0
+        self.tree_seconds = 0.0  # of every run through the tree: the loops' shares of it price the plain runs
 
     @classmethod
     def of(cls, program: ir.Program, locate=None, tiers=()) -> Floor | None:
@@ -155,14 +158,19 @@ class Floor:
         if not use_plain:
             times.kernels = self._kernels()
             out = tree()
-            add(times.tree, time.perf_counter() - t0)
+            seconds = time.perf_counter() - t0
+            add(times.tree, seconds)
             self.tree_runs += 1
+            self.tree_seconds += seconds
             return out
         out, ran = plain_run(plain, args, kwargs, (), tree, locate=self.locate)
         if ran is None:
             return out
-        add(times.plain, time.perf_counter() - t0)
+        seconds = time.perf_counter() - t0
+        add(times.plain, seconds)
         self.plain_runs += 1
+        for tier in self.tiers:  # the plain run heats the program's loops as the tree's runs do (Signatures.credit)
+            tier.credit(seconds, self.tree_seconds)
         with rt._lock:
             rt.counts["calls"] += 1
         return out

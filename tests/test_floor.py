@@ -3,6 +3,8 @@ tree, whichever was timed faster for its signature; errors stay the tree's; prog
 other runtimes, always take the tree."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -85,6 +87,9 @@ class _LoopTier:
     """A stand-in for one of a program's native loop tiers: the kernels it made ready (loop_tiers.kernel_ready)."""
 
     kernels_ready = 0
+
+    def credit(self, seconds, tree_seconds):  # a plain run's time (Signatures.credit): nothing to heat here
+        pass
 
 
 def _compiled_with_spy(fn):
@@ -365,3 +370,48 @@ def test_typical_reads_its_own_copy_of_the_times():
             return super().__len__() + 1
 
     assert floor.typical(Growing([0.5])) == 0.5
+
+
+def _solve_then_loop(A, b):
+    x = np.linalg.solve(A, b)  # no native form: the whole-function tier declines, the loop's tier remains
+    for i in range(x.shape[0]):
+        x[i] = x[i] * 2.0 + 1.0
+    return x
+
+
+def test_plain_runs_heat_the_programs_loops(local, monkeypatch):
+    """While the floor runs the plain function (the tree, its loop interpreted, is far slower), the plain runs count
+    toward the heat of the program's loops, each loop credited its share of the tree's time: the loop compiles
+    without the tree running again (NPBench's vadv: 623 plain calls in 20 s and its main loop never compiled), its
+    kernel then cues the tree, and the answers stay the plain function's."""
+    from phylanx_py.runtime import floor
+    from phylanx_py.runtime.native import tiering
+
+    monkeypatch.delenv("PHYLANX_NATIVE", raising=False)
+    monkeypatch.setattr(tiering, "HOT_SECONDS", 1e9)  # calls 1-2: nothing compiles
+    monkeypatch.setattr(floor, "PROBES", ())  # no probe runs the tree: only a kernel getting ready does
+    monkeypatch.setattr(floor, "PROBE_EVERY", 10**9)
+    f, spy = _compiled_with_spy(_solve_then_loop)
+    runs = _tree_runs(f)
+    rng = np.random.default_rng(0)
+    A, b = rng.standard_normal((400, 400)) + 400 * np.eye(400), rng.standard_normal(400)
+    np.testing.assert_allclose(f(A, b), _solve_then_loop(A, b))  # call 1: plain
+    np.testing.assert_allclose(f(A, b), _solve_then_loop(A, b))  # call 2: the tree, its loop interpreted
+    assert spy.calls == 1 and len(runs) == 1
+    (tier,) = f._code.native_loops
+    (entry,) = tier.entries.values()
+    assert entry.kernel is None and not entry.compiling and entry.held is not None
+    monkeypatch.setattr(tiering, "HOT_SECONDS", 3 * entry.interpreted)  # its heat needs plain runs now
+    times = next(iter(f._code.floor.times.values()))
+    times.tree[:] = [1e3]  # the tree timed far slower: the plain function runs (whatever this machine's timings)
+    deadline = time.monotonic() + 60
+    while not entry.compiling and entry.kernel is None and time.monotonic() < deadline:
+        np.testing.assert_allclose(f(A, b), _solve_then_loop(A, b))
+    assert entry.compiling or entry.kernel is not None
+    assert len(runs) == 1 and entry.credited > 0  # the plain runs alone made it hot
+    while entry.kernel is None and entry.compiling and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert entry.kernel is not None, f.explain()
+    for _ in range(5):
+        np.testing.assert_allclose(f(A, b), _solve_then_loop(A, b))
+    assert len(runs) >= 2  # the kernel ready: the tree was timed again

@@ -80,7 +80,7 @@ class Entry:
 
     __slots__ = ("kinds", "source", "checked", "kernel", "overflow", "declined", "compiling", "compile_seconds",
                  "interpreted", "native_runs", "writes", "flags", "convert", "parallel", "serial_why", "refused",
-                 "printed", "mark", "marked")
+                 "printed", "mark", "marked", "credited", "held")
 
     def __init__(self, kinds):
         self.kinds = kinds
@@ -89,6 +89,8 @@ class Entry:
         self.refused = None  # the kernel cache's refusal met by a compile in the background, for the next call
         self.checked = self.compiling = False
         self.compile_seconds = self.interpreted = 0.0
+        self.credited = 0.0  # the share of the program's plain runs counted as this loop's (``Signatures.credit``)
+        self.held = None  # what a compile started by that credit types (``_held`` of the arguments it last ran on)
         self.convert = None
         self.parallel = None  # tuning.Choice: the kernel's parallel variant and whether it runs
         self.serial_why = None  # why the kernel has no parallel variant (None: not known yet)
@@ -163,13 +165,33 @@ class Signatures:
             elif entry.mark is None and not entry.compiling and self._marked(entry, args) and \
                     self._compile(entry, args, cached_only=True):
                 pass  # compiled before: loaded from Numba's disk cache (warm.py)
-            elif entry.interpreted >= (MARKED_SECONDS if entry.marked else HOT_SECONDS) and not entry.compiling:
+            elif _hot(entry) and not entry.compiling:
                 kernel_cache.check()  # a refused cache folder is this call's error, not a decline in the thread
                 entry.compiling = True
                 in_background(self._compile, entry, self._held(args))
+            elif entry.held is None:
+                entry.held = self._held(args)
             if entry.refused is not None:
                 raise_refusal(entry)
         return entry.kernel
+
+    def credit(self, seconds: float, tree_seconds: float) -> None:
+        """A plain run of this loop's program took ``seconds`` (floor.py): each entry still waiting for its heat is
+        credited the share of it that the loop had of the program's runs through the tree (``tree_seconds`` in
+        all), and one hot now starts compiling, for the types it last ran on. The floor runs the plain function
+        whenever it is the faster, and the interpreted runs of the tree, which heat its loops, then come only as
+        probes: NPBench's vadv ran 623 calls as the plain function in 20 s and its main loop, 35 ms interpreted
+        in its two runs through the tree, never reached the 50 ms after which it compiles."""
+        if tree_seconds <= 0.0:
+            return
+        for entry in tuple(self.entries.values()):
+            if entry.kernel is not None or entry.compiling or entry.declined or entry.held is None \
+                    or entry.refused is not None or not entry.interpreted:
+                continue
+            entry.credited += seconds * min(entry.interpreted / tree_seconds, 1.0)
+            if _hot(entry):
+                entry.compiling = True
+                in_background(self._compile, entry, entry.held)
 
     def _marked(self, entry, args) -> bool:
         """Whether the entry's kernel loads in this call: marked as compiled before for these argument types, with
@@ -244,8 +266,9 @@ class Signatures:
         return None
 
     def _held(self, args):
-        """What a background compile keeps of the call's arguments (``_signature`` types them)."""
-        return args
+        """What a background compile keeps of the call's arguments (``_signature`` types them): stand-ins, so the
+        call's arrays are not kept alive until the compile."""
+        return tuple(stand_in(a) for a in args)
 
     def _signature(self, entry, args) -> tuple:
         import numba
@@ -396,3 +419,25 @@ def signature_of(args, staged: bool) -> tuple:
 
     return ((numba.typeof(np.zeros(1, np.int64)),) if staged else ()) + tuple(numba.typeof(a) for a in args)
 
+
+def _hot(entry) -> bool:
+    """The entry has run interpreted (or its share of the program's plain runs) long enough to be compiled."""
+    return entry.interpreted + entry.credited >= (MARKED_SECONDS if entry.marked else HOT_SECONDS)
+
+
+def stand_in(a):
+    """A value Numba types as it types ``a``, without keeping ``a`` alive until the compile: an array of one or a
+    few elements with its dtype, dimensions, layout and read-only flag (Numba's ``typeof`` reads nothing else but
+    alignment: an unaligned array stands for itself). Typing ``a`` at once would import Numba in the first call,
+    which costs more than the call (0.3-0.6 s here)."""
+    if type(a) is not np.ndarray or not a.flags.aligned:
+        return a
+    nd = a.ndim
+    if a.flags.c_contiguous:
+        s = np.empty((1,) * nd, a.dtype)
+    elif a.flags.f_contiguous:  # F and not C: two dimensions or more
+        s = np.empty((2,) * nd, a.dtype, order="F")
+    else:
+        s = np.empty((4,) * nd, a.dtype)[(slice(None, None, 2),) * nd]
+    s.flags.writeable = a.flags.writeable
+    return s

@@ -245,7 +245,7 @@ class WholeFunction(T.Signatures):
             # the Numba types of the very arguments the guard was made from: the quick path calls the code
             # compiled for them without another type check, so they must be what the guard tests (the compile
             # runs later, in the background, when these arrays may have been changed in place)
-            entry.sig = (tuple(_stand_in(a) for a in args), len(entry.stages) > 1)  # typed when compiled
+            entry.sig = (tuple(T.stand_in(a) for a in args), len(entry.stages) > 1)  # typed when compiled
         return entry
 
     def _held(self, args):
@@ -412,21 +412,3 @@ def _converter(k):
     if flagged:
         return lambda out: one(out[0], k, plan[0][1], out)
     return lambda out: one(out, k, None, None)
-
-
-def _stand_in(a):
-    """A value Numba types as it types ``a``, without keeping ``a`` alive until the compile: an array of one or a
-    few elements with its dtype, dimensions, layout and read-only flag (Numba's ``typeof`` reads nothing else but
-    alignment: an unaligned array stands for itself). Typing ``a`` at once would import Numba in the first call,
-    which costs more than the call (0.3-0.6 s here)."""
-    if type(a) is not np.ndarray or not a.flags.aligned:
-        return a
-    nd = a.ndim
-    if a.flags.c_contiguous:
-        s = np.empty((1,) * nd, a.dtype)
-    elif a.flags.f_contiguous:  # F and not C: two dimensions or more
-        s = np.empty((2,) * nd, a.dtype, order="F")
-    else:
-        s = np.empty((4,) * nd, a.dtype)[(slice(None, None, 2),) * nd]
-    s.flags.writeable = a.flags.writeable
-    return s
