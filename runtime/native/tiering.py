@@ -117,6 +117,7 @@ class Signatures:
         self._declined_types: set = set()  # (position, type) of arguments that decline whatever their value
         self.reason = None  # the latest decline, for explain()
         self.kernels_ready = 0  # kernels made ready (loop_tiers.kernel_ready: its program's floor reads it)
+        self.lowering = 0.0  # seconds its entries took to lower, inside the runs that met them first (``credit``)
 
     def entry(self, args):
         """The Entry of the arguments' signature (lowered at its first call), or None when their kinds decline.
@@ -146,7 +147,9 @@ class Signatures:
         key = tuple(K.key(k) for k in ks) + tuple(_layout(a) for a in args if type(a) is np.ndarray) + small
         entry = self.entries.get(key)
         if entry is None:
+            t0 = time.perf_counter()
             entry = self.entries[key] = self._lower(ks, small, args)
+            self.lowering += time.perf_counter() - t0
             if entry.declined:
                 self.decline(entry, entry.declined)
             else:
@@ -178,7 +181,8 @@ class Signatures:
     def credit(self, seconds: float, tree_seconds: float) -> None:
         """A plain run of this loop's program took ``seconds`` (floor.py): each entry still waiting for its heat is
         credited the share of it that the loop had of the program's runs through the tree (``tree_seconds`` in
-        all), and one hot now starts compiling, for the types it last ran on. The floor runs the plain function
+        all, the time its tiers took to lower their loops left out), and one hot now starts compiling, for the
+        types it last ran on. The floor runs the plain function
         whenever it is the faster, and the interpreted runs of the tree, which heat its loops, then come only as
         probes: NPBench's vadv ran 623 calls as the plain function in 20 s and its main loop, 35 ms interpreted
         in its two runs through the tree, never reached the 50 ms after which it compiles."""
