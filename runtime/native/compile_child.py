@@ -45,15 +45,23 @@ def serve(stdin, stdout):
 
 
 def lower_priority() -> None:
-    """Run at a lower CPU priority than the caller (``PHYLANX_COMPILE_NICE``: default 19, the lowest; 0 leaves it):
-    on a machine whose cores the caller's own work fills (NumPy's BLAS threads on both cores of a 2-core machine),
-    a compile at equal priority took half a core from it and made the plain function slower while its kernel was
-    being built; niced, it runs on what the caller leaves idle (a single-threaded caller leaves a core). 19 rather
-    than 10: at 10 it still took a tenth of a core under contention (docs/tiers.md has the A/B figures)."""
-    step = nice_step()
-    if step > 0 and hasattr(os, "nice"):
+    """Run at a lower CPU priority than the caller: the niceness the parent set as this process started
+    (``PHYLANX_COMPILE_TARGET_NICE``, from ``PHYLANX_COMPILE_NICE``: default 19, the lowest; 0 leaves the caller's),
+    set again here in case the parent could not. On a machine whose cores the caller's own work fills (NumPy's
+    BLAS threads on both cores of a 2-core machine), a compile at equal priority took half a core from it and made
+    the plain function slower while its kernel was being built; niced, it runs on what the caller leaves idle (a
+    single-threaded caller leaves a core). 19 rather than 10: at 10 it still took a tenth of a core under
+    contention (docs/tiers.md has the A/B figures)."""
+    if not hasattr(os, "getpriority"):
+        return
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    try:
+        target = int(os.environ["PHYLANX_COMPILE_TARGET_NICE"])
+    except (KeyError, ValueError):
+        target = min(own + nice_step(), 19)
+    if target > own:
         try:
-            os.nice(step)
+            os.setpriority(os.PRIO_PROCESS, 0, target)
         except OSError:
             pass
 

@@ -115,7 +115,7 @@ def _risen(child, request: bytes):
         child.stdin.close()
         _retired.append(child)
         _child[0] = None
-        child = _start(nice_step=0)
+        child = _start(step=0)
         if child is None:
             return None
         _write_all(child.stdin, request)
@@ -146,8 +146,9 @@ def _start_locked():
         _start()
 
 
-def _start(nice_step: int | None = None):
-    """The running child, started if there is none (``nice_step``: its PHYLANX_COMPILE_NICE, else this process's)."""
+def _start(step: int | None = None):
+    """The running child, started if there is none (``step``: how much lower its priority is than this process's;
+    PHYLANX_COMPILE_NICE's by default)."""
     child = _child[0]
     if child is not None and child is not False and child.poll() is None:
         return child
@@ -157,10 +158,18 @@ def _start(nice_step: int | None = None):
         # unbuffered pipes (raw file objects, no lock): a fork while a background thread waits for a reply left the
         # forked child's copy of a buffered reader locked by a thread it does not have, and closing it there
         # (``_after_fork_in_child``) waited forever (a review: a multiprocessing pool started during a fused build)
-        env = None if nice_step is None else {**os.environ, "PHYLANX_COMPILE_NICE": str(nice_step)}
+        # its priority set from here as it starts, before its imports (~0.3-0.5 s of an interpreter, NumPy and
+        # phylanx-py, which at the caller's priority slowed the caller's calls 2-6), and by itself again as it
+        # starts (compile_child.lower_priority: an absolute niceness, so the two agree)
+        target = min(_priority() + (nice_step() if step is None else step), 19)
+        env = {**os.environ, "PHYLANX_COMPILE_TARGET_NICE": str(target)}
         child = subprocess.Popen([sys.executable, "-m", "phylanx_py.runtime.native.compile_child"],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                  close_fds=True, bufsize=0, env=env)
+        try:
+            os.setpriority(os.PRIO_PROCESS, child.pid, target)
+        except (OSError, AttributeError):
+            pass
     except OSError:
         _child[0] = False
         return None
