@@ -226,9 +226,13 @@ class Signatures:
                 return True
             if cached_only and not warm.numba_started():
                 return False  # marked as built ahead of time, and that did not load: never Numba's start in a call
-            sig = self._signature(entry, args)
             text = sequential_module(entry.printed)
-            warm_elsewhere("load_kernel", text, sig)
+            # the compile process types the arguments itself: Numba's import here (0.3-0.5 s of Python holding
+            # the interpreter lock) waits until the kernel is compiled, instead of slowing the caller's next calls
+            # (NPBench's jacobi_1d, calls 5-8, while the whole function's kernel was asked for)
+            early = self._described(entry, args)
+            warm_elsewhere("load_kernel", text, early if early is not None else self._signature(entry, args))
+            sig = self._signature(entry, args)
             module = load_kernel(text)
             compiled = load_cached(module.kernel, sig) if cached_only else compile_quietly(module.kernel, sig)
             if compiled is None:
@@ -273,6 +277,10 @@ class Signatures:
         """What a background compile keeps of the call's arguments (``_signature`` types them): stand-ins, so the
         call's arrays are not kept alive until the compile."""
         return tuple(stand_in(a) for a in args)
+
+    def _described(self, entry, args):
+        """The arguments' types as the compile process reads them without Numba here (``described``), or None."""
+        return described(args)
 
     def _signature(self, entry, args) -> tuple:
         import numba
@@ -422,6 +430,49 @@ def signature_of(args, staged: bool) -> tuple:
     import numba
 
     return ((numba.typeof(np.zeros(1, np.int64)),) if staged else ()) + tuple(numba.typeof(a) for a in args)
+
+
+_DESCRIBED = "px-described"
+
+
+def described(args, staged: bool = False):
+    """A kernel's argument types told without Numba (``typed`` makes them Numba's, in the compile process): each
+    array as its dtype, dimensions, layout and writeability, anything else as itself (a number); None when an
+    argument is not one of those (an unaligned array, a tuple, an object: the caller types them with Numba)."""
+    items = []
+    for a in args:
+        if type(a) is np.ndarray:
+            if not a.flags.aligned:
+                return None
+            layout = "C" if a.flags.c_contiguous else "F" if a.flags.f_contiguous else "A"
+            items.append(("array", a.dtype.str, a.ndim, layout, bool(a.flags.writeable)))
+        elif type(a) in (int, float, bool, complex) or isinstance(a, np.generic):
+            items.append(a)
+        else:
+            return None
+    return (_DESCRIBED, staged, tuple(items))
+
+
+def typed(sig) -> tuple:
+    """Numba's argument types of ``sig``: ``described``'s form typed (stand-ins of its arrays), else ``sig``."""
+    if not (type(sig) is tuple and len(sig) == 3 and sig[0] == _DESCRIBED):
+        return sig
+    _, staged, items = sig
+    args = []
+    for item in items:
+        if type(item) is tuple and item[:1] == ("array",):
+            _, dtype, nd, layout, writeable = item
+            if layout == "C":
+                a = np.empty((1,) * nd, dtype)
+            elif layout == "F":
+                a = np.empty((2,) * nd, dtype, order="F")
+            else:
+                a = np.empty((4,) * nd, dtype)[(slice(None, None, 2),) * nd]
+            a.flags.writeable = writeable
+            args.append(a)
+        else:
+            args.append(item)
+    return signature_of(args, staged)
 
 
 def _hot(entry) -> bool:

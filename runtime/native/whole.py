@@ -258,6 +258,9 @@ class WholeFunction(T.Signatures):
     def _ahead(self, entry, cached_only):
         return aot.kernel_of(entry, cached_only)
 
+    def _described(self, entry, args):
+        return T.described(*entry.sig) if type(entry.sig[0]) is tuple else entry.sig
+
     def _signature(self, entry, args) -> tuple:
         if type(entry.sig[0]) is tuple:  # the stand-ins: typed here, Numba imported off the call
             entry.sig = T.signature_of(*entry.sig)
