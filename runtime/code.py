@@ -65,6 +65,8 @@ class ProgramCode:
         self.floor = Floor.of(program, self.locate, self.native_loops) if native else None
         if self.whole is not None:
             self.whole.locate = self.locate
+            if hasattr(self.whole, "namespaces"):  # the modules whose data globals it reads (whole.py)
+                self.whole.namespaces = namespaces
 
     def _build(self, fast: bool):
         gen = Generator(self.program, self.namespaces, fast=fast, native=self.native)

@@ -595,6 +595,22 @@ def scale_into_global(x):
     return y
 
 
+def damped_whole(x):
+    # the same loop in a function the whole-function tier takes (no call of _doubled): the globals are its
+    # kernel's parameters, read at each call
+    y = x * 2.0
+    for i in range(1, x.shape[0] - 1):
+        y[i] = DAMPING * (WEIGHTS[0] * y[i - 1] + WEIGHTS[1] * y[i] + WEIGHTS[2] * y[i + 1])
+    return y
+
+
+def whole_reads_missing_global(x):
+    y = x * 2.0
+    for i in range(x.shape[0]):
+        y[i] += NOT_DEFINED_YET  # noqa: F821 - a test defines it, then deletes it
+    return y
+
+
 def reads_missing_global(x):
     y = _doubled(x)
     for i in range(x.shape[0]):

@@ -1585,6 +1585,37 @@ def test_a_global_deleted_after_compiling_is_the_plain_functions_name_error(forc
     assert isinstance(info.value.__cause__, NameError)
 
 
+def test_a_whole_function_reading_module_globals_goes_native_and_reads_them_at_each_call(forced, monkeypatch):
+    # before: the whole-function tier declined "global expressions" (NPBench's vadv: BET_M, BET_P), leaving each
+    # loop to the loop tier and the statements between them to the tree or the plain function
+    x = np.linspace(0.0, 1.0, 20)
+    f = run_both(L.damped_whole, x)
+    assert "-> native (whole function, 3 args: float64[:], float, float64[:];" in f.explain(), f.explain()
+    assert_same(f(x), L.damped_whole(x))
+    runs, built = _quick_runs(f)
+    assert built and runs == 2  # the quick path reads the globals too
+    monkeypatch.setattr(L, "DAMPING", 2.0)
+    monkeypatch.setattr(L, "WEIGHTS", np.array([1.0, -1.0, 3.0]))
+    assert_same(f(x), L.damped_whole(x))
+    assert _quick_runs(f) == (3, True)
+    monkeypatch.setattr(L, "DAMPING", 3)  # another kind: another signature, still the plain function's answer
+    assert_same(f(x), L.damped_whole(x))
+
+
+def test_a_whole_function_whose_global_is_deleted_raises_the_plain_functions_name_error(forced, monkeypatch):
+    monkeypatch.setattr(L, "NOT_DEFINED_YET", 1.5, raising=False)
+    f = px.compile(L.whole_reads_missing_global)
+    assert_same(f(np.arange(3.0)), L.whole_reads_missing_global(np.arange(3.0)))
+    assert_same(f(np.arange(3.0)), L.whole_reads_missing_global(np.arange(3.0)))
+    assert "-> native (whole function" in f.explain() and _quick_runs(f)[1]
+    monkeypatch.delattr(L, "NOT_DEFINED_YET")
+    with pytest.raises(NameError):
+        L.whole_reads_missing_global(np.arange(3.0))
+    with pytest.raises(px.ExecutionError, match="name 'NOT_DEFINED_YET' is not defined") as info:
+        f(np.arange(3.0))
+    assert isinstance(info.value.__cause__, NameError)
+
+
 def test_crc16_with_python_int_operands_of_uint8_runs_natively(forced):
     """NEP 50: ``(crc & 1) ^ (byte & 1)`` is uint8 (the Python int takes uint8), as NPBench's crc16 computes."""
     data = np.random.default_rng(3).integers(0, 256, 300, dtype=np.uint8)

@@ -53,7 +53,7 @@ class LoopPlan:
                 gl.setdefault(g.name, set()).add(g.module)
         self.globals = {name: next(iter(mods)) for name, mods in gl.items() if len(mods) == 1 and name not in used}
         if self.globals:
-            self.loop = _globals_as_names(loop, self.globals)
+            self.loop = globals_as_names(loop, self.globals)
         self.params = sorted([n for n in used if n in outside and n not in own] + list(self.globals))
         self.outputs = [n for n in self.params if n in writes]
         self.reason = None
@@ -66,7 +66,7 @@ class LoopPlan:
             self.reason = "it uses an enclosing function's variables"
 
 
-def _globals_as_names(node, names):
+def globals_as_names(node, names):
     """``node`` with every ``Global`` read of ``names`` a ``Var`` of that name (unchanged subtrees kept)."""
     import dataclasses
 
@@ -85,7 +85,7 @@ def _globals_as_names(node, names):
 
 def _globals_in(value, names):
     if isinstance(value, ir.Node):
-        return _globals_as_names(value, names)
+        return globals_as_names(value, names)
     if isinstance(value, tuple):
         items = tuple(_globals_in(v, names) for v in value)
         return value if all(a is b for a, b in zip(items, value)) else items

@@ -62,10 +62,17 @@ def make_quick(whole, entries):
     # block's, else the default; while ``using`` blocks are open in other threads, which one this thread follows
     # is current()'s decision (the general path). Arguments unpacked first: a wrong count is a MISS
     ns["_defaults"] = whole.defaults
+    own = whole.own  # the function's own parameters; the module globals its body reads follow (``globals``)
     lines = ["def quick(args):"]
     if whole.defaults:  # a call leaving out the last parameters takes their defaults (numbers)
-        lines += [f"    if {n - len(whole.defaults)} <= len(args) < {n}:",
-                  f"        args = args + _defaults[len(args) - {n - len(whole.defaults)}:]"]
+        lines += [f"    if {own - len(whole.defaults)} <= len(args) < {own}:",
+                  f"        args = args + _defaults[len(args) - {own - len(whole.defaults)}:]"]
+    if whole.globals:  # read at each call, as the tree reads them; an unset one fails the guard (then the tree)
+        reads = []
+        for k, (name, module) in enumerate(whole.globals.items()):
+            ns[f"_gns{k}"] = whole.namespaces[module]
+            reads.append(f"_gns{k}.get({name!r}, _MISS)")
+        lines.append(f"    args = args + ({', '.join(reads)},)")
     lines += ["    try:",
               f"        {names} = args" if n else "        () = args",
               "    except ValueError:",

@@ -27,6 +27,7 @@ from ..loop_tiers import FALLBACK
 from . import aot, kir, warm
 from . import kinds as K
 from . import tiering as T
+from .analysis import globals_as_names
 from .expressions import inlinable
 from .kinds import Decline
 from .lower import settle
@@ -106,6 +107,18 @@ class WholeFunction(T.Signatures):
         self.loop_free = not any(isinstance(s, (ir.For, ir.While)) for s in ir.walk(fn.body))
         self.warm = 0.0  # seconds the loop-free function's calls took before its first signature was lowered
         self._kept: dict = {}  # argument kinds (fast key) -> whether a kernel of them was kept before (warm.py)
+        # module data globals the body reads (NPBench's vadv: ``BET_M = 0.5`` at its module's top): parameters of
+        # the kernel after the function's own, read at each call as the tree reads them (``with_globals``), as a
+        # loop's are (analysis.Loop); names of one module only (Python makes an assigned name local throughout)
+        found: dict = {}
+        for g in ir.walk(fn.body):
+            if isinstance(g, ir.Global):
+                found.setdefault(g.name, set()).add(g.module)
+        self.globals = {name: next(iter(mods)) for name, mods in found.items()
+                        if len(mods) == 1 and name not in fn.params}
+        self.namespaces = {}  # module -> its namespace dict (code.ProgramCode sets it)
+        if self.globals:
+            stmts = globals_as_names(fn.body, self.globals).stmts
         if stmts and isinstance(stmts[-1], ir.Return):
             self.body, self.ret = ir.Block(stmts=stmts[:-1], loc=fn.body.loc), stmts[-1].value
             # straight-line code's ``return a * b + c``: a statement, so its own loop nest (scalarize.py)
@@ -115,8 +128,9 @@ class WholeFunction(T.Signatures):
                                                                    loc=ret.loc),), loc=fn.body.loc)
                 self.ret = ir.Var(_RESULT, loc=ret.loc)
         else:
-            self.body, self.ret = fn.body, ir.Const(None, loc=fn.loc)
-        self.params = list(fn.params)
+            self.body, self.ret = ir.Block(stmts=stmts, loc=fn.body.loc), ir.Const(None, loc=fn.loc)
+        self.own = len(fn.params)  # the function's own parameters: the first ``own`` of ``params``
+        self.params = list(fn.params) + list(self.globals)
         self.quick = None  # the per-call path once a signature runs natively (make_quick)
         self.locate = None  # the ExecutionError of a failed plain run (code.ProgramCode.locate, set by it)
         self._quick_lock = threading.Lock()
@@ -131,11 +145,16 @@ class WholeFunction(T.Signatures):
         default ``fallback``), as ``_plain_now`` decides."""
         tree = tree or fallback
         m = T.current_mode()
-        if len(self.params) - len(self.defaults) <= len(args) < len(self.params):
-            args = tuple(args) + self.defaults[len(args) - len(self.params) + len(self.defaults):]
-        if m == "off" or len(args) != len(self.params) or type(rt) is not Runtime or rt.closed or \
+        own = self.own
+        if own - len(self.defaults) <= len(args) < own:
+            args = tuple(args) + self.defaults[len(args) - own + len(self.defaults):]
+        if m == "off" or len(args) != own or type(rt) is not Runtime or rt.closed or \
                 profiling.active() is not None:
             return fallback()
+        if self.globals:
+            args = self.with_globals(args)
+            if args is None:  # a global not defined: the tree raises the NameError
+                return fallback()
         if self.loop_free:
             if self.warm < STRAIGHT_SECONDS and not self._kept_before(args):  # not yet worth a kernel (below)
                 return self._timed(fallback, "warm")
@@ -164,6 +183,13 @@ class WholeFunction(T.Signatures):
             if plain is not None:
                 return self._plain(rt, entry, args, plain, tree)  # a plain run to time the new kernel against
         return self._run(rt, entry, args, fallback)
+
+    def with_globals(self, args):
+        """``args`` and the values of the module globals the body reads (``globals``), or None if one is unset."""
+        try:
+            return tuple(args) + tuple(self.namespaces[module][name] for name, module in self.globals.items())
+        except KeyError:
+            return None
 
     def _timed(self, fallback, entry):
         """A loop-free function's call through ``fallback`` (the floor's choice), its seconds counted: toward the
@@ -200,7 +226,8 @@ class WholeFunction(T.Signatures):
         printing, no random draws, nothing but its array arguments changes, so a rerun repeats nothing that anyone
         saw.)"""
         limit = OSR_SECONDS if self.nested and entry.last is None else None  # a first call
-        out, seconds = floor.plain_run(plain, args, {}, [args[i] for i in entry.writes], tree, limit, self.locate)
+        out, seconds = floor.plain_run(plain, args[:self.own], {}, [args[i] for i in entry.writes], tree, limit,
+                                       self.locate)
         if seconds is None:
             return out
         floor.add(entry.plain_times, seconds, MEASURED)
