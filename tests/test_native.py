@@ -1602,6 +1602,15 @@ def test_a_whole_function_reading_module_globals_goes_native_and_reads_them_at_e
     assert_same(f(x), L.damped_whole(x))
 
 
+def test_a_whole_function_kernel_of_too_many_lines_leaves_its_loops_to_the_loop_tier(forced, monkeypatch):
+    from phylanx_py.runtime.native import whole
+
+    monkeypatch.setattr(whole, "MAX_LINES", 5)
+    f = run_both(L.damped_whole, np.linspace(0.0, 1.0, 20))
+    assert "function at" in f.explain() and "lines (more than 5): its loops compile apart" in f.explain()
+    assert "loop at" in f.explain() and "-> native (" in f.explain(), f.explain()  # the loop went native alone
+
+
 def test_a_whole_function_whose_global_is_deleted_raises_the_plain_functions_name_error(forced, monkeypatch):
     monkeypatch.setattr(L, "NOT_DEFINED_YET", 1.5, raising=False)
     f = px.compile(L.whole_reads_missing_global)

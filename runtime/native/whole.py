@@ -77,6 +77,11 @@ _UNDECIDED = ("compiling", "measuring")
 # a call (of a function with nested loops) at least this long runs through the tree while its kernel is not
 # ready: about a compile's time (Numba takes 0.2-10 s a kernel; most NPBench kernels compile in 1-4 s here)
 OSR_SECONDS = 1.0
+# a whole function's kernel of more lines than this is declined: its loops go native one by one in the loop tier.
+# NPBench's vadv lowered to 1,541 lines (111 loops: each array statement its own nest, with its guards) whose compile
+# had not ended after 150 s, where its loops' own kernels land within 10-20 s; cavity_flow's 524 lines compile in
+# ~15 s, the other 40 NPBench whole-function kernels have 9-201 lines
+MAX_LINES = 800
 MEASURED = 3  # a new kernel's first runs timed against as many recent plain runs (``_decide``)
 # a new kernel's first run this many times faster than the fastest plain run before it is kept at once: a compile
 # slowed those plain runs about 2x, not more (NPBench's lu: 0.2 ms native against 5-8 ms plain)
@@ -262,6 +267,9 @@ class WholeFunction(T.Signatures):
                 # its array calls would be Numba's forms of NumPy's own (BLAS, ufuncs): nothing for a kernel to
                 # gain, and NPBench's k2mm, mvt ran at 0.71x, 0.77x NumPy as such kernels (quiet run)
                 raise Decline("straight-line code without a loop nest (its calls are NumPy's own)")
+            lines = entry.source.count("\n")
+            if lines > MAX_LINES:
+                raise Decline(f"a kernel of {lines} lines (more than {MAX_LINES}): its loops compile apart, sooner")
         except Decline as e:
             entry.declined = str(e)
         # the arrays it may change: copied before a kernel that may stop on an overflow runs, and before a first
