@@ -229,7 +229,7 @@ def test_a_division_in_a_kernel_whose_values_may_be_complex_stays_sequential():
     holds complex values (kir.Printed.complex_values, from the lowerer's kinds) is not parallel."""
     from numba import types
 
-    nodes = [kir.For(1, "i", "range(n)", kir.declared("range")),
+    nodes = [kir.For(1, "i", "range(n)", kir.declared("range"), kir.Counts(unit=True, nonneg=True)),
              kir.Stmt(2, "out[i] = (x[i] / 2.0)", (kir.Op("division"), kir.Access("x", "proven"),
                                                    kir.Access("out", "proven")))]
     sig = (types.float64[::1], types.int64, types.float64[::1])
@@ -238,3 +238,15 @@ def test_a_division_in_a_kernel_whose_values_may_be_complex_stays_sequential():
     assert why is None and v.loops == [3] and v.written == [0]
     v, why = parallel.variant(kir.print_kernel(["out", "n", "x"], nodes, "(out, )", complex_values=True), sig)
     assert v is None and why == "the loop over 'i': a division of values that may be complex (Numba raises at zero)"
+
+
+def test_the_lowerer_tags_what_each_loop_over_range_counts(forced):
+    """Each kir.For over ``range`` says whether its step is 1 and its start cannot be negative (signs.py's rules
+    over the names the kernel binds: ``k + 1`` with ``k`` a loop's variable from 0 is not negative, a parameter
+    may be); parallel.py reads that, not the printed ``range``."""
+    args = (np.linspace(0.0, 1.0, 20), np.zeros(20), 3)
+    f = px.compile(P.counted)
+    assert_same(f(*_copies(args)), P.counted(*_copies(args)))
+    loops = {(n.target, n.counts) for n in _entry(f).printed.nodes.values() if type(n) is kir.For}
+    assert loops == {("k", kir.Counts(True, True)), ("i", kir.Counts(True, True)), ("j", kir.Counts(False, False)),
+                     ("m", kir.Counts(True, False))}

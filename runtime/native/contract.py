@@ -212,11 +212,11 @@ def _sums(low, expr, kept, axes, extents, loops, acc, store, tk, name, rank, pai
     """Emit the kept loops, each output's sum over the reduced ones (into the row buffer ``pairwise`` and added in
     NumPy's pairwise order, or one by one) and its store; the element's dtype and taint, or No."""
     for d in kept:
-        low.put(kir.For(0, loops[d], f"range({extents[d]})", kir.declared("range") + (kir.Name(extents[d]),)))
+        low.put(kir.over_range(loops[d], extents[d]))
         low.indent += 1
     start = low.emit("")  # the accumulator's start, once its dtype is known
     for d in axes:
-        low.put(kir.For(0, loops[d], f"range({extents[d]})", kir.declared("range") + (kir.Name(extents[d]),)))
+        low.put(kir.over_range(loops[d], extents[d]))
         low.indent += 1
     src, k, tainted = low.expr(expr)
     if type(k) is K.Either or not isinstance(k, np.generic) or np.dtype(type(k)) not in _DTYPES:

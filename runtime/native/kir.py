@@ -215,16 +215,32 @@ class Jump(Node):
         return self.kind
 
 
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """What a ``for`` over ``range`` counts, as the lowering knows it: whether its step is the literal 1
+    (``unit``) and whether its start cannot be negative (``nonneg``: a constant, a shape, a length, or arithmetic
+    the declarations' sign rules keep non-negative over names known so, signs.nonneg_names). Such a loop's
+    variable is never an index that wraps to the end of an array: parallel.py may make it ``numba.prange``."""
+    unit: bool
+    nonneg: bool
+
+
 class For(Node):
-    __slots__ = ("target", "iter")
+    """``for target in iter:``; ``counts``: a Counts when it is a loop over ``range``, else None."""
+    __slots__ = ("target", "iter", "counts")
     opens = True
 
-    def __init__(self, depth, target: str, iter: str, tags=()):
+    def __init__(self, depth, target: str, iter: str, tags=(), counts=None):
         super().__init__(depth, tags)
-        self.target, self.iter = target, iter
+        self.target, self.iter, self.counts = target, iter, counts
 
     def line(self):
         return f"for {self.target} in {self.iter}:"
+
+
+def over_range(target: str, length: str) -> For:
+    """``for target in range(length):``, a loop the lowerer writes itself (a loop nest's): from 0 by 1."""
+    return For(0, target, f"range({length})", declared("range") + (Name(length),), Counts(True, True))
 
 
 class While(Node):

@@ -309,7 +309,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         b = self.range_bound(n)
         if b is not None:
             self.bounds[n.target.name] = b
-        self.put(kir.For(0, n.target.name, it))
+        self.put(kir.For(0, n.target.name, it, counts=self.counts(n)))
         self.loop_body(n, n.body)
         self.bounds.pop(n.target.name, None)
 

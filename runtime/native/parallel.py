@@ -3,9 +3,9 @@
 The analysis reads the kernel's source (what Numba compiles, with every check the lowerer put in) for its loops
 and element accesses, and asks its kernel IR (kir.py) whether a loop's statements may raise or leave it (their
 calls, operations and jumps, and why, in the user's terms):
-a ``for v in range(...)`` loop (step 1, a start that cannot be negative) becomes ``numba.prange`` when its
-iterations are independent and none can raise, so the parallel loop leaves every array and name as the
-sequential one does, bit for bit:
+a ``for v in range(...)`` loop (step 1, a start that cannot be negative: the lowerer's tag, kir.For.counts)
+becomes ``numba.prange`` when its iterations are independent and none can raise, so the parallel loop leaves
+every array and name as the sequential one does, bit for bit:
 - arrays appear in the body only element by element (``a[i, j]`` with an index per dimension, ``a.shape[0]``,
   ``len(a)``), so every value in it is a number: no array store can fail on a shape, no helper broadcasts; an
   array is a parameter the kernel never rebinds or an array it allocated (``np.zeros(...)``), never a view;
@@ -118,12 +118,12 @@ class _Finder:
         target = loop.target
         if not isinstance(target, ast.Name) or loop.orelse:
             return "not a loop over one name"
-        it = loop.iter
-        if not _is_range(it):
+        counts = self.printed.nodes[loop.lineno].counts  # (the lowerer's kir.For: what it counts, if a range)
+        if counts is None:
             return "not a loop over range"
-        if len(it.args) == 3 and not (isinstance(it.args[2], ast.Constant) and it.args[2].value == 1):
+        if not counts.unit:
             return "a step other than 1"
-        if len(it.args) >= 2 and not self.nonneg(it.args[0]):
+        if not counts.nonneg:
             return "a start that may be negative (a negative index reaches the end of an array)"
         body = self.ir_block(loop.body)
         why = _leaves_or_raises(body, self.complex)

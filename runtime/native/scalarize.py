@@ -182,7 +182,7 @@ def _emit(low, n):
     low.indent += 1
     allocation = low.emit("") if fresh is not None else None  # the allocation, once the element's dtype is known
     for v, length in zip(loops, target_lengths):
-        low.put(kir.For(0, v, f"range({length})", kir.declared("range") + (kir.Name(length),)))
+        low.put(kir.over_range(v, length))
         low.indent += 1
     try:
         src, k, tainted = low.expr(element_forms(low, expr))
