@@ -230,8 +230,9 @@ def test_a_division_in_a_kernel_whose_values_may_be_complex_stays_sequential():
     from numba import types
 
     nodes = [kir.For(1, "i", "range(n)", kir.declared("range"), kir.Counts(unit=True, nonneg=True)),
-             kir.Stmt(2, "out[i] = (x[i] / 2.0)", (kir.Op("division"), kir.Access("x", "proven"),
-                                                   kir.Access("out", "proven")))]
+             kir.Stmt(2, "out[i] = (x[i] / 2.0)", (kir.Op("division"),
+                                                   kir.Access("x", "proven", "x", False, (("i", ""),)),
+                                                   kir.Access("out", "proven", "out", True, (("i", ""),))))]
     sig = (types.float64[::1], types.int64, types.float64[::1])
     plain = kir.print_kernel(["out", "n", "x"], nodes, "(out, )")
     v, why = parallel.variant(plain, sig)
@@ -250,3 +251,15 @@ def test_the_lowerer_tags_what_each_loop_over_range_counts(forced):
     loops = {(n.target, n.counts) for n in _entry(f).printed.nodes.values() if type(n) is kir.For}
     assert loops == {("k", kir.Counts(True, True)), ("i", kir.Counts(True, True)), ("j", kir.Counts(False, False)),
                      ("m", kir.Counts(True, False))}
+
+
+def test_the_lowerer_tags_what_each_access_touches(forced):
+    """Each kir.Access says which array it touches (``a[i, j] *= s[j]``'s canonicalizer temporaries seen
+    through), whether it stores there, and which index items are a name (or a nest's start plus one): parallel.py
+    asks these whether iterations touch disjoint elements."""
+    args = (rng.random((6, 3)), rng.random(3))
+    f = px.compile(P.column_scale)
+    assert_same(f(*_copies(args)), P.column_scale(*_copies(args)))
+    touched = {(a.base, a.store, a.own) for n in _entry(f).printed.nodes.values() for a in n.accesses}
+    assert touched == {("a", True, (("i", ""), ("j", ""))), ("a", False, (("i", ""), ("j", ""))),
+                       ("s", False, (("j", ""),))}

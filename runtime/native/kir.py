@@ -63,9 +63,16 @@ class Access:
     """An access of an array's elements (``array``: its source): how it is kept in bounds: "checked" (each integer
     index through ``_ix``), "proven" (bounds.py proved it under the loop's or nest's test: as it is), "numba" (the
     kernel runs with Numba's boundscheck), "view" (slices and new axes only: nothing to check), "item" (an item of
-    a tuple or of a 1-element result, by a constant index)."""
+    a tuple or of a 1-element result, by a constant index). What it touches, from the IR of the access (the
+    canonicalizer's temporaries of ``a[k] += v`` seen through): ``base``, the array's name ("" for an expression);
+    ``store``, whether the statement stores there; ``own``, per index item, (name, offset) when the item is a name
+    or ``offset + name`` with ``offset`` a name holding a non-negative int (a loop nest's start), else None (the
+    whole: None when the items are not known). parallel.py asks these whether iterations touch disjoint elements."""
     array: str
     how: str
+    base: str = ""
+    store: bool = False
+    own: tuple | None = None
 
 
 @dataclass(frozen=True, slots=True)
