@@ -263,3 +263,19 @@ def test_the_lowerer_tags_what_each_access_touches(forced):
     touched = {(a.base, a.store, a.own) for n in _entry(f).printed.nodes.values() for a in n.accesses}
     assert touched == {("a", True, (("i", ""), ("j", ""))), ("a", False, (("i", ""), ("j", ""))),
                        ("s", False, (("j", ""),))}
+
+
+def test_the_variant_is_printed_from_the_kernel_ir():
+    """The parallel variant is the kernel printed again from its nodes: the chosen loop over ``numba.prange``,
+    the decorator with parallel.PARALLEL_OPTIONS, every other line as the sequential kernel's."""
+    from numba import types
+
+    nodes = [kir.For(1, "i", "range(n)", kir.declared("range"), kir.Counts(unit=True, nonneg=True)),
+             kir.Stmt(2, "out[i] = (x[i] + 1.0)", (kir.Access("x", "proven", "x", False, (("i", ""),)),
+                                                   kir.Access("out", "proven", "out", True, (("i", ""),))))]
+    plain = kir.print_kernel(["out", "n", "x"], nodes, "(out, )")
+    v, why = parallel.variant(plain, (types.float64[::1], types.int64, types.float64[::1]))
+    assert why is None
+    want = plain.source.replace("for i in range(n):", "for i in numba.prange(n):").replace(
+        "error_model='numpy')", f"error_model='numpy', parallel={parallel.PARALLEL_OPTIONS!r})")
+    assert v.source == want and want != plain.source

@@ -39,7 +39,8 @@ _READ_ATTRS = frozenset({"shape", "size", "ndim"})
 
 
 class Variant:
-    """A kernel's parallel variant: ``source`` (the kernel with ``prange`` loops, compiled with PARALLEL_OPTIONS),
+    """A kernel's parallel variant: ``source`` (the kernel printed again from its IR, the chosen loops over
+    ``prange``, compiled with PARALLEL_OPTIONS: kir.print_kernel),
     ``loops`` (their line numbers in the sequential source) and ``written`` (the positions of the parameters those
     loops store into: the caller runs it only when they overlap no other array argument, nor themselves)."""
 
@@ -57,7 +58,6 @@ def variant(printed, sig=None, params=None):
     fn = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "kernel")
     if printed.boundscheck:
         return None, "Numba checks its accesses"
-    deco = fn.decorator_list[0]
     order = [a.arg for a in fn.args.args]
     # what the kernel's calls are (kir.Call, by the function's name): a helper's facts, a declared form's, a cast's
     tags = {c.name: c for node in printed.nodes.values() for c in node.calls}
@@ -66,14 +66,14 @@ def variant(printed, sig=None, params=None):
     if not finder.found:
         return None, finder.why or "no loop over range"
     written = set()
-    for loop, w in finder.found:
-        loop.iter.func = ast.Attribute(ast.Name("numba", ast.Load()), "prange", ast.Load())
+    for _, w in finder.found:
         written |= w & set(order)
-    deco.keywords = [k for k in deco.keywords if k.arg != "parallel"] + [
-        ast.keyword("parallel", parse(repr(PARALLEL_OPTIONS), mode="eval").body)]
     lines = sorted(loop.lineno for loop, _ in finder.found)
-    return Variant(ast.unparse(ast.fix_missing_locations(module)) + "\n", lines,
-                   sorted(order.index(n) for n in written)), None
+    # printed again from the kernel's nodes (in line order), the chosen loops over numba.prange
+    chosen = frozenset(id(printed.nodes[n]) for n in lines)
+    source = kir.print_kernel(printed.params, list(printed.nodes.values()), printed.ret, printed.ret_tags,
+                              printed.boundscheck, printed.complex_values, chosen, PARALLEL_OPTIONS).source
+    return Variant(source, lines, sorted(order.index(n) for n in written)), None
 
 
 class _Finder:
