@@ -145,3 +145,15 @@ def powers(a, e, out):
     for i in range(out.shape[0]):
         out[i] = a[i] ** e[i]  # an int64 exponent of -2**63 raises OverflowError in Numba
     return out
+
+
+def counted(a, out, lo):
+    n = a.shape[0]
+    for k in range(n):
+        for i in range(k + 1, n):
+            out[k] += a[i]
+    for j in range(n - 1, -1, -1):
+        out[j] += 1.0
+    for m in range(lo, n):
+        out[m] *= 2.0
+    return out

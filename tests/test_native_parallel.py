@@ -229,12 +229,53 @@ def test_a_division_in_a_kernel_whose_values_may_be_complex_stays_sequential():
     holds complex values (kir.Printed.complex_values, from the lowerer's kinds) is not parallel."""
     from numba import types
 
-    nodes = [kir.For(1, "i", "range(n)", kir.declared("range")),
-             kir.Stmt(2, "out[i] = (x[i] / 2.0)", (kir.Op("division"), kir.Access("x", "proven"),
-                                                   kir.Access("out", "proven")))]
+    nodes = [kir.For(1, "i", "range(n)", kir.declared("range"), kir.Counts(unit=True, nonneg=True)),
+             kir.Stmt(2, "out[i] = (x[i] / 2.0)", (kir.Op("division"),
+                                                   kir.Access("x", "proven", "x", False, (("i", ""),)),
+                                                   kir.Access("out", "proven", "out", True, (("i", ""),))))]
     sig = (types.float64[::1], types.int64, types.float64[::1])
     plain = kir.print_kernel(["out", "n", "x"], nodes, "(out, )")
     v, why = parallel.variant(plain, sig)
     assert why is None and v.loops == [3] and v.written == [0]
     v, why = parallel.variant(kir.print_kernel(["out", "n", "x"], nodes, "(out, )", complex_values=True), sig)
     assert v is None and why == "the loop over 'i': a division of values that may be complex (Numba raises at zero)"
+
+
+def test_the_lowerer_tags_what_each_loop_over_range_counts(forced):
+    """Each kir.For over ``range`` says whether its step is 1 and its start cannot be negative (signs.py's rules
+    over the names the kernel binds: ``k + 1`` with ``k`` a loop's variable from 0 is not negative, a parameter
+    may be); parallel.py reads that, not the printed ``range``."""
+    args = (np.linspace(0.0, 1.0, 20), np.zeros(20), 3)
+    f = px.compile(P.counted)
+    assert_same(f(*_copies(args)), P.counted(*_copies(args)))
+    loops = {(n.target, n.counts) for n in _entry(f).printed.nodes.values() if type(n) is kir.For}
+    assert loops == {("k", kir.Counts(True, True)), ("i", kir.Counts(True, True)), ("j", kir.Counts(False, False)),
+                     ("m", kir.Counts(True, False))}
+
+
+def test_the_lowerer_tags_what_each_access_touches(forced):
+    """Each kir.Access says which array it touches (``a[i, j] *= s[j]``'s canonicalizer temporaries seen
+    through), whether it stores there, and which index items are a name (or a nest's start plus one): parallel.py
+    asks these whether iterations touch disjoint elements."""
+    args = (rng.random((6, 3)), rng.random(3))
+    f = px.compile(P.column_scale)
+    assert_same(f(*_copies(args)), P.column_scale(*_copies(args)))
+    touched = {(a.base, a.store, a.own) for n in _entry(f).printed.nodes.values() for a in n.accesses}
+    assert touched == {("a", True, (("i", ""), ("j", ""))), ("a", False, (("i", ""), ("j", ""))),
+                       ("s", False, (("j", ""),))}
+
+
+def test_the_variant_is_printed_from_the_kernel_ir():
+    """The parallel variant is the kernel printed again from its nodes: the chosen loop over ``numba.prange``,
+    the decorator with parallel.PARALLEL_OPTIONS, every other line as the sequential kernel's."""
+    from numba import types
+
+    nodes = [kir.For(1, "i", "range(n)", kir.declared("range"), kir.Counts(unit=True, nonneg=True)),
+             kir.Stmt(2, "out[i] = (x[i] + 1.0)", (kir.Access("x", "proven", "x", False, (("i", ""),)),
+                                                   kir.Access("out", "proven", "out", True, (("i", ""),))))]
+    plain = kir.print_kernel(["out", "n", "x"], nodes, "(out, )")
+    v, why = parallel.variant(plain, (types.float64[::1], types.int64, types.float64[::1]))
+    assert why is None
+    want = plain.source.replace("for i in range(n):", "for i in numba.prange(n):").replace(
+        "error_model='numpy')", f"error_model='numpy', parallel={parallel.PARALLEL_OPTIONS!r})")
+    assert v.source == want and want != plain.source

@@ -11,6 +11,7 @@ from phylanx_py import ir
 from . import kinds as K
 from . import kir, masks
 from .facts import rule
+from .signs import Signs, nonneg_names
 
 SHAPE = 1 << 48  # lengths and shapes: no array has more elements
 SAFE = 1 << 62  # |x| below this: x + y, x - y of two such values stay below 2**63
@@ -50,6 +51,17 @@ class CallRules:
             return None
         bs = [self.bound(a) for a in it.args]
         return None if None in bs else max(bs)
+
+    def counts(self, n):
+        """What ``for`` loop ``n`` counts (kir.Counts: a step of 1, a start that cannot be negative) when it is
+        over ``range(...)``, else None: parallel.py reads it, not the printed ``range``."""
+        it = n.iter
+        if not (isinstance(it, ir.Call) and it.prim == "builtins.range" and not it.kwargs and 1 <= len(it.args) <= 3):
+            return None
+        args = it.args
+        unit = len(args) < 3 or (isinstance(args[2], ir.Const) and type(args[2].value) is int and args[2].value == 1)
+        signs = Signs(nonneg_names(self.loop, self.inputs, self.nonneg))
+        return kir.Counts(unit, len(args) == 1 or signs.nonneg(args[0]))
 
     # ---- calls with their own kind rules; the source they give is their declaration's form (``form``) ---------
     def form(self, n, atoms):

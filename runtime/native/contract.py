@@ -212,11 +212,11 @@ def _sums(low, expr, kept, axes, extents, loops, acc, store, tk, name, rank, pai
     """Emit the kept loops, each output's sum over the reduced ones (into the row buffer ``pairwise`` and added in
     NumPy's pairwise order, or one by one) and its store; the element's dtype and taint, or No."""
     for d in kept:
-        low.put(kir.For(0, loops[d], f"range({extents[d]})", kir.declared("range") + (kir.Name(extents[d]),)))
+        low.put(kir.over_range(loops[d], extents[d]))
         low.indent += 1
     start = low.emit("")  # the accumulator's start, once its dtype is known
     for d in axes:
-        low.put(kir.For(0, loops[d], f"range({extents[d]})", kir.declared("range") + (kir.Name(extents[d]),)))
+        low.put(kir.over_range(loops[d], extents[d]))
         low.indent += 1
     src, k, tainted = low.expr(expr)
     if type(k) is K.Either or not isinstance(k, np.generic) or np.dtype(type(k)) not in _DTYPES:
@@ -226,6 +226,8 @@ def _sums(low, expr, kept, axes, extents, loops, acc, store, tk, name, rank, pai
         raise No  # NumPy sums a run of trailing axes in an order of its iterator's
     if pairwise is not None:
         low.names(reads=[pairwise, loops[axes[0]]])
+        # (an element of the buffer, which is as long as the loop: in bounds; a store parallel.py sees, kir.Access)
+        low.pending.append(kir.Access(pairwise, "proven", pairwise, True, ((loops[axes[0]], ""),)))
         low.emit(f"{pairwise}[{loops[axes[0]]}] = {src}")
         low.indent -= len(axes)
         low.names(reads=[pairwise, extents[axes[0]]], binds=[acc])
@@ -244,6 +246,6 @@ def _sums(low, expr, kept, axes, extents, loops, acc, store, tk, name, rank, pai
     obj, _, _ = low.expr(store.args[0])
     key, kk, _ = low.expr(store.args[1])
     low.names(reads=[acc])
-    low.emit(f"{low.access(store, store.args[0], obj, store.args[1], key, kk)} = {acc}")
+    low.emit(f"{low.access(store, store.args[0], obj, store.args[1], key, kk, store=True)} = {acc}")
     low.indent -= len(kept)
     return dtype, tainted or dtype.kind == "f"

@@ -15,7 +15,9 @@ from . import kinds as K
 from . import kir
 from .calls import DTYPE_CONSTS
 from .kinds import Decline
+from .nests import resolve
 from .reductions import takes as takes_axes
+from .signs import Signs, nonneg_names
 
 
 class Expressions:
@@ -206,10 +208,11 @@ class Expressions:
         inexact = low.inexact and not (K.is_int(k) or type(k) is bool)
         return self.arith(n, low, atoms, ks, k), k, tainted or inexact
 
-    def access(self, node, obj_node, obj, key_node, key, key_kind):
-        """The source of ``obj[key]`` (an array access): as it is where Numba checks or the access is proven in
-        bounds, else with each integer index checked (``_ix``: IndexError as NumPy raises it); tagged (kir.Access)
-        with which of the three keeps it in bounds."""
+    def access(self, node, obj_node, obj, key_node, key, key_kind, store=False):
+        """The source of ``obj[key]`` (an array access; ``store``: stored into): as it is where Numba checks or the
+        access is proven in bounds, else with each integer index checked (``_ix``: IndexError as NumPy raises it);
+        tagged (kir.Access) with which of the three keeps it in bounds, and with what it touches (``touched``)."""
+        self.touching = self.touched(obj_node, key_node, store)
         # the index items the text writes (an element read is one per dimension: kir.Use)
         self.items_written = len(key_node.items) if isinstance(key_node, ir.Tuple) else 1
         if not self.manual:
@@ -248,8 +251,39 @@ class Expressions:
         return self._access(obj, f"{obj}[{', '.join(parts)}{comma}]", how)
 
     def _access(self, obj, text, how):
-        self.pending.append(kir.Access(obj, how))
+        self.pending.append(kir.Access(obj, how, *self.touching))
         return text
+
+    def touched(self, obj_node, key_node, store):
+        """(base, store, own) of an access (kir.Access) of ``obj_node`` at ``key_node``, from their IR."""
+        base = resolve(self, obj_node)
+        base = base.name if isinstance(base, ir.Var) and base.depth == 0 else ""
+        key = resolve(self, key_node)
+        items = key.items if isinstance(key, ir.Tuple) else (key,)
+        if not isinstance(key, ir.Tuple) and type(self.env.get(key.name) if isinstance(key, ir.Var) else None) is \
+                tuple:
+            return base, store, None  # (a name holding a tuple: its items are not known here)
+        return base, store, tuple(self._own(resolve(self, it)) for it in items)
+
+    def _own(self, item):
+        """(name, "") for an index item that is a name, (name, offset) for ``offset + name`` with ``offset`` a name
+        holding a non-negative int (a loop nest's start, nests.Spans; a name signs.nonneg_names knows), else None."""
+        if isinstance(item, ir.Var) and item.depth == 0:
+            return item.name, ""
+        if not (isinstance(item, ir.Call) and item.prim == "operator.add" and len(item.args) == 2 and
+                not item.kwargs):
+            return None
+        a, b = (resolve(self, x) for x in item.args)
+        if not (isinstance(a, ir.Var) and isinstance(b, ir.Var) and a.depth == b.depth == 0):
+            return None
+        known = a.name in self.starts or (K.is_int(self.env.get(a.name)) and Signs(self.known_nonneg()).nonneg(a))
+        return (b.name, a.name) if known else None
+
+    def known_nonneg(self) -> frozenset:
+        """signs.nonneg_names of the kernel's IR with what this lowering knows now (once per such knowledge)."""
+        if self.nonneg not in self.nonneg_names:
+            self.nonneg_names[self.nonneg] = nonneg_names(self.loop, self.inputs, self.nonneg)
+        return self.nonneg_names[self.nonneg]
 
     def in_index(self, key):
         """The slices written in index ``key`` (its text) are an index's (a slice elsewhere makes views of any

@@ -63,9 +63,16 @@ class Access:
     """An access of an array's elements (``array``: its source): how it is kept in bounds: "checked" (each integer
     index through ``_ix``), "proven" (bounds.py proved it under the loop's or nest's test: as it is), "numba" (the
     kernel runs with Numba's boundscheck), "view" (slices and new axes only: nothing to check), "item" (an item of
-    a tuple or of a 1-element result, by a constant index)."""
+    a tuple or of a 1-element result, by a constant index). What it touches, from the IR of the access (the
+    canonicalizer's temporaries of ``a[k] += v`` seen through): ``base``, the array's name ("" for an expression);
+    ``store``, whether the statement stores there; ``own``, per index item, (name, offset) when the item is a name
+    or ``offset + name`` with ``offset`` a name holding a non-negative int (a loop nest's start), else None (the
+    whole: None when the items are not known). parallel.py asks these whether iterations touch disjoint elements."""
     array: str
     how: str
+    base: str = ""
+    store: bool = False
+    own: tuple | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,16 +222,38 @@ class Jump(Node):
         return self.kind
 
 
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """What a ``for`` over ``range`` counts, as the lowering knows it: whether its step is the literal 1
+    (``unit``) and whether its start cannot be negative (``nonneg``: a constant, a shape, a length, or arithmetic
+    the declarations' sign rules keep non-negative over names known so, signs.nonneg_names). Such a loop's
+    variable is never an index that wraps to the end of an array: parallel.py may make it ``numba.prange``."""
+    unit: bool
+    nonneg: bool
+
+
 class For(Node):
-    __slots__ = ("target", "iter")
+    """``for target in iter:``; ``counts``: a Counts when it is a loop over ``range``, else None."""
+    __slots__ = ("target", "iter", "counts")
     opens = True
 
-    def __init__(self, depth, target: str, iter: str, tags=()):
+    def __init__(self, depth, target: str, iter: str, tags=(), counts=None):
         super().__init__(depth, tags)
-        self.target, self.iter = target, iter
+        self.target, self.iter, self.counts = target, iter, counts
 
-    def line(self):
-        return f"for {self.target} in {self.iter}:"
+    def line(self, parallel=False):
+        """The loop's header; ``parallel``: over ``numba.prange`` (parallel.py chose it: its ``counts`` says it
+        iterates ``range(...)``, as the builtins.range form and over_range write it)."""
+        if not parallel:
+            return f"for {self.target} in {self.iter}:"
+        if self.counts is None or not self.iter.startswith("range("):
+            raise ValueError(f"not a loop over range: {self.iter}")
+        return f"for {self.target} in numba.p{self.iter}:"
+
+
+def over_range(target: str, length: str) -> For:
+    """``for target in range(length):``, a loop the lowerer writes itself (a loop nest's): from 0 by 1."""
+    return For(0, target, f"range({length})", declared("range") + (Name(length),), Counts(True, True))
 
 
 class While(Node):
@@ -327,29 +356,34 @@ class Printed:
         return tuple(i for i in everything if names[i] in changed)
 
 
-def decorator(boundscheck) -> str:
-    """The ``numba.njit`` a kernel (and a function outlined from it, outline.py) is compiled with."""
-    return f"@numba.njit(cache=True, nogil=True, boundscheck={boundscheck}, error_model='numpy')"
+def decorator(boundscheck, parallel=None) -> str:
+    """The ``numba.njit`` a kernel (and a function outlined from it, outline.py) is compiled with; ``parallel``:
+    Numba's parallel options (a kernel's parallel variant, parallel.PARALLEL_OPTIONS)."""
+    options = f", parallel={parallel!r}" if parallel else ""
+    return f"@numba.njit(cache=True, nogil=True, boundscheck={boundscheck}, error_model='numpy'{options})"
 
 
-def body_lines(nodes, first: int, by: int = 0) -> tuple[list, dict]:
+def body_lines(nodes, first: int, by: int = 0, prange=frozenset()) -> tuple[list, dict]:
     """The lines of ``nodes``, ``by`` levels deeper (negative: shallower; a ``pass`` in each block they leave
-    empty) and the node of each, by its line number when the first is line ``first``."""
+    empty) and the node of each, by its line number when the first is line ``first``; the loops in ``prange``
+    (their ids) over ``numba.prange``."""
     lines, at = [], {}
     for i, n in enumerate(nodes):
         at[first + len(lines)] = n
-        lines.append("    " * (n.depth + by) + n.line())
+        lines.append("    " * (n.depth + by) + (n.line(True) if id(n) in prange else n.line()))
         if n.opens and (i + 1 == len(nodes) or nodes[i + 1].depth <= n.depth):
             lines.append("    " * (n.depth + by + 1) + "pass")
     return lines, at
 
 
-def print_kernel(params, nodes, ret: str, ret_tags=(), boundscheck=False, complex_values=False) -> Printed:
-    """The Numba source of a kernel: its decorator (Numba checks the accesses when ``boundscheck``), ``def
-    kernel(params):``, its statements, ``return ret`` (``ret_tags``: the tags of ``ret``); ``complex_values``:
-    a value of it may be complex (the lowerer's kinds say so)."""
-    lines = [decorator(boundscheck), f"def kernel({', '.join(params)}):"]
-    body, at = body_lines(nodes, len(lines) + 1)
+def print_kernel(params, nodes, ret: str, ret_tags=(), boundscheck=False, complex_values=False, prange=frozenset(),
+                 parallel=None) -> Printed:
+    """The Numba source of a kernel: its decorator (Numba checks the accesses when ``boundscheck``; ``parallel``:
+    Numba's parallel options), ``def kernel(params):``, its statements (the loops in ``prange``, their ids, over
+    ``numba.prange``: a parallel variant, parallel.py), ``return ret`` (``ret_tags``: the tags of ``ret``);
+    ``complex_values``: a value of it may be complex (the lowerer's kinds say so)."""
+    lines = [decorator(boundscheck, parallel), f"def kernel({', '.join(params)}):"]
+    body, at = body_lines(nodes, len(lines) + 1, prange=prange)
     lines += body
     if not nodes:
         lines.append("    pass")

@@ -58,6 +58,9 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         self.whole_value = None
         self.counters = counters  # names that keep their COUNTER bound when assigned (signs.py)
         self.nonneg: frozenset = frozenset()  # Python-int names known non-negative here (signs.py)
+        self.nonneg_names: dict = {}  # signs.nonneg_names of the loop, by ``nonneg`` (Expressions.known_nonneg)
+        # names the lowerer binds to np.uint64 starts of a loop nest's slices (nests.Spans): never negative
+        self.starts: set = set()
         # manual: the kernel runs without Numba's boundscheck and checks in the source every access not in
         # ``unchecked`` (runtime/native/bounds.py); else Numba checks every access
         self.manual = manual
@@ -260,7 +263,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
                 self.fail(f"a store of {K.describe(k)}", target)
             if t:
                 self.arrays_tainted = True
-            text = self.access(target, target.obj, obj, target.key, key, kk)
+            text = self.access(target, target.obj, obj, target.key, key, kk, store=True)
             self.in_index(key)
             self.emit(f"{text} = {src}")
         else:
@@ -309,7 +312,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         b = self.range_bound(n)
         if b is not None:
             self.bounds[n.target.name] = b
-        self.put(kir.For(0, n.target.name, it))
+        self.put(kir.For(0, n.target.name, it, counts=self.counts(n)))
         self.loop_body(n, n.body)
         self.bounds.pop(n.target.name, None)
 

@@ -366,6 +366,7 @@ class Spans:
             normal(low, b, c[2], dim, dim, array)
             low.names(reads=[a], binds=[s])
             low.emit(f"{s} = {low.call_of('np.uint64', a)}")
+            low.starts.add(s)  # (an element's offset here: kir.Access.own)
             low.names(reads=[a, b], binds=[e])
             low.emit(f"{e} = {low.call_of('np.uint64', f'{b} - {a} if {b} > {a} else 0')}")
             index.append(("slice", s))

@@ -1,11 +1,12 @@
 """Loops of a generated kernel whose iterations may run on several threads, and the kernel's parallel variant.
 
 The analysis reads the kernel's source (what Numba compiles, with every check the lowerer put in) for its loops
-and element accesses, and asks its kernel IR (kir.py) whether a loop's statements may raise or leave it (their
-calls, operations and jumps, and why, in the user's terms):
-a ``for v in range(...)`` loop (step 1, a start that cannot be negative) becomes ``numba.prange`` when its
-iterations are independent and none can raise, so the parallel loop leaves every array and name as the
-sequential one does, bit for bit:
+and whether arrays appear only element by element, and asks its kernel IR (kir.py) whether a loop counts over a
+range, whether its statements may raise or leave it (their calls, operations and jumps, and why, in the user's
+terms) and which elements of which arrays each access touches (kir.Access: ``base``, ``store``, ``own``):
+a ``for v in range(...)`` loop (step 1, a start that cannot be negative: the lowerer's tag, kir.For.counts)
+becomes ``numba.prange`` when its iterations are independent and none can raise, so the parallel loop leaves
+every array and name as the sequential one does, bit for bit:
 - arrays appear in the body only element by element (``a[i, j]`` with an index per dimension, ``a.shape[0]``,
   ``len(a)``), so every value in it is a number: no array store can fail on a shape, no helper broadcasts; an
   array is a parameter the kernel never rebinds or an array it allocated (``np.zeros(...)``), never a view;
@@ -29,7 +30,7 @@ from phylanx_py.source import parse
 
 from . import kir
 from .kinds import param_of
-from .liveness import block_of, chain_of, live_after, scan, stored_names
+from .liveness import block_of, chain_of, live_after, scan, stored_names, walk
 
 # Numba parallel options: only the loops marked prange run in parallel; array expressions stay as written
 PARALLEL_OPTIONS = {"prange": True, "comprehension": False, "reduction": False, "inplace_binop": False,
@@ -38,7 +39,8 @@ _READ_ATTRS = frozenset({"shape", "size", "ndim"})
 
 
 class Variant:
-    """A kernel's parallel variant: ``source`` (the kernel with ``prange`` loops, compiled with PARALLEL_OPTIONS),
+    """A kernel's parallel variant: ``source`` (the kernel printed again from its IR, the chosen loops over
+    ``prange``, compiled with PARALLEL_OPTIONS: kir.print_kernel),
     ``loops`` (their line numbers in the sequential source) and ``written`` (the positions of the parameters those
     loops store into: the caller runs it only when they overlap no other array argument, nor themselves)."""
 
@@ -56,7 +58,6 @@ def variant(printed, sig=None, params=None):
     fn = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "kernel")
     if printed.boundscheck:
         return None, "Numba checks its accesses"
-    deco = fn.decorator_list[0]
     order = [a.arg for a in fn.args.args]
     # what the kernel's calls are (kir.Call, by the function's name): a helper's facts, a declared form's, a cast's
     tags = {c.name: c for node in printed.nodes.values() for c in node.calls}
@@ -65,14 +66,14 @@ def variant(printed, sig=None, params=None):
     if not finder.found:
         return None, finder.why or "no loop over range"
     written = set()
-    for loop, w in finder.found:
-        loop.iter.func = ast.Attribute(ast.Name("numba", ast.Load()), "prange", ast.Load())
+    for _, w in finder.found:
         written |= w & set(order)
-    deco.keywords = [k for k in deco.keywords if k.arg != "parallel"] + [
-        ast.keyword("parallel", parse(repr(PARALLEL_OPTIONS), mode="eval").body)]
     lines = sorted(loop.lineno for loop, _ in finder.found)
-    return Variant(ast.unparse(ast.fix_missing_locations(module)) + "\n", lines,
-                   sorted(order.index(n) for n in written)), None
+    # printed again from the kernel's nodes (in line order), the chosen loops over numba.prange
+    chosen = frozenset(id(printed.nodes[n]) for n in lines)
+    source = kir.print_kernel(printed.params, list(printed.nodes.values()), printed.ret, printed.ret_tags,
+                              printed.boundscheck, printed.complex_values, chosen, PARALLEL_OPTIONS).source
+    return Variant(source, lines, sorted(order.index(n) for n in written)), None
 
 
 class _Finder:
@@ -118,12 +119,12 @@ class _Finder:
         target = loop.target
         if not isinstance(target, ast.Name) or loop.orelse:
             return "not a loop over one name"
-        it = loop.iter
-        if not _is_range(it):
+        counts = self.printed.nodes[loop.lineno].counts  # (the lowerer's kir.For: what it counts, if a range)
+        if counts is None:
             return "not a loop over range"
-        if len(it.args) == 3 and not (isinstance(it.args[2], ast.Constant) and it.args[2].value == 1):
+        if not counts.unit:
             return "a step other than 1"
-        if len(it.args) >= 2 and not self.nonneg(it.args[0]):
+        if not counts.nonneg:
             return "a start that may be negative (a negative index reaches the end of an array)"
         body = self.ir_block(loop.body)
         why = _leaves_or_raises(body, self.complex)
@@ -228,16 +229,6 @@ class _Finder:
             return all(self.scalar(a, depth + 1) for a in e.args)
         return False
 
-    def own(self, e, v, private) -> bool:
-        """Whether the index item ``e`` is the iteration's own ``v``, or ``v`` past an offset the loop does not
-        change (a loop nest's ``start + v``): where every access of an array has the same such item at one
-        position, iterations touch distinct elements."""
-        if isinstance(e, ast.Name):
-            return e.id == v
-        return isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add) and isinstance(e.right, ast.Name) and \
-            e.right.id == v and isinstance(e.left, ast.Name) and e.left.id not in private and \
-            self.number(e.left.id) and self.nonneg(e.left)  # (k + i with k < 0 may reach the end: a[-1] is a[n-1])
-
     def element(self, sub):
         """The key items of ``sub`` when it reads or writes one element of an array, else None."""
         base = sub.value
@@ -256,16 +247,10 @@ class _Finder:
         aliases, keys = _temporaries(loop.body, self.ir_block(loop.body))
         body = _Resolve(aliases, keys).visit(parse(ast.unparse(ast.Module(loop.body, []))))
         parents = {id(c): node for node in ast.walk(body) for c in ast.iter_child_nodes(node)}
-        stored, accesses = set(), {}  # accesses: array -> its element subscripts
         for node in ast.walk(body):
             if isinstance(node, ast.Subscript):
-                if _shape_item(node):
-                    continue
-                if self.element(node) is None:
+                if not _shape_item(node) and self.element(node) is None:
                     return f"'{ast.unparse(node)}' is not one element of an array"
-                accesses.setdefault(node.value.id, []).append(node)
-                if isinstance(node.ctx, ast.Store):
-                    stored.add(node.value.id)
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 up = parents.get(id(node))
                 if isinstance(up, ast.Call) and up.func is node:
@@ -280,17 +265,30 @@ class _Finder:
                         return f"'{node.id}' is used whole (only its elements may be)"
                 elif node.id not in private and not self.number(node.id):
                     return f"'{node.id}' may not be a number"
-        self.stored = stored
-        for name in stored:
+        return self.disjoint(loop, v, private)
+
+    def disjoint(self, loop, v, private):
+        """None when every array the loop stores into (its kir.Access tags) is accessed only at elements whose
+        index has ``v`` (or a non-negative offset the loop does not change plus ``v``) at one position, the same
+        for every access, else why not. Sets ``stored``: the arrays it stores into."""
+        accesses = [a for node in walk(self.ir_block(loop.body)) for a in node.accesses if a.how not in _NOT_ELEMENT]
+        self.stored = {a.base for a in accesses if a.store}
+        for a in accesses:
+            if a.base not in self.arrays:  # (an array the analysis does not know: one it cannot tell apart)
+                return f"'{a.array}' may be another array's view"
+        for name in sorted(self.stored):
             positions = None
-            for use in accesses[name]:
-                p = {(k, ast.dump(e)) for k, e in enumerate(_key(use)) if self.own(e, v, private)}
-                positions = p if positions is None else positions & p
+            for a in accesses:
+                if a.base == name:
+                    p = {(k, own) for k, own in enumerate(a.own or ()) if own is not None and own[0] == v and
+                         own[1] not in private}
+                    positions = p if positions is None else positions & p
             if not positions:
                 return f"'{name}' is accessed at other elements than the iteration's own ('{v}')"
         return None
 
 
+_NOT_ELEMENT = ("item", "view")  # kir.Access of a tuple's item, or slices only: no element of an array
 _CONVERSIONS = frozenset({"int64", "uint64", "intp", "float64"})  # of a number to a number: never raise
 
 

@@ -169,6 +169,7 @@ def _emit(low, n):
         target_index = [("slice", zero) for zero in ["__pxz_zero"] * nest.rank]
         low.names(binds=["__pxz_zero"])
         low.emit(f"__pxz_zero = {low.call_of('np.uint64', '0')}")
+        low.starts.add("__pxz_zero")  # (the new array's elements' offset: kir.Access.own)
         low.env["__pxz_zero"] = IDX
     for other in sorted({a for a, _, _ in nest.reads if name is not None and a != name}):
         conds.append(condition_call("_apart", name, other, arrays=(name, other)))  # (helpers.py: extents apart)
@@ -182,7 +183,7 @@ def _emit(low, n):
     low.indent += 1
     allocation = low.emit("") if fresh is not None else None  # the allocation, once the element's dtype is known
     for v, length in zip(loops, target_lengths):
-        low.put(kir.For(0, v, f"range({length})", kir.declared("range") + (kir.Name(length),)))
+        low.put(kir.over_range(v, length))
         low.indent += 1
     try:
         src, k, tainted = low.expr(element_forms(low, expr))
@@ -199,7 +200,7 @@ def _emit(low, n):
             raise No  # a cast on the store: NumPy's casting rules, not a C cast (between floats both round alike)
         obj, _, _ = low.expr(store.args[0])
         key, kk, _ = low.expr(store.args[1])
-        low.emit(f"{low.access(store, store.args[0], obj, store.args[1], key, kk)} = {src}")
+        low.emit(f"{low.access(store, store.args[0], obj, store.args[1], key, kk, store=True)} = {src}")
         if tainted and fresh is None:  # a new array's taint is its name's (the array statement binds it)
             low.arrays_tainted = True
     finally:

@@ -169,3 +169,39 @@ def untested_counters(loop, names, steps) -> frozenset:
         if reads[c] == 0 and all(Signs(rest).nonneg(v) for n in rest for v in values.get(n, ())):
             kept = rest
     return frozenset(names - kept)
+
+
+def counts_up(it, signs) -> bool:
+    """Whether ``it`` is ``range(...)`` counting up from a non-negative start: its step (if any) a positive int
+    constant, its start (if any) non-negative by ``signs`` (a Signs)."""
+    if not (isinstance(it, ir.Call) and it.prim == "builtins.range" and not it.kwargs and 1 <= len(it.args) <= 3):
+        return False
+    args = it.args
+    up = len(args) < 3 or (isinstance(args[2], ir.Const) and type(args[2].value) is int and args[2].value > 0)
+    return up and (len(args) == 1 or signs.nonneg(args[0]))
+
+
+def nonneg_names(loop, inputs, known=frozenset()) -> frozenset:
+    """The names that hold a non-negative int wherever ``loop`` (a kernel's IR) reads them: ``known`` (those a
+    version's test found non-negative, Lowerer.nonneg) and the greatest set of the names ``loop`` binds only by
+    plain assignments of values non-negative given the set, or as the variable of loops over ranges that count
+    up from a start non-negative given it (``for k in range(n): for i in range(k + 1, n)``). The kernel's
+    parameters (``inputs``) are not known non-negative at its start, nor names bound any other way (unpacking,
+    ``:=``, a loop over an array)."""
+    values, loops, seen = collections.defaultdict(list), collections.defaultdict(list), set()
+    for s in ir.walk(loop):
+        if isinstance(s, ir.Assign) and isinstance(s.target, ir.StoreName) and s.target.depth == 0:
+            values[s.target.name].append(s.value)
+            seen.add(id(s.target))
+        elif isinstance(s, ir.For) and isinstance(s.target, ir.StoreName) and s.target.depth == 0:
+            loops[s.target.name].append(s.iter)
+            seen.add(id(s.target))
+    other = {s.name for s in ir.walk(loop) if isinstance(s, (ir.StoreName, ir.SetVar)) and id(s) not in seen}
+    names = {n for n in set(values) | set(loops) if n not in other and n not in inputs}
+    while True:
+        signs = Signs(names | known)
+        keep = {n for n in names if all(signs.nonneg(v) for v in values[n]) and
+                all(counts_up(it, signs) for it in loops[n])}
+        if keep == names:
+            return frozenset(names | known)
+        names = keep
