@@ -546,7 +546,7 @@ def test_a_rank_started_through_the_port_splits_its_kernels_as_a_task_would(rt):
 
     client = rt.executor.client
     client.run(_serve_kernel_threads)
-    ports = port_addresses(client, sorted(live_workers(client)))
+    ports = port_addresses(rt.executor, sorted(live_workers(client)))
     assert [service.submit(client, p, "test kernel threads", None).result(30) for p in ports] == [1, 1]
     assert client.submit(_kernel_threads_here, pure=False).result() == [1, os.cpu_count()]
 
@@ -621,7 +621,7 @@ def test_a_tls_cluster_starts_ranks_over_tls():
         np.testing.assert_allclose(f(Xt, yt, 0.5, 4), P.lra(X, y, 0.5, 4), rtol=RTOL)
         assert _transitions(client) == before
         ranks = next(iter(driver._PLACED[client].values()))
-        ports = driver.port_addresses(client, [w for w, _, _ in ranks])
+        ports = driver.port_addresses(runtime.executor, [w for w, _, _ in ranks])
         assert all(p.startswith("tls://127.0.0.1:") for p in ports), ports
     _spmd(f)
 

@@ -30,8 +30,8 @@ from . import segment as seg
 # client -> {span name -> its Span}: one handler per client for the epoch announcements (a topic has one handler)
 _LISTENERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
-# client -> {(workers, ports): lease key}: the ring group the ranks of the last span on those workers kept when it
-# ended well (segments/rank.py POOL), reused by the next span there (the next fit call): no connections or
+# cluster (executor) -> {(workers, ports): lease key}: the ring group the ranks of the last span on those workers kept
+# when it ended well (segments/rank.py POOL), reused by the next span there (the next fit call): no connections or
 # shared-memory regions made again. Taken while a span runs, put back when it ended well.
 _LEASES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 LEASES_KEEP = 4
@@ -72,7 +72,9 @@ class Span:
 
     def __init__(self, trainer):
         self.tr = trainer
-        self.client = trainer.client
+        self.cluster = trainer.cluster
+        # (the epoch announcements arrive through the client's topic subscription, one handler per client: _listen)
+        self.client = trainer.cluster.client
         self.base = None  # (epoch, checkpoint on the client) the next span starts from
         self.running = None  # (name, futures, ranks) of the span running
         self.reports: dict = {}  # epoch -> totals of every rank (complete)
@@ -103,7 +105,7 @@ class Span:
                 tasks += ranks if first else 0  # (reruns not counted, as for per-epoch segments)
             return self._wait(epoch)
 
-        stats = retry(self.client, attempt, "training", f" at epoch {epoch + 1}", tr._lost)
+        stats = retry(self.cluster, attempt, "training", f" at epoch {epoch + 1}", tr._lost)
         stats = dict(stats, steps=tr.steps, tasks=tasks)
         return (self.final if epoch + 1 >= tr.horizon else None), stats
 
@@ -118,18 +120,18 @@ class Span:
     # ---- starting, watching, recovering -----------------------------------------------------------------
     def _start(self) -> int:
         """Submit a span from ``self.base`` to the horizon on the live workers; the number of rank tasks."""
-        tr, client = self.tr, self.client
+        tr = self.tr
         first, carry = self.base
         ranks = tr._assign()
         n = len(ranks)
         tr.ranks = ranks
         name = f"phylanx-train-{uuid.uuid4().hex[:12]}-e{first}s0"
-        ports = tuple(port_addresses(client, [w for w, _ in ranks])) if tr.mode != "compute" else ()
+        ports = tuple(port_addresses(self.cluster, [w for w, _ in ranks])) if tr.mode != "compute" else ()
         lease = self._lease(ranks, ports)
         job = seg.Job(tr.problem, tr.optimizer, tr.mode, tr.every, tr.batch, tr.seed, first, 0, tr.steps, tr.steps,
                       tr.tile_rows, tr.stall, epochs=tr.horizon - first, span=True, lease=lease,
                       validation=tr.validation)
-        _listen(client, name, self)
+        _listen(self.client, name, self)
         self.names.append(name)
         self.parts = {}
         cf = tr._scatter(carry, [w for w, _ in ranks], broadcast=True)
@@ -151,7 +153,7 @@ class Span:
         if self.tr.mode != "allreduce" or len(ranks) < 2:
             return None
         with _LOCK:
-            old = _LEASES.setdefault(self.client, {}).pop((tuple(w for w, _ in ranks), ports), None)
+            old = _LEASES.setdefault(self.cluster, {}).pop((tuple(w for w, _ in ranks), ports), None)
         return (old, True) if old is not None else (f"phylanx-lease-{uuid.uuid4().hex[:12]}", False)
 
     def _complete(self, epoch):
@@ -165,7 +167,7 @@ class Span:
     def _wait(self, epoch):
         """Epoch ``epoch``'s totals, once a rank announced them (or the span ended); RankLost when a rank was lost
         (the span is then stopped), a ClusterError when no step finished for ``stall`` seconds."""
-        tr, client = self.tr, self.client
+        tr, cluster = self.tr, self.cluster
         name, futs, ranks = self.running
         workers = [w for w, _ in ranks]
 
@@ -188,16 +190,16 @@ class Span:
             return stall_message(n % tr.steps + 1, tr.steps, stall)
 
         try:
-            watch_steps(client, name, workers, wait, tr.stall, stalled)
+            watch_steps(cluster, name, workers, wait, tr.stall, stalled)
         except BaseException:
-            abandon(client, name, workers, futs)
+            abandon(cluster, name, workers, futs)
             self.running = None
             raise
         return self.reports[epoch]
 
     def _finish(self, futs):
         """The span's ranks all returned: rank 0's checkpoint is the final one; every epoch's totals are known."""
-        results = aligned_values(segment_results(self.client, self.running[0], futs))
+        results = aligned_values(segment_results(self.cluster, self.running[0], futs))
         for r, (_, reports) in enumerate(results):
             for e, stats in reports.items():
                 self.announced({"epoch": e, "rank": r, "stats": stats, "whole": self.tr.mode == "allreduce"})
@@ -210,7 +212,7 @@ class Span:
         where, lease = self.lease
         if lease is not None:  # every rank ended well: its group is kept for the next span on these workers
             with _LOCK:
-                leases = _LEASES.setdefault(self.client, {})
+                leases = _LEASES.setdefault(self.cluster, {})
                 leases[where] = lease[0]
                 while len(leases) > LEASES_KEEP:
                     leases.pop(next(iter(leases)))
@@ -219,17 +221,18 @@ class Span:
     def _recover(self):
         """After a lost rank: the newest checkpoint a survivor kept (fetched: the checkpoint moves now), with the
         totals of the epochs it ends; the span's own start when none kept one."""
-        client, names = self.client, list(self.names)
-        if self.tr.mode != "allreduce" or client.status != "running":
+        cluster, names = self.cluster, list(self.names)
+        if self.tr.mode != "allreduce" or not cluster.connected():
             self.recovered.append(self.base[0] - 1)
             return
         try:
-            kept = client.run(seg.span_kept, names[-1], on_error="return")
+            kept = cluster.run_on_workers(seg.span_kept, names[-1], on_error="return")
             found = [(v[0], w, v[1]) for w, v in kept.items() if isinstance(v, tuple)]
             if found:
                 epoch, worker, reports = max(found, key=lambda f: f[0])
                 if epoch + 1 > self.base[0]:
-                    checkpoint = aligned_values(client.run(seg.span_checkpoint, names[-1], workers=[worker])[worker])
+                    checkpoint = aligned_values(
+                        cluster.run_on_workers(seg.span_checkpoint, names[-1], workers=[worker])[worker])
                     for e, stats in reports.items():
                         self.reports.setdefault(e, stats)
                     self.base = (epoch + 1, checkpoint)
@@ -242,20 +245,20 @@ class Span:
 
     def drop(self):
         """Stop a span still running and free what spans left on the workers."""
-        client = self.client
+        cluster = self.cluster
         if self.running is not None:
             name, futs, ranks = self.running
             self.running = None
-            if client.status == "running":
+            if cluster.connected():
                 try:
-                    abandon(client, name, [w for w, _ in ranks], futs)
+                    abandon(cluster, name, [w for w, _ in ranks], futs)
                 except Exception:  # noqa: BLE001 - best effort: the cluster may be what failed
                     pass
         names, self.names = self.names, []
         for name in names:
-            _forget(client, name)
-        if names and client.status == "running":
+            _forget(self.client, name)
+        if names and cluster.connected():
             try:  # (a span still running was aborted above: a finished one leaves no name in ABORTED)
-                client.run(seg.drop_spans, names, on_error="ignore")
+                cluster.run_on_workers(seg.drop_spans, names, on_error="ignore")
             except Exception:  # noqa: BLE001 - best effort
                 pass
