@@ -97,6 +97,23 @@ def tasks_done(cluster, name: str, futures, timeout: float, failed) -> bool:
     return all(f.status == "finished" for f in futures)
 
 
+def rank_failure(bad) -> tuple:
+    """What the failed rank tasks ``bad`` (futures that failed or were cancelled, in rank order) stand for, one rule
+    for SPMD and training: (the first error a rank raised from its own work, else None; the first error that means
+    a rank was lost, else None: cancelled). A rank was lost, not failed, when its task raised an OSError (RankLost:
+    its peers closed their connections; a connection of its worker closed) or Dask's KilledWorker (its worker kept
+    dying while running it). A rank's own error comes first, whatever the order the client hears of them in: that
+    rank failing is what made its peers lose it. What a rank's own error means is the caller's (SPMD: run the loop
+    as before; training: the user's error)."""
+    errors = [f.exception() for f in bad if f.status == "error"]
+    own = next((e for e in errors if not _lost(e)), None)
+    return own, (errors[0] if errors and own is None else None)
+
+
+def _lost(exc) -> bool:
+    return isinstance(exc, OSError) or type(exc).__name__ == "KilledWorker"
+
+
 def watch_steps(cluster, name: str, workers, wait, stall: float, stalled):
     """``watch`` a segment whose ranks count steps (training): its progress is the slowest rank's step count, looked
     at every quarter of ``stall`` (between 0.05 and 0.5 s)."""

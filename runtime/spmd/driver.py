@@ -13,7 +13,7 @@ import uuid
 import weakref
 
 from ..segments import service
-from ..segments.driver import STALL_SECONDS, abandon, place, progress, retry, tasks_done, watch
+from ..segments.driver import STALL_SECONDS, abandon, place, progress, rank_failure, retry, tasks_done, watch
 from ..segments.driver import results as segment_results
 from ..segments.placement import assign as _assign
 from ..segments.ports import RankLost, forget_ports, known_port, port_addresses
@@ -275,11 +275,12 @@ def _attempt(cluster, job, ranks, tile_futures, stall, lease=None):
 
 def _failed(name):
     def failed(bad):
-        """A rank's task itself failed: its worker went away while running it, or it could not start there."""
-        exc = bad[0].exception() if bad[0].status == "error" else None
-        if exc is None or isinstance(exc, OSError) or type(exc).__name__ == "KilledWorker":
-            return RankLost(f"a rank of {name} was lost: {exc!r}")
-        return Declined(f"a rank could not run: {type(exc).__name__}: {exc}")
+        """A rank's task itself failed (a rank reports its own failures: rank.py): its worker went away while
+        running it, or it could not start there (segments/driver.py rank_failure)."""
+        own, lost = rank_failure(bad)
+        if own is None:
+            return RankLost(f"a rank of {name} was lost: {lost!r}")
+        return Declined(f"a rank could not run: {type(own).__name__}: {own}")
 
     return failed
 

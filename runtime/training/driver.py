@@ -23,7 +23,7 @@ from ..segments.driver import results as segment_results
 from ..segments.placement import assign
 from ..segments.ports import RankLost, port_addresses
 from . import segment as seg
-from .span import Span, stall_message
+from .span import Span, failure, stall_message
 
 __all__ = ["RETRIES", "STALL_SECONDS", "SegmentTrainer"]
 
@@ -234,15 +234,8 @@ class SegmentTrainer:
         rank raised from the user's code."""
         cluster = self.cluster
 
-        def failed(bad):
-            errors = [f.exception() for f in bad if f.status == "error"]
-            user = [e for e in errors if not isinstance(e, (RankLost, OSError))]
-            if user:
-                return user[0]
-            return RankLost(f"a rank of {name} failed: {errors[0] if errors else 'cancelled'}")
-
         def wait(timeout):
-            if tasks_done(cluster, name, futs, timeout, failed):
+            if tasks_done(cluster, name, futs, timeout, lambda bad: failure(name, bad)):
                 return True
             if any(f.status != "finished" for f in deps):
                 raise RankLost(f"the checkpoint {name} starts from was lost with its worker")

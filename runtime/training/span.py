@@ -22,7 +22,7 @@ import uuid
 import weakref
 
 from ..alignment import aligned_values
-from ..segments.driver import abandon, retry, watch_steps
+from ..segments.driver import abandon, rank_failure, retry, watch_steps
 from ..segments.driver import results as segment_results
 from ..segments.ports import RankLost, port_addresses
 from . import segment as seg
@@ -42,6 +42,15 @@ def stall_message(step: int, steps: int, stall: float) -> str:
     completed within ``stall`` seconds (per-epoch segments and spans alike)."""
     return (f"training stalled: no step finished for {stall:.0f} s (step {step} of {steps} of the epoch never "
             "completed); the cluster is not making progress (PHYLANX_STALL_SECONDS sets the limit)")
+
+
+def failure(name, bad):
+    """The error failed rank tasks ``bad`` of segment ``name`` stand for (segments/driver.py rank_failure): the one a
+    rank raised from the user's code, as it was; else RankLost."""
+    own, lost = rank_failure(bad)
+    if own is not None:
+        return own
+    return RankLost(f"a rank of {name} failed: {lost if lost is not None else 'cancelled'}")
 
 
 def _listen(client, name, span):
@@ -176,11 +185,7 @@ class Span:
             self._arrived.clear()
             bad = [f for f in futs if f.status in ("error", "cancelled")]
             if bad:
-                errors = [f.exception() for f in bad if f.status == "error"]
-                user = [e for e in errors if not isinstance(e, (RankLost, OSError))]
-                if user:
-                    raise user[0]
-                raise RankLost(f"a rank of {name} failed: {errors[0] if errors else 'cancelled'}")
+                raise failure(name, bad)
             if all(f.status == "finished" for f in futs):
                 self._finish(futs)
                 return True
