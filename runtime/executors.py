@@ -164,6 +164,10 @@ class Cluster(Protocol):
     def scatter_within(self, value, timeout: float) -> Any:
         """A future holding ``value`` on a worker the scheduler picks: TimeoutError or OSError past ``timeout`` s."""
 
+    def adopt(self, who_has: dict, nbytes: dict) -> dict:
+        """{key: a finished remote future} of results that workers already hold outside any task (``who_has``: key
+        -> [worker], ``nbytes``: key -> bytes): the ranks' stored outputs of a directly started SPMD segment."""
+
 
 class _LocalFutures:
     """What the evaluator asks of any executor about its futures; local ones are concurrent.futures."""

@@ -96,8 +96,12 @@ def _fails_on(address, dask_worker=None):
     return 1
 
 
+def _put(key, dask_worker=None):
+    dask_worker.update_data(data={key: np.arange(4.0)}, stimulus_id=f"test-{key}")
+
+
 # Dask pickles what lives in __main__ by value: the workers cannot import this test module
-_worker_name.__module__ = _fails_on.__module__ = "__main__"
+_worker_name.__module__ = _fails_on.__module__ = _put.__module__ = "__main__"
 
 
 def test_the_dask_executors_operations_for_segments(cluster):
@@ -131,6 +135,10 @@ def test_the_dask_executors_operations_for_segments(cluster):
             ex.wait_within([slow], 30)
         placed = ex.scatter_within(np.arange(3), 30)
         np.testing.assert_array_equal(ex.result(placed), [0, 1, 2])
+        ex.run_on_workers(_put, "held-1", workers=[workers[1]])  # data a worker holds outside any task
+        held = ex.adopt({"held-1": [workers[1]]}, {"held-1": 32})
+        assert held["held-1"].done() and list(ex.who_has([held["held-1"]])["held-1"]) == [workers[1]]
+        np.testing.assert_array_equal(ex.result(held["held-1"]), np.arange(4.0))
         # (no gather_within that times out here: the gather it leaves pending fails when the client closes, and
         # Python 3.11's logging of that task's traceback broke the ast module's state for the rest of the process,
         # "AST constructor recursion depth mismatch" when pytest's hypothesis plugin imported after the session)

@@ -262,7 +262,7 @@ class SpmdLoop:
         out = dict(first["rep"])
         made = {}
         # tiles the ranks stored in their workers' memory (a direct segment: stored.py), else a task per tile
-        kept = stored.adopt(executor.client, [w for w, _, _ in ranks], [s.get("stored", {}) for _, s in results])
+        kept = stored.adopt(executor, [w for w, _, _ in ranks], [s.get("stored", {}) for _, s in results])
         for name, (trail, dtype) in first["meta"].items():
             grid = np.empty((len(tile_rows),) + (1,) * len(trail), dtype=object)
             homes = np.empty(grid.shape, dtype=object)
