@@ -3,11 +3,18 @@ of the cluster beyond running call sites, so runtime/tiled/ and runtime/segments
 ``distributed.Client`` itself."""
 from __future__ import annotations
 
+import threading
 import uuid
 import warnings
+import weakref
 
 from .dask_connect import live_workers
 from .dask_faults import scheduler_lost
+
+# client -> {topic: [handlers]}: a client keeps one handler per topic (``subscribe_topic`` replaces the last), and
+# several executors may share one client (px.runtime.dask(client=c) twice), so the one handler calls each of theirs
+_TOPICS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_TOPICS_LOCK = threading.Lock()
 
 
 class DaskCluster:
@@ -111,3 +118,18 @@ class DaskCluster:
             return futs
 
         return client.sync(take)
+
+    def subscribe(self, topic: str, handler) -> None:
+        client = self.client
+        with _TOPICS_LOCK:
+            topics = _TOPICS.setdefault(client, {})
+            handlers = topics.get(topic)
+            if handlers is None:
+                handlers = topics[topic] = []
+
+                def dispatch(event, handlers=handlers):
+                    for h in list(handlers):
+                        h(event)
+
+                client.subscribe_topic(topic, dispatch)
+            handlers.append(handler)

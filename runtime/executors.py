@@ -168,6 +168,10 @@ class Cluster(Protocol):
         """{key: a finished remote future} of results that workers already hold outside any task (``who_has``: key
         -> [worker], ``nbytes``: key -> bytes): the ranks' stored outputs of a directly started SPMD segment."""
 
+    def subscribe(self, topic: str, handler) -> None:
+        """Call ``handler(event)`` (on the client's event loop) for every event the workers log on ``topic``
+        (``Worker.log_event``): a training span's epochs (training/span.py)."""
+
 
 class _LocalFutures:
     """What the evaluator asks of any executor about its futures; local ones are concurrent.futures."""

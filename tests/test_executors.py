@@ -100,8 +100,12 @@ def _put(key, dask_worker=None):
     dask_worker.update_data(data={key: np.arange(4.0)}, stimulus_id=f"test-{key}")
 
 
+def _announce(topic, msg, dask_worker=None):
+    dask_worker.log_event(topic, msg)
+
+
 # Dask pickles what lives in __main__ by value: the workers cannot import this test module
-_worker_name.__module__ = _fails_on.__module__ = _put.__module__ = "__main__"
+_worker_name.__module__ = _fails_on.__module__ = _put.__module__ = _announce.__module__ = "__main__"
 
 
 def test_the_dask_executors_operations_for_segments(cluster):
@@ -139,6 +143,15 @@ def test_the_dask_executors_operations_for_segments(cluster):
         held = ex.adopt({"held-1": [workers[1]]}, {"held-1": 32})
         assert held["held-1"].done() and list(ex.who_has([held["held-1"]])["held-1"]) == [workers[1]]
         np.testing.assert_array_equal(ex.result(held["held-1"]), np.arange(4.0))
+        heard, also = [], []
+        ex.subscribe("test-topic", lambda event: heard.append(event[1]))
+        with px.runtime.dask(client=rt.client) as other:  # a second executor over the same client hears them too
+            other.executor.subscribe("test-topic", lambda event: also.append(event[1]))
+            ex.run_on_workers(_announce, "test-topic", {"n": 1}, workers=[workers[0]])
+            deadline = time.monotonic() + 30
+            while (not heard or not also) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        assert heard == also == [{"n": 1, "worker": workers[0]}]  # (Dask adds the worker)
         # (no gather_within that times out here: the gather it leaves pending fails when the client closes, and
         # Python 3.11's logging of that task's traceback broke the ast module's state for the rest of the process,
         # "AST constructor recursion depth mismatch" when pytest's hypothesis plugin imported after the session)

@@ -27,7 +27,7 @@ from ..segments.driver import results as segment_results
 from ..segments.ports import RankLost, port_addresses
 from . import segment as seg
 
-# client -> {span name -> its Span}: one handler per client for the epoch announcements (a topic has one handler)
+# cluster (executor) -> {span name -> its Span}: one handler per cluster for the epoch announcements
 _LISTENERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 # cluster (executor) -> {(workers, ports): lease key}: the ring group the ranks of the last span on those workers kept
@@ -53,11 +53,11 @@ def failure(name, bad):
     return RankLost(f"a rank of {name} failed: {lost if lost is not None else 'cancelled'}")
 
 
-def _listen(client, name, span):
+def _listen(cluster, name, span):
     with _LOCK:
-        spans = _LISTENERS.get(client)
+        spans = _LISTENERS.get(cluster)
         if spans is None:
-            spans = _LISTENERS[client] = {}
+            spans = _LISTENERS[cluster] = {}
 
             def handler(event, spans=spans):
                 msg = event[1] if isinstance(event, tuple) else event
@@ -65,13 +65,13 @@ def _listen(client, name, span):
                 if target is not None:
                     target.announced(msg)
 
-            client.subscribe_topic(seg.TOPIC, handler)
+            cluster.subscribe(seg.TOPIC, handler)
         spans[name] = span
 
 
-def _forget(client, name):
+def _forget(cluster, name):
     with _LOCK:
-        spans = _LISTENERS.get(client)
+        spans = _LISTENERS.get(cluster)
         if spans is not None:
             spans.pop(name, None)
 
@@ -82,8 +82,6 @@ class Span:
     def __init__(self, trainer):
         self.tr = trainer
         self.cluster = trainer.cluster
-        # (the epoch announcements arrive through the client's topic subscription, one handler per client: _listen)
-        self.client = trainer.cluster.client
         self.base = None  # (epoch, checkpoint on the client) the next span starts from
         self.running = None  # (name, futures, ranks) of the span running
         self.reports: dict = {}  # epoch -> totals of every rank (complete)
@@ -140,7 +138,7 @@ class Span:
         job = seg.Job(tr.problem, tr.optimizer, tr.mode, tr.every, tr.batch, tr.seed, first, 0, tr.steps, tr.steps,
                       tr.tile_rows, tr.stall, epochs=tr.horizon - first, span=True, lease=lease,
                       validation=tr.validation)
-        _listen(self.client, name, self)
+        _listen(self.cluster, name, self)
         self.names.append(name)
         self.parts = {}
         cf = tr._scatter(carry, [w for w, _ in ranks], broadcast=True)
@@ -221,7 +219,7 @@ class Span:
                 leases[where] = lease[0]
                 while len(leases) > LEASES_KEEP:
                     leases.pop(next(iter(leases)))
-        _forget(self.client, name)
+        _forget(self.cluster, name)
 
     def _recover(self):
         """After a lost rank: the newest checkpoint a survivor kept (fetched: the checkpoint moves now), with the
@@ -261,7 +259,7 @@ class Span:
                     pass
         names, self.names = self.names, []
         for name in names:
-            _forget(self.client, name)
+            _forget(cluster, name)
         if names and cluster.connected():
             try:  # (a span still running was aborted above: a finished one leaves no name in ABORTED)
                 cluster.run_on_workers(seg.drop_spans, names, on_error="ignore")
