@@ -3,6 +3,7 @@ of the cluster beyond running call sites, so runtime/tiled/ and runtime/segments
 ``distributed.Client`` itself."""
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 import warnings
@@ -133,3 +134,13 @@ class DaskCluster:
 
                 client.subscribe_topic(topic, dispatch)
             handlers.append(handler)
+
+    # ---- the client's connections of its own to the workers' ports (runtime/segments/service.py) -----------------
+    def connection_args(self) -> dict:
+        return self.client.security.get_connection_args("client")
+
+    def run_on_loop(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.client.loop.asyncio_loop)
+
+    def call_on_loop(self, fn) -> None:
+        self.client.loop.add_callback(fn)

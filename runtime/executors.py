@@ -172,6 +172,16 @@ class Cluster(Protocol):
         """Call ``handler(event)`` (on the client's event loop) for every event the workers log on ``topic``
         (``Worker.log_event``): a training span's epochs (training/span.py)."""
 
+    # For connections of the client's own to the workers (the ring ports' requests, runtime/segments/service.py)
+    def connection_args(self) -> dict:
+        """What ``distributed.comm.connect`` takes to reach a worker as the client does (its security)."""
+
+    def run_on_loop(self, coro) -> Any:
+        """A concurrent.futures.Future of coroutine ``coro`` run on the client's event loop."""
+
+    def call_on_loop(self, fn) -> None:
+        """Call ``fn()`` soon on the client's event loop (not waited for)."""
+
 
 class _LocalFutures:
     """What the evaluator asks of any executor about its futures; local ones are concurrent.futures."""

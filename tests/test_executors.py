@@ -152,6 +152,15 @@ def test_the_dask_executors_operations_for_segments(cluster):
             while (not heard or not also) and time.monotonic() < deadline:
                 time.sleep(0.05)
         assert heard == also == [{"n": 1, "worker": workers[0]}]  # (Dask adds the worker)
+
+        async def thread_name():
+            return threading.current_thread().name
+
+        assert ex.run_on_loop(thread_name()).result(30) != threading.current_thread().name  # the client's loop
+        called = threading.Event()
+        ex.call_on_loop(called.set)
+        assert called.wait(30)
+        assert ex.connection_args()["require_encryption"] is False  # (TLS clusters: test_spmd, test_training)
         # (no gather_within that times out here: the gather it leaves pending fails when the client closes, and
         # Python 3.11's logging of that task's traceback broke the ast module's state for the rest of the process,
         # "AST constructor recursion depth mismatch" when pytest's hypothesis plugin imported after the session)

@@ -59,9 +59,8 @@ def _rank_tiles(tile_futures, a, b) -> list:
 
 
 def run(cluster, make_job, tile_futures, tile_rows, tile_bytes, stall=None):
-    """Run the segment on ``cluster`` (an executor with the ``executors.Cluster`` protocol and the Dask client it
-    drives, whose connections a directly started segment's requests use): ``make_job(ranks, ports)`` gives the Job
-    for a placement (and the ranks' ring ports).
+    """Run the segment on ``cluster`` (an executor with the ``executors.Cluster`` protocol):
+    ``make_job(ranks, ports)`` gives the Job for a placement (and the ranks' ring ports).
     Returns (ranks, the segment's name, results): per rank its future (None when started directly) and result.
     Raises Declined, or ClusterError when ranks keep being lost."""
     stall = STALL_SECONDS if stall is None else stall
@@ -82,8 +81,8 @@ def run(cluster, make_job, tile_futures, tile_rows, tile_bytes, stall=None):
     return retry(cluster, attempt, "an SPMD segment")
 
 
-# The placement of the last few sets of tiles that ran directly, per client: the next call over the same tiles (the
-# next call of the loop) asks the scheduler nothing while the client's connections to the ranks' ports are open. A
+# The placement of the last few sets of tiles that ran directly, per cluster (executor): the next call over the same
+# tiles (the next call of the loop) asks the scheduler nothing while its connections to the ranks' ports are open. A
 # stale entry costs nothing wrong: a tile no longer there is a ``missing`` reply, a worker gone a closed connection
 # (or, when a connection must be made anew, absence from the scheduler's workers), and each drops the entry.
 _PLACED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -101,9 +100,8 @@ LEASES_KEEP = 4
 def _try_direct(cluster, make_job, tile_futures, tile_rows, tile_bytes, stall):
     """``run``'s result with the ranks started straight through the workers' ports, or None when that cannot be
     done (a tile not in the memory of the worker its rank runs on, or a job too large to send with the request)."""
-    client = cluster.client  # what is remembered here holds while the client's connections to the ports do
     with _PLACED_LOCK:
-        placed = _PLACED.setdefault(client, collections.OrderedDict())
+        placed = _PLACED.setdefault(cluster, collections.OrderedDict())
         tiles = tuple(f.key for col in tile_futures for f in col)
         ranks = placed.get(tiles)
     try:
@@ -164,15 +162,14 @@ def _still_there(cluster, ranks) -> bool:
     connection is to be made, and the port of a dead worker refuses it (Dask's ``connect`` retries that until its
     timeout): the scheduler's workers are asked first (one round trip), a worker not among them is gone, and the
     ports of those without a connection are asked again (a worker restarted at its old address has a new port)."""
-    client = cluster.client  # (whose connections to the ports service.py keeps)
     workers = [w for w, _, _ in ranks]
     ports = [known_port(cluster, w) for w in workers]
-    if all(p is not None and service.connected(client, p) for p in ports):
+    if all(p is not None and service.connected(cluster, p) for p in ports):
         return True
     alive = cluster.live_workers()
     if not all(w in alive for w in workers):
         return False
-    forget_ports(cluster, [w for w, p in zip(workers, ports) if p is None or not service.connected(client, p)])
+    forget_ports(cluster, [w for w, p in zip(workers, ports) if p is None or not service.connected(cluster, p)])
     return True
 
 
@@ -187,14 +184,13 @@ def _attempt_direct(cluster, job, ranks, tile_futures, stall, lease=None):
     only messages (about 20 ms of scheduler hops saved per call); with ``lease`` (key, reuse) the ranks keep their
     group for the next call, or reuse the last one's (no ring to form). Returns as ``_attempt`` does, with no
     futures."""
-    client = cluster.client  # the requests go over the client's own connections to the ports (service.py)
     n = len(ranks)
     name = f"phylanx-spmd-{uuid.uuid4().hex[:12]}"
     calls = []
-    parts = kept.parts(client, job)  # the job itself the first time on a worker, its key after (kept.py)
+    parts = kept.parts(cluster, job)  # the job itself the first time on a worker, its key after (kept.py)
     for r, (_, a, b) in enumerate(ranks):
         keys = tuple(f.key for f in _rank_tiles(tile_futures, a, b))
-        calls.append(service.submit(client, job.ports[r], "spmd rank", (parts[r], job.params, r, n, name, keys,
+        calls.append(service.submit(cluster, job.ports[r], "spmd rank", (parts[r], job.params, r, n, name, keys,
                                                                          lease)))
 
     def wait(timeout):
@@ -215,18 +211,18 @@ def _attempt_direct(cluster, job, ranks, tile_futures, stall, lease=None):
                     raise _NotDirect(f"a rank could not start directly: {exc}")
                 if "missing" in c.result():
                     if c.result().get("job"):  # the worker no longer has the job: send it again next time
-                        kept.forget(client, job.ports)
+                        kept.forget(cluster, job.ports)
                     raise _NotDirect(c.result()["missing"])
         return True
 
     try:
         # a dead worker closes its connection, so ``wait`` hears of it at once: the watchdog only looks for stalls
-        watch(cluster, name, wait, lambda: _direct_progress(client, name, job.ports), stall, _stalled,
+        watch(cluster, name, wait, lambda: _direct_progress(cluster, name, job.ports), stall, _stalled,
               DIRECT_POLL_SECONDS)
         # (a rank that failed or was lost makes the others' outputs stored for the client (stored.py) no one's:
         # giving the segment up frees them)
         out = name, _checked([c.result() for c in calls], [None] * n, cluster)
-        kept.sent(client, job, parts)
+        kept.sent(cluster, job, parts)
         return out
     except BaseException:
         abandon(cluster, name, [w for w, _, _ in ranks], calls)
@@ -290,11 +286,11 @@ def _stalled(_seen, stall):
             "progress (PHYLANX_STALL_SECONDS sets the limit)")
 
 
-def _direct_progress(client, name, ports) -> int | None:
+def _direct_progress(cluster, name, ports) -> int | None:
     """Collectives finished on the ranks of a directly started segment, asked of their ports (not the scheduler:
     a segment started directly runs without it)."""
     total = 0
-    for f in [service.submit(client, p, "spmd progress", name) for p in ports]:
+    for f in [service.submit(cluster, p, "spmd progress", name) for p in ports]:
         try:
             total += f.result(30.0) or 0
         except service.Unreachable as e:
