@@ -55,7 +55,7 @@ def spmd_calls(rounds):
     try:
         for _ in range(rounds):
             for keep in (True, False):
-                driver._lease = lease if keep else (lambda client, key: None)
+                driver._lease = lease if keep else (lambda cluster, key: None)
                 for it in (1, 20):
                     ts = []
                     for _ in range(20):

@@ -77,10 +77,10 @@ class Clock:
             clock.t["ranks"] = [s["stats"].get("clock") for _, s in out[2]]
             return out
 
-        def send(client, address, name, payload):
+        def send(cluster, address, name, payload):
             if name == "spmd rank":
                 clock.t.setdefault("sent0", time.time())
-            fut = submit(client, address, name, payload)
+            fut = submit(cluster, address, name, payload)
             if name == "spmd rank":
                 clock.t["sent"] = time.time()
             return fut

@@ -62,8 +62,8 @@ def apply_site(site, args, kwargs):
     return site(*[aligned(a) for a in args], **kwargs)
 
 
-# Called with the client when a Dask executor closes, before what it owns: modules that keep connections of their
-# own per client (training/service.py) register here when imported, as loop tiers do in loop_tiers.py
+# Called with the executor when it closes, before what it owns: modules that keep connections of their own per
+# executor (segments/service.py) register here when imported, as loop tiers do in loop_tiers.py
 ON_CLOSE: list = []
 
 
@@ -310,7 +310,7 @@ class DaskExecutor(DaskProfiling, DaskCluster):
         self._closing = True
         for hook in ON_CLOSE:
             try:
-                hook(self.client)
+                hook(self)
             except Exception:  # noqa: BLE001 - closing is best effort
                 pass
         for thing in reversed(self._owned):

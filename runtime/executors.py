@@ -116,9 +116,9 @@ class Cluster(Protocol):
     of an executor whose tasks run on workers that keep their results (dask_runtime.DaskExecutor). ``home`` is a
     worker address the task should run on, a preference: when that worker is gone the task runs elsewhere."""
 
-    def submit_task(self, fn, *args, key: str | None = None, home: str | None = None) -> Any:
+    def submit_task(self, fn, *args, key: str | None = None, home: str | None = None, pinned: bool = False) -> Any:
         """A remote future of ``fn(*args)`` (futures among ``args`` resolved on the worker), never cached by
-        value; ``key`` names the task (None: a fresh name)."""
+        value; ``key`` names the task (None: a fresh name); ``pinned``: run on ``home`` only, never elsewhere."""
 
     def worker_addresses(self) -> list:
         """The workers' addresses, sorted."""
@@ -135,6 +135,52 @@ class Cluster(Protocol):
     def submit_ranks(self, fn, specs) -> list:
         """The ranks of a segment (runtime/segments/): remote futures of ``fn(*args)`` for each (key, worker, args)
         of ``specs``, each held to its worker (never run elsewhere), sent together so that they start together."""
+
+    # What a segment's driver asks besides (runtime/segments/): none of these raises because the runtime was closed
+    # or its scheduler lost, since they are asked while a segment is given up or its failure is told apart.
+    def connected(self) -> bool:
+        """Whether the connection to the scheduler is up (not closed, not reconnecting)."""
+
+    def connection_lost(self) -> str | None:
+        """What happened to the scheduler connection (asked now, never remembered), or None while it is up."""
+
+    def live_workers(self) -> dict:
+        """The workers the scheduler has now, {address: info}, asked of the scheduler itself ({} when it is gone)."""
+
+    def run_on_workers(self, fn, *args, workers=None, on_error: str = "raise") -> dict:
+        """{address: ``fn(*args)``} run at once on each of ``workers`` (None: all), outside the task graph;
+        ``on_error``: "raise" the first error, "return" it as that worker's value, or "ignore" (leave it out)."""
+
+    def cancel(self, futures) -> None:
+        """Cancel these futures' tasks (a running one stops being waited for; its result is dropped)."""
+
+    def wait_within(self, futures, timeout: float) -> None:
+        """Wait up to ``timeout`` s for every one of ``futures``: TimeoutError past it, distributed's
+        FuturesCancelledError when one was cancelled (its worker died with its data)."""
+
+    def gather_within(self, futures, timeout: float) -> list:
+        """The futures' results: TimeoutError when they are not all fetched within ``timeout`` s."""
+
+    def scatter_within(self, value, timeout: float) -> Any:
+        """A future holding ``value`` on a worker the scheduler picks: TimeoutError or OSError past ``timeout`` s."""
+
+    def adopt(self, who_has: dict, nbytes: dict) -> dict:
+        """{key: a finished remote future} of results that workers already hold outside any task (``who_has``: key
+        -> [worker], ``nbytes``: key -> bytes): the ranks' stored outputs of a directly started SPMD segment."""
+
+    def subscribe(self, topic: str, handler) -> None:
+        """Call ``handler(event)`` (on the client's event loop) for every event the workers log on ``topic``
+        (``Worker.log_event``): a training span's epochs (training/span.py)."""
+
+    # For connections of the client's own to the workers (the ring ports' requests, runtime/segments/service.py)
+    def connection_args(self) -> dict:
+        """What ``distributed.comm.connect`` takes to reach a worker as the client does (its security)."""
+
+    def run_on_loop(self, coro) -> Any:
+        """A concurrent.futures.Future of coroutine ``coro`` run on the client's event loop."""
+
+    def call_on_loop(self, fn) -> None:
+        """Call ``fn()`` soon on the client's event loop (not waited for)."""
 
 
 class _LocalFutures:

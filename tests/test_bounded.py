@@ -87,10 +87,10 @@ def test_given_up_segments_leave_a_bounded_set_of_names_on_the_workers():
             Xt.persist(wait=True), yt.persist(wait=True)
             tiles = tuple(fut.key for a in (Xt, yt) for fut in a.futures.reshape(-1))
             for _ in range(10):
-                placed = driver._PLACED.get(client, {})
+                placed = driver._PLACED.get(rt.executor, {})
                 if tiles not in placed:  # (the last call forgot the stale placement: this one asks the scheduler)
                     np.testing.assert_allclose(f(Xt, yt, 0.5, 2), P.lra(X, y, 0.5, 2), rtol=1e-9)
-                    placed = driver._PLACED[client]
+                    placed = driver._PLACED[rt.executor]
                 (w0, a0, b0), (w1, a1, b1) = placed[tiles]
                 placed[tiles] = [(w1, a0, b0), (w0, a1, b1)]
                 np.testing.assert_allclose(f(Xt, yt, 0.5, 2), P.lra(X, y, 0.5, 2), rtol=1e-9)

@@ -546,8 +546,8 @@ def test_a_rank_started_through_the_port_splits_its_kernels_as_a_task_would(rt):
 
     client = rt.executor.client
     client.run(_serve_kernel_threads)
-    ports = port_addresses(client, sorted(live_workers(client)))
-    assert [service.submit(client, p, "test kernel threads", None).result(30) for p in ports] == [1, 1]
+    ports = port_addresses(rt.executor, sorted(live_workers(client)))
+    assert [service.submit(rt.executor, p, "test kernel threads", None).result(30) for p in ports] == [1, 1]
     assert client.submit(_kernel_threads_here, pure=False).result() == [1, os.cpu_count()]
 
 
@@ -588,7 +588,7 @@ def test_a_stale_placement_falls_back_to_tasks(rt, stale):
     f = px.compile(P.lra)
     np.testing.assert_allclose(f(Xt, yt, 0.5, 3), P.lra(X, y, 0.5, 3), rtol=RTOL)
     tiles = tuple(fut.key for a in (Xt, yt) for fut in a.futures.reshape(-1))
-    placed = driver._PLACED[client]
+    placed = driver._PLACED[rt.executor]
     (w0, a0, b0), (w1, a1, b1) = placed[tiles]
     held = client.who_has([Xt.futures.reshape(-1)[a0]])
     assert list(held.values()) == [(w0,)], held  # the first rank's tiles are on its worker alone
@@ -620,8 +620,8 @@ def test_a_tls_cluster_starts_ranks_over_tls():
         before = _transitions(client)
         np.testing.assert_allclose(f(Xt, yt, 0.5, 4), P.lra(X, y, 0.5, 4), rtol=RTOL)
         assert _transitions(client) == before
-        ranks = next(iter(driver._PLACED[client].values()))
-        ports = driver.port_addresses(client, [w for w, _, _ in ranks])
+        ranks = next(iter(driver._PLACED[runtime.executor].values()))
+        ports = driver.port_addresses(runtime.executor, [w for w, _, _ in ranks])
         assert all(p.startswith("tls://127.0.0.1:") for p in ports), ports
     _spmd(f)
 

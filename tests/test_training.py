@@ -76,7 +76,7 @@ def test_ring_allreduce_sums_known_vectors_on_worker_processes(cluster, n, size,
     workers = sorted(live_workers(client))[:n]
     name = f"test-ring-{uuid.uuid4().hex[:8]}"
     vecs = [np.arange(size, dtype=np.float64) * (r + 1) + r for r in range(n)]  # uneven chunks: size % n != 0
-    ports = ring_ports.port_addresses(client, workers)
+    ports = ring_ports.port_addresses(rt.executor, workers)
     futs = [client.submit(ring.allreduce_task, name, r, n, ports, vecs[r], 3, shared, workers=[w],
                           allow_other_workers=False, pure=False) for r, w in enumerate(workers)]
     results = client.gather(futs)
@@ -96,7 +96,7 @@ def test_every_rank_ends_with_the_same_bits(cluster, size, shared):
     workers = sorted(live_workers(client))[:3]
     name = f"test-bits-{uuid.uuid4().hex[:8]}"
     vecs = [np.random.default_rng(r).standard_normal(size) * 10.0 ** r for r in range(3)]
-    ports = ring_ports.port_addresses(client, workers)
+    ports = ring_ports.port_addresses(rt.executor, workers)
     futs = [client.submit(ring.allreduce_task, name, r, 3, ports, vecs[r], 1, shared, workers=[w],
                           allow_other_workers=False, pure=False) for r, w in enumerate(workers)]
     outs = [out for out, _ in client.gather(futs)]
@@ -111,8 +111,8 @@ def test_groups_formed_at_once_on_the_same_workers_keep_to_their_own_peers(clust
     procs, rt = cluster
     client = rt.executor.client
     workers = sorted(live_workers(client))[:2]
-    ports = ring_ports.port_addresses(client, workers)
-    assert ring_ports.port_addresses(client, workers) == ports  # asked once, kept
+    ports = ring_ports.port_addresses(rt.executor, workers)
+    assert ring_ports.port_addresses(rt.executor, workers) == ports  # asked once, kept
     futs = {}
     for g in range(3):
         name = f"test-ring-{g}-{uuid.uuid4().hex[:8]}"
@@ -149,11 +149,12 @@ def test_a_tls_cluster_gets_tls_between_ranks():
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import the test module
     try:
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, security=sec, host="127.0.0.1",
-                          dashboard_address=":0") as cl, Client(cl, security=sec) as c:
+                          dashboard_address=":0") as cl, Client(cl, security=sec) as c, \
+                px.runtime.dask(client=c) as rt:
             assert cl.scheduler_address.startswith("tls://")
             workers = sorted(live_workers(c))
             name = f"test-tls-{uuid.uuid4().hex[:8]}"
-            ports = ring_ports.port_addresses(c, workers)
+            ports = ring_ports.port_addresses(rt.executor, workers)
             assert all(p.startswith("tls://127.0.0.1:") for p in ports), ports
             futs = [c.submit(_ring_over, name, r, 2, ports, workers=[w], allow_other_workers=False, pure=False)
                     for r, w in enumerate(workers)]
@@ -199,7 +200,7 @@ def test_ranks_on_one_machine_sum_through_shared_memory_and_leave_no_file(cluste
     workers = sorted(live_workers(client))[:2]
     name = f"test-shm-{uuid.uuid4().hex[:8]}"
     sizes = [3, 5000, 300_001]  # small, small, large (two barriers, a chunk each)
-    ports = ring_ports.port_addresses(client, workers)
+    ports = ring_ports.port_addresses(rt.executor, workers)
     futs = [client.submit(_shared_rounds, name, r, 2, ports, sizes, workers=[w], allow_other_workers=False,
                           pure=False) for r, w in enumerate(workers)]
     results = client.gather(futs)
@@ -242,7 +243,7 @@ def test_a_rank_waiting_in_shared_memory_sees_its_peer_die_at_once():
         client = rt.executor.client
         workers = sorted(live_workers(client))
         name = f"test-shm-die-{uuid.uuid4().hex[:8]}"
-        ports = ring_ports.port_addresses(client, workers)
+        ports = ring_ports.port_addresses(rt.executor, workers)
         futs = [client.submit(_leave_after, name, r, 2, ports, 3, workers=[w], allow_other_workers=False,
                               pure=False) for r, w in enumerate(workers)]
         t0 = time.monotonic()
@@ -310,7 +311,7 @@ def test_ranks_that_sum_different_lengths_fail_instead_of_summing_garbage(cluste
     client = rt.executor.client
     workers = sorted(live_workers(client))[:2]
     name = f"test-len-{uuid.uuid4().hex[:8]}"
-    ports = ring_ports.port_addresses(client, workers)
+    ports = ring_ports.port_addresses(rt.executor, workers)
     futs = [client.submit(_lengths, name, r, 2, ports, n, workers=[w], allow_other_workers=False, pure=False)
             for r, (w, n) in enumerate(zip(workers, lengths))]
     for err in client.gather(futs):
@@ -401,7 +402,7 @@ def test_a_sum_completed_before_the_peer_left_is_not_reported_lost(cluster):
     procs, rt = cluster
     client = rt.executor.client
     workers = sorted(live_workers(client))[:2]
-    ports = ring_ports.port_addresses(client, workers)
+    ports = ring_ports.port_addresses(rt.executor, workers)
     prefix = f"test-fin-{uuid.uuid4().hex[:6]}"
     futs = [client.submit(_finish_and_leave, prefix, r, ports, 150, workers=[w], allow_other_workers=False,
                           pure=False) for r, w in enumerate(workers)]
@@ -415,7 +416,7 @@ def test_a_rank_whose_peer_closed_fails_at_once(cluster):
     name = f"test-ring-{uuid.uuid4().hex[:8]}"
     # rank 1 forms the group and leaves at once (its connections close): rank 0's allreduce must fail, not wait
     # for the 120 s timeout
-    ports = ring_ports.port_addresses(client, workers)
+    ports = ring_ports.port_addresses(rt.executor, workers)
     futs = [client.submit(ring.allreduce_task, name, 0, 2, ports, np.ones(10), 1_000_000, workers=[workers[0]],
                           pure=False),
             client.submit(ring.allreduce_task, name, 1, 2, ports, np.ones(10), 0, workers=[workers[1]], pure=False)]

@@ -7,7 +7,8 @@ scheduler. When a rank fails (its worker died: its peers see a closed connection
 surviving ranks to stop, cancels the segment, places it again over the live workers (Dask recomputes a lost tile
 from its lineage) and runs it again from the values it started from. No progress for ``stall`` seconds is a
 ClusterError, never an endless wait. What a segment runs, and what its ranks return, is the caller's
-(spmd/driver.py, training/driver.py)."""
+(spmd/driver.py, training/driver.py). Every function here takes the ``cluster`` it runs on (an executor with the
+``executors.Cluster`` protocol) and asks it, never a Dask client, what it needs of the scheduler and the workers."""
 from __future__ import annotations
 
 import os
@@ -15,8 +16,6 @@ import time
 
 from phylanx_py.errors import ClusterError
 
-from ..dask_connect import live_workers
-from ..dask_faults import scheduler_lost
 from . import rank as on_worker
 from .ports import RankLost, forget_ports
 
@@ -31,7 +30,7 @@ POLL_SECONDS = 0.05
 GRACE_SECONDS = 1.0
 
 
-def retry(client, attempt, what: str, where: str = "", lost=None):
+def retry(cluster, attempt, what: str, where: str = "", lost=None):
     """``attempt(n)`` for n = 0, 1, ... until it returns its result: a RankLost (a rank's worker died, a rank lost
     its peers) runs it again, up to RETRIES times, after telling ``lost(error)``. A dead scheduler is a ClusterError
     saying so at once (rather than retries burnt in milliseconds blaming the workers, or a new placement asked of a
@@ -41,27 +40,27 @@ def retry(client, attempt, what: str, where: str = "", lost=None):
         try:
             return attempt(n)
         except RankLost as e:
-            gone = scheduler_gone(client, GRACE_SECONDS)
+            gone = scheduler_gone(cluster, GRACE_SECONDS)
             if gone is not None:
                 raise ClusterError(gone) from e
             if n == RETRIES:
                 raise ClusterError(f"{what} lost ranks in {RETRIES + 1} attempts{where}; the last: {e}") from e
-            forget_ports(client)  # a worker restarted at the same address has a new ring port
+            forget_ports(cluster)  # a worker restarted at the same address has a new ring port
             if lost is not None:
                 lost(e)
     raise AssertionError("unreachable")
 
 
-def scheduler_gone(client, grace: float) -> str | None:
-    """What happened to the scheduler (dask_faults.scheduler_lost), looked at for up to ``grace`` seconds; None when
-    the client is still connected then."""
+def scheduler_gone(cluster, grace: float) -> str | None:
+    """What happened to the scheduler (``cluster.connection_lost()``), looked at for up to ``grace`` seconds; None
+    when the client is still connected then."""
     deadline = time.monotonic() + grace
-    while client.status == "running" and time.monotonic() < deadline:
+    while cluster.connected() and time.monotonic() < deadline:
         time.sleep(0.01)
-    return scheduler_lost(client)
+    return cluster.connection_lost()
 
 
-def watch(client, name: str, wait, progress, stall: float, stalled, poll: float = POLL_SECONDS, most: float = 0.5):
+def watch(cluster, name: str, wait, progress, stall: float, stalled, poll: float = POLL_SECONDS, most: float = 0.5):
     """Until every rank of segment ``name`` has reported (``wait(timeout)`` waits for them and says whether all
     have, raising RankLost when one was lost): a ClusterError when the scheduler is lost, or when ``progress()``
     (steps or collectives finished on the ranks; None: not known this time) has not changed for ``stall`` seconds
@@ -71,7 +70,7 @@ def watch(client, name: str, wait, progress, stall: float, stalled, poll: float 
         if wait(poll):
             return
         poll = min(max(most, poll), poll * 2)
-        lost = scheduler_lost(client)
+        lost = cluster.connection_lost()
         if lost is not None:  # the scheduler connection dropped: fail now, not after the reconnect
             raise ClusterError(lost)
         done = progress()
@@ -81,13 +80,13 @@ def watch(client, name: str, wait, progress, stall: float, stalled, poll: float 
             raise ClusterError(stalled(seen, stall))
 
 
-def tasks_done(client, name: str, futures, timeout: float, failed) -> bool:
+def tasks_done(cluster, name: str, futures, timeout: float, failed) -> bool:
     """Wait up to ``timeout`` s for the ranks' tasks; whether all finished. RankLost when the scheduler dropped one
     (its data died with a worker); ``failed(bad futures)`` decides what a task that failed or was cancelled is."""
-    from distributed.client import FuturesCancelledError, _wait
+    from distributed.client import FuturesCancelledError
 
     try:
-        client.sync(_wait, futures, timeout=timeout, return_when="ALL_COMPLETED")
+        cluster.wait_within(futures, timeout)
     except TimeoutError:
         pass
     except FuturesCancelledError as e:
@@ -98,17 +97,34 @@ def tasks_done(client, name: str, futures, timeout: float, failed) -> bool:
     return all(f.status == "finished" for f in futures)
 
 
-def watch_steps(client, name: str, workers, wait, stall: float, stalled):
+def rank_failure(bad) -> tuple:
+    """What the failed rank tasks ``bad`` (futures that failed or were cancelled, in rank order) stand for, one rule
+    for SPMD and training: (the first error a rank raised from its own work, else None; the first error that means
+    a rank was lost, else None: cancelled). A rank was lost, not failed, when its task raised an OSError (RankLost:
+    its peers closed their connections; a connection of its worker closed) or Dask's KilledWorker (its worker kept
+    dying while running it). A rank's own error comes first, whatever the order the client hears of them in: that
+    rank failing is what made its peers lose it. What a rank's own error means is the caller's (SPMD: run the loop
+    as before; training: the user's error)."""
+    errors = [f.exception() for f in bad if f.status == "error"]
+    own = next((e for e in errors if not _lost(e)), None)
+    return own, (errors[0] if errors and own is None else None)
+
+
+def _lost(exc) -> bool:
+    return isinstance(exc, OSError) or type(exc).__name__ == "KilledWorker"
+
+
+def watch_steps(cluster, name: str, workers, wait, stall: float, stalled):
     """``watch`` a segment whose ranks count steps (training): its progress is the slowest rank's step count, looked
     at every quarter of ``stall`` (between 0.05 and 0.5 s)."""
     def steps():
-        return min((v for v in progress(client, name, workers).values() if isinstance(v, int)), default=0)
+        return min((v for v in progress(cluster, name, workers).values() if isinstance(v, int)), default=0)
 
     poll = min(0.5, max(stall / 4, 0.05))
-    watch(client, name, wait, steps, stall, stalled, poll, poll)
+    watch(cluster, name, wait, steps, stall, stalled, poll, poll)
 
 
-def results(client, name: str, futures, timeout: float | None = None) -> list:
+def results(cluster, name: str, futures, timeout: float | None = None) -> list:
     """The ranks' results, once ``tasks_done`` found them all finished; RankLost when they cannot be fetched within
     ``timeout`` s (SCATTER_SECONDS): a worker holding one died after its rank finished, and the scheduler then
     recomputes that rank alone, which waits for peers that are gone (``client.gather`` waited for it for good: a CI
@@ -116,50 +132,50 @@ def results(client, name: str, futures, timeout: float | None = None) -> list:
     from distributed.client import FuturesCancelledError
 
     try:
-        return client.sync(client._gather, futures, callback_timeout=SCATTER_SECONDS if timeout is None else timeout)
+        return cluster.gather_within(futures, SCATTER_SECONDS if timeout is None else timeout)
     except TimeoutError as e:
         raise RankLost(f"a result of {name} was lost with its worker after its rank finished") from e
     except FuturesCancelledError as e:
         raise RankLost(f"a rank of {name} was cancelled: {e}") from e
 
 
-def progress(client, name: str, workers) -> dict:
+def progress(cluster, name: str, workers) -> dict:
     """Worker -> steps (or collectives) finished by its rank of segment ``name``; RankLost when one of ``workers``
     died."""
-    require_alive(client, name, workers)
-    return client.run(on_worker.progress, name, workers=workers, on_error="return")
+    require_alive(cluster, name, workers)
+    return cluster.run_on_workers(on_worker.progress, name, workers=workers, on_error="return")
 
 
-def require_alive(client, name: str, workers):
+def require_alive(cluster, name: str, workers):
     """RankLost when one of ``workers`` (those of segment ``name``) is no longer among the scheduler's."""
-    alive = live_workers(client)
+    alive = cluster.live_workers()
     gone = [w for w in workers if w not in alive]
     if gone:
         raise RankLost(f"worker {gone[0]} of {name} died")
 
 
-def abort_ranks(client, name: str, workers):
+def abort_ranks(cluster, name: str, workers):
     """Tell the ranks of segment ``name`` on those of ``workers`` still alive to stop (at their next collective or
     wait). The live workers are asked once, not once a worker."""
-    alive = live_workers(client)
-    client.run(on_worker.abort, name, workers=[w for w in workers if w in alive], on_error="ignore")
+    alive = cluster.live_workers()
+    cluster.run_on_workers(on_worker.abort, name, workers=[w for w in workers if w in alive], on_error="ignore")
 
 
-def abandon(client, name: str, workers, futures):
+def abandon(cluster, name: str, workers, futures):
     """Give up segment ``name``: its ranks stop (at their next collective or wait) and its futures are dropped."""
-    if client.status == "running":  # else the scheduler is gone: nothing to tell, and asking would wait
-        abort_ranks(client, name, workers)
+    if cluster.connected():  # else the scheduler is gone: nothing to tell, and asking would wait
+        abort_ranks(cluster, name, workers)
         for f in futures:
             f.cancel()
 
 
-def place(client, value, what: str):
+def place(cluster, value, what: str):
     """``value`` on the cluster, for the ranks' tasks to fetch. Placed on a worker the scheduler picks (a live
     one), not pushed to the ranks' workers: a worker killed while data is pushed to it made
     ``Client.scatter(broadcast=True)`` wait for ever. Bounded by SCATTER_SECONDS, then the segment is retried
     (RankLost)."""
     try:
-        [fut] = client.sync(client._scatter, [value], hash=False, callback_timeout=SCATTER_SECONDS)
+        fut = cluster.scatter_within(value, SCATTER_SECONDS)
     except (TimeoutError, OSError) as e:  # asyncio/distributed timeouts; CommClosedError is an OSError
         raise RankLost(f"placing {what} failed: {type(e).__name__}: {e}") from e
     return fut

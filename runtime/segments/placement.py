@@ -6,19 +6,18 @@ from __future__ import annotations
 
 import itertools
 
-from ..dask_connect import live_workers
 from .ports import RankLost
 
 
-def assign(client, cols, tile_rows, tile_bytes=None, *, runs=True, where=None):
+def assign(cluster, cols, tile_rows, tile_bytes=None, *, runs=True, where=None):
     """Ranks over the live workers for the tiles of ``cols`` (one list of futures per input, a future per row
     tile; ``tile_rows``, ``tile_bytes``: each tile's rows and bytes over the inputs). ``runs``: [(worker, first
     tile, end tile)], see ``_runs``; else [(worker, tiles)], see ``_spread``. ``where``, a dict, receives who holds
     each tile (Dask's ``who_has``: key -> workers)."""
-    alive = sorted(live_workers(client))
+    alive = sorted(cluster.live_workers())
     if not alive:
         raise RankLost("no Dask workers are left")
-    who = client.who_has([f for col in cols for f in col])
+    who = cluster.who_has([f for col in cols for f in col])
     if where is not None:
         where.update(who)
     if runs:

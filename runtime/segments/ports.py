@@ -4,9 +4,10 @@ group's collectives).
 The port: each worker process opens one listener (per scheme and host) on first use and keeps it: the worker's own
 address scheme and host (loopback when the cluster is on loopback, TLS when the cluster uses TLS: the listener and
 the connections take the worker's ``Security`` arguments). The client learns the ports' addresses once
-(``port_addresses``, one ``Client.run``) and puts them in the segment's job. Every connection starts with a hello
-naming its group and rank (or a client's service request, service.py); the port hands it to the rank of that group
-waiting for it, or keeps it until that rank asks: the ranks of a segment do not start at the same moment.
+(``port_addresses``, one ``run_on_workers`` of the executor's ``Cluster`` protocol) and puts them in the segment's
+job. Every connection starts with a hello naming its group and rank (or a client's service request, service.py);
+the port hands it to the rank of that group waiting for it, or keeps it until that rank asks: the ranks of a segment
+do not start at the same moment.
 """
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ import threading
 import time
 import weakref
 
-from ..dask_connect import live_workers
 from .service import serve
 
 STALE_SECONDS = 600.0  # a connection no rank of this process claimed for this long is dropped
@@ -135,43 +135,44 @@ def port_address(dask_worker=None) -> str:
     return _port(dask_worker).address
 
 
-_KNOWN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # client -> {worker: port address}
+_KNOWN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # cluster (executor) -> {worker: port address}
 
 
-def forget_ports(client, workers=None):
+def forget_ports(cluster, workers=None):
     """Ask the workers (``workers``, or all) for their ring ports again next time (after a lost rank: its worker may
     be a new process)."""
     if workers is None:
-        _KNOWN.pop(client, None)
+        _KNOWN.pop(cluster, None)
         return
-    known = _KNOWN.get(client, {})
+    known = _KNOWN.get(cluster, {})
     for w in workers:
         known.pop(w, None)
 
 
-def known_port(client, worker):
-    """The ring port of ``worker`` as ``client`` last learnt it, or None (not asked, or forgotten)."""
-    return _KNOWN.get(client, {}).get(worker)
+def known_port(cluster, worker):
+    """The ring port of ``worker`` as ``cluster`` last learnt it, or None (not asked, or forgotten)."""
+    return _KNOWN.get(cluster, {}).get(worker)
 
 
-def port_addresses(client, workers) -> list:
-    """The ring ports of ``workers`` (Dask worker addresses), in that order. Asked once per worker and client: a
-    port lives as long as its worker process, and a restarted worker has a new address.
+def port_addresses(cluster, workers) -> list:
+    """The ring ports of ``workers`` (Dask worker addresses), in that order, asked through ``cluster`` (an executor
+    with the ``executors.Cluster`` protocol). Asked once per worker and cluster: a port lives as long as its worker
+    process, and a restarted worker has a new address.
 
     Only workers the scheduler has now are asked: a worker that is gone is RankLost at once. (``Client.run`` names
     its workers to the scheduler, which connects to each address it is given, known or not: a dead worker's
     address cost its 30 s connect timeout.) Ports of workers no longer there are forgotten then."""
-    known = _KNOWN.setdefault(client, {})
+    known = _KNOWN.setdefault(cluster, {})
     missing = [w for w in dict.fromkeys(workers) if w not in known]
     if missing:
-        alive = live_workers(client)
+        alive = cluster.live_workers()
         for w in [w for w in known if w not in alive]:
             del known[w]
         gone = [w for w in missing if w not in alive]
         if gone:
             raise RankLost(f"worker {gone[0]} is no longer in the cluster")
         try:
-            got = client.run(port_address, workers=missing, on_error="return")
+            got = cluster.run_on_workers(port_address, workers=missing, on_error="return")
         except (OSError, TimeoutError) as e:
             raise RankLost(f"asking workers for their ring ports failed: {type(e).__name__}: {e}") from e
         for w in missing:

@@ -77,20 +77,20 @@ def on_worker_loop(worker, fn, timeout: float = 60.0):
 
 
 # ---- the client's side ------------------------------------------------------------------------------------
-_IDLE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # client -> {port address: [open comms]}
+_IDLE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # cluster (executor) -> {port address: [open comms]}
 _IDLE_LOCK = threading.Lock()
 
 
-async def _request(client, address: str, service: str, payload: bytes):
+async def _request(cluster, address: str, service: str, payload: bytes):
     from distributed.comm import connect
     from distributed.protocol import pickle
 
     with _IDLE_LOCK:
-        idle = _IDLE.setdefault(client, {}).setdefault(address, [])
+        idle = _IDLE.setdefault(cluster, {}).setdefault(address, [])
         comm = idle.pop() if idle else None
     try:
         if comm is None or comm.closed():
-            comm = await connect(address, timeout=CONNECT_SECONDS, **client.security.get_connection_args("client"))
+            comm = await connect(address, timeout=CONNECT_SECONDS, **cluster.connection_args())
             await comm.write({"op": "serve"})
         await comm.write({"service": service, "payload": payload})
         reply = await comm.read()
@@ -103,35 +103,36 @@ async def _request(client, address: str, service: str, payload: bytes):
             comm.abort()
         raise
     with _IDLE_LOCK:
-        _IDLE.setdefault(client, {}).setdefault(address, []).append(comm)
+        _IDLE.setdefault(cluster, {}).setdefault(address, []).append(comm)
     if "error" in reply:
         raise RuntimeError(f"the request to {address} failed: {reply['error']}")
     return pickle.loads(reply["ok"])
 
 
-def connected(client, address: str) -> bool:
-    """Whether ``client`` keeps an open connection to the port ``address`` (a request then needs no new one; a
+def connected(cluster, address: str) -> bool:
+    """Whether ``cluster`` keeps an open connection to the port ``address`` (a request then needs no new one; a
     worker that died since closes it, and the request hears of that at once)."""
     with _IDLE_LOCK:
-        return any(not c.closed() for c in _IDLE.get(client, {}).get(address, ()))
+        return any(not c.closed() for c in _IDLE.get(cluster, {}).get(address, ()))
 
 
-def submit(client, address: str, service: str, payload) -> concurrent.futures.Future:
-    """Send ``payload`` to ``service`` at the worker port ``address``; a future of the reply (``Unreachable``
-    when the worker is gone, ``RuntimeError`` when the service raised)."""
+def submit(cluster, address: str, service: str, payload) -> concurrent.futures.Future:
+    """Send ``payload`` to ``service`` at the worker port ``address`` from ``cluster`` (an executor with the
+    ``executors.Cluster`` protocol: the connection is made on its event loop, with its security); a future of the
+    reply (``Unreachable`` when the worker is gone, ``RuntimeError`` when the service raised)."""
     from distributed.protocol import pickle
 
     data = pickle.dumps(payload)
-    return asyncio.run_coroutine_threadsafe(_request(client, address, service, data), client.loop.asyncio_loop)
+    return cluster.run_on_loop(_request(cluster, address, service, data))
 
 
-def close_idle(client):
-    """Close the connections kept for ``client`` (its runtime is closing)."""
+def close_idle(cluster):
+    """Close the connections kept for ``cluster`` (its runtime is closing)."""
     with _IDLE_LOCK:
-        pools = _IDLE.pop(client, None) or {}
+        pools = _IDLE.pop(cluster, None) or {}
     comms = [c for pool in pools.values() for c in pool]
-    if comms:  # on the client's loop, where they live
-        client.loop.add_callback(lambda: [c.abort() for c in comms])
+    if comms:  # on the event loop, where they live
+        cluster.call_on_loop(lambda: [c.abort() for c in comms])
 
 
 ON_CLOSE.append(close_idle)

@@ -12,9 +12,8 @@ import time
 import uuid
 import weakref
 
-from ..dask_connect import live_workers
 from ..segments import service
-from ..segments.driver import STALL_SECONDS, abandon, place, progress, retry, tasks_done, watch
+from ..segments.driver import STALL_SECONDS, abandon, place, progress, rank_failure, retry, tasks_done, watch
 from ..segments.driver import results as segment_results
 from ..segments.placement import assign as _assign
 from ..segments.ports import RankLost, forget_ports, known_port, port_addresses
@@ -48,10 +47,10 @@ class Declined(Exception):
         self.lasting = lasting
 
 
-def assign(client, tile_futures, tile_rows, tile_bytes, where=None):
+def assign(cluster, tile_futures, tile_rows, tile_bytes, where=None):
     """Ranks: [(worker, first tile, end tile)], one per live worker, over runs of consecutive tiles where they are
     (segments/placement.py)."""
-    return _assign(client, tile_futures, tile_rows, tile_bytes, runs=True, where=where)
+    return _assign(cluster, tile_futures, tile_rows, tile_bytes, runs=True, where=where)
 
 
 def _rank_tiles(tile_futures, a, b) -> list:
@@ -60,38 +59,37 @@ def _rank_tiles(tile_futures, a, b) -> list:
 
 
 def run(cluster, make_job, tile_futures, tile_rows, tile_bytes, stall=None):
-    """Run the segment on ``cluster`` (an executor with the ``executors.Cluster`` protocol and the Dask client it
-    drives): ``make_job(ranks, ports)`` gives the Job for a placement (and the ranks' ring ports).
+    """Run the segment on ``cluster`` (an executor with the ``executors.Cluster`` protocol):
+    ``make_job(ranks, ports)`` gives the Job for a placement (and the ranks' ring ports).
     Returns (ranks, the segment's name, results): per rank its future (None when started directly) and result.
     Raises Declined, or ClusterError when ranks keep being lost."""
     stall = STALL_SECONDS if stall is None else stall
-    client = cluster.client
 
     def attempt(n):
         if n == 0 and DIRECT:
-            out = _try_direct(client, make_job, tile_futures, tile_rows, tile_bytes, stall)
+            out = _try_direct(cluster, make_job, tile_futures, tile_rows, tile_bytes, stall)
             if out is not None:
                 return out
-        ranks = assign(client, tile_futures, tile_rows, tile_bytes)
-        job = make_job(ranks, tuple(port_addresses(client, [w for w, _, _ in ranks])))
+        ranks = assign(cluster, tile_futures, tile_rows, tile_bytes)
+        job = make_job(ranks, tuple(port_addresses(cluster, [w for w, _, _ in ranks])))
         where = (tuple(w for w, _, _ in ranks), job.ports)  # (as a direct segment's: the group is the workers')
-        lease = _lease(client, where)
+        lease = _lease(cluster, where)
         out = _attempt(cluster, job, ranks, tile_futures, stall, lease)
-        _lease_done(client, where, lease)
+        _lease_done(cluster, where, lease)
         return (ranks, *out)
 
-    return retry(client, attempt, "an SPMD segment")
+    return retry(cluster, attempt, "an SPMD segment")
 
 
-# The placement of the last few sets of tiles that ran directly, per client: the next call over the same tiles (the
-# next call of the loop) asks the scheduler nothing while the client's connections to the ranks' ports are open. A
+# The placement of the last few sets of tiles that ran directly, per cluster (executor): the next call over the same
+# tiles (the next call of the loop) asks the scheduler nothing while its connections to the ranks' ports are open. A
 # stale entry costs nothing wrong: a tile no longer there is a ``missing`` reply, a worker gone a closed connection
 # (or, when a connection must be made anew, absence from the scheduler's workers), and each drops the entry.
 _PLACED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 PLACED_KEEP = 16
 _PLACED_LOCK = threading.Lock()
-# Per client, (the ranks' workers, their ports) -> the lease key under which the ranks of the last direct segment
-# there kept their group (segments/rank.py POOL): the next call's ranks there reuse it (no connections made, no
+# Per cluster (executor), (the ranks' workers, their ports) -> the lease key under which the ranks of the last direct
+# segment there kept their group (segments/rank.py POOL): the next call's ranks there reuse it (no connections made, no
 # shared-memory region made) when every rank of the last one ended well, whatever tiles they hold (a loop called on
 # new tiled arrays every call too). Taken while a call runs (a concurrent call forms its own) and
 # put back only after a call that ended well.
@@ -99,30 +97,30 @@ _LEASES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 LEASES_KEEP = 4
 
 
-def _try_direct(client, make_job, tile_futures, tile_rows, tile_bytes, stall):
+def _try_direct(cluster, make_job, tile_futures, tile_rows, tile_bytes, stall):
     """``run``'s result with the ranks started straight through the workers' ports, or None when that cannot be
     done (a tile not in the memory of the worker its rank runs on, or a job too large to send with the request)."""
     with _PLACED_LOCK:
-        placed = _PLACED.setdefault(client, collections.OrderedDict())
+        placed = _PLACED.setdefault(cluster, collections.OrderedDict())
         tiles = tuple(f.key for col in tile_futures for f in col)
         ranks = placed.get(tiles)
     try:
-        if ranks is not None and not _still_there(client, ranks):
+        if ranks is not None and not _still_there(cluster, ranks):
             with _PLACED_LOCK:
                 placed.pop(tiles, None)
             ranks = None
         if ranks is None:
             where = {}
-            ranks = assign(client, tile_futures, tile_rows, tile_bytes, where)
+            ranks = assign(cluster, tile_futures, tile_rows, tile_bytes, where)
             if not all(w in where.get(f.key, ()) for w, a, b in ranks for f in _rank_tiles(tile_futures, a, b)):
                 return None
-        job = make_job(ranks, tuple(port_addresses(client, [w for w, _, _ in ranks])))
+        job = make_job(ranks, tuple(port_addresses(cluster, [w for w, _, _ in ranks])))
         if _size(job) >= INLINE_JOB_BYTES:
             return None
         where = (tuple(w for w, _, _ in ranks), job.ports)  # a group depends on its ranks' workers, not the tiles
-        lease = _lease(client, where)
-        out = _attempt_direct(client, job, ranks, tile_futures, stall, lease)
-        _lease_done(client, where, lease)
+        lease = _lease(cluster, where)
+        out = _attempt_direct(cluster, job, ranks, tile_futures, stall, lease)
+        _lease_done(cluster, where, lease)
     except (_NotDirect, RankLost) as e:  # (RankLost from port_addresses too: a worker of the placement is gone)
         with _PLACED_LOCK:
             placed.pop(tiles, None)
@@ -137,41 +135,41 @@ def _try_direct(client, make_job, tile_futures, tile_rows, tile_bytes, stall):
     return (ranks, *out)
 
 
-def _lease(client, key):
+def _lease(cluster, key):
     """(lease key, whether the ranks reuse the group kept under it) for a direct segment on ``key`` (the ranks'
     workers and ports); None for one rank (no group to keep)."""
     if len(key[1]) < 2:
         return None
     with _PLACED_LOCK:
-        old = _LEASES.setdefault(client, collections.OrderedDict()).pop(key, None)
+        old = _LEASES.setdefault(cluster, collections.OrderedDict()).pop(key, None)
     return (old, True) if old is not None else (f"phylanx-lease-{uuid.uuid4().hex[:12]}", False)
 
 
-def _lease_done(client, key, lease):
+def _lease_done(cluster, key, lease):
     """The segment on ``key`` ended well on every rank: its group may be reused by the next."""
     if lease is None:
         return
     with _PLACED_LOCK:
-        leases = _LEASES.setdefault(client, collections.OrderedDict())
+        leases = _LEASES.setdefault(cluster, collections.OrderedDict())
         leases[key] = lease[0]
         while len(leases) > LEASES_KEEP:
             leases.popitem(last=False)
 
 
-def _still_there(client, ranks) -> bool:
+def _still_there(cluster, ranks) -> bool:
     """Whether the workers of a remembered placement may still be used. With an open connection to each one's
     ring port they are (a worker that died since closes it, and the request hears of that at once). Otherwise a
     connection is to be made, and the port of a dead worker refuses it (Dask's ``connect`` retries that until its
     timeout): the scheduler's workers are asked first (one round trip), a worker not among them is gone, and the
     ports of those without a connection are asked again (a worker restarted at its old address has a new port)."""
     workers = [w for w, _, _ in ranks]
-    ports = [known_port(client, w) for w in workers]
-    if all(p is not None and service.connected(client, p) for p in ports):
+    ports = [known_port(cluster, w) for w in workers]
+    if all(p is not None and service.connected(cluster, p) for p in ports):
         return True
-    alive = live_workers(client)
+    alive = cluster.live_workers()
     if not all(w in alive for w in workers):
         return False
-    forget_ports(client, [w for w, p in zip(workers, ports) if p is None or not service.connected(client, p)])
+    forget_ports(cluster, [w for w, p in zip(workers, ports) if p is None or not service.connected(cluster, p)])
     return True
 
 
@@ -180,7 +178,7 @@ class _NotDirect(Exception):
     path through the scheduler runs the segment instead."""
 
 
-def _attempt_direct(client, job, ranks, tile_futures, stall, lease=None):
+def _attempt_direct(cluster, job, ranks, tile_futures, stall, lease=None):
     """The segment started straight through the workers' ring ports (segments/service.py): the ranks' tiles are
     already in their workers' memory, so no task is needed; the client's request and the rank's reply are the
     only messages (about 20 ms of scheduler hops saved per call); with ``lease`` (key, reuse) the ranks keep their
@@ -189,10 +187,10 @@ def _attempt_direct(client, job, ranks, tile_futures, stall, lease=None):
     n = len(ranks)
     name = f"phylanx-spmd-{uuid.uuid4().hex[:12]}"
     calls = []
-    parts = kept.parts(client, job)  # the job itself the first time on a worker, its key after (kept.py)
+    parts = kept.parts(cluster, job)  # the job itself the first time on a worker, its key after (kept.py)
     for r, (_, a, b) in enumerate(ranks):
         keys = tuple(f.key for f in _rank_tiles(tile_futures, a, b))
-        calls.append(service.submit(client, job.ports[r], "spmd rank", (parts[r], job.params, r, n, name, keys,
+        calls.append(service.submit(cluster, job.ports[r], "spmd rank", (parts[r], job.params, r, n, name, keys,
                                                                          lease)))
 
     def wait(timeout):
@@ -213,34 +211,34 @@ def _attempt_direct(client, job, ranks, tile_futures, stall, lease=None):
                     raise _NotDirect(f"a rank could not start directly: {exc}")
                 if "missing" in c.result():
                     if c.result().get("job"):  # the worker no longer has the job: send it again next time
-                        kept.forget(client, job.ports)
+                        kept.forget(cluster, job.ports)
                     raise _NotDirect(c.result()["missing"])
         return True
 
     try:
         # a dead worker closes its connection, so ``wait`` hears of it at once: the watchdog only looks for stalls
-        watch(client, name, wait, lambda: _direct_progress(client, name, job.ports), stall, _stalled,
+        watch(cluster, name, wait, lambda: _direct_progress(cluster, name, job.ports), stall, _stalled,
               DIRECT_POLL_SECONDS)
         # (a rank that failed or was lost makes the others' outputs stored for the client (stored.py) no one's:
         # giving the segment up frees them)
-        out = name, _checked([c.result() for c in calls], [None] * n, client)
-        kept.sent(client, job, parts)
+        out = name, _checked([c.result() for c in calls], [None] * n, cluster)
+        kept.sent(cluster, job, parts)
         return out
     except BaseException:
-        abandon(client, name, [w for w, _, _ in ranks], calls)
+        abandon(cluster, name, [w for w, _, _ in ranks], calls)
         raise
 
 
-def _checked(results, futs, client):
+def _checked(results, futs, cluster):
     """[(future, result)] of a segment whose ranks all reported; Declined or RankLost as the ranks said."""
     live = [f for f in futs if f is not None]
     failed = [r for r in results if "failed" in r]
     if failed:
-        client.cancel(live)
+        cluster.cancel(live)
         raise Declined(failed[0]["failed"], lasting=failed[0]["declined"])
     lost = [r for r in results if "lost" in r]
     if lost:
-        client.cancel(live)
+        cluster.cancel(live)
         raise RankLost(lost[0]["lost"])
     return list(zip(futs, results))
 
@@ -248,12 +246,11 @@ def _checked(results, futs, client):
 def _attempt(cluster, job, ranks, tile_futures, stall, lease=None):
     """The segment as one rank task per worker, through the scheduler; with ``lease`` the ranks keep their group
     for the next call, or reuse the last one's, as directly started ranks do (``_attempt_direct``)."""
-    client = cluster.client
     n = len(ranks)
     name = f"phylanx-spmd-{uuid.uuid4().hex[:12]}"
     # a small job travels in the rank tasks themselves (no placement round trip); a large one (big replicated
     # inputs) is placed once and fetched by the ranks
-    jf = job if _size(job) < INLINE_JOB_BYTES else place(client, job, "the segment's job")
+    jf = job if _size(job) < INLINE_JOB_BYTES else place(cluster, job, "the segment's job")
     specs = []
     for r, (w, a, b) in enumerate(ranks):
         data = _rank_tiles(tile_futures, a, b)
@@ -262,23 +259,24 @@ def _attempt(cluster, job, ranks, tile_futures, stall, lease=None):
     futs = cluster.submit_ranks(rank_task.run_leased, specs)
     workers = [w for w, _, _ in ranks]
     try:
-        watch(client, name, lambda timeout: tasks_done(client, name, futs, timeout, _failed(name)),
-              lambda: sum(v for v in progress(client, name, workers).values() if isinstance(v, int)), stall,
+        watch(cluster, name, lambda timeout: tasks_done(cluster, name, futs, timeout, _failed(name)),
+              lambda: sum(v for v in progress(cluster, name, workers).values() if isinstance(v, int)), stall,
               _stalled)
-        results = segment_results(client, name, futs)
+        results = segment_results(cluster, name, futs)
     except BaseException:
-        abandon(client, name, workers, futs)
+        abandon(cluster, name, workers, futs)
         raise
-    return name, _checked(results, futs, client)
+    return name, _checked(results, futs, cluster)
 
 
 def _failed(name):
     def failed(bad):
-        """A rank's task itself failed: its worker went away while running it, or it could not start there."""
-        exc = bad[0].exception() if bad[0].status == "error" else None
-        if exc is None or isinstance(exc, OSError) or type(exc).__name__ == "KilledWorker":
-            return RankLost(f"a rank of {name} was lost: {exc!r}")
-        return Declined(f"a rank could not run: {type(exc).__name__}: {exc}")
+        """A rank's task itself failed (a rank reports its own failures: rank.py): its worker went away while
+        running it, or it could not start there (segments/driver.py rank_failure)."""
+        own, lost = rank_failure(bad)
+        if own is None:
+            return RankLost(f"a rank of {name} was lost: {lost!r}")
+        return Declined(f"a rank could not run: {type(own).__name__}: {own}")
 
     return failed
 
@@ -288,11 +286,11 @@ def _stalled(_seen, stall):
             "progress (PHYLANX_STALL_SECONDS sets the limit)")
 
 
-def _direct_progress(client, name, ports) -> int | None:
+def _direct_progress(cluster, name, ports) -> int | None:
     """Collectives finished on the ranks of a directly started segment, asked of their ports (not the scheduler:
     a segment started directly runs without it)."""
     total = 0
-    for f in [service.submit(client, p, "spmd progress", name) for p in ports]:
+    for f in [service.submit(cluster, p, "spmd progress", name) for p in ports]:
         try:
             total += f.result(30.0) or 0
         except service.Unreachable as e:

@@ -43,8 +43,8 @@ def job(part, params):
 
 
 # ---- the client's side ------------------------------------------------------------------------------------
-# Per client: the static part of a job -> (its key, its pickle), the last few; and per port address, the keys sent
-# there (a port is a worker process: a restarted worker has another).
+# Per cluster (executor): the static part of a job -> (its key, its pickle), the last few; and per port address,
+# the keys sent there (a port is a worker process: a restarted worker has another).
 _MADE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _SENT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 MADE_KEEP = 16
@@ -57,13 +57,13 @@ def _static(job):
             job.timeout)
 
 
-def parts(client, job) -> list:
+def parts(cluster, job) -> list:
     """Per rank, the job part of its request (see ``job``)."""
     from distributed.protocol import pickle
 
     ident = _static(job)
     with _CLIENT_LOCK:
-        made = _MADE.setdefault(client, collections.OrderedDict())
+        made = _MADE.setdefault(cluster, collections.OrderedDict())
         hit = made.get(ident)
         if hit is not None:
             made.move_to_end(ident)
@@ -76,7 +76,7 @@ def parts(client, job) -> list:
     key, data = hit
     out = []
     with _CLIENT_LOCK:
-        sent = _SENT.setdefault(client, {})
+        sent = _SENT.setdefault(cluster, {})
         for port in job.ports:
             keys = sent.setdefault(port, collections.OrderedDict())
             if key in keys:
@@ -87,10 +87,10 @@ def parts(client, job) -> list:
     return out
 
 
-def sent(client, job, parts_):
+def sent(cluster, job, parts_):
     """The ranks took their requests (every rank replied): the workers keep the job."""
     with _CLIENT_LOCK:
-        per = _SENT.setdefault(client, {})
+        per = _SENT.setdefault(cluster, {})
         for port, part in zip(job.ports, parts_):
             keys = per.setdefault(port, collections.OrderedDict())
             keys[part[1]] = None
@@ -98,9 +98,9 @@ def sent(client, job, parts_):
                 keys.popitem(last=False)
 
 
-def forget(client, ports):
+def forget(cluster, ports):
     """The workers at ``ports`` may not have their jobs (one said so): send them again."""
     with _CLIENT_LOCK:
-        per = _SENT.get(client, {})
+        per = _SENT.get(cluster, {})
         for p in ports:
             per.pop(p, None)

@@ -24,6 +24,7 @@ from phylanx_py import ir
 
 from .. import loop_tiers
 from ..alignment import aligned_values
+from ..executors import Cluster
 from ..loop_tiers import UNBOUND
 from ..native.analysis import _names
 from ..segments.driver import STALL_SECONDS
@@ -199,7 +200,7 @@ class SpmdLoop:
 
     def _check(self, args, tiled):
         first = args[tiled[0]]
-        if not hasattr(first._executor, "client"):
+        if not isinstance(first._executor, Cluster):
             raise _Decline("the tiles are not on a Dask cluster")
         bounds = first.boundaries[0]
         for i in tiled:
@@ -230,7 +231,6 @@ class SpmdLoop:
 
     def _run(self, args, tiled, bounds):
         executor = args[tiled[0]]._executor
-        client = executor.client
         tile_rows = [bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1)]
         cols = [list(args[i].futures.reshape(-1)) for i in tiled]  # computes lazy inputs first
         row_bytes = sum(args[i].dtype.itemsize * int(np.prod(args[i].shape[1:])) for i in tiled)
@@ -262,7 +262,7 @@ class SpmdLoop:
         out = dict(first["rep"])
         made = {}
         # tiles the ranks stored in their workers' memory (a direct segment: stored.py), else a task per tile
-        kept = stored.adopt(client, [w for w, _, _ in ranks], [s.get("stored", {}) for _, s in results])
+        kept = stored.adopt(executor, [w for w, _, _ in ranks], [s.get("stored", {}) for _, s in results])
         for name, (trail, dtype) in first["meta"].items():
             grid = np.empty((len(tile_rows),) + (1,) * len(trail), dtype=object)
             homes = np.empty(grid.shape, dtype=object)
@@ -270,7 +270,7 @@ class SpmdLoop:
                 for j, t in enumerate(range(a, b)):
                     idx = (t,) + (0,) * len(trail)
                     grid[idx] = kept[res["stored"][name][j][0]] if "stored" in res else \
-                        client.submit(rank_task.piece, fut, segment, r, name, j, workers=[w], pure=False)
+                        executor.submit_task(rank_task.piece, fut, segment, r, name, j, home=w, pinned=True)
                     homes[idx] = w
             made[name] = TiledArray(executor, (bounds,) + tuple((0, int(d)) for d in trail), dtype, futures=grid,
                                     homes=homes)

@@ -18,8 +18,6 @@ from __future__ import annotations
 import collections
 import threading
 
-import numpy as np
-
 from ..segments import rank as segment_rank
 
 # Segment name -> the keys its rank stored on this worker, until the client takes them or gives the segment up.
@@ -72,11 +70,10 @@ segment_rank.ON_ABORT.append(drop)
 
 
 # ---- the client's side ------------------------------------------------------------------------------------
-def adopt(client, workers, stored) -> dict:
+def adopt(cluster, workers, stored) -> dict:
     """Futures of the tiles the ranks stored: ``stored`` per rank (output name -> [(key, nbytes)]), ``workers`` the
-    ranks' workers in the same order. Returns key -> future, finished, once the scheduler knows of them."""
-    from distributed import Future
-
+    ranks' workers in the same order. Returns key -> future, finished, once the scheduler knows of them (the
+    ``adopt`` of ``cluster``'s ``executors.Cluster`` protocol: one round trip)."""
     who_has, nbytes = {}, {}
     for w, per in zip(workers, stored):
         for pairs in per.values():
@@ -84,14 +81,4 @@ def adopt(client, workers, stored) -> dict:
                 who_has[k], nbytes[k] = [w], n
     if not who_has:
         return {}
-
-    async def take():
-        # one round trip, as Client.scatter's: on the message stream (no wait) a request on another connection
-        # (who_has, the scheduler's gather of a result read at once) could reach the scheduler first
-        await client.scheduler.update_data(who_has=who_has, nbytes=nbytes, client=client.id)
-        futs = {k: Future(k, client) for k in who_has}
-        for k in who_has:
-            client.futures[k].finish(type=np.ndarray)
-        return futs
-
-    return client.sync(take)
+    return cluster.adopt(who_has, nbytes)

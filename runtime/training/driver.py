@@ -23,7 +23,7 @@ from ..segments.driver import results as segment_results
 from ..segments.placement import assign
 from ..segments.ports import RankLost, port_addresses
 from . import segment as seg
-from .span import Span, stall_message
+from .span import Span, failure, stall_message
 
 __all__ = ["RETRIES", "STALL_SECONDS", "SegmentTrainer"]
 
@@ -39,7 +39,7 @@ class SegmentTrainer:
                  batch=32, seed=0, segment_steps=None, stall=None):
         if mode not in ("allreduce", "neighbours", "compute"):
             raise ValueError(f"parallel must be 'allreduce' or 'neighbours', got {mode!r}")
-        self.cluster, self.client = cluster, cluster.client
+        self.cluster = cluster
         self.x_tiles, self.y_tiles = list(x_tiles), list(y_tiles)
         self.tile_rows = tuple(int(r) for r in tile_rows)
         self.problem, self.optimizer, self.mode, self.every, self.seed = problem, optimizer, mode, every, seed
@@ -74,7 +74,7 @@ class SegmentTrainer:
     # ---- placement --------------------------------------------------------------------------------------
     def _assign(self):
         """Ranks: (worker, tiles), the row tiles spread over the live workers where they are (placement.py)."""
-        return assign(self.client, [self.x_tiles], self.tile_rows, runs=False)
+        return assign(self.cluster, [self.x_tiles], self.tile_rows, runs=False)
 
     # ---- one epoch --------------------------------------------------------------------------------------
     def start(self, pvec, state):
@@ -93,7 +93,7 @@ class SegmentTrainer:
         totals = {"loss": 0.0, "metric": 0.0, "rows": 0, "sent": 0, "comm_s": 0.0, "compute_s": 0.0}
         for first in range(0, self.steps, self.segment_steps):
             last = min(self.steps, first + self.segment_steps)
-            carry, stats = retry(self.client, lambda n, first=first, last=last, carry=carry:
+            carry, stats = retry(self.cluster, lambda n, first=first, last=last, carry=carry:
                                  self._segment(epoch, first, last, carry), "training", f" at epoch {epoch + 1}",
                                  self._lost)
             for k in totals:
@@ -113,10 +113,10 @@ class SegmentTrainer:
         self.lost.append(str(e))
 
     def _scatter(self, value, workers, broadcast=False):
-        return place(self.client, value, f"the checkpoint for {workers}")
+        return place(self.cluster, value, f"the checkpoint for {workers}")
 
     def _segment(self, epoch, first, last, carry):
-        client = self.client
+        cluster = self.cluster
         ranks = self._assign()
         n = len(ranks)
         self.ranks = ranks
@@ -143,10 +143,10 @@ class SegmentTrainer:
             if self._ahead is not None:
                 self._drop(self._ahead)
                 self._ahead = None
-            if deps and client.status == "running":  # Dask recomputes a lost checkpoint by running its segment's
+            if deps and cluster.connected():  # Dask recomputes a lost checkpoint by running its segment's
                 # rank again, alone: it must give up at once, not wait for peers that have moved on
                 try:
-                    client.run(on_worker.abort, held[1], on_error="ignore")
+                    cluster.run_on_workers(on_worker.abort, held[1], on_error="ignore")
                 except Exception:  # noqa: BLE001 - best effort: the segment is being given up anyway
                     pass
             raise
@@ -169,7 +169,6 @@ class SegmentTrainer:
         futures of the segment before) is given, from where that segment leaves its checkpoint on the workers:
         rank 0's result, or, when that segment (its name ``same_ranks_as``) had these very ranks, each rank's own
         (segment.HELD). Returns (name, futures, the futures it depends on)."""
-        client = self.client
         n = len(ranks)
         name = f"phylanx-train-{uuid.uuid4().hex[:12]}-e{epoch}s{first}"
         job = seg.Job(self.problem, self.optimizer, self.mode, self.every, self.batch, self.seed, epoch, first, last,
@@ -193,7 +192,7 @@ class SegmentTrainer:
         else:
             carries = [self._scatter(carry, [w for w, _ in ranks], broadcast=True)] * n
         jf = self._scatter(job, [w for w, _ in ranks], broadcast=True)
-        ports = tuple(port_addresses(client, [w for w, _ in ranks])) if job.mode != "compute" else ()
+        ports = tuple(port_addresses(self.cluster, [w for w, _ in ranks])) if job.mode != "compute" else ()
         specs = [(f"train-segment-{name}-rank{r}", w,
                   (jf, r, n, name, ports, tiles, carries[r],
                    *[a for t in tiles for a in (self.x_tiles[t], self.y_tiles[t])]))
@@ -213,19 +212,19 @@ class SegmentTrainer:
             span.drop()
         names = [k for k, hold in self._holds.items() if hold]
         self._holds.clear()
-        if names and self.client.status == "running":
+        if names and self.cluster.connected():
             try:
-                self.client.run(seg.drop_held, names, on_error="ignore")
+                self.cluster.run_on_workers(seg.drop_held, names, on_error="ignore")
             except Exception:  # noqa: BLE001 - best effort: the workers may be what failed
                 pass
 
     def _drop(self, ahead):
         """Give up a segment submitted ahead: its ranks stop (or never start) and its tasks are cancelled."""
-        client = self.client
+        cluster = self.cluster
         try:
-            if client.status == "running":
-                client.run(on_worker.abort, ahead[3], on_error="ignore")
-            client.cancel(ahead[4])
+            if cluster.connected():
+                cluster.run_on_workers(on_worker.abort, ahead[3], on_error="ignore")
+            cluster.cancel(ahead[4])
         except Exception:  # noqa: BLE001 - best effort: the cluster may be what failed
             pass
 
@@ -233,17 +232,10 @@ class SegmentTrainer:
         """The segment's results, or RankLost when a rank's worker died or a rank lost its peers (the segment is
         then stopped and cancelled), a ClusterError when no step finished for ``stall`` seconds, or the error a
         rank raised from the user's code."""
-        client = self.client
-
-        def failed(bad):
-            errors = [f.exception() for f in bad if f.status == "error"]
-            user = [e for e in errors if not isinstance(e, (RankLost, OSError))]
-            if user:
-                return user[0]
-            return RankLost(f"a rank of {name} failed: {errors[0] if errors else 'cancelled'}")
+        cluster = self.cluster
 
         def wait(timeout):
-            if tasks_done(client, name, futs, timeout, failed):
+            if tasks_done(cluster, name, futs, timeout, lambda bad: failure(name, bad)):
                 return True
             if any(f.status != "finished" for f in deps):
                 raise RankLost(f"the checkpoint {name} starts from was lost with its worker")
@@ -253,8 +245,8 @@ class SegmentTrainer:
             return stall_message(first + n + 1, self.steps, stall)
 
         try:
-            watch_steps(client, name, workers, wait, self.stall, stalled)
-            return aligned_values(segment_results(client, name, futs))
+            watch_steps(cluster, name, workers, wait, self.stall, stalled)
+            return aligned_values(segment_results(cluster, name, futs))
         except BaseException:
-            abandon(client, name, workers, futs)
+            abandon(cluster, name, workers, futs)
             raise

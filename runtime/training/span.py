@@ -22,16 +22,16 @@ import uuid
 import weakref
 
 from ..alignment import aligned_values
-from ..segments.driver import abandon, retry, watch_steps
+from ..segments.driver import abandon, rank_failure, retry, watch_steps
 from ..segments.driver import results as segment_results
 from ..segments.ports import RankLost, port_addresses
 from . import segment as seg
 
-# client -> {span name -> its Span}: one handler per client for the epoch announcements (a topic has one handler)
+# cluster (executor) -> {span name -> its Span}: one handler per cluster for the epoch announcements
 _LISTENERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
-# client -> {(workers, ports): lease key}: the ring group the ranks of the last span on those workers kept when it
-# ended well (segments/rank.py POOL), reused by the next span there (the next fit call): no connections or
+# cluster (executor) -> {(workers, ports): lease key}: the ring group the ranks of the last span on those workers kept
+# when it ended well (segments/rank.py POOL), reused by the next span there (the next fit call): no connections or
 # shared-memory regions made again. Taken while a span runs, put back when it ended well.
 _LEASES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 LEASES_KEEP = 4
@@ -44,11 +44,20 @@ def stall_message(step: int, steps: int, stall: float) -> str:
             "completed); the cluster is not making progress (PHYLANX_STALL_SECONDS sets the limit)")
 
 
-def _listen(client, name, span):
+def failure(name, bad):
+    """The error failed rank tasks ``bad`` of segment ``name`` stand for (segments/driver.py rank_failure): the one a
+    rank raised from the user's code, as it was; else RankLost."""
+    own, lost = rank_failure(bad)
+    if own is not None:
+        return own
+    return RankLost(f"a rank of {name} failed: {lost if lost is not None else 'cancelled'}")
+
+
+def _listen(cluster, name, span):
     with _LOCK:
-        spans = _LISTENERS.get(client)
+        spans = _LISTENERS.get(cluster)
         if spans is None:
-            spans = _LISTENERS[client] = {}
+            spans = _LISTENERS[cluster] = {}
 
             def handler(event, spans=spans):
                 msg = event[1] if isinstance(event, tuple) else event
@@ -56,13 +65,13 @@ def _listen(client, name, span):
                 if target is not None:
                     target.announced(msg)
 
-            client.subscribe_topic(seg.TOPIC, handler)
+            cluster.subscribe(seg.TOPIC, handler)
         spans[name] = span
 
 
-def _forget(client, name):
+def _forget(cluster, name):
     with _LOCK:
-        spans = _LISTENERS.get(client)
+        spans = _LISTENERS.get(cluster)
         if spans is not None:
             spans.pop(name, None)
 
@@ -72,7 +81,7 @@ class Span:
 
     def __init__(self, trainer):
         self.tr = trainer
-        self.client = trainer.client
+        self.cluster = trainer.cluster
         self.base = None  # (epoch, checkpoint on the client) the next span starts from
         self.running = None  # (name, futures, ranks) of the span running
         self.reports: dict = {}  # epoch -> totals of every rank (complete)
@@ -103,7 +112,7 @@ class Span:
                 tasks += ranks if first else 0  # (reruns not counted, as for per-epoch segments)
             return self._wait(epoch)
 
-        stats = retry(self.client, attempt, "training", f" at epoch {epoch + 1}", tr._lost)
+        stats = retry(self.cluster, attempt, "training", f" at epoch {epoch + 1}", tr._lost)
         stats = dict(stats, steps=tr.steps, tasks=tasks)
         return (self.final if epoch + 1 >= tr.horizon else None), stats
 
@@ -118,18 +127,18 @@ class Span:
     # ---- starting, watching, recovering -----------------------------------------------------------------
     def _start(self) -> int:
         """Submit a span from ``self.base`` to the horizon on the live workers; the number of rank tasks."""
-        tr, client = self.tr, self.client
+        tr = self.tr
         first, carry = self.base
         ranks = tr._assign()
         n = len(ranks)
         tr.ranks = ranks
         name = f"phylanx-train-{uuid.uuid4().hex[:12]}-e{first}s0"
-        ports = tuple(port_addresses(client, [w for w, _ in ranks])) if tr.mode != "compute" else ()
+        ports = tuple(port_addresses(self.cluster, [w for w, _ in ranks])) if tr.mode != "compute" else ()
         lease = self._lease(ranks, ports)
         job = seg.Job(tr.problem, tr.optimizer, tr.mode, tr.every, tr.batch, tr.seed, first, 0, tr.steps, tr.steps,
                       tr.tile_rows, tr.stall, epochs=tr.horizon - first, span=True, lease=lease,
                       validation=tr.validation)
-        _listen(client, name, self)
+        _listen(self.cluster, name, self)
         self.names.append(name)
         self.parts = {}
         cf = tr._scatter(carry, [w for w, _ in ranks], broadcast=True)
@@ -151,7 +160,7 @@ class Span:
         if self.tr.mode != "allreduce" or len(ranks) < 2:
             return None
         with _LOCK:
-            old = _LEASES.setdefault(self.client, {}).pop((tuple(w for w, _ in ranks), ports), None)
+            old = _LEASES.setdefault(self.cluster, {}).pop((tuple(w for w, _ in ranks), ports), None)
         return (old, True) if old is not None else (f"phylanx-lease-{uuid.uuid4().hex[:12]}", False)
 
     def _complete(self, epoch):
@@ -165,7 +174,7 @@ class Span:
     def _wait(self, epoch):
         """Epoch ``epoch``'s totals, once a rank announced them (or the span ended); RankLost when a rank was lost
         (the span is then stopped), a ClusterError when no step finished for ``stall`` seconds."""
-        tr, client = self.tr, self.client
+        tr, cluster = self.tr, self.cluster
         name, futs, ranks = self.running
         workers = [w for w, _ in ranks]
 
@@ -174,11 +183,7 @@ class Span:
             self._arrived.clear()
             bad = [f for f in futs if f.status in ("error", "cancelled")]
             if bad:
-                errors = [f.exception() for f in bad if f.status == "error"]
-                user = [e for e in errors if not isinstance(e, (RankLost, OSError))]
-                if user:
-                    raise user[0]
-                raise RankLost(f"a rank of {name} failed: {errors[0] if errors else 'cancelled'}")
+                raise failure(name, bad)
             if all(f.status == "finished" for f in futs):
                 self._finish(futs)
                 return True
@@ -188,16 +193,16 @@ class Span:
             return stall_message(n % tr.steps + 1, tr.steps, stall)
 
         try:
-            watch_steps(client, name, workers, wait, tr.stall, stalled)
+            watch_steps(cluster, name, workers, wait, tr.stall, stalled)
         except BaseException:
-            abandon(client, name, workers, futs)
+            abandon(cluster, name, workers, futs)
             self.running = None
             raise
         return self.reports[epoch]
 
     def _finish(self, futs):
         """The span's ranks all returned: rank 0's checkpoint is the final one; every epoch's totals are known."""
-        results = aligned_values(segment_results(self.client, self.running[0], futs))
+        results = aligned_values(segment_results(self.cluster, self.running[0], futs))
         for r, (_, reports) in enumerate(results):
             for e, stats in reports.items():
                 self.announced({"epoch": e, "rank": r, "stats": stats, "whole": self.tr.mode == "allreduce"})
@@ -210,26 +215,27 @@ class Span:
         where, lease = self.lease
         if lease is not None:  # every rank ended well: its group is kept for the next span on these workers
             with _LOCK:
-                leases = _LEASES.setdefault(self.client, {})
+                leases = _LEASES.setdefault(self.cluster, {})
                 leases[where] = lease[0]
                 while len(leases) > LEASES_KEEP:
                     leases.pop(next(iter(leases)))
-        _forget(self.client, name)
+        _forget(self.cluster, name)
 
     def _recover(self):
         """After a lost rank: the newest checkpoint a survivor kept (fetched: the checkpoint moves now), with the
         totals of the epochs it ends; the span's own start when none kept one."""
-        client, names = self.client, list(self.names)
-        if self.tr.mode != "allreduce" or client.status != "running":
+        cluster, names = self.cluster, list(self.names)
+        if self.tr.mode != "allreduce" or not cluster.connected():
             self.recovered.append(self.base[0] - 1)
             return
         try:
-            kept = client.run(seg.span_kept, names[-1], on_error="return")
+            kept = cluster.run_on_workers(seg.span_kept, names[-1], on_error="return")
             found = [(v[0], w, v[1]) for w, v in kept.items() if isinstance(v, tuple)]
             if found:
                 epoch, worker, reports = max(found, key=lambda f: f[0])
                 if epoch + 1 > self.base[0]:
-                    checkpoint = aligned_values(client.run(seg.span_checkpoint, names[-1], workers=[worker])[worker])
+                    checkpoint = aligned_values(
+                        cluster.run_on_workers(seg.span_checkpoint, names[-1], workers=[worker])[worker])
                     for e, stats in reports.items():
                         self.reports.setdefault(e, stats)
                     self.base = (epoch + 1, checkpoint)
@@ -242,20 +248,20 @@ class Span:
 
     def drop(self):
         """Stop a span still running and free what spans left on the workers."""
-        client = self.client
+        cluster = self.cluster
         if self.running is not None:
             name, futs, ranks = self.running
             self.running = None
-            if client.status == "running":
+            if cluster.connected():
                 try:
-                    abandon(client, name, [w for w, _ in ranks], futs)
+                    abandon(cluster, name, [w for w, _ in ranks], futs)
                 except Exception:  # noqa: BLE001 - best effort: the cluster may be what failed
                     pass
         names, self.names = self.names, []
         for name in names:
-            _forget(client, name)
-        if names and client.status == "running":
+            _forget(cluster, name)
+        if names and cluster.connected():
             try:  # (a span still running was aborted above: a finished one leaves no name in ABORTED)
-                client.run(seg.drop_spans, names, on_error="ignore")
+                cluster.run_on_workers(seg.drop_spans, names, on_error="ignore")
             except Exception:  # noqa: BLE001 - best effort
                 pass
