@@ -12,8 +12,8 @@ import time
 import numpy as np
 import pytest
 from phylanx_py.primitives import kernel_cache
+from phylanx_py.runtime.native import argtypes, warm, whole
 from phylanx_py.runtime.native import tiering as native_tiering
-from phylanx_py.runtime.native import warm, whole
 
 import phylanx_py as px
 
@@ -129,7 +129,7 @@ def test_a_straight_line_kernel_kept_before_is_lowered_at_the_first_call(cache, 
     # a kernel that loses to the floor's choice later drops its kept lines, not its argument types
     warm.unmark(warm.kernel_key(entry.printed))
     with open(cache / f"native_{warm.kernel_key(entry.printed)}.ok") as f:
-        assert [line for line in f.read().splitlines()] == [warm.sig_line(native_tiering.signature_of(*entry.sig)
+        assert [line for line in f.read().splitlines()] == [warm.sig_line(argtypes.signature_of(*entry.sig)
                                                                          if type(entry.sig[0]) is tuple
                                                                          else entry.sig)]
 

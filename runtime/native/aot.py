@@ -39,7 +39,7 @@ from phylanx_py.primitives import kernel_cache
 
 from phylanx_py.errors import UnsafeCacheError
 
-from . import compile_process, tiering, warm
+from . import argtypes, compile_process, tiering, warm
 from .background import warm_elsewhere
 from .kinds import Param, param_of_value
 from .parallel import variant
@@ -177,7 +177,7 @@ def build(text: str, request) -> None:
     if os.path.exists(path):
         return
     module = tiering.load_kernel(text)
-    sig = tiering.signature_of(standins, staged)
+    sig = argtypes.signature_of(standins, staged)
     tiering.compile_quietly(module.kernel, sig)
     ret = module.kernel.overloads[tuple(sig)].signature.return_type
     with warnings.catch_warnings():

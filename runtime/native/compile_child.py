@@ -11,7 +11,7 @@ import warnings
 
 from phylanx_py.primitives import kernel_cache
 
-from . import aot, tiering
+from . import aot, argtypes, tiering
 from .compile_process import HEADER, nice_step
 
 
@@ -35,8 +35,8 @@ def serve(stdin, stdout):
                     kernel_cache.load_or_build("fused", source)
                 elif loader == "aot":  # a whole function's kernel as an extension module (aot.py; ``sig``: its request)
                     aot.build(source, sig)
-                else:  # the parent's types, or told without Numba there (tiering.described)
-                    tiering.compile_quietly(getattr(tiering, loader)(source).kernel, tiering.typed(sig))
+                else:  # the parent's types, or told without Numba there (argtypes.described)
+                    tiering.compile_quietly(getattr(tiering, loader)(source).kernel, argtypes.typed(sig))
             ok = b"1"
         except Exception:  # noqa: BLE001 - the parent's thread compiles it and reports what fails
             ok = b"0"

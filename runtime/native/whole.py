@@ -28,6 +28,7 @@ from . import aot, kir, warm
 from . import kinds as K
 from . import tiering as T
 from .analysis import globals_as_names
+from .argtypes import described, signature_of, stand_in
 from .expressions import inlinable
 from .kinds import Decline
 from .lower import settle
@@ -280,7 +281,7 @@ class WholeFunction(T.Signatures):
             # the Numba types of the very arguments the guard was made from: the quick path calls the code
             # compiled for them without another type check, so they must be what the guard tests (the compile
             # runs later, in the background, when these arrays may have been changed in place)
-            entry.sig = (tuple(T.stand_in(a) for a in args), len(entry.stages) > 1)  # typed when compiled
+            entry.sig = (tuple(stand_in(a) for a in args), len(entry.stages) > 1)  # typed when compiled
         return entry
 
     def _held(self, args):
@@ -294,11 +295,11 @@ class WholeFunction(T.Signatures):
         return aot.kernel_of(entry, cached_only)
 
     def _described(self, entry, args):
-        return T.described(*entry.sig) if type(entry.sig[0]) is tuple else entry.sig
+        return described(*entry.sig) if type(entry.sig[0]) is tuple else entry.sig
 
     def _signature(self, entry, args) -> tuple:
         if type(entry.sig[0]) is tuple:  # the stand-ins: typed here, Numba imported off the call
-            entry.sig = T.signature_of(*entry.sig)
+            entry.sig = signature_of(*entry.sig)
         return entry.sig
 
     def _install(self, entry, module, compiled):
