@@ -309,7 +309,7 @@ def run_one(suite: str, name: str, preset: str, repeat: int, settle: float, numb
             row["px_error"], px_call = _error(e), None
             break
     if ts and px_call is not None:
-        row["px_early"] = statistics.median(ts)
+        row["px_early"], row["px_early_calls"] = statistics.median(ts), ts[:]
     row["np_early"] = statistics.median(clean)  # its calls before phylanx-py's and those no compile overlapped
     # each early ratio is over the NumPy calls of its own rounds (module docstring)
     if clean[before:]:
