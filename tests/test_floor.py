@@ -87,7 +87,7 @@ class _LoopTier:
     """A stand-in for one of a program's native loop tiers: the kernels it made ready (loop_tiers.kernel_ready)."""
 
     kernels_ready = 0
-    lowering = 0.0
+    setup = 0.0
 
     def credit(self, seconds, tree_seconds):  # a plain run's time (Signatures.credit): nothing to heat here
         pass

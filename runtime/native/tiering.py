@@ -118,7 +118,9 @@ class Signatures:
         self._declined_types: set = set()  # (position, type) of arguments that decline whatever their value
         self.reason = None  # the latest decline, for explain()
         self.kernels_ready = 0  # kernels made ready (loop_tiers.kernel_ready: its program's floor reads it)
-        self.lowering = 0.0  # seconds its entries took to lower, inside the runs that met them first (``credit``)
+        # seconds its calls spent lowering entries and loading or compiling kernels in the call (once per entry,
+        # inside the run that met it first): floor.py leaves them out of the tree's times
+        self.setup = 0.0
 
     def entry(self, args):
         """The Entry of the arguments' signature (lowered at its first call), or None when their kinds decline.
@@ -150,7 +152,7 @@ class Signatures:
         if entry is None:
             t0 = time.perf_counter()
             entry = self.entries[key] = self._lower(ks, small, args)
-            self.lowering += time.perf_counter() - t0
+            self.setup += time.perf_counter() - t0
             if entry.declined:
                 self.decline(entry, entry.declined)
             else:
@@ -164,6 +166,7 @@ class Signatures:
         background once the entry has run ``HOT_SECONDS`` interpreted. A compile in the background that met the
         kernel cache's refusal raises it here, in the caller."""
         if entry.kernel is None:
+            t0 = time.perf_counter()
             if m == "force":
                 self._compile(entry, args)
             elif entry.mark is None and not entry.compiling and self._marked(entry, args) and \
@@ -175,6 +178,7 @@ class Signatures:
                 in_background(self._compile, entry, self._held(args))
             elif entry.held is None:
                 entry.held = self._held(args)
+            self.setup += time.perf_counter() - t0
             if entry.refused is not None:
                 raise_refusal(entry)
         return entry.kernel
@@ -182,11 +186,11 @@ class Signatures:
     def credit(self, seconds: float, tree_seconds: float) -> None:
         """A plain run of this loop's program took ``seconds`` (floor.py): each entry still waiting for its heat is
         credited the share of it that the loop had of the program's runs through the tree (``tree_seconds`` in
-        all, the time its tiers took to lower their loops left out), and one hot now starts compiling, for the
-        types it last ran on. The floor runs the plain function
-        whenever it is the faster, and the interpreted runs of the tree, which heat its loops, then come only as
-        probes: NPBench's vadv ran 623 calls as the plain function in 20 s and its main loop, 35 ms interpreted
-        in its two runs through the tree, never reached the 50 ms after which it compiles."""
+        all, the tiers' ``setup`` left out), and one hot now starts compiling, for the types it last ran on. The
+        floor runs the plain function whenever it is the faster, and the interpreted runs of the tree, which heat
+        its loops, then come only as probes: NPBench's vadv ran 623 calls as the plain function in 20 s and its
+        main loop, 35 ms interpreted in its two runs through the tree, never reached the 50 ms after which it
+        compiles."""
         if tree_seconds <= 0.0:
             return
         for entry in tuple(self.entries.values()):
