@@ -1572,14 +1572,22 @@ def test_a_loop_storing_into_a_global_array_changes_it_as_the_plain_function_doe
     assert "-> native" in f.explain()
 
 
-def test_a_global_deleted_after_compiling_is_the_plain_functions_name_error(forced, monkeypatch):
+@pytest.mark.parametrize("program, native, quick", [
+    (L.reads_missing_global, "-> native", False),  # the loop tier (a call of _doubled keeps it from the whole)
+    (L.whole_reads_missing_global, "-> native (whole function", True),  # its quick path reads the global too
+])
+def test_a_global_deleted_after_compiling_is_the_plain_functions_name_error(forced, monkeypatch, program, native,
+                                                                            quick):
     monkeypatch.setattr(L, "NOT_DEFINED_YET", 1.5, raising=False)
-    f = px.compile(L.reads_missing_global)
-    assert_same(f(np.arange(3.0)), L.reads_missing_global(np.arange(3.0)))
-    assert "-> native" in f.explain()
+    f = px.compile(program)
+    assert_same(f(np.arange(3.0)), program(np.arange(3.0)))
+    assert_same(f(np.arange(3.0)), program(np.arange(3.0)))
+    assert native in f.explain()
+    if quick:
+        assert _quick_runs(f)[1]
     monkeypatch.delattr(L, "NOT_DEFINED_YET")
     with pytest.raises(NameError):
-        L.reads_missing_global(np.arange(3.0))
+        program(np.arange(3.0))
     with pytest.raises(px.ExecutionError, match="name 'NOT_DEFINED_YET' is not defined") as info:
         f(np.arange(3.0))
     assert isinstance(info.value.__cause__, NameError)
@@ -1609,20 +1617,6 @@ def test_a_whole_function_kernel_of_too_many_lines_leaves_its_loops_to_the_loop_
     f = run_both(L.damped_whole, np.linspace(0.0, 1.0, 20))
     assert "function at" in f.explain() and "lines (more than 5): its loops compile apart" in f.explain()
     assert "loop at" in f.explain() and "-> native (" in f.explain(), f.explain()  # the loop went native alone
-
-
-def test_a_whole_function_whose_global_is_deleted_raises_the_plain_functions_name_error(forced, monkeypatch):
-    monkeypatch.setattr(L, "NOT_DEFINED_YET", 1.5, raising=False)
-    f = px.compile(L.whole_reads_missing_global)
-    assert_same(f(np.arange(3.0)), L.whole_reads_missing_global(np.arange(3.0)))
-    assert_same(f(np.arange(3.0)), L.whole_reads_missing_global(np.arange(3.0)))
-    assert "-> native (whole function" in f.explain() and _quick_runs(f)[1]
-    monkeypatch.delattr(L, "NOT_DEFINED_YET")
-    with pytest.raises(NameError):
-        L.whole_reads_missing_global(np.arange(3.0))
-    with pytest.raises(px.ExecutionError, match="name 'NOT_DEFINED_YET' is not defined") as info:
-        f(np.arange(3.0))
-    assert isinstance(info.value.__cause__, NameError)
 
 
 def test_crc16_with_python_int_operands_of_uint8_runs_natively(forced):

@@ -47,11 +47,7 @@ class LoopPlan:
         # module data globals the loop reads (``BET_M = 0.5`` at a module's top): arguments of the kernel under
         # their own names, read when the loop starts (``globals``: name -> module, for the hand-over); Python
         # makes a name assigned in a function local throughout it, so none is also a local of the loop
-        gl = {}
-        for g in ir.walk(loop):
-            if isinstance(g, ir.Global):
-                gl.setdefault(g.name, set()).add(g.module)
-        self.globals = {name: next(iter(mods)) for name, mods in gl.items() if len(mods) == 1 and name not in used}
+        self.globals = module_globals(loop, used)
         if self.globals:
             self.loop = globals_as_names(loop, self.globals)
         self.params = sorted([n for n in used if n in outside and n not in own] + list(self.globals))
@@ -64,6 +60,16 @@ class LoopPlan:
                 else "it makes a function"
         elif any(isinstance(v, ir.Var) and v.depth != 0 for v in ir.walk(loop)):
             self.reason = "it uses an enclosing function's variables"
+
+
+def module_globals(node, exclude) -> dict:
+    """The module data globals ``node`` reads, name -> module: names read from one module only and not in
+    ``exclude`` (names of the function: Python makes an assigned name local throughout it)."""
+    found: dict = {}
+    for g in ir.walk(node):
+        if isinstance(g, ir.Global):
+            found.setdefault(g.name, set()).add(g.module)
+    return {name: next(iter(mods)) for name, mods in found.items() if len(mods) == 1 and name not in exclude}
 
 
 def globals_as_names(node, names):

@@ -27,8 +27,7 @@ def described(args, staged: bool = False):
         if type(a) is np.ndarray:
             if not a.flags.aligned:
                 return None
-            layout = "C" if a.flags.c_contiguous else "F" if a.flags.f_contiguous else "A"
-            items.append(("array", a.dtype.str, a.ndim, layout, bool(a.flags.writeable)))
+            items.append(("array", a.dtype.str, a.ndim, _layout(a), bool(a.flags.writeable)))
         elif type(a) in (int, float, bool, complex) or isinstance(a, np.generic):
             items.append(a)
         else:
@@ -44,15 +43,7 @@ def typed(sig) -> tuple:
     args = []
     for item in items:
         if type(item) is tuple and item[:1] == ("array",):
-            _, dtype, nd, layout, writeable = item
-            if layout == "C":
-                a = np.empty((1,) * nd, dtype)
-            elif layout == "F":
-                a = np.empty((2,) * nd, dtype, order="F")
-            else:
-                a = np.empty((4,) * nd, dtype)[(slice(None, None, 2),) * nd]
-            a.flags.writeable = writeable
-            args.append(a)
+            args.append(_array(*item[1:]))
         else:
             args.append(item)
     return signature_of(args, staged)
@@ -65,12 +56,21 @@ def stand_in(a):
     which costs more than the call (0.3-0.6 s here)."""
     if type(a) is not np.ndarray or not a.flags.aligned:
         return a
-    nd = a.ndim
-    if a.flags.c_contiguous:
-        s = np.empty((1,) * nd, a.dtype)
-    elif a.flags.f_contiguous:  # F and not C: two dimensions or more
-        s = np.empty((2,) * nd, a.dtype, order="F")
+    return _array(a.dtype, a.ndim, _layout(a), a.flags.writeable)
+
+
+def _layout(a) -> str:
+    return "C" if a.flags.c_contiguous else "F" if a.flags.f_contiguous else "A"
+
+
+def _array(dtype, nd: int, layout: str, writeable: bool):
+    """A small array Numba types as an array of ``dtype``, ``nd`` dimensions, ``layout`` (C, F or A: strided) and
+    writeability."""
+    if layout == "C":
+        s = np.empty((1,) * nd, dtype)
+    elif layout == "F":  # F and not C: two dimensions or more
+        s = np.empty((2,) * nd, dtype, order="F")
     else:
-        s = np.empty((4,) * nd, a.dtype)[(slice(None, None, 2),) * nd]
-    s.flags.writeable = a.flags.writeable
+        s = np.empty((4,) * nd, dtype)[(slice(None, None, 2),) * nd]
+    s.flags.writeable = writeable
     return s

@@ -12,7 +12,7 @@ import warnings
 from phylanx_py.primitives import kernel_cache
 
 from . import aot, argtypes, tiering
-from .compile_process import HEADER, nice_step
+from .compile_process import HEADER, low_priority
 
 
 def serve(stdin, stdout):
@@ -58,7 +58,7 @@ def lower_priority() -> None:
     try:
         target = int(os.environ["PHYLANX_COMPILE_TARGET_NICE"])
     except (KeyError, ValueError):
-        target = min(own + nice_step(), 19)
+        target = low_priority(own)
     if target > own:
         try:
             os.setpriority(os.PRIO_PROCESS, 0, target)

@@ -16,7 +16,7 @@ Priority: the child compiles niced (``PHYLANX_COMPILE_NICE``, default 19: compil
 caller leaves idle. A caller that fills every core (NumPy's BLAS threads, a training loop) left it a few percent of
 a core: a fused kernel of simplemlp's ReLU gradient took 10 s to arrive instead of 0.5-2, and the NumPy chain ran
 5x slower than it meanwhile. So a request still unanswered after ``PHYLANX_COMPILE_RISE`` seconds (default 2) rises
-to the caller's priority for the rest of its compile (``_rise``), and the next request goes back down."""
+to the caller's priority for the rest of its compile (``_risen``), and the next request goes back down."""
 from __future__ import annotations
 
 import os
@@ -32,8 +32,8 @@ from phylanx_py.primitives import kernel_cache
 HEADER = struct.Struct("<Q")
 _lock = threading.Lock()  # one request at a time on the pipe (the child compiles one kernel at a time anyway)
 _child: list = [None]  # the Popen, or False once it could not be started (no second try)
-_retired: list = []  # children that were replaced while finishing a compile (``_rise``): reaped later
-RISES = [0]  # requests that rose to the caller's priority (tests, explain)
+_retired: list = []  # children that were replaced while finishing a compile (``_risen``): reaped later
+RISES = [0]  # requests that rose to the caller's priority (tests read it)
 
 
 def enabled() -> bool:
@@ -83,6 +83,12 @@ def _priority(pid: int = 0) -> int:
     return os.getpriority(os.PRIO_PROCESS, pid) if hasattr(os, "getpriority") else 0
 
 
+def low_priority(own: int, step: int | None = None) -> int:
+    """The niceness the child compiles at: ``own`` (the caller's) plus ``step`` (``nice_step()`` by default), at most
+    19."""
+    return min(own + (nice_step() if step is None else step), 19)
+
+
 def rise_seconds() -> float:
     try:
         return float(os.environ.get("PHYLANX_COMPILE_RISE", "2"))
@@ -106,7 +112,6 @@ def _risen(child, request: bytes):
     priority, to which the request goes again (the old one finishes it niced, its stdin closed, and ends)."""
     RISES[0] += 1
     own = _priority()
-    low = min(own + nice_step(), 19)
     try:
         os.setpriority(os.PRIO_PROCESS, child.pid, own)
         while not _answered(child, 0.5):
@@ -123,7 +128,7 @@ def _risen(child, request: bytes):
     except (OSError, AttributeError):  # gone: the read that follows tells
         return child
     try:
-        os.setpriority(os.PRIO_PROCESS, child.pid, max(low, own))
+        os.setpriority(os.PRIO_PROCESS, child.pid, low_priority(own))
     except OSError:
         pass
     return child
@@ -161,7 +166,7 @@ def _start(step: int | None = None):
         # its priority set from here as it starts, before its imports (~0.3-0.5 s of an interpreter, NumPy and
         # phylanx-py, which at the caller's priority slowed the caller's calls 2-6), and by itself again as it
         # starts (compile_child.lower_priority: an absolute niceness, so the two agree)
-        target = min(_priority() + (nice_step() if step is None else step), 19)
+        target = low_priority(_priority(), step)
         env = {**os.environ, "PHYLANX_COMPILE_TARGET_NICE": str(target)}
         child = subprocess.Popen([sys.executable, "-m", "phylanx_py.runtime.native.compile_child"],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,

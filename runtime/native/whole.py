@@ -27,7 +27,7 @@ from ..loop_tiers import FALLBACK
 from . import aot, kir, warm
 from . import kinds as K
 from . import tiering as T
-from .analysis import globals_as_names
+from .analysis import globals_as_names, module_globals
 from .argtypes import described, signature_of, stand_in
 from .expressions import inlinable
 from .kinds import Decline
@@ -115,13 +115,8 @@ class WholeFunction(T.Signatures):
         self._kept: dict = {}  # argument kinds (fast key) -> whether a kernel of them was kept before (warm.py)
         # module data globals the body reads (NPBench's vadv: ``BET_M = 0.5`` at its module's top): parameters of
         # the kernel after the function's own, read at each call as the tree reads them (``with_globals``), as a
-        # loop's are (analysis.Loop); names of one module only (Python makes an assigned name local throughout)
-        found: dict = {}
-        for g in ir.walk(fn.body):
-            if isinstance(g, ir.Global):
-                found.setdefault(g.name, set()).add(g.module)
-        self.globals = {name: next(iter(mods)) for name, mods in found.items()
-                        if len(mods) == 1 and name not in fn.params}
+        # loop's are (analysis.LoopPlan); names of one module only (Python makes an assigned name local throughout)
+        self.globals = module_globals(fn.body, fn.params)
         self.namespaces = {}  # module -> its namespace dict (code.ProgramCode sets it)
         if self.globals:
             stmts = globals_as_names(fn.body, self.globals).stmts
