@@ -1,11 +1,13 @@
 """The NumPy catalogue beyond ufuncs: every ``np.<name>`` a compiled function may call, the NumPy function as kernel,
-declared with its gradient rule (or as passing none), its inline form and its shape rule."""
+declared with its gradient rule (or as passing none), its inline form, its shape rule and its tile rule
+(tile_rules.py)."""
 from __future__ import annotations
 
 import numpy as np
 
 from . import shapes, vjp
 from .registry import MUTATES, STATE, Inline, call_lowering, register
+from .tile_rules import TILE
 from .ufuncs import CALL, native
 
 REDUCTIONS = """
@@ -96,7 +98,7 @@ def _numpy(name, fn, **rules):
     """A NumPy function as a primitive: its rules from the tables above, plain bytecode on small inputs."""
     return register(name, fn, obj=fn, grad=GRADS.get(name), nondiff=name in NONDIFF, fused=FUSED.get(name),
                     inline=VIEW_CALL if name in VIEWS else CALL, lowering=native(name, **NATIVE.get(name, {})),
-                    fresh=name in FRESH, **rules)
+                    fresh=name in FRESH, tile=TILE.get(name), **rules)
 
 
 def _register_numpy():
@@ -112,7 +114,7 @@ def _register_numpy():
     for name in LINALG:
         fn = _resolve(np.linalg, name)
         if fn is not None:
-            register(f"linalg.{name}", fn, obj=fn, inline=CALL)
+            register(f"linalg.{name}", fn, obj=fn, inline=CALL, tile=TILE.get(f"linalg.{name}"))
     for name in RANDOM_STATEFUL:
         fn = _resolve(np.random, name)
         register(f"random.{name}", fn, obj=fn, effect=STATE)

@@ -317,3 +317,14 @@ def mask_changed_in_place(X, labels, iterations):
         m[:10] = True
         s = s + np.sum(m) + np.sum(X[m], axis=0)
     return s
+
+
+def row_functions_loop(X, iterations):
+    """Functions along the rows' own axis (``np.sort``'s default, ``np.cumsum(axis=1)``) and the moves of the
+    tile rules (``swapaxes``, ``expand_dims``, ``squeeze``): each rank's rows, no collective but the sum."""
+    s = np.zeros(X.shape[1])
+    for i in range(iterations):
+        Y = np.sort(X) + np.cumsum(X, axis=1) * i
+        Z = np.squeeze(np.expand_dims(Y, 1), axis=1)
+        s = s + np.sum(Z, axis=0)
+    return s

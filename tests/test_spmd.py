@@ -156,6 +156,14 @@ def test_a_construct_without_spmd_form_runs_as_before_and_says_why(rt):
     assert "not SPMD: np.sort along the tiled axis" in f.explain(), f.explain()
 
 
+def test_functions_along_the_rows_and_the_tile_rules_moves_run_on_the_ranks(rt):
+    X, _ = _data(n=200, d=4, seed=9)
+    f = px.compile(S.row_functions_loop)
+    out = f(px.tiled.from_array(X, tiles=(2, 1)), 3)
+    np.testing.assert_allclose(out, S.row_functions_loop(X, 3), rtol=RTOL)
+    _spmd(f)
+
+
 def test_a_printing_loop_stays_on_the_client(rt, capsys):
     X, _ = _data(n=100, d=2)
     f = px.compile(S.printing_loop)

@@ -265,6 +265,11 @@ EXPRESSIONS = {
     "reshape": lambda X, v: X.reshape(-1),
     "astype": lambda X, v: X.astype(np.float32),
     "norm": lambda X, v: np.linalg.norm(v),
+    "swapaxes": lambda X, v: np.swapaxes(X, 0, 1) * 2,
+    "moveaxis": lambda X, v: np.moveaxis(X[:, :, None], 2, 0) + 1,
+    "expand_dims and squeeze": lambda X, v: np.squeeze(np.expand_dims(X, 1), axis=1) - 1,
+    "full_like and ones_like": lambda X, v: np.full_like(X, 3.0) - np.ones_like(X, dtype=np.float32),
+    "ravel and shape": lambda X, v: np.ravel(X)[: np.shape(X)[1] * np.ndim(X)],
     "nn.softmax": lambda X, v: nn.softmax(X * 30),
     "nn.log_softmax": lambda X, v: nn.log_softmax(X),
     "nn.logsumexp": lambda X, v: nn.logsumexp(X, axis=1),
@@ -288,6 +293,38 @@ def test_tile_rule_equals_numpy(rt, name, tiles):
         g = np.asarray(g)
         assert g.shape == np.shape(want) and g.dtype == np.asarray(want).dtype
         np.testing.assert_allclose(g, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name,fn", [("cumsum", lambda X: np.cumsum(X, axis=1)),
+                                     ("sort", lambda X: np.sort(X + 0)),
+                                     ("sort axis 1, stable", lambda X: np.sort(X, axis=1, kind="stable"))])
+def test_a_function_along_an_axis_within_each_tile_runs_tile_by_tile(rt, name, fn):
+    X = px.tiled.from_array(XN, tiles=(4, 1))  # rows tiled: axis 1 lies within each tile
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TileFallbackWarning)
+        got, compiled = fn(X), px.compile(fn)(X)
+    for g in (got, compiled):
+        assert isinstance(g, TiledArray) and g.boundaries == X.boundaries
+        np.testing.assert_array_equal(np.asarray(g), fn(XN))
+    with pytest.warns(TileFallbackWarning, match="no tile rule for cumsum"):  # along the tiled axis: gathered
+        np.testing.assert_array_equal(np.cumsum(X, axis=0), np.cumsum(XN, axis=0))
+
+
+def test_arguments_a_tile_rule_does_not_cover_reach_numpy_whole(rt):
+    """Keywords a reduction's rule does not take go to NumPy's own function on the gathered array, with every
+    other argument the user gave (``initial`` was once dropped, and ``ddof`` beside ``where``)."""
+    X = px.tiled.from_array(XN, tiles=(4, 1))
+    mask = XN > 0.3
+    cases = [(lambda X: np.sum(X, initial=2.5), lambda: np.sum(XN, initial=2.5)),
+             (lambda X: np.var(X, axis=0, ddof=1, where=mask), lambda: np.var(XN, axis=0, ddof=1, where=mask)),
+             (lambda X: np.max(X, axis=1, initial=0.7), lambda: np.max(XN, axis=1, initial=0.7))]
+    for fn, want in cases:
+        with pytest.warns(TileFallbackWarning):
+            got = fn(X)
+        np.testing.assert_allclose(got, want(), rtol=1e-12)
+    with pytest.warns(TileFallbackWarning):  # a list holding tiled arrays: NumPy's function on the gathered list
+        got = px.compile(lambda X: np.sum([X, X]))(X)
+    np.testing.assert_allclose(got, np.sum([XN, XN]), rtol=1e-12)
 
 
 def test_reductions_over_many_tiles_combine_by_a_tree(rt):

@@ -1,7 +1,6 @@
 """Shards as a value kind of the evaluator on a rank (runtime/kinds.py): a primitive call with a shard argument
-runs its tile rule against ``ShardOps`` (the same rules the tiled runtime runs against its own operations:
-one declaration, two backends, as Phylanx's distributed primitives), a rule of this package, or the primitive's
-NumPy kernel, which reaches the shard's NumPy face (protocol.py)."""
+runs its tile rule against ``ShardOps`` (ops.py), a rule of this package, or the primitive's NumPy kernel, which
+reaches the shard's NumPy face (protocol.py)."""
 from __future__ import annotations
 
 import functools
@@ -16,40 +15,8 @@ from ..evaluation import run_primitive
 from . import cross, local, protocol  # noqa: F401 - protocol fills the shard's NumPy face
 from .deferred import MAX_DEPTH
 from .fission import Apart
+from .ops import OPS
 from .shard import Deferred, NotSpmd, Shard, Transposed, global_shape, has_deferred, is_shard, resolve
-
-
-class ShardOps:
-    """What a primitive's tile rule may use (runtime/tiled/ops.py's interface), on shards."""
-
-    @staticmethod
-    def is_tiled(x) -> bool:
-        return is_shard(x)
-
-    @staticmethod
-    def elementwise(fn, leaves, drop_axis=None, dtype=None):
-        return local.elementwise(fn, leaves, drop_axis=drop_axis, dtype=dtype)
-
-    @staticmethod
-    def reduce(kind, x, axis=None, keepdims=False):
-        return cross.reduce(kind, x, axis, keepdims)
-
-    @staticmethod
-    def whole_axis(x, axis: int):
-        if is_shard(x) and axis % x.ndim == 0:
-            raise NotSpmd("an operation needs the whole tiled axis on one rank")
-        return x
-
-    @staticmethod
-    def getitem(x, key):
-        return local.getitem(x, key)
-
-    @staticmethod
-    def fallback(name, fn, args, kwargs):
-        raise NotSpmd(f"{name} has no SPMD rule")
-
-
-OPS = ShardOps()
 
 
 def _rowdot(spec, locs, X, v, *leaves):

@@ -1,108 +1,25 @@
-"""A shard's NumPy face (NEP 13/18): which NumPy functions and ufuncs a rank runs on its shards, and how. What is
-not listed raises NotSpmd naming the function: the loop then runs as before, and ``explain()`` says why."""
+"""A shard's NumPy face (NEP 13/18): a NumPy function or ufunc called on a shard runs the tile rule on its
+declaration (primitives/tile_rules.py) against the rank's operations (ops.py). One that has none raises NotSpmd
+naming the function: the loop then runs as before, and ``explain()`` says why."""
 from __future__ import annotations
 
-import functools
 import weakref
 
 import numpy as np
-from phylanx_py.primitives.ufuncs import UFUNC_REDUCE
+from phylanx_py.primitives import lookup, name_of, tile_rules
 
 from . import cross, local
+from .ops import OPS
 from .shard import NotSpmd, Shard, Transposed, holds, implements
-
-
-def _reduction(kind):
-    def rule(a, axis=None, dtype=None, out=None, keepdims=False, ddof=0, **kw):
-        if out is not None or kw:
-            raise NotSpmd(f"np.{kind} with out= or {sorted(kw)}")
-        return cross.reduce(kind, a, axis, keepdims, dtype, ddof)
-
-    return rule
-
-
-def _arg_reduction(kind):
-    def rule(a, axis=None, out=None, keepdims=False):
-        if out is not None:
-            raise NotSpmd(f"np.{kind} with out=")
-        return cross.reduce(kind, a, axis, keepdims)
-
-    return rule
-
-
-def _where(condition, x=None, y=None):
-    if x is None and y is None:
-        raise NotSpmd("np.where with one argument (the indices of tiled values)")
-    return local.elementwise(np.where, [condition, x, y])
-
-
-def _clip(a, a_min=None, a_max=None, **kw):
-    lo, hi = kw.pop("min", a_min), kw.pop("max", a_max)
-    if kw:
-        raise NotSpmd(f"np.clip with {sorted(kw)}")
-    return local.elementwise(lambda v, p, q: np.clip(v, p, q), [a, lo, hi])
-
-
-def _like(fill):
-    def rule(a, *args, dtype=None, **kw):
-        if type(a) is not Shard or kw.get("shape") is not None or kw.get("order", "K") not in ("K", "C"):
-            raise NotSpmd(f"np.{fill}_like of this value")
-        value = args[0] if args else kw.get("fill_value")
-        data = {"zeros": np.zeros_like, "ones": np.ones_like, "empty": np.zeros_like}[fill](a.data, dtype=dtype) \
-            if fill != "full" else np.full_like(a.data, value, dtype=dtype)
-        return a.like(data)
-
-    return rule
-
-
-def _local_axis(fn, name):
-    """A function of one array that works along an axis other than the tiled one (``np.cumsum(x, axis=1)``)."""
-    def rule(a, axis=None, **kw):
-        if type(a) is not Shard or axis is None or int(axis) % a.ndim == 0 or a.ragged is not None:
-            raise NotSpmd(f"np.{name} along the tiled axis")
-        return a.like(fn(a.data, axis=axis, **kw))
-
-    return rule
-
-
-HANDLED = {
-    np.sum: _reduction("sum"), np.prod: _reduction("prod"), np.mean: _reduction("mean"),
-    np.min: _reduction("min"), np.max: _reduction("max"), np.amin: _reduction("min"), np.amax: _reduction("max"),
-    np.any: _reduction("any"), np.all: _reduction("all"), np.var: _reduction("var"), np.std: _reduction("std"),
-    np.argmin: _arg_reduction("argmin"), np.argmax: _arg_reduction("argmax"),
-    np.matmul: cross.matmul, np.dot: cross.matmul, np.linalg.norm: cross.norm,
-    np.where: _where, np.clip: _clip,
-    np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
-    np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
-    np.copy: lambda a, **kw: a.copy(),
-    np.zeros_like: _like("zeros"), np.ones_like: _like("ones"), np.full_like: _like("full"),
-    np.empty_like: _like("empty"),
-    np.cumsum: _local_axis(np.cumsum, "cumsum"), np.sort: _local_axis(np.sort, "sort"),
-    np.transpose: lambda a, axes=None: a.T if axes is None else (_ for _ in ()).throw(
-        NotSpmd("np.transpose with axes of a tiled value")),
-}
 
 
 @implements("array_ufunc")
 def array_ufunc(ufunc, method, inputs, kwargs):
-    if ufunc is np.matmul and method == "__call__" and len(inputs) == 2 and not kwargs:
-        return cross.matmul(*inputs)
-    if method == "__call__" and ufunc.nout == 1 and kwargs.get("out") is None and "where" not in kwargs:
-        kw = {k: v for k, v in kwargs.items() if k in ("dtype", "casting")}
-        if len(kw) != len({k: v for k, v in kwargs.items() if k != "out"}):
-            raise NotSpmd(f"np.{ufunc.__name__} with {sorted(kwargs)}")
-        if ufunc is np.equal and not kw:
-            mask = _label_test(inputs)
-            if mask is not None:
-                return mask
-        return local.elementwise(functools.partial(ufunc, **kw) if kw else ufunc, list(inputs))
-    if method == "reduce" and ufunc in UFUNC_REDUCE and len(inputs) == 1 and kwargs.get("out") is None:
-        kw = {k: v for k, v in kwargs.items() if k in ("axis", "keepdims", "dtype")}
-        if len(kw) == len({k: v for k, v in kwargs.items() if k != "out"}):
-            return cross.reduce(UFUNC_REDUCE[ufunc], inputs[0], kw.get("axis", 0), kw.get("keepdims", False),
-                                kw.get("dtype"))
-    raise NotSpmd(f"np.{ufunc.__name__}.{method} on a tiled value" if method != "__call__" else
-                  f"np.{ufunc.__name__} with out= on a tiled value")
+    if ufunc is np.equal and method == "__call__" and not kwargs:
+        mask = _label_test(inputs)
+        if mask is not None:
+            return mask
+    return tile_rules.ufunc(OPS, ufunc, method, inputs, kwargs)
 
 
 def _label_test(inputs):
@@ -122,10 +39,11 @@ def _label_test(inputs):
 
 @implements("array_function")
 def array_function(func, args, kwargs):
-    rule = HANDLED.get(func)
+    name = name_of(func)
+    rule = lookup(name).tile if name is not None else None
     if rule is None:
         raise NotSpmd(f"np.{getattr(func, '__name__', func)} has no SPMD rule")
-    return rule(*args, **kwargs)
+    return rule(OPS, *args, **kwargs)
 
 
 implements("getitem")(local.getitem)
