@@ -242,7 +242,15 @@ def _tile_sum(ops, spec, locs, axis, *leaves):
 
 
 def _tile_sum_argmin(ops, spec, locs, axis, arg_axis, *leaves):
-    """Distances then their argmin: the per-tile compiled sum, then argmin, both in each tile's task."""
+    """Distances then their argmin: in one pass over each block of rows where the backend runs a function that
+    drops two axes other than the tiled one (an SPMD rank's rows: ``ops.rows``; k-means' n x k x d distances then
+    the nearest centroid); else the per-tile compiled sum, then argmin, both in each tile's task."""
+    nd = max(v.ndim if ops.is_tiled(v) else len(np.shape(v)) for v in leaves)
+    if isinstance(axis, int) and isinstance(arg_axis, int) and nd >= 2 and axis % nd != 0 \
+            and arg_axis % (nd - 1) != 0:
+        out = ops.rows(functools.partial(fused_sum_argmin, spec, locs, axis, arg_axis), leaves, 2)
+        if out is not None:
+            return out
     return np.argmin(_tile_sum(ops, spec, locs[:-1], axis, *leaves), axis=arg_axis)
 
 

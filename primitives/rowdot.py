@@ -150,4 +150,15 @@ def row_products(spec, locs, X, v, *leaves):
     return out
 
 
-register("fused.rowdot", row_products, display="fused_rowdot", parallel=True)
+def _tile(ops, spec, locs, X, v, *leaves):
+    """On distributed rows: where the backend hands a rule its blocks of rows (an SPMD rank's own: ``row_blocks``),
+    each block through the kernel and the blocks' sums added across them; else the reference's operations, each
+    by its own tile rule (tile tasks, ``X.T @ r`` as a sum of partial products)."""
+    blocks = ops.row_blocks(X, v, leaves)
+    if blocks is None:
+        return reference(spec, locs, X, v, *leaves)
+    rows, pieces, add = blocks
+    return add(row_products(spec, locs, rows, v, *pieces))
+
+
+register("fused.rowdot", row_products, display="fused_rowdot", parallel=True, tile=_tile)

@@ -1,53 +1,20 @@
 """Shards as a value kind of the evaluator on a rank (runtime/kinds.py): a primitive call with a shard argument
-runs its tile rule against ``ShardOps`` (ops.py), a rule of this package, or the primitive's NumPy kernel, which
-reaches the shard's NumPy face (protocol.py)."""
+runs the tile rule on its declaration against ``ShardOps`` (ops.py), or the primitive's NumPy kernel, which reaches
+the shard's NumPy face (protocol.py)."""
 from __future__ import annotations
 
-import functools
-
 import numpy as np
-from phylanx_py.primitives import lookup
 
 from phylanx_py.errors import RAISED_AS_IS, ExecutionError
 
 from .. import kinds
 from ..evaluation import run_primitive
-from . import cross, local, protocol  # noqa: F401 - protocol fills the shard's NumPy face
+from . import protocol  # noqa: F401 - protocol fills the shard's NumPy face
 from .deferred import MAX_DEPTH
 from .fission import Apart
 from .ops import OPS
-from .shard import Deferred, NotSpmd, Shard, Transposed, global_shape, has_deferred, is_shard, resolve
+from .shard import Deferred, Shard, Transposed, has_deferred, is_shard, resolve
 
-
-def _rowdot(spec, locs, X, v, *leaves):
-    """``X.T @ f(X @ v, ...)`` (primitives/rowdot.py): each rank's rows through the fused kernel, then the sum."""
-    kernel = lookup("fused.rowdot").kernel
-    if not is_shard(X):
-        if any(is_shard(a) for a in (v, *leaves)):
-            raise NotSpmd("a row product whose rows are not tiled")
-        return kernel(spec, locs, X, v, *leaves)
-    if type(X) is not Shard or X.ragged is not None or X.ndim != 2 or is_shard(v):
-        raise NotSpmd("a row product of this layout")
-    for a in leaves:
-        if type(a) is Transposed or (type(a) is Shard and (a.ragged is not None or a.n != X.n or a.ndim != 1)):
-            raise NotSpmd("a row product with values that do not line up")
-    lo, hi = X.own
-    part = kernel(spec, locs, X.local(lo, hi), v, *local.aligned_pieces(leaves, lo, hi, X.n, 1))
-    return cross._contract(X.rank, part)
-
-
-def _sum_argmin(spec, locs, axis, arg_axis, *leaves):
-    """k-means' distances and their argmin (primitives/fused_reduce.py) in one pass over each rank's rows, as in
-    one process, when neither axis is the tiled one; else the tile rule (sum, then argmin across ranks)."""
-    prim = lookup("fused.sum_argmin")
-    nd = max(len(global_shape(x)) for x in leaves)
-    if isinstance(axis, int) and isinstance(arg_axis, int) and nd >= 2 and axis % nd != 0 \
-            and arg_axis % (nd - 1) != 0:
-        return local.elementwise(functools.partial(prim.kernel, spec, locs, axis, arg_axis), leaves, drops=2)
-    return prim.tile(OPS, spec, locs, axis, arg_axis, *leaves)
-
-
-RULES = {"fused.rowdot": _rowdot, "fused.sum_argmin": _sum_argmin}
 # Primitives that keep a deferred sum as it is (a list being built): resolving it there would send the sums of a
 # comprehension one allreduce at a time. Those are the ones whose declaration holds their arguments as they are
 # (``resolve``: "none" for the container constructors, "receiver" for list.append and insert).
@@ -104,12 +71,9 @@ class SpmdKind:
             return ev.run_inline(site, args, kwargs)
         if has_deferred(args) or has_deferred(kwargs):
             return ev.call(site, resolve(tuple(args)), resolve(kwargs))
-        rule = RULES.get(prim.name)
-        if rule is None and prim.tile is None:
+        if prim.tile is None:
             return ev.run_inline(site, args, kwargs)
         try:
-            if rule is not None:
-                return rule(*args, **kwargs)
             return prim.tile(OPS, *args, **kwargs)
         except RAISED_AS_IS:
             raise

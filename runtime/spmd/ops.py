@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import cross, local
-from .shard import NotSpmd, Shard, is_shard
+from .shard import NotSpmd, Shard, Transposed, is_shard
 
 
 def _none(name):
@@ -42,6 +42,29 @@ class ShardOps:
         if is_shard(x) and axis % x.ndim == 0:
             raise NotSpmd("an operation needs the whole tiled axis on one rank")
         return x
+
+    @staticmethod
+    def row_blocks(X, v, leaves):
+        """This rank's rows of ``X`` and the leaves' matching rows, and how to add the rank's sum over them to the
+        others' (``X.T @ f(X @ v, ...)``: primitives/rowdot.py); a layout with no such form raises NotSpmd."""
+        if not is_shard(X):
+            if any(is_shard(a) for a in (v, *leaves)):
+                raise NotSpmd("a row product whose rows are not tiled")
+            return X, leaves, lambda part: part
+        if type(X) is not Shard or X.ragged is not None or X.ndim != 2 or is_shard(v):
+            raise NotSpmd("a row product of this layout")
+        for a in leaves:
+            if type(a) is Transposed or (type(a) is Shard and (a.ragged is not None or a.n != X.n or a.ndim != 1)):
+                raise NotSpmd("a row product with values that do not line up")
+        lo, hi = X.own
+        return X.local(lo, hi), local.aligned_pieces(leaves, lo, hi, X.n, 1), \
+            lambda part: cross._contract(X.rank, part)
+
+    @staticmethod
+    def rows(fn, leaves, drops):
+        """``fn`` over this rank's rows of the broadcast leaves, ``fn`` dropping ``drops`` axes (never the tiled
+        one): k-means' distances and their argmin in one pass (primitives/fused_reduce.py)."""
+        return local.elementwise(fn, leaves, drops=drops)
 
     @staticmethod
     def getitem(x, key):

@@ -44,6 +44,16 @@ class TileOps:
         return retile_dims(x, {a: (0, int(x.shape[a]))})
 
     @staticmethod
+    def row_blocks(x, v, leaves):
+        """None: a rule on the client holds no block of rows (its tiles are on the workers); see spmd/ops.py."""
+        return None
+
+    @staticmethod
+    def rows(fn, leaves, drops):
+        """None: no one-task form of a function that drops two axes; the rule takes its tile-by-tile path."""
+        return None
+
+    @staticmethod
     def getitem(x, key):
         return indexing.getitem(x, key)
 
