@@ -257,7 +257,7 @@ def _lowering(op: Operator, inplace=False) -> Lowering | None:
     if op.kind == "identity":
         return None
     if op.name == "matmul":
-        return None if inplace else Lowering("np.dot({0}, {1})", inexact=True, reads=2)
+        return None if inplace else Lowering("np.dot({0}, {1})", inexact=True, reads=2, blas=True)
     return Lowering(f"({op.template})", inplace=op.numpy if inplace else None, **_NATIVE.get(op.name, {}))
 
 

@@ -54,7 +54,9 @@ class Lowering:
     errors give nan/inf), so a loop calling it may still run its iterations in parallel; ``compares``: its result
     flips on a last-bit difference of its operands (comparisons, rounding to integers, int casts, min/max), so an
     inexact operand declines; ``allocates``: a new array of a shape (np.zeros): may raise, a fresh array;
-    ``keywords``: the keyword arguments the form takes (``dtype``); ``divides``: "true", "floor" or "mod", whose
+    ``keywords``: the keyword arguments the form takes (``dtype``); ``blas``: the form calls BLAS, which inside a
+    kernel is SciPy's OpenBLAS (Numba binds ``scipy.linalg.cython_blas``), a thread pool beside NumPy's own
+    (runtime/native/blas_pool.py); ``divides``: "true", "floor" or "mod", whose
     NumPy rules the lowering keeps (int64 floor division, complex division by zero); ``shifts``: "left" or
     "right", a shift, whose count may reach the width; ``powers``: "python" (``**``: a Python float to a
     fractional power is complex there) or "numpy", a power, whose integer exponent must be a constant >= 0 (NumPy
@@ -77,6 +79,7 @@ class Lowering:
     raises: bool = True
     compares: bool = False
     allocates: bool = False
+    blas: bool = False
     keywords: tuple = ()
     divides: str | None = None
     shifts: str | None = None

@@ -45,7 +45,7 @@ def native(name: str, **facts) -> Lowering | None:
     if name in MOVES:  # one array's elements moved, copied or allocated alike: any dtype (Numba's np.flip: a view)
         return call_lowering(f"np.{name}", moves=True, view=name == "flip")
     if name in ("dot", "matmul"):  # 1-D/2-D float products (runtime/native/calls.py ``_product``): BLAS's last bit
-        return Lowering("np.dot({0}, {1})", inexact=True, reads=2)
+        return Lowering("np.dot({0}, {1})", inexact=True, reads=2, blas=True)
     return call_lowering(f"np.{name}", reads=reads, **facts) if name in NUMBA_CALLABLE else None
 
 

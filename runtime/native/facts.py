@@ -40,6 +40,7 @@ class CallFacts:
     raises: bool = True
     allocates: bool = False
     reads: int = 0
+    blas: bool = False
 
 
 def calls() -> dict[str, CallFacts]:
@@ -57,9 +58,9 @@ def _calls(registry) -> dict[str, CallFacts]:
         text = low.called if low is not None else None
         if text is None or text in _CASTS:  # (the lowerer's own: never raising, whatever declares them too)
             continue
-        facts, had = CallFacts(low.raises, low.allocates, low.reads), out.get(text)
+        facts, had = CallFacts(low.raises, low.allocates, low.reads, low.blas), out.get(text)
         out[text] = facts if had is None else CallFacts(had.raises or facts.raises, had.allocates or facts.allocates,
-                                                        min(had.reads, facts.reads))
+                                                        min(had.reads, facts.reads), had.blas or facts.blas)
     return {**out, **{text: CallFacts(raises=False) for text in _CASTS}}
 
 

@@ -14,6 +14,7 @@ from . import kinds as K
 from . import tiering as T
 from .analysis import LoopPlan
 from .background import Exiting
+from .blas_pool import capped
 from .kinds import Decline
 from .lower import lower
 from .tiering import GIVE_UP, Entry, Signatures, current_mode, mode
@@ -127,6 +128,8 @@ class NativeLoop(Signatures):
             ev.wait_all(raise_errors=False)  # tasks still reading arrays the loop may change
         saved = [(args[i], args[i].copy()) for i in entry.writes] if entry.checked else ()
         run = entry.kernel if entry.parallel is None else entry.parallel.runner(entry.kernel)
+        if entry.blas:
+            run = capped(run)
         try:
             out = run(*args)
         except Exception as e:

@@ -23,6 +23,7 @@ from . import kinds as K
 from . import warm
 from .argtypes import described, stand_in
 from .background import Exiting, _compiling, compile_quietly, in_background, load_cached, warm_elsewhere
+from .blas_pool import calls_blas
 from .compile_process import prestart
 from .helpers import _Overflow, helpers_for
 from .kinds import Decline
@@ -81,7 +82,7 @@ class Entry:
 
     __slots__ = ("kinds", "source", "checked", "kernel", "overflow", "declined", "compiling", "compile_seconds",
                  "interpreted", "native_runs", "writes", "flags", "convert", "parallel", "serial_why", "refused",
-                 "printed", "mark", "marked", "credited", "held")
+                 "printed", "mark", "marked", "credited", "held", "blas")
 
     def __init__(self, kinds):
         self.kinds = kinds
@@ -100,6 +101,7 @@ class Entry:
         self.marked = False  # whether that mark was found: compiled before, here or in another process
         self.writes = ()
         self.flags = {}
+        self.blas = False  # its kernel calls BLAS: SciPy's pool at one thread while it runs (blas_pool.py)
 
 
 class Signatures:
@@ -294,6 +296,7 @@ class Signatures:
 
     def _install(self, entry, module, compiled):
         entry.kernel = module.kernel
+        entry.blas = calls_blas(entry.printed)
 
     def _state(self, entry) -> str:
         """What explain() says of a native kernel before its runs (whole functions: being measured)."""

@@ -1,0 +1,89 @@
+"""BLAS in a kernel runs on a second OpenBLAS thread pool: one thread for it while a kernel calls it.
+
+A product in a kernel (``A @ x``, ``np.dot``: a form declared ``blas=True``) is Numba's, which calls SciPy's OpenBLAS
+(``scipy.linalg.cython_blas``); NumPy's own products call NumPy's OpenBLAS. In a NumPy wheel install these are two
+libraries with a pool of worker threads each, and a pool's threads spin for a while after each call before they
+sleep. A program that calls both, NumPy's ``@`` then a kernel's, had four threads wanting two cores: NPBench's
+gemver (S, NumPy's call, then the compiled function's, in one process) went between 3.7 and 35 ms a NumPy call
+from run to run here, the kernel's calls between 2.1 and 23 ms, and the slow runs stayed slow (OS time slices
+between spinning threads). So while a kernel that calls BLAS runs, SciPy's pool takes one thread (the calling one:
+nothing is left spinning after it), and the caller's setting is put back after it (OpenBLAS's
+``openblas_set_num_threads_local``; in this OpenBLAS build the setting is seen by every thread while it holds, so
+another thread's SciPy product in those microseconds runs on one thread too). Where there is only one OpenBLAS (a
+conda install: NumPy and SciPy share it), or no such call (OpenBLAS before 0.3.27, another BLAS), nothing changes;
+``PHYLANX_BLAS_ONE_THREAD=0`` leaves the pool alone (read as each kernel call is prepared).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+
+import numpy as np
+
+from . import facts, kir
+
+_SETTER: list = []  # [the ctypes function, or None once SciPy's BLAS is loaded and none was found]
+
+
+def calls_blas(printed) -> bool:
+    """Does a kernel (kir.Printed) call a form its declaration says calls BLAS?"""
+    if printed is None:
+        return False
+    known = facts.calls()
+    tags = [c for n in printed.nodes.values() for c in n.calls] + [t for t in printed.ret_tags if type(t) is kir.Call]
+    return any(getattr(known.get(c.name), "blas", False) for c in tags)
+
+
+def _numpy_libs() -> str:
+    return os.path.normpath(os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs"))
+
+
+def _setter():
+    """``openblas_set_num_threads_local`` of the OpenBLAS that is not NumPy's, or None (one OpenBLAS loaded, not
+    Linux, an OpenBLAS without it). Looked for again until SciPy's BLAS is loaded (with the first kernel calling
+    it), then the answer stays."""
+    if _SETTER:
+        return _SETTER[0]
+    fn = _find()
+    if fn is not None or "scipy.linalg.cython_blas" in sys.modules:
+        _SETTER.append(fn)
+    return fn
+
+
+def _find():
+    try:
+        with open("/proc/self/maps") as fh:
+            paths = sorted({line.split()[-1] for line in fh if "openblas" in line.lower() and "/" in line})
+    except OSError:
+        return None
+    numpy_own = _numpy_libs()
+    others = [p for p in paths if not p.startswith(numpy_own)]
+    if len(paths) < 2 or not others:
+        return None
+    for path in others:
+        try:
+            fn = ctypes.CDLL(path).openblas_set_num_threads_local
+        except (OSError, AttributeError):
+            continue
+        fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
+        return fn
+    return None
+
+
+def capped(run):
+    """``run`` (a kernel calling BLAS) with SciPy's pool at one thread while it runs; ``run`` itself when there is
+    no second pool to keep quiet."""
+    setter = _setter() if os.environ.get("PHYLANX_BLAS_ONE_THREAD", "1") != "0" else None
+    if setter is None:
+        return run
+
+    def one_thread(*args):
+        setter(1)
+        try:
+            return run(*args)
+        finally:
+            setter(0)  # back to the library's own count
+
+    one_thread.kernel = run
+    return one_thread

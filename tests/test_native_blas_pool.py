@@ -1,0 +1,56 @@
+"""A kernel calling BLAS (Numba's products are SciPy's OpenBLAS, a thread pool beside NumPy's) runs with that pool at
+one thread, and gives it back after (runtime/native/blas_pool.py): which kernels do is the declarations' ``blas``
+fact; the pool's count inside and after the call is read from the real library."""
+from __future__ import annotations
+
+import numpy as np
+import prog_loops as L
+import pytest
+from phylanx_py.primitives import lookup
+from phylanx_py.runtime.native import blas_pool
+
+import phylanx_py as px
+
+
+@pytest.fixture
+def forced(monkeypatch):
+    monkeypatch.setenv("PHYLANX_NATIVE", "force")
+
+
+def _entry(f):
+    (entry,) = f._compile().whole.entries.values()
+    return entry
+
+
+def test_the_products_declare_that_they_call_blas():
+    assert lookup("dot").lowering.blas and lookup("matmul").lowering.blas and lookup("operator.matmul").lowering.blas
+    assert not lookup("exp").lowering.blas and not lookup("operator.add").lowering.blas
+
+
+@pytest.mark.parametrize("prog", [L.cholesky_dot, L.lu_matmul])
+def test_a_kernel_with_a_product_is_marked_and_gives_the_plain_answer(forced, prog):
+    rng = np.random.default_rng(3)
+    B = rng.standard_normal((24, 24))
+    A = B @ B.T + 24 * np.eye(24)
+    f = px.compile(prog)
+    got = f(A.copy())
+    np.testing.assert_allclose(got, prog(A.copy()), rtol=1e-10)
+    entry = _entry(f)
+    assert entry.kernel is not None and entry.blas, f.explain()
+    g = px.compile(L.two_nests)
+    a = np.arange(10.0)
+    np.testing.assert_allclose(g(a, np.zeros(10))[0], L.two_nests(a, np.zeros(10))[0])
+    assert _entry(g).kernel is not None and not _entry(g).blas
+
+
+def test_the_pool_holds_one_thread_while_the_kernel_runs_and_its_own_count_after():
+    import scipy.linalg.cython_blas  # noqa: F401 - Numba's BLAS, as a kernel with a product loads it
+
+    setter = blas_pool._setter()
+    if setter is None:
+        pytest.skip("one OpenBLAS in this install (NumPy and SciPy share it): no second pool to keep quiet")
+    before = setter(0)  # (the call returns the count in force before it)
+    inside = blas_pool.capped(lambda: setter(1))()
+    after = setter(0)
+    assert inside == 1
+    assert after == before
