@@ -11,7 +11,7 @@ import types
 import weakref
 
 from phylanx_py.primitives.backends import to_device
-from phylanx_py.runtime import current
+from phylanx_py.runtime import current, loop_tiers
 from phylanx_py.runtime.code import ProgramCode
 from phylanx_py.runtime.floor import enabled as floor_enabled
 from phylanx_py.runtime.loop_tiers import FALLBACK, MISS
@@ -93,6 +93,8 @@ class CompiledFunction:
         self._device = device
         self._signature = inspect.signature(fn)
         self._lock = threading.Lock()
+        if not disable and device == "cpu":
+            loop_tiers.prepare()  # the native tier's compile process starts now, beside the program's set-up
         self._code: ProgramCode | None = None
         self._tree = None
 

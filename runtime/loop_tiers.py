@@ -15,6 +15,7 @@ from __future__ import annotations
 # ``nested``: also offered loops inside a loop a tier may take (called with ``inner=True`` for those)
 FACTORIES: list = []
 FUNCTION_FACTORIES: list = []  # factory(program) -> whole-function tier or None
+PREPARERS: list = []  # preparer(): a function was compiled; a tier may start what its first use will need
 MISS = object()  # a whole-function tier's quick path does not apply to this call: take the general path
 FALLBACK = object()  # run this call through the tree (the tier declined it and left the arguments as they were)
 
@@ -47,6 +48,18 @@ def register_function(factory):
     if factory not in FUNCTION_FACTORIES:
         FUNCTION_FACTORIES.append(factory)
     return factory
+
+
+def register_preparer(preparer):
+    if preparer not in PREPARERS:
+        PREPARERS.append(preparer)
+    return preparer
+
+
+def prepare() -> None:
+    """A function was compiled (the decorator, for the CPU): each tier may start ahead what its first use needs."""
+    for preparer in PREPARERS:
+        preparer()
 
 
 def tiers_for(fn, loop, where, program, namespaces, *, inner: bool, native: bool) -> list:

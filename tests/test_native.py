@@ -465,6 +465,33 @@ def test_the_compile_process_starts_when_code_is_first_lowered(monkeypatch):
         compile_process.close()
 
 
+def test_a_function_compiled_in_the_main_thread_starts_the_compile_process_before_its_first_call(monkeypatch):
+    """Decorating a function starts the compile process (loop_tiers.prepare), so its start overlaps the program's
+    set-up; a function compiled in another thread (a Dask worker unpickling one in a task) starts nothing."""
+    import threading
+
+    from phylanx_py.runtime.native import compile_process
+
+    monkeypatch.delenv("PHYLANX_NATIVE", raising=False)
+    monkeypatch.delenv("PHYLANX_COMPILE_PROCESS", raising=False)
+    compile_process.close()
+    try:
+        done = []
+        t = threading.Thread(target=lambda: done.append(px.compile(L.tanh_store)))
+        t.start()
+        t.join()
+        time.sleep(0.2)
+        assert done and compile_process._child[0] is None
+        px.compile(L.tanh_store)  # never called
+        deadline = time.monotonic() + 30
+        while compile_process._child[0] is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        child = compile_process._child[0]
+        assert child is not None and child is not False and child.poll() is None
+    finally:
+        compile_process.close()
+
+
 def test_the_compile_process_runs_at_a_lower_priority(monkeypatch, tmp_path):
     """The compile process runs niced (PHYLANX_COMPILE_NICE, default 19; 0 leaves it as the parent): at equal
     priority it took half a core from NumPy's BLAS threads on a 2-core machine, slowing the plain function while
