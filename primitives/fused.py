@@ -320,4 +320,4 @@ def _tile_elementwise(ops, spec, locs, *leaves):
     return ops.elementwise(functools.partial(fused_elementwise, spec, locs), leaves)
 
 
-register("fused.elementwise", fused_elementwise, display="fused", tile=_tile_elementwise, parallel=True)
+register("fused.elementwise", fused_elementwise, display="fused", tile=_tile_elementwise, parallel=True, defers=2)

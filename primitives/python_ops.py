@@ -266,6 +266,10 @@ _METHOD_GRADS = {"reshape": vjp.reshape_back_vjp, "ravel": vjp.reshape_back_vjp,
                  "copy": vjp.copy_vjp, "astype": vjp.astype_vjp}
 
 
+# Arithmetic that waits on a deferred sum (``Primitive.defers``): ``np.sum(X[m], axis=0) / np.sum(m)`` per cluster
+_DEFERS = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos"}
+
+
 def _operator(op: Operator):
     """``operator.<name>``: Python's semantics (``[1] + [2]`` concatenates); on arrays NumPy's ufunc."""
     fn = getattr(operator, op.name) if op.name not in ("in", "not_in") else (
@@ -280,7 +284,7 @@ def _operator(op: Operator):
              inexact=op.name == "pow", int_unsafe=op.name in _INT_UNSAFE,
              ordered=op.kind == "compare" and op.name not in ("eq", "ne"), comparison=op.kind == "compare",
              grad=vjp.matmul_vjp if op.name == "matmul" else None, lowering=_lowering(op),
-             fresh=op.name in _FRESH_OPERATORS)
+             fresh=op.name in _FRESH_OPERATORS, defers=0 if op.name in _DEFERS else None)
     if op.inplace:
         # ``x op= v``: a new value on scalars; in place on an array with no task pending that might read it
         register(f"operator.{op.inplace}", getattr(operator, op.inplace), effect=MUTATES,

@@ -148,6 +148,10 @@ class Primitive:
     # Its value is a new array, never a view of an argument: a name bound only to such values names an array the
     # function made itself (runtime/floor.py copies no argument for stores into it)
     fresh: bool = False
+    # On a deferred value (an SPMD sum not yet combined across the ranks, runtime/spmd/deferred.py) the call itself
+    # may wait too, so that the sums of many such expressions go in one message: the number of its leading
+    # arguments that are its call site's constants (a fused chain's spec and locations), or None: it runs now
+    defers: int | None = None
     # Tile rule: ``tile(ops, *args, **kwargs)``, ``ops`` being the runtime's tile operations (runtime/tiled/ops.py).
     # NumPy's own functions reach tiled arrays through NEP 13/18 (TiledArray.__array_function__) and need none.
     tile: Callable | None = None

@@ -19,12 +19,9 @@ from .shard import Deferred, Shard, Transposed, has_deferred, is_shard, resolve
 # comprehension one allreduce at a time. Those are the ones whose declaration holds their arguments as they are
 # (``resolve``: "none" for the container constructors, "receiver" for list.append and insert).
 KEEPS_DEFERRED = ("none", "receiver")
-# Arithmetic on deferred sums is deferred too (deferred.py): ``np.sum(X[m], axis=0) / np.sum(m)`` for each of k
-# clusters then waits, and the k sums and counts go in one message. The other operands must not change before the
-# value is computed: scalars, or small arrays (copied).
-# (fused.elementwise: a chain of them, after its spec and locations)
-LAZY = {f"operator.{n}": 0 for n in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos")}
-LAZY["fused.elementwise"] = 2
+# Arithmetic on deferred sums is deferred too (deferred.py; the primitives whose declaration says ``defers``):
+# ``np.sum(X[m], axis=0) / np.sum(m)`` for each of k clusters then waits, and the k sums and counts go in one
+# message. The other operands must not change before the value is computed: scalars, or small arrays (copied).
 LAZY_COPY_ELEMENTS = 4096
 _SCALARS = (int, float, complex, bool, np.generic)
 
@@ -61,8 +58,8 @@ class SpmdKind:
 
     def call(self, ev, site, args, kwargs):
         prim = site.prim
-        if prim.name in LAZY and not kwargs:
-            lazy = _lazy(site, args, LAZY[prim.name])
+        if prim.defers is not None and not kwargs:
+            lazy = _lazy(site, args, prim.defers)
             if lazy is not None:
                 return lazy
         elif prim.name == "operator.getitem" and len(args) == 2 and type(args[0]) is Apart:
