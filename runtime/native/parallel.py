@@ -149,34 +149,6 @@ class _Finder:
     def ir_chain(self, chain) -> list:
         return chain_of(chain, self.printed)
 
-    def nonneg(self, e, depth=0) -> bool:
-        """Whether ``e`` is never negative: a constant >= 0, a shape, a len, sums and products of such, or a name
-        bound only as the variable of loops over ranges that start so and count up (``range(k + 1, n)`` inside
-        ``for k in range(n)``)."""
-        if depth > 8:
-            return False
-        if isinstance(e, ast.Constant):
-            return type(e.value) is int and e.value >= 0
-        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Mult)):
-            return self.nonneg(e.left, depth + 1) and self.nonneg(e.right, depth + 1)
-        if isinstance(e, ast.Subscript) and isinstance(e.value, ast.Attribute) and e.value.attr == "shape":
-            return True
-        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "len":
-            return True
-        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "uint64" and \
-                isinstance(e.func.value, ast.Name) and e.func.value.id == "np":
-            return True  # a loop nest's start (a negative one would wrap to a huge index, never to the end)
-        if isinstance(e, ast.Name) and e.id not in self.types:
-            bindings = self.assigned.get(e.id, ())
-            if bindings and all(val is not None and self.nonneg(val, depth + 1) for val, _ in bindings):
-                return True
-            return bool(bindings) and all(
-                isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name) and _is_range(stmt.iter) and
-                (len(stmt.iter.args) < 3 or (isinstance(stmt.iter.args[2], ast.Constant) and
-                                             type(stmt.iter.args[2].value) is int and stmt.iter.args[2].value > 0))
-                and (len(stmt.iter.args) == 1 or self.nonneg(stmt.iter.args[0], depth + 1)) for _, stmt in bindings)
-        return False
-
     def number(self, name, depth=0) -> bool:
         """Whether ``name`` (read in a loop, bound outside it) always holds a number."""
         if name in self._numbers:
