@@ -231,8 +231,8 @@ def test_a_division_in_a_kernel_whose_values_may_be_complex_stays_sequential():
 
     nodes = [kir.For(1, "i", "range(n)", kir.declared("range"), kir.Counts(unit=True, nonneg=True)),
              kir.Stmt(2, "out[i] = (x[i] / 2.0)", (kir.Op("division"),
-                                                   kir.Access("x", "proven", "x", False, (("i", ""),)),
-                                                   kir.Access("out", "proven", "out", True, (("i", ""),))))]
+                                                   kir.Access("x", "proven", "x", False, (("i", ""),), True),
+                                                   kir.Access("out", "proven", "out", True, (("i", ""),), True)))]
     sig = (types.float64[::1], types.int64, types.float64[::1])
     plain = kir.print_kernel(["out", "n", "x"], nodes, "(out, )")
     v, why = parallel.variant(plain, sig)
@@ -271,8 +271,8 @@ def test_the_variant_is_printed_from_the_kernel_ir():
     from numba import types
 
     nodes = [kir.For(1, "i", "range(n)", kir.declared("range"), kir.Counts(unit=True, nonneg=True)),
-             kir.Stmt(2, "out[i] = (x[i] + 1.0)", (kir.Access("x", "proven", "x", False, (("i", ""),)),
-                                                   kir.Access("out", "proven", "out", True, (("i", ""),))))]
+             kir.Stmt(2, "out[i] = (x[i] + 1.0)", (kir.Access("x", "proven", "x", False, (("i", ""),), True),
+                                                   kir.Access("out", "proven", "out", True, (("i", ""),), True)))]
     plain = kir.print_kernel(["out", "n", "x"], nodes, "(out, )")
     v, why = parallel.variant(plain, (types.float64[::1], types.int64, types.float64[::1]))
     assert why is None

@@ -227,10 +227,11 @@ def _sums(low, expr, kept, axes, extents, loops, acc, store, tk, name, rank, pai
     if pairwise is not None:
         low.names(reads=[pairwise, loops[axes[0]]])
         # (an element of the buffer, which is as long as the loop: in bounds; a store parallel.py sees, kir.Access)
-        low.pending.append(kir.Access(pairwise, "proven", pairwise, True, ((loops[axes[0]], ""),)))
+        low.pending.append(kir.Access(pairwise, "proven", pairwise, True, ((loops[axes[0]], ""),), True))
         low.emit(f"{pairwise}[{loops[axes[0]]}] = {src}")
         low.indent -= len(axes)
         low.names(reads=[pairwise, extents[axes[0]]], binds=[acc])
+        low.mention(pairwise)  # (the helper's argument: the buffer as a value, kir.Use.whole)
         low.emit(f"{acc} = {low.call_of(f'np.{dtype.name}', '0')} + "
                  f"{low.helper('_pairwise', pairwise, '0', extents[axes[0]])}")
     else:

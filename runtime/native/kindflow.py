@@ -27,7 +27,7 @@ class KindFlow:
         """Record ``name``'s new kind; the statements that keep its Either flag (kir.Stmt, put after the store)."""
         if node.depth != 0:
             self.fail(f"assignment to the enclosing function's '{name}'", node)
-        self.mention(name)  # (a binding: an argument's name bound again counts as changed)
+        self.mention(name, whole=False)  # (a binding: an argument's name bound again counts as changed)
         self.pending.append(kir.Name(name, True))
         flags = []
         w = self.widened.get(name)

@@ -67,12 +67,15 @@ class Access:
     canonicalizer's temporaries of ``a[k] += v`` seen through): ``base``, the array's name ("" for an expression);
     ``store``, whether the statement stores there; ``own``, per index item, (name, offset) when the item is a name
     or ``offset + name`` with ``offset`` a name holding a non-negative int (a loop nest's start), else None (the
-    whole: None when the items are not known). parallel.py asks these whether iterations touch disjoint elements."""
+    whole: None when the items are not known); ``element``, one integer index per dimension of ``base`` (no slice,
+    no new axis, no array or tuple-valued item: a number). parallel.py asks these whether the arrays appear only
+    element by element and whether iterations touch disjoint elements."""
     array: str
     how: str
     base: str = ""
     store: bool = False
     own: tuple | None = None
+    element: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +85,16 @@ class Use:
     form may take it as an operand); ``element``, one element read by an index per dimension; ``read``, where it
     stands it is only read (an operand of arithmetic or a comparison, an argument a NumPy function only reads, its
     shape, ``len`` of it, the iterable of a loop; a slice: an index). Any other mention (a store, a binding, a
-    helper's argument, a view kept) may change the array, or make a view of any array (a slice): ``arrays_written``."""
+    helper's argument, a view kept) may change the array, or make a view of any array (a slice): ``arrays_written``.
+    ``whole``: a mention of the name as a value (an operand, an argument, an alias, a loop's iterable); not one that
+    stands only for its elements or measures (a store's or binding's target, its ``.shape``/``.size``/``.ndim``,
+    ``len`` of it, a canonicalizer's alias ``__px_1 = a`` whose accesses are tagged with ``a``): parallel.py keeps a
+    loop with one sequential."""
     array: str
     text: str
     element: bool = False
     read: bool = False
+    whole: bool = True
 
 
 @dataclass(frozen=True, slots=True)

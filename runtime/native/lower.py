@@ -16,6 +16,7 @@ non-negative version and as they are).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import itertools
 
 import numpy as np
@@ -155,10 +156,10 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         self.pending += [kir.Varies("exponent") for i in exponents(form) if i < 0 or _literal(atoms[i]) is None]
         if form.called == "range" and len(atoms) == 3 and not _literal(atoms[2]):
             self.pending.append(kir.Varies("step"))
-        consumed, names = reads(form, len(atoms))
+        consumed, names, measured = reads(form, len(atoms))
         for i, a in enumerate(atoms):
             if i in names:
-                self.only_read(a, names_only=i not in consumed)
+                self.only_read(a, names_only=i not in consumed, measured=i in measured)
         return form.source(atoms)
 
     def call_of(self, name, *args) -> str:
@@ -176,19 +177,30 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         lowerer's own temporaries, flags, the arrays whose shapes its tests read."""
         self.pending += [kir.Name(n) for n in reads] + [kir.Name(n, True) for n in binds]
 
-    def mention(self, array, text=None, element=False):
+    def mention(self, array, text=None, element=False, whole=True):
         """Tag a mention of ``array``'s name in the text lowered next (kir.Use): ``text``, the name or the subscript
-        that reads it; where it stands it may change the array until a form that only reads it takes it."""
-        self.pending.append(kir.Use(array, text or array, element))
+        that reads it; where it stands it may change the array until a form that only reads it takes it;
+        ``whole``: as a value (not a binding's target)."""
+        self.pending.append(kir.Use(array, text or array, element, whole=whole))
 
-    def only_read(self, atom, names_only=False):
+    def only_read(self, atom, names_only=False, measured=False):
         """The latest mention that is the whole of operand ``atom`` is only read where it stands (``names_only``:
-        when it is an array's name, not a subscript)."""
+        when it is an array's name, not a subscript; ``measured``: its name only measured, ``.shape``, ``len``)."""
         for i in range(len(self.pending) - 1, -1, -1):
             u = self.pending[i]
             if type(u) is kir.Use and u.text == atom and not u.read:
                 if not names_only or u.text == u.array:
-                    self.pending[i] = kir.Use(u.array, u.text, u.element, True)
+                    self.pending[i] = dataclasses.replace(u, read=True, whole=u.whole and not (
+                        measured and u.text == u.array))
+                return
+
+    def not_whole(self, name):
+        """The latest mention of array ``name`` by its name stands for its elements (a store's target, an alias
+        of it whose accesses are tagged with its name): not a use of it whole (kir.Use.whole)."""
+        for i in range(len(self.pending) - 1, -1, -1):
+            u = self.pending[i]
+            if type(u) is kir.Use and u.text == u.array == name and u.whole:
+                self.pending[i] = dataclasses.replace(u, whole=False)
                 return
 
     def block(self, n):
@@ -225,6 +237,9 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
 
     def assign(self, target, src, k, t):
         if isinstance(target, ir.StoreName):
+            alias = self.pxz_temps.get(target.name)
+            if isinstance(alias, ir.Var) and alias.depth == 0 and alias.name == src and type(k) is np.ndarray:
+                self.not_whole(src)  # (``__px_1 = a``: its accesses are tagged with ``a``, Access.base)
             flags = self.bind(target, target.name, k, t)
             self.emit(f"{target.name} = {src}")
             for f in flags:

@@ -1,9 +1,10 @@
 """Loops of a generated kernel whose iterations may run on several threads, and the kernel's parallel variant.
 
 The analysis reads the kernel's source (what Numba compiles, with every check the lowerer put in) for its loops
-and whether arrays appear only element by element, and asks its kernel IR (kir.py) whether a loop counts over a
-range, whether its statements may raise or leave it (their calls, operations and jumps, and why, in the user's
-terms) and which elements of which arrays each access touches (kir.Access: ``base``, ``store``, ``own``):
+and the bindings of the names they read, and asks its kernel IR (kir.py) whether a loop counts over a range,
+whether its statements may raise or leave it (their calls, operations and jumps, and why, in the user's terms),
+whether arrays appear only element by element (kir.Access ``element``, kir.Use ``whole``) and which elements of
+which arrays each access touches (kir.Access: ``base``, ``store``, ``own``):
 a ``for v in range(...)`` loop (step 1, a start that cannot be negative: the lowerer's tag, kir.For.counts)
 becomes ``numba.prange`` when its iterations are independent and none can raise, so the parallel loop leaves
 every array and name as the sequential one does, bit for bit:
@@ -35,7 +36,6 @@ from .liveness import block_of, chain_of, live_after, scan, stored_names, walk
 # Numba parallel options: only the loops marked prange run in parallel; array expressions stay as written
 PARALLEL_OPTIONS = {"prange": True, "comprehension": False, "reduction": False, "inplace_binop": False,
                     "setitem": False, "numpy": False, "stencil": False, "fusion": False}
-_READ_ATTRS = frozenset({"shape", "size", "ndim"})
 
 
 class Variant:
@@ -214,29 +214,20 @@ class _Finder:
         return key
 
     def arrays_of(self, loop, v, private):
-        """None when the loop reads and writes arrays element by element, its stores touching disjoint parts of
-        them iteration by iteration, and reads only numbers besides, else why not."""
-        aliases, keys = _temporaries(loop.body, self.ir_block(loop.body))
-        body = _Resolve(aliases, keys).visit(parse(ast.unparse(ast.Module(loop.body, []))))
-        parents = {id(c): node for node in ast.walk(body) for c in ast.iter_child_nodes(node)}
-        for node in ast.walk(body):
-            if isinstance(node, ast.Subscript):
-                if not _shape_item(node) and self.element(node) is None:
-                    return f"'{ast.unparse(node)}' is not one element of an array"
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                up = parents.get(id(node))
-                if isinstance(up, ast.Call) and up.func is node:
-                    continue  # a function: _leaves_or_raises vetted it
-                if isinstance(up, ast.Attribute) and up.value is node and node.id in ("np", "numba"):
-                    continue
-                if node.id in self.arrays:
-                    whole_ok = (isinstance(up, ast.Subscript) and up.value is node) or \
-                        (isinstance(up, ast.Attribute) and up.attr in _READ_ATTRS) or \
-                        (isinstance(up, ast.Call) and isinstance(up.func, ast.Name) and up.func.id == "len")
-                    if not whole_ok:
-                        return f"'{node.id}' is used whole (only its elements may be)"
-                elif node.id not in private and not self.number(node.id):
-                    return f"'{node.id}' may not be a number"
+        """None when the loop reads and writes arrays element by element (its kir.Access tags: one integer index
+        per dimension of an array the analysis knows; its kir.Use tags: no array's name used whole), its stores
+        touching disjoint parts of them iteration by iteration, and reads only numbers besides (its kir.Name
+        tags), else why not."""
+        for node in walk(self.ir_block(loop.body)):
+            for a in node.accesses:
+                if not (a.element and a.base in self.arrays):
+                    return f"'{a.array}[...]' is not one element of an array"
+            for u in node.uses:
+                if u.whole and u.array and u.text == u.array:
+                    return f"'{u.array}' is used whole (only its elements may be)"
+            for name in sorted(node.reads - private):
+                if name not in self.arrays and not self.number(name):
+                    return f"'{name}' may not be a number"
         return self.disjoint(loop, v, private)
 
     def disjoint(self, loop, v, private):
@@ -353,50 +344,6 @@ def _leaves_or_raises(block, complex_values=False, nested=False):
 
 
 _EXPONENT, _STEP = kir.Varies("exponent"), kir.Varies("step")
-
-
-def _temporaries(body, block):
-    """The lowerer's temporaries in a loop body, bound once: ``t = a`` (an alias of an array) and ``k = (i, j)``
-    (a key)."""
-    counts = {}
-    for s in body:
-        for n in ast.walk(s):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                counts[n.id] = counts.get(n.id, 0) + 1
-    aliases, keys = {}, {}
-    for s in ast.walk(ast.Module(body, [])):
-        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) and \
-                counts.get(s.targets[0].id) == 1 and not scan(block, s.targets[0].id)[0]:
-            if isinstance(s.value, ast.Name):
-                aliases[s.targets[0].id] = s.value.id
-            elif isinstance(s.value, ast.Tuple):
-                keys[s.targets[0].id] = s.value
-    return aliases, keys
-
-
-class _Resolve(ast.NodeTransformer):
-    """A loop body with the temporaries replaced by what they stand for (for the analysis only): an alias by its
-    array, a key by its tuple; the aliasing assignments themselves dropped."""
-
-    def __init__(self, aliases, keys):
-        self.aliases, self.keys = aliases, keys
-
-    def visit_Assign(self, node):
-        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and \
-                node.targets[0].id in self.aliases:
-            return None
-        return self.generic_visit(node)
-
-    def visit_Subscript(self, node):
-        node = self.generic_visit(node)
-        if isinstance(node.slice, ast.Name) and node.slice.id in self.keys:
-            node.slice = self.keys[node.slice.id]
-        return node
-
-    def visit_Name(self, node):
-        if node.id in self.aliases and isinstance(node.ctx, ast.Load):
-            return ast.Name(self.aliases[node.id], node.ctx)
-        return node
 
 
 def _key(subscript):
