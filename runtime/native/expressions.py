@@ -137,7 +137,7 @@ class Expressions:
             self.env[names[p]] = k
             (self.taint.add if t else self.taint.discard)(names[p])
             self.bounds.pop(names[p], None)
-            self.names(binds=[names[p]])
+            self.names(binds=[names[p]], holds=k)
             self.emit_from(start, None, f"{names[p]} = {src}")  # (Numba does not type ``:=`` next to ``a if c else b``)
         for st in stmts:  # a body of statements: inlined before the expression that calls it, as they run first
             self.stmt(_renamed(st, names))

@@ -31,11 +31,12 @@ Each statement carries the tags of its own text: one the lowerer writes while an
 reduction's temporary, an inlined call's argument: Lowerer.emit_from) or before a nest's test takes only its own.
 ``Printed`` maps each line of the printed source back to its node, for the pass that parses the source (parallel.py)
 and asks the IR what the text does not say, and for outline.py, which asks the nodes alone and prints them again
-(``body_lines``, ``print_kernel``); it says whether Numba checks the accesses (``boundscheck``).
+(``body_lines``, ``print_kernel``); it says whether Numba checks the accesses (``boundscheck``) and what each name
+the lowering binds holds (``held``: numbers, arrays, other values, from the lowerer's kinds).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -342,6 +343,9 @@ class Printed:
     params: tuple = ()
     ret_tags: tuple = ()
     ret: str = ""  # the returned expression's text (outline.py prints the kernel again from its nodes)
+    # what each name the lowering binds holds, over all its bindings: "number", an array's ndim, "other" (a tuple,
+    # None, a range ...), from the lowerer's kinds (Lowerer.hold); parallel.py asks which names hold numbers
+    held: dict = field(default_factory=dict)
 
     def versions(self) -> frozenset:
         """The lines of the tests of loops' two versions."""
@@ -385,11 +389,11 @@ def body_lines(nodes, first: int, by: int = 0, prange=frozenset()) -> tuple[list
 
 
 def print_kernel(params, nodes, ret: str, ret_tags=(), boundscheck=False, complex_values=False, prange=frozenset(),
-                 parallel=None) -> Printed:
+                 parallel=None, held=None) -> Printed:
     """The Numba source of a kernel: its decorator (Numba checks the accesses when ``boundscheck``; ``parallel``:
     Numba's parallel options), ``def kernel(params):``, its statements (the loops in ``prange``, their ids, over
     ``numba.prange``: a parallel variant, parallel.py), ``return ret`` (``ret_tags``: the tags of ``ret``);
-    ``complex_values``: a value of it may be complex (the lowerer's kinds say so)."""
+    ``complex_values``: a value of it may be complex (the lowerer's kinds say so); ``held``: Printed.held."""
     lines = [decorator(boundscheck, parallel), f"def kernel({', '.join(params)}):"]
     body, at = body_lines(nodes, len(lines) + 1, prange=prange)
     lines += body
@@ -398,4 +402,4 @@ def print_kernel(params, nodes, ret: str, ret_tags=(), boundscheck=False, comple
     lines.append(f"    return {ret}")
     called = helpers(nodes) | {t.name for t in ret_tags if type(t) is Call and is_helper(t.name)}
     return Printed("\n".join(lines) + "\n", at, called, boundscheck, complex_values, tuple(params), tuple(ret_tags),
-                   ret)
+                   ret, dict(held or {}))

@@ -69,6 +69,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         self.hoisted = 0  # scalars hoisted before loop nests (nests.hoist), for versions.py
         self._leaf_nodes = ()  # the leaves of the fused expression being lowered (ir.Leaf refers to them)
         self.pxz_temps: dict = {}  # canonicalizer temporaries' values (scalarize.note_temporary)
+        self.held: dict = {}  # name -> what its bindings hold (hold: kir.Printed.held)
         self.bounds = dict(bounds or {})  # name -> |value| bound (Python ints needing no overflow check)
         self.widened = widened or {}
         # what this lowering learns for the next one (kindflow.settle): names found to be Eithers, an access that
@@ -77,6 +78,8 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         self.wants_boundscheck = False
         self.flags_start = [kir.Stmt(1, f"__pxw_{n} = {int(_is_np(inputs.get(n)))}", (kir.Name(f"__pxw_{n}", True),))
                             for n in self.widened]
+        for n in self.widened:
+            self.hold(f"__pxw_{n}", 1)  # (a flag: 0 or 1)
         inputs = {n: (K.Either(self.widened[n].py, self.widened[n].np, n) if n in self.widened else k)
                   for n, k in inputs.items()}
         self.env = dict(inputs)
@@ -106,7 +109,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         self.names(reads=list(self.outputs) + [f"__pxw_{o}" for o in self.flag_outputs])
         outs = "".join(f"{o}, " for o in self.outputs) + "".join(f"__pxw_{o}, " for o in self.flag_outputs)
         self.printed = kir.print_kernel(params, self.lines, f"({outs})", self.pending, not self.manual,
-                                        self.complex_values)
+                                        self.complex_values, held=self.held_names())
         return self.printed.source
 
     def fail(self, why, node=None):
@@ -172,10 +175,26 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
                 self.only_read(a)
         return f"{name}({', '.join(args)})"
 
-    def names(self, reads=(), binds=()):
+    def names(self, reads=(), binds=(), holds=None):
         """Tag the names the text lowered next reads and binds that no expression's lowering tags (kir.Name): the
-        lowerer's own temporaries, flags, the arrays whose shapes its tests read."""
+        lowerer's own temporaries, flags, the arrays whose shapes its tests read; ``holds``: the kind of what the
+        names bound hold (Lowerer.hold; not said: not known to be numbers)."""
         self.pending += [kir.Name(n) for n in reads] + [kir.Name(n, True) for n in binds]
+        for n in binds:
+            self.hold(n, holds)
+
+    def hold(self, name, k):
+        """Record what a binding of ``name`` holds, by its kind ``k``: "number", an array's ndim or "other"
+        (kir.Printed.held: parallel.py reads only names that hold numbers in a parallel loop)."""
+        what = "number" if K.is_scalar(k) else k.ndim if type(k) is np.ndarray else "other"
+        self.held.setdefault(name, set()).add(what)
+
+    def held_names(self) -> dict:
+        """Printed.held: what each name's bindings hold, a loop's over ``range`` holding ints."""
+        for n in self.lines:
+            if type(n) is kir.For and n.counts is not None:
+                self.hold(n.target, 3)
+        return {name: frozenset(w) for name, w in self.held.items()}
 
     def mention(self, array, text=None, element=False, whole=True):
         """Tag a mention of ``array``'s name in the text lowered next (kir.Use): ``text``, the name or the subscript

@@ -1,9 +1,10 @@
 """Loops of a generated kernel whose iterations may run on several threads, and the kernel's parallel variant.
 
 The analysis reads the kernel's source (what Numba compiles, with every check the lowerer put in) for its loops
-and the bindings of the names they read, and asks its kernel IR (kir.py) whether a loop counts over a range,
+and which names are bound only to allocations, and asks its kernel IR (kir.py) whether a loop counts over a range,
 whether its statements may raise or leave it (their calls, operations and jumps, and why, in the user's terms),
-whether arrays appear only element by element (kir.Access ``element``, kir.Use ``whole``) and which elements of
+whether arrays appear only element by element (kir.Access ``element``, kir.Use ``whole``), which names hold
+numbers (the lowerer's kinds, kir.Printed.held, and the kir.Name tags of their bindings) and which elements of
 which arrays each access touches (kir.Access: ``base``, ``store``, ``own``):
 a ``for v in range(...)`` loop (step 1, a start that cannot be negative: the lowerer's tag, kir.For.counts)
 becomes ``numba.prange`` when its iterations are independent and none can raise, so the parallel loop leaves
@@ -82,18 +83,23 @@ class _Finder:
 
     def __init__(self, fn, types, tags, complex_values=False, printed=None):
         self.fn, self.types, self.tags, self.printed = fn, types, tags, printed
+        self.bindings = {}  # name -> the statements that bind it (kir.Name tags, a loop's variable)
+        for n in printed.nodes.values():
+            for name in n.binds:
+                self.bindings.setdefault(name, []).append(n)
+        self.bound = set(self.bindings)
+        held = printed.held
         self.found, self.why = [], None
         self.assigned = _assignments(fn)
-        self._numbers: dict = {}
         self.arrays = {}  # name -> ndim: parameters never rebound, and names bound only to allocations
         for name, t in types.items():
             if t.ndim is not None and name not in self.assigned:
                 self.arrays[name] = t.ndim
         for name, bindings in self.assigned.items():
-            dims = {_allocated_ndim(val, self) for val, _ in bindings}
-            if name not in types and len(dims) == 1 and None not in dims:
-                self.arrays[name] = dims.pop()
-        self._numbers = {}  # found while the arrays were not all known yet: asked again
+            ndim = held.get(name, ())  # (the number of dimensions of what it holds: the lowerer's kinds)
+            if name not in types and all(_is_allocation(val, tags) for val, _ in bindings) and len(ndim) == 1 \
+                    and type(min(ndim)) is int:
+                self.arrays[name] = min(ndim)
         # Numba's complex division raises at zero whatever the error model: with complex values about (the kernel
         # IR's kinds, kir.Printed.complex_values, or the arguments' types), no division (a second guard: the lowerer
         # declines NumPy complex division, and Python complex values, today)
@@ -149,69 +155,25 @@ class _Finder:
     def ir_chain(self, chain) -> list:
         return chain_of(chain, self.printed)
 
-    def number(self, name, depth=0) -> bool:
-        """Whether ``name`` (read in a loop, bound outside it) always holds a number."""
-        if name in self._numbers:
-            return self._numbers[name]
-        self._numbers[name] = False  # a name defined through itself is not followed
+    def number(self, name, through=()) -> bool:
+        """Whether ``name`` (read in a loop, bound outside it) always holds a number: a parameter typed so that the
+        kernel never binds, or a name each binding of which holds a number (the lowerer's kinds, Printed.held) and
+        is a loop's variable over ``range`` or reads only arrays and such names."""
         if name in self.types:
-            ok = name not in self.assigned and self.types[name].number
-        else:
-            bindings = self.assigned.get(name, ())
-            ok = bool(bindings) and depth < 8 and all(self._number_binding(val, stmt, depth)
-                                                       for val, stmt in bindings)
-        self._numbers[name] = ok
-        return ok
-
-    def _number_binding(self, val, stmt, depth):
-        if val is not None:
-            return self.scalar(val, depth + 1)
-        if isinstance(stmt, ast.For):
-            return _is_range(stmt.iter)
-        # h, w = a.shape
-        return isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Attribute) and \
-            stmt.value.attr == "shape" and isinstance(stmt.value.value, ast.Name) and \
-            stmt.value.value.id in self.arrays
-
-    def scalar(self, e, depth=0) -> bool:
-        """Whether the expression ``e`` is a number: arithmetic on numbers, elements of arrays, shapes."""
-        if depth > 8:
+            return name not in self.bound and self.types[name].number
+        # (a name bound through itself, ``s = s + a[i]`` or a loop nest's ``k = k + n if k < 0 else k``, or through
+        # such a name, is not counted: the text analysis this replaced could not follow one, and counting it makes
+        # more loops parallel, inner loops of nests among them: a change of decisions to measure on its own)
+        if self.printed.held.get(name) != {"number"} or name in through:
             return False
-        if isinstance(e, ast.Constant):
-            return type(e.value) in (int, float, bool, complex)
-        if isinstance(e, ast.Name):
-            return self.number(e.id, depth)
-        if isinstance(e, ast.BinOp):
-            return self.scalar(e.left, depth + 1) and self.scalar(e.right, depth + 1)
-        if isinstance(e, ast.UnaryOp):
-            return self.scalar(e.operand, depth + 1)
-        if isinstance(e, (ast.BoolOp, ast.Compare)):
-            parts = e.values if isinstance(e, ast.BoolOp) else [e.left, *e.comparators]
-            return all(self.scalar(x, depth + 1) for x in parts)
-        if isinstance(e, ast.Subscript):
-            return self.element(e) is not None or _shape_item(e)
-        if isinstance(e, ast.Call) and len(e.args) == 1 and not e.keywords and isinstance(e.func, ast.Attribute) \
-                and isinstance(e.func.value, ast.Name) and e.func.value.id == "np" and e.func.attr in _CONVERSIONS:
-            return self.scalar(e.args[0], depth + 1)  # a loop nest's bounds as indices (np.uint64(start))
-        if isinstance(e, ast.IfExp):
-            return all(self.scalar(x, depth + 1) for x in (e.test, e.body, e.orelse))
-        if isinstance(e, ast.Call) and not e.keywords and _pure_call(e.func, self.tags):
-            if isinstance(e.func, ast.Name) and e.func.id == "len":
-                return len(e.args) == 1 and isinstance(e.args[0], ast.Name) and e.args[0].id in self.arrays
-            return all(self.scalar(a, depth + 1) for a in e.args)
-        return False
-
-    def element(self, sub):
-        """The key items of ``sub`` when it reads or writes one element of an array, else None."""
-        base = sub.value
-        if not (isinstance(base, ast.Name) and base.id in self.arrays):
-            return None
-        key = _key(sub)
-        if len(key) != self.arrays[base.id] or any(
-                isinstance(k, (ast.Slice, ast.Starred, ast.Tuple)) or
-                (isinstance(k, ast.Constant) and k.value is None) for k in key):
-            return None
-        return key
+        for node in self.bindings.get(name, ()):
+            if type(node) is kir.For:
+                if node.counts is None:
+                    return False
+                continue
+            if any(r not in self.arrays and not self.number(r, through + (name,)) for r in node.reads):
+                return False
+        return True
 
     def arrays_of(self, loop, v, private):
         """None when the loop reads and writes arrays element by element (its kir.Access tags: one integer index
@@ -252,39 +214,6 @@ class _Finder:
 
 
 _NOT_ELEMENT = ("item", "view")  # kir.Access of a tuple's item, or slices only: no element of an array
-_CONVERSIONS = frozenset({"int64", "uint64", "intp", "float64"})  # of a number to a number: never raise
-
-
-def _allocated_ndim(value, finder):
-    """The number of dimensions of ``np.zeros(shape, ...)`` (and ones, empty, full), or None."""
-    if not _is_allocation(value, finder.tags) or not value.args:
-        return None
-    shape = value.args[0]
-    if isinstance(shape, ast.Tuple):
-        return len(shape.elts)
-    return 1 if finder.scalar(shape) else None
-
-
-def _shape_item(sub):
-    """``a.shape[k]`` with a constant k."""
-    return isinstance(sub.value, ast.Attribute) and sub.value.attr == "shape" and \
-        isinstance(sub.slice, ast.Constant) and type(sub.slice.value) is int
-
-
-def _pure_call(f, tags) -> bool:
-    """A call the kernel IR tags as one that cannot raise (``tags``: kir.Call by name): a helper with no ``raise``
-    in it or what it calls, a function whose declarations say it never raises on numbers (``Lowering.raises``:
-    np.exp, min ...; a domain error gives nan/inf under error_model='numpy'), a cast. Untagged calls (methods) may."""
-    tag = tags.get(_name(f))
-    return tag is not None and not tag.raises
-
-
-def _name(f):
-    """The called function's name (``np.exp``, ``_ix``), or None for another callee (a method of a value)."""
-    return ast.unparse(f) if isinstance(f, ast.Name) or (
-        isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)) else None
-
-
 def _assignments(fn):
     """name -> [(value, statement)] of every binding in the kernel: (value, stmt) for ``name = value`` and
     ``(name := value)``, (None, stmt) for the others (a loop's variable, unpacking, augmented assignment)."""
@@ -307,13 +236,10 @@ def _assignments(fn):
     return out
 
 
-def _is_range(it):
-    return (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and
-            not it.keywords and 1 <= len(it.args) <= 3)
-
-
 def _is_allocation(value, tags):
-    tag = tags.get(_name(value.func)) if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) else None
+    """Whether ``value`` is a call of a function the kernel IR tags as allocating (``np.zeros(...)``, kir.Call)."""
+    f = value.func if isinstance(value, ast.Call) else None
+    tag = tags.get(ast.unparse(f)) if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else None
     return tag is not None and tag.allocates
 
 
@@ -344,8 +270,3 @@ def _leaves_or_raises(block, complex_values=False, nested=False):
 
 
 _EXPONENT, _STEP = kir.Varies("exponent"), kir.Varies("step")
-
-
-def _key(subscript):
-    s = subscript.slice
-    return list(s.elts) if isinstance(s, ast.Tuple) else [s]

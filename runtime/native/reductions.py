@@ -92,6 +92,7 @@ class ReduceRules:
                 self.fail(f"{label} of an expression in a part of an expression that may not run", n)
             t = f"__pxr{self._reduction_number(n)}"
             self.emit_from(*tags, f"{t} = {src}").tags += (kir.Name(t, True),)
+            self.hold(t, a)
         self.names(reads=[t])  # (its shape, its elements below; a name's own read is tagged already)
         size = lambda dims: " * ".join(f"{t}.shape[{i}]" for i in dims) or "1"  # noqa: E731
         # the reduced axes trail (rows, summed pairwise), or are one run between kept ones (before, reduced,
