@@ -268,7 +268,8 @@ def test_the_lowerer_tags_what_each_access_touches(forced):
 def test_the_lowerer_tags_elements_arrays_used_whole_and_what_names_hold(forced):
     """Each kir.Access says whether it is one element (an integer index per dimension: not ``a[i]`` of a matrix),
     each kir.Use of an array's name whether it is used whole (``a.T``; not ``a.shape``, a store's target), and
-    kir.Printed.held what each name's bindings hold (a view ``b = a.T``: an array, not one the kernel allocated):
+    kir.Printed.held what each name's bindings hold (a view ``b = a.T``: an array, not one the kernel allocated,
+    whose number of dimensions only an allocation's binding gives):
     parallel.py asks these, not the printed text, whether a loop's arrays appear only element by element and the
     names it reads are numbers."""
     def tags(fn, args):
@@ -287,7 +288,7 @@ def test_the_lowerer_tags_elements_arrays_used_whole_and_what_names_hold(forced)
     assert elements == {("a", False), ("b", False), ("out", False)}
     assert why == "the loop over 'i': 'a[...]' is not one element of an array"
     _, names, held, why = tags(P.symmetrize, (np.arange(25.0).reshape(5, 5),))
-    assert ("a", True) in names and held["b"] == {2}
+    assert ("a", True) in names and held["b"] == {"array"}
     assert why == "the loop over 'i': 'b[...]' is not one element of an array"
 
 

@@ -183,7 +183,8 @@ def emit(low, n):
                 # outer loop may run on two threads)
                 low.put(kir.Else(0))
                 low.indent += 1
-                low.names(reads=[extents[axes[0]]], binds=[pairwise], holds=K.array(dtype, 1))
+                low.names(reads=[extents[axes[0]]], binds=[pairwise], holds=K.array(dtype, 1),
+                          fresh=True)
                 low.emit(f"{pairwise} = {low.call_of('np.empty', f'({extents[axes[0]]}, )', f'np.{dtype.name}')}")
                 _sums(low, expr, kept, axes, extents, loops, acc, store, tk, name, rank, pairwise)
                 low.indent -= 1
@@ -196,7 +197,7 @@ def emit(low, n):
             allocation.text = \
                 f"{fresh} = np.empty(({''.join(extents[d] + ', ' for d in kept)}), np.{dtype.name})"
             low.env[fresh] = K.array(dtype, len(kept))
-            low.hold(fresh, low.env[fresh])
+            low.hold(fresh, low.env[fresh], fresh=True)
     finally:
         low.unchecked = before_unchecked
     if name is None:

@@ -18,12 +18,20 @@ import numpy as np
 from phylanx_py.primitives import lookup
 from phylanx_py.primitives.registry import UnknownPrimitive, current_registry
 
+from phylanx_py import ir
+
 from . import kinds as K
 
 # The calls the lowerer writes itself, not a primitive's form: conversions around arithmetic (``np.int32(x)``,
 # ``float(x)``) and ``max`` of Either flags (kinds.py) and of a trip count (bounds.py); of numbers, none raises
 _CASTS = frozenset({"float", "bool", "complex", "max"} |
                    {f"np.{'bool_' if d == np.bool_ else d.name}" for d in K.DTYPES})
+
+
+def allocates(node) -> bool:
+    """Whether IR ``node`` is a call of a primitive whose native form allocates a new array (``np.zeros(...)``,
+    ``Lowering.allocates``)."""
+    return isinstance(node, ir.Call) and bool(rule(node.prim, "allocates"))
 
 
 def rule(prim: str, field: str):

@@ -29,7 +29,7 @@ class KindFlow:
             self.fail(f"assignment to the enclosing function's '{name}'", node)
         self.mention(name, whole=False)  # (a binding: an argument's name bound again counts as changed)
         self.pending.append(kir.Name(name, True))
-        self.hold(name, k)
+        self.hold(name, k, fresh=self.allocating == id(node))
         flags = []
         w = self.widened.get(name)
         if w is not None:

@@ -29,10 +29,10 @@ being read back from that text:
   the two versions are one when their lowerings decided alike (``decided_alike``: the same nodes and tags).
 Each statement carries the tags of its own text: one the lowerer writes while an expression is lowered (a
 reduction's temporary, an inlined call's argument: Lowerer.emit_from) or before a nest's test takes only its own.
-``Printed`` maps each line of the printed source back to its node, for the pass that parses the source (parallel.py)
-and asks the IR what the text does not say, and for outline.py, which asks the nodes alone and prints them again
-(``body_lines``, ``print_kernel``); it says whether Numba checks the accesses (``boundscheck``) and what each name
-the lowering binds holds (``held``: numbers, arrays, other values, from the lowerer's kinds).
+``Printed`` maps each line of the printed source back to its node, for parallel.py (a parallel loop's line) and
+outline.py, which ask the nodes alone and print them again (``body_lines``, ``print_kernel``); it says whether
+Numba checks the accesses (``boundscheck``) and what each name the lowering binds holds (``held``: numbers,
+arrays, other values, from the lowerer's kinds).
 """
 from __future__ import annotations
 
@@ -343,8 +343,9 @@ class Printed:
     params: tuple = ()
     ret_tags: tuple = ()
     ret: str = ""  # the returned expression's text (outline.py prints the kernel again from its nodes)
-    # what each name the lowering binds holds, over all its bindings: "number", an array's ndim, "other" (a tuple,
-    # None, a range ...), from the lowerer's kinds (Lowerer.hold); parallel.py asks which names hold numbers
+    # what each name the lowering binds holds, over all its bindings: "number", an array it allocates there (its
+    # ndim), another "array", "other" (a tuple, None, a range ...), from the lowerer's kinds (Lowerer.hold);
+    # parallel.py asks which names hold numbers, and which arrays the kernel allocated
     held: dict = field(default_factory=dict)
 
     def versions(self) -> frozenset:

@@ -28,7 +28,7 @@ from . import kir, scalarize
 from .arith import ArithRules
 from .calls import CallRules
 from .expressions import Expressions, as_expression
-from .facts import calls, exponents, form_calls, operations, reads
+from .facts import allocates, calls, exponents, form_calls, operations, reads
 from .kindflow import SMALL, KindFlow, settle
 from .kinds import Decline
 from .reductions import ReduceRules
@@ -70,6 +70,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         self._leaf_nodes = ()  # the leaves of the fused expression being lowered (ir.Leaf refers to them)
         self.pxz_temps: dict = {}  # canonicalizer temporaries' values (scalarize.note_temporary)
         self.held: dict = {}  # name -> what its bindings hold (hold: kir.Printed.held)
+        self.allocating = None  # the target of the assignment whose value allocates an array (np.zeros), its id
         self.bounds = dict(bounds or {})  # name -> |value| bound (Python ints needing no overflow check)
         self.widened = widened or {}
         # what this lowering learns for the next one (kindflow.settle): names found to be Eithers, an access that
@@ -175,18 +176,19 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
                 self.only_read(a)
         return f"{name}({', '.join(args)})"
 
-    def names(self, reads=(), binds=(), holds=None):
+    def names(self, reads=(), binds=(), holds=None, fresh=False):
         """Tag the names the text lowered next reads and binds that no expression's lowering tags (kir.Name): the
         lowerer's own temporaries, flags, the arrays whose shapes its tests read; ``holds``: the kind of what the
-        names bound hold (Lowerer.hold; not said: not known to be numbers)."""
+        names bound hold (Lowerer.hold; not said: not known to be numbers; ``fresh``: an array they allocate)."""
         self.pending += [kir.Name(n) for n in reads] + [kir.Name(n, True) for n in binds]
         for n in binds:
-            self.hold(n, holds)
+            self.hold(n, holds, fresh)
 
-    def hold(self, name, k):
-        """Record what a binding of ``name`` holds, by its kind ``k``: "number", an array's ndim or "other"
-        (kir.Printed.held: parallel.py reads only names that hold numbers in a parallel loop)."""
-        what = "number" if K.is_scalar(k) else k.ndim if type(k) is np.ndarray else "other"
+    def hold(self, name, k, fresh=False):
+        """Record what a binding of ``name`` holds, by its kind ``k``: "number", an array (its ndim when ``fresh``:
+        one the binding allocates, ``np.zeros(...)``; else "array") or "other" (kir.Printed.held: parallel.py
+        reads only names that hold numbers in a parallel loop, and arrays it can tell apart)."""
+        what = "number" if K.is_scalar(k) else (k.ndim if fresh else "array") if type(k) is np.ndarray else "other"
         self.held.setdefault(name, set()).add(what)
 
     def held_names(self) -> dict:
@@ -251,6 +253,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
             return
         if isinstance(n.target, (ir.StoreName, ir.StoreTuple)):  # (a store's index is read after its value)
             self.whole_value = id(n.value)
+        self.allocating = id(n.target) if allocates(n.value) else None
         src, k, t = self.expr(n.value)
         self.assign(n.target, src, k, t)
 

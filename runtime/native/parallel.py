@@ -1,11 +1,11 @@
 """Loops of a generated kernel whose iterations may run on several threads, and the kernel's parallel variant.
 
-The analysis reads the kernel's source (what Numba compiles, with every check the lowerer put in) for its loops
-and which names are bound only to allocations, and asks its kernel IR (kir.py) whether a loop counts over a range,
-whether its statements may raise or leave it (their calls, operations and jumps, and why, in the user's terms),
-whether arrays appear only element by element (kir.Access ``element``, kir.Use ``whole``), which names hold
-numbers (the lowerer's kinds, kir.Printed.held, and the kir.Name tags of their bindings) and which elements of
-which arrays each access touches (kir.Access: ``base``, ``store``, ``own``):
+The analysis asks the kernel's IR (kir.py: its statements as blocks, liveness.blocks, with the tags the lowerer put
+on them; never the printed source) whether a loop counts over a range, whether its statements may raise or leave
+it (their calls, operations and jumps, and why, in the user's terms), whether arrays appear only element by
+element (kir.Access ``element``, kir.Use ``whole``), which names hold numbers or arrays the kernel allocated (the
+lowerer's kinds, kir.Printed.held, and the kir.Name tags of their bindings) and which elements of which arrays
+each access touches (kir.Access: ``base``, ``store``, ``own``):
 a ``for v in range(...)`` loop (step 1, a start that cannot be negative: the lowerer's tag, kir.For.counts)
 becomes ``numba.prange`` when its iterations are independent and none can raise, so the parallel loop leaves
 every array and name as the sequential one does, bit for bit:
@@ -26,13 +26,9 @@ A nest is parallel at its outermost loop that qualifies; only Numba's explicit `
 other array-expression passes are off: they would reorder sums)."""
 from __future__ import annotations
 
-import ast
-
-from phylanx_py.source import parse
-
 from . import kir
 from .kinds import param_of
-from .liveness import block_of, chain_of, live_after, scan, stored_names, walk
+from .liveness import blocks, live_after, scan, stored_names, walk
 
 # Numba parallel options: only the loops marked prange run in parallel; array expressions stay as written
 PARALLEL_OPTIONS = {"prange": True, "comprehension": False, "reduction": False, "inplace_binop": False,
@@ -50,28 +46,28 @@ class Variant:
 
 
 def variant(printed, sig=None, params=None):
-    """(Variant, None) for a kernel (kir.Printed: its source and IR) with a loop that may run in parallel, else
+    """(Variant, None) for a kernel (kir.Printed: its IR) with a loop that may run in parallel, else
     (None, why not). ``sig``: the Numba types of the kernel's parameters (arrays and numbers are told apart by
     them), or ``params``: for each, what ``param_of`` makes of a Numba type (aot.py's, without Numba)."""
     if params is None:
         params = [param_of(t) for t in sig or ()]
-    module = parse(printed.source)
-    fn = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "kernel")
     if printed.boundscheck:
         return None, "Numba checks its accesses"
-    order = [a.arg for a in fn.args.args]
-    # what the kernel's calls are (kir.Call, by the function's name): a helper's facts, a declared form's, a cast's
-    tags = {c.name: c for node in printed.nodes.values() for c in node.calls}
-    finder = _Finder(fn, dict(zip(order, params)), tags, printed.complex_values, printed)
-    finder.block(fn.body, [])
+    order = list(printed.params)
+    nodes = list(printed.nodes.values())
+    # the kernel's blocks, its return last (what it reads is read after every loop)
+    top = blocks(nodes) + [(kir.Return(1, printed.ret_tags), [])]
+    finder = _Finder(printed, dict(zip(order, params)))
+    finder.block(top, [])
     if not finder.found:
         return None, finder.why or "no loop over range"
     written = set()
     for _, w in finder.found:
         written |= w & set(order)
-    lines = sorted(loop.lineno for loop, _ in finder.found)
+    line = {id(n): i for i, n in printed.nodes.items()}
+    lines = sorted(line[id(loop)] for loop, _ in finder.found)
     # printed again from the kernel's nodes (in line order), the chosen loops over numba.prange
-    chosen = frozenset(id(printed.nodes[n]) for n in lines)
+    chosen = frozenset(id(loop) for loop, _ in finder.found)
     source = kir.print_kernel(printed.params, list(printed.nodes.values()), printed.ret, printed.ret_tags,
                               printed.boundscheck, printed.complex_values, chosen, PARALLEL_OPTIONS).source
     return Variant(source, lines, sorted(order.index(n) for n in written)), None
@@ -79,64 +75,56 @@ def variant(printed, sig=None, params=None):
 
 class _Finder:
     """Finds the outermost loops that qualify (``found``: (loop, arrays it stores into)); ``why``: the reason the
-    first loop over range did not."""
+    first loop over range did not. ``types``: the parameters' (kinds.Param, by name)."""
 
-    def __init__(self, fn, types, tags, complex_values=False, printed=None):
-        self.fn, self.types, self.tags, self.printed = fn, types, tags, printed
+    def __init__(self, printed, types):
+        self.types, self.printed = types, printed
         self.bindings = {}  # name -> the statements that bind it (kir.Name tags, a loop's variable)
         for n in printed.nodes.values():
             for name in n.binds:
                 self.bindings.setdefault(name, []).append(n)
-        self.bound = set(self.bindings)
-        held = printed.held
         self.found, self.why = [], None
-        self.assigned = _assignments(fn)
-        self.arrays = {}  # name -> ndim: parameters never rebound, and names bound only to allocations
-        for name, t in types.items():
-            if t.ndim is not None and name not in self.assigned:
-                self.arrays[name] = t.ndim
-        for name, bindings in self.assigned.items():
-            ndim = held.get(name, ())  # (the number of dimensions of what it holds: the lowerer's kinds)
-            if name not in types and all(_is_allocation(val, tags) for val, _ in bindings) and len(ndim) == 1 \
-                    and type(min(ndim)) is int:
-                self.arrays[name] = min(ndim)
+        # name -> ndim: parameters the kernel never binds, and names bound only to arrays it allocates there (what
+        # each binding holds, the lowerer's kinds: kir.Printed.held)
+        self.arrays = {name: t.ndim for name, t in types.items() if t.ndim is not None and name not in self.bindings}
+        for name, held in printed.held.items():
+            if name not in types and len(held) == 1 and type(min(held)) is int:
+                self.arrays[name] = min(held)
         # Numba's complex division raises at zero whatever the error model: with complex values about (the kernel
         # IR's kinds, kir.Printed.complex_values, or the arguments' types), no division (a second guard: the lowerer
         # declines NumPy complex division, and Python complex values, today)
-        self.complex = complex_values or any(t.complex for t in types.values())
+        self.complex = printed.complex_values or any(t.complex for t in types.values())
 
-    def block(self, stmts, chain):
-        for i, s in enumerate(stmts):
-            here = chain + [(stmts, i)]
-            if isinstance(s, ast.For):
-                why = self.qualifies(s, here)
+    def block(self, block, chain):
+        """Looks for the loops in ``block`` ([(node, its block)], liveness.blocks), inside the blocks ``chain``
+        ([(block, index)] with ((node, block), field) between levels: liveness.live_after) leads to."""
+        for i, (node, kids) in enumerate(block):
+            here = chain + [(block, i)]
+            if type(node) is kir.For:
+                why = self.qualifies(node, kids, here)
                 if why is None:
-                    self.found.append((s, self.stored))
+                    self.found.append((node, self.stored))
                     continue
                 if self.why is None:  # the outermost loop's reason (kernel lines mean nothing to the user)
-                    name = ast.unparse(s.target)
-                    self.why = f"the loop over '{name}': {why}"
-            for sub in ("body", "orelse"):
-                if isinstance(s, (ast.For, ast.While, ast.If)) and getattr(s, sub):
-                    self.block(getattr(s, sub), here + [(s, sub)])
+                    self.why = f"the loop over '{node.target}': {why}"
+            if node.opens and kids:
+                self.block(kids, here + [((node, kids), "body")])
 
-    def qualifies(self, loop, chain):
+    def qualifies(self, loop, body, chain):
         self.stored = set()
-        target = loop.target
-        if not isinstance(target, ast.Name) or loop.orelse:
+        if not loop.target.isidentifier():
             return "not a loop over one name"
-        counts = self.printed.nodes[loop.lineno].counts  # (the lowerer's kir.For: what it counts, if a range)
+        counts = loop.counts  # (what the lowerer's kir.For counts, if a range)
         if counts is None:
             return "not a loop over range"
         if not counts.unit:
             return "a step other than 1"
         if not counts.nonneg:
             return "a start that may be negative (a negative index reaches the end of an array)"
-        body = self.ir_block(loop.body)
         why = _leaves_or_raises(body, self.complex)
         if why:
             return why
-        v = target.id
+        v = loop.target
         names = stored_names(body)
         if v in names:
             return f"'{v}' is assigned in the loop"
@@ -145,22 +133,16 @@ class _Finder:
         for name in sorted(names | {v}):
             if name != v and scan(body, name)[0]:
                 return f"'{name}' is carried from one iteration to the next"
-            if live_after(self.ir_chain(chain), name):
+            if live_after(chain, name):
                 return f"'{name}' is read after the loop"
-        return self.arrays_of(loop, v, names | {v})
-
-    def ir_block(self, stmts) -> list:
-        return block_of(stmts, self.printed)
-
-    def ir_chain(self, chain) -> list:
-        return chain_of(chain, self.printed)
+        return self.arrays_of(body, v, names | {v})
 
     def number(self, name, through=()) -> bool:
         """Whether ``name`` (read in a loop, bound outside it) always holds a number: a parameter typed so that the
         kernel never binds, or a name each binding of which holds a number (the lowerer's kinds, Printed.held) and
         is a loop's variable over ``range`` or reads only arrays and such names."""
         if name in self.types:
-            return name not in self.bound and self.types[name].number
+            return name not in self.bindings and self.types[name].number
         # (a name bound through itself, ``s = s + a[i]`` or a loop nest's ``k = k + n if k < 0 else k``, or through
         # such a name, is not counted: the text analysis this replaced could not follow one, and counting it makes
         # more loops parallel, inner loops of nests among them: a change of decisions to measure on its own)
@@ -175,12 +157,12 @@ class _Finder:
                 return False
         return True
 
-    def arrays_of(self, loop, v, private):
-        """None when the loop reads and writes arrays element by element (its kir.Access tags: one integer index
-        per dimension of an array the analysis knows; its kir.Use tags: no array's name used whole), its stores
-        touching disjoint parts of them iteration by iteration, and reads only numbers besides (its kir.Name
-        tags), else why not."""
-        for node in walk(self.ir_block(loop.body)):
+    def arrays_of(self, body, v, private):
+        """None when the loop (its block ``body``) reads and writes arrays element by element (its kir.Access
+        tags: one integer index per dimension of an array the analysis knows; its kir.Use tags: no array's name
+        used whole), its stores touching disjoint parts of them iteration by iteration, and reads only numbers
+        besides (its kir.Name tags), else why not."""
+        for node in walk(body):
             for a in node.accesses:
                 if not (a.element and a.base in self.arrays):
                     return f"'{a.array}[...]' is not one element of an array"
@@ -190,13 +172,13 @@ class _Finder:
             for name in sorted(node.reads - private):
                 if name not in self.arrays and not self.number(name):
                     return f"'{name}' may not be a number"
-        return self.disjoint(loop, v, private)
+        return self.disjoint(body, v, private)
 
-    def disjoint(self, loop, v, private):
+    def disjoint(self, body, v, private):
         """None when every array the loop stores into (its kir.Access tags) is accessed only at elements whose
         index has ``v`` (or a non-negative offset the loop does not change plus ``v``) at one position, the same
         for every access, else why not. Sets ``stored``: the arrays it stores into."""
-        accesses = [a for node in walk(self.ir_block(loop.body)) for a in node.accesses if a.how not in _NOT_ELEMENT]
+        accesses = [a for node in walk(body) for a in node.accesses if a.how not in _NOT_ELEMENT]
         self.stored = {a.base for a in accesses if a.store}
         for a in accesses:
             if a.base not in self.arrays:  # (an array the analysis does not know: one it cannot tell apart)
@@ -214,33 +196,6 @@ class _Finder:
 
 
 _NOT_ELEMENT = ("item", "view")  # kir.Access of a tuple's item, or slices only: no element of an array
-def _assignments(fn):
-    """name -> [(value, statement)] of every binding in the kernel: (value, stmt) for ``name = value`` and
-    ``(name := value)``, (None, stmt) for the others (a loop's variable, unpacking, augmented assignment)."""
-    out = {}
-    for s in ast.walk(fn):
-        if isinstance(s, ast.Assign):
-            for t in s.targets:
-                if isinstance(t, ast.Name):
-                    out.setdefault(t.id, []).append((s.value, s))
-                else:
-                    for n in ast.walk(t):
-                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                            out.setdefault(n.id, []).append((None, s))
-        elif isinstance(s, ast.NamedExpr):
-            out.setdefault(s.target.id, []).append((s.value, s))
-        elif isinstance(s, (ast.AugAssign, ast.AnnAssign, ast.For)):
-            for n in ast.walk(s.target):
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                    out.setdefault(n.id, []).append((None, s))
-    return out
-
-
-def _is_allocation(value, tags):
-    """Whether ``value`` is a call of a function the kernel IR tags as allocating (``np.zeros(...)``, kir.Call)."""
-    f = value.func if isinstance(value, ast.Call) else None
-    tag = tags.get(ast.unparse(f)) if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else None
-    return tag is not None and tag.allocates
 
 
 def _leaves_or_raises(block, complex_values=False, nested=False):

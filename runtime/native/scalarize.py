@@ -196,7 +196,7 @@ def _emit(low, n):
             allocation.text = \
                 f"{fresh} = np.empty(({''.join(x + ', ' for x in target_lengths)}), np.{dtype.name})"
             low.env[fresh] = K.array(dtype, nest.rank)
-            low.hold(fresh, low.env[fresh])
+            low.hold(fresh, low.env[fresh], fresh=True)
         elif dtype != tk.dtype and not (dtype.kind == tk.dtype.kind == "f"):
             raise No  # a cast on the store: NumPy's casting rules, not a C cast (between floats both round alike)
         obj, _, _ = low.expr(store.args[0])
