@@ -164,8 +164,8 @@ class _Finder:
         besides (its kir.Name tags), else why not."""
         for node in walk(body):
             for a in node.accesses:
-                if not (a.element and a.base in self.arrays):
-                    return f"'{a.array}[...]' is not one element of an array"
+                if not (a.element and a.base in self.arrays):  # (named as the user wrote it: the temporary's base)
+                    return f"'{a.base or a.array}[...]' is not one element of an array"
             for u in node.uses:
                 if u.whole and u.array and u.text == u.array:
                     return f"'{u.array}' is used whole (only its elements may be)"
