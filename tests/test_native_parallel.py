@@ -231,8 +231,8 @@ def test_a_division_in_a_kernel_whose_values_may_be_complex_stays_sequential():
 
     nodes = [kir.For(1, "i", "range(n)", kir.declared("range"), kir.Counts(unit=True, nonneg=True)),
              kir.Stmt(2, "out[i] = (x[i] / 2.0)", (kir.Op("division"),
-                                                   kir.Access("x", "proven", "x", False, (("i", ""),)),
-                                                   kir.Access("out", "proven", "out", True, (("i", ""),))))]
+                                                   kir.Access("x", "proven", "x", False, (("i", ""),), True),
+                                                   kir.Access("out", "proven", "out", True, (("i", ""),), True)))]
     sig = (types.float64[::1], types.int64, types.float64[::1])
     plain = kir.print_kernel(["out", "n", "x"], nodes, "(out, )")
     v, why = parallel.variant(plain, sig)
@@ -265,14 +265,41 @@ def test_the_lowerer_tags_what_each_access_touches(forced):
                        ("s", False, (("j", ""),))}
 
 
+def test_the_lowerer_tags_elements_arrays_used_whole_and_what_names_hold(forced):
+    """Each kir.Access says whether it is one element (an integer index per dimension: not ``a[i]`` of a matrix),
+    each kir.Use of an array's name whether it is used whole (``a.T``; not ``a.shape``, a store's target), and
+    kir.Printed.held what each name's bindings hold (a view ``b = a.T``: an array, not one the kernel allocated,
+    whose number of dimensions only an allocation's binding gives):
+    parallel.py asks these, not the printed text, whether a loop's arrays appear only element by element and the
+    names it reads are numbers."""
+    def tags(fn, args):
+        f = px.compile(fn)
+        assert_same(f(*_copies(args)), fn(*_copies(args)))
+        entry = _entry(f)
+        nodes = entry.printed.nodes.values()
+        return ({(a.base, a.element) for n in nodes for a in n.accesses},
+                {(u.array, u.whole) for n in nodes for u in n.uses if u.text == u.array},
+                entry.printed.held, entry.serial_why)
+
+    elements, names, held, why = tags(P.row_norms, (rng.random((6, 3)), np.zeros(6)))
+    assert elements == {("x", True), ("out", True)} and ("x", True) not in names and ("out", True) not in names
+    assert held["s"] == held["i"] == held["j"] == {"number"} and why is None
+    elements, _, _, why = tags(P.pick_rows, (np.ones((40, 3)), np.ones((40, 3)), np.zeros((40, 3)), 10))
+    assert elements == {("a", False), ("b", False), ("out", False)}
+    assert why == "the loop over 'i': 'a[...]' is not one element of an array"
+    _, names, held, why = tags(P.symmetrize, (np.arange(25.0).reshape(5, 5),))
+    assert ("a", True) in names and held["b"] == {"array"}
+    assert why == "the loop over 'i': 'b[...]' is not one element of an array"
+
+
 def test_the_variant_is_printed_from_the_kernel_ir():
     """The parallel variant is the kernel printed again from its nodes: the chosen loop over ``numba.prange``,
     the decorator with parallel.PARALLEL_OPTIONS, every other line as the sequential kernel's."""
     from numba import types
 
     nodes = [kir.For(1, "i", "range(n)", kir.declared("range"), kir.Counts(unit=True, nonneg=True)),
-             kir.Stmt(2, "out[i] = (x[i] + 1.0)", (kir.Access("x", "proven", "x", False, (("i", ""),)),
-                                                   kir.Access("out", "proven", "out", True, (("i", ""),))))]
+             kir.Stmt(2, "out[i] = (x[i] + 1.0)", (kir.Access("x", "proven", "x", False, (("i", ""),), True),
+                                                   kir.Access("out", "proven", "out", True, (("i", ""),), True)))]
     plain = kir.print_kernel(["out", "n", "x"], nodes, "(out, )")
     v, why = parallel.variant(plain, (types.float64[::1], types.int64, types.float64[::1]))
     assert why is None

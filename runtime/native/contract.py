@@ -183,7 +183,8 @@ def emit(low, n):
                 # outer loop may run on two threads)
                 low.put(kir.Else(0))
                 low.indent += 1
-                low.names(reads=[extents[axes[0]]], binds=[pairwise])
+                low.names(reads=[extents[axes[0]]], binds=[pairwise], holds=K.array(dtype, 1),
+                          fresh=True)
                 low.emit(f"{pairwise} = {low.call_of('np.empty', f'({extents[axes[0]]}, )', f'np.{dtype.name}')}")
                 _sums(low, expr, kept, axes, extents, loops, acc, store, tk, name, rank, pairwise)
                 low.indent -= 1
@@ -196,6 +197,7 @@ def emit(low, n):
             allocation.text = \
                 f"{fresh} = np.empty(({''.join(extents[d] + ', ' for d in kept)}), np.{dtype.name})"
             low.env[fresh] = K.array(dtype, len(kept))
+            low.hold(fresh, low.env[fresh], fresh=True)
     finally:
         low.unchecked = before_unchecked
     if name is None:
@@ -227,18 +229,20 @@ def _sums(low, expr, kept, axes, extents, loops, acc, store, tk, name, rank, pai
     if pairwise is not None:
         low.names(reads=[pairwise, loops[axes[0]]])
         # (an element of the buffer, which is as long as the loop: in bounds; a store parallel.py sees, kir.Access)
-        low.pending.append(kir.Access(pairwise, "proven", pairwise, True, ((loops[axes[0]], ""),)))
+        low.pending.append(kir.Access(pairwise, "proven", pairwise, True, ((loops[axes[0]], ""),), True))
         low.emit(f"{pairwise}[{loops[axes[0]]}] = {src}")
         low.indent -= len(axes)
-        low.names(reads=[pairwise, extents[axes[0]]], binds=[acc])
+        low.names(reads=[pairwise, extents[axes[0]]], binds=[acc], holds=k)
+        low.mention(pairwise)  # (the helper's argument: the buffer as a value, kir.Use.whole)
         low.emit(f"{acc} = {low.call_of(f'np.{dtype.name}', '0')} + "
                  f"{low.helper('_pairwise', pairwise, '0', extents[axes[0]])}")
     else:
-        low.names(reads=[acc], binds=[acc])
+        low.names(reads=[acc], binds=[acc], holds=k)
         low.emit(f"{acc} = {acc} + {src}")
         low.indent -= len(axes)
     start.text, start.tags = f"{acc} = np.{dtype.name}(0)", start.tags + kir.declared(f"np.{dtype.name}") + (
         kir.Name(acc, True),)
+    low.hold(acc, k)
     if name is not None and dtype != tk.dtype and not (dtype.kind == tk.dtype.kind == "f"):
         raise No  # a cast on the store: NumPy's casting rules, not a C cast (between floats both round alike)
     if name is None:  # the new array, allocated before the nests once its dtype is known (``emit``)

@@ -137,7 +137,7 @@ class Expressions:
             self.env[names[p]] = k
             (self.taint.add if t else self.taint.discard)(names[p])
             self.bounds.pop(names[p], None)
-            self.names(binds=[names[p]])
+            self.names(binds=[names[p]], holds=k)
             self.emit_from(start, None, f"{names[p]} = {src}")  # (Numba does not type ``:=`` next to ``a if c else b``)
         for st in stmts:  # a body of statements: inlined before the expression that calls it, as they run first
             self.stmt(_renamed(st, names))
@@ -212,7 +212,9 @@ class Expressions:
         """The source of ``obj[key]`` (an array access; ``store``: stored into): as it is where Numba checks or the
         access is proven in bounds, else with each integer index checked (``_ix``: IndexError as NumPy raises it);
         tagged (kir.Access) with which of the three keeps it in bounds, and with what it touches (``touched``)."""
-        self.touching = self.touched(obj_node, key_node, store)
+        self.touching = self.touched(obj_node, key_node, store, key_kind)
+        if store:
+            self.not_whole(obj)  # (the store's target: its elements)
         # the index items the text writes (an element read is one per dimension: kir.Use)
         self.items_written = len(key_node.items) if isinstance(key_node, ir.Tuple) else 1
         if not self.manual:
@@ -254,16 +256,21 @@ class Expressions:
         self.pending.append(kir.Access(obj, how, *self.touching))
         return text
 
-    def touched(self, obj_node, key_node, store):
-        """(base, store, own) of an access (kir.Access) of ``obj_node`` at ``key_node``, from their IR."""
+    def touched(self, obj_node, key_node, store, key_kind):
+        """(base, store, own, element) of an access (kir.Access) of ``obj_node`` at ``key_node`` (of ``key_kind``),
+        from their IR and kinds."""
         base = resolve(self, obj_node)
         base = base.name if isinstance(base, ir.Var) and base.depth == 0 else ""
+        array = self.env.get(base)
+        items = key_kind if type(key_kind) is tuple else (key_kind,)
+        element = type(array) is np.ndarray and len(items) == array.ndim and all(
+            K.is_int(k) and type(k) is not bool for k in items)
         key = resolve(self, key_node)
         items = key.items if isinstance(key, ir.Tuple) else (key,)
         if not isinstance(key, ir.Tuple) and type(self.env.get(key.name) if isinstance(key, ir.Var) else None) is \
                 tuple:
-            return base, store, None  # (a name holding a tuple: its items are not known here)
-        return base, store, tuple(self._own(resolve(self, it)) for it in items)
+            return base, store, None, element  # (a name holding a tuple: its items are not known here)
+        return base, store, tuple(self._own(resolve(self, it)) for it in items), element
 
     def _own(self, item):
         """(name, "") for an index item that is a name, (name, offset) for ``offset + name`` with ``offset`` a name

@@ -18,12 +18,20 @@ import numpy as np
 from phylanx_py.primitives import lookup
 from phylanx_py.primitives.registry import UnknownPrimitive, current_registry
 
+from phylanx_py import ir
+
 from . import kinds as K
 
 # The calls the lowerer writes itself, not a primitive's form: conversions around arithmetic (``np.int32(x)``,
 # ``float(x)``) and ``max`` of Either flags (kinds.py) and of a trip count (bounds.py); of numbers, none raises
 _CASTS = frozenset({"float", "bool", "complex", "max"} |
                    {f"np.{'bool_' if d == np.bool_ else d.name}" for d in K.DTYPES})
+
+
+def allocates(node) -> bool:
+    """Whether IR ``node`` is a call of a primitive whose native form allocates a new array (``np.zeros(...)``,
+    ``Lowering.allocates``)."""
+    return isinstance(node, ir.Call) and bool(rule(node.prim, "allocates"))
 
 
 def rule(prim: str, field: str):
@@ -100,12 +108,13 @@ _READ_ATTRS = frozenset({"shape", "size", "ndim", "dtype"})
 
 
 @functools.cache
-def reads(form, n: int) -> tuple[frozenset, frozenset]:
-    """(positions, names): the operands of a declaration's native form that it only reads wherever it writes them
-    (``positions``: an operand of arithmetic or a comparison, whose value is a new one, or an argument of a NumPy
-    function that only reads it, ``Lowering.reads``), and those it only reads when they are an array's name
-    (``names``: its ``.shape``/``.size``/``.ndim``/``.dtype``, ``len`` of it). Read once per form and number of
-    operands ``n``, from its template over placeholder operands, as ``operations``."""
+def reads(form, n: int) -> tuple[frozenset, frozenset, frozenset]:
+    """(positions, names, measured): the operands of a declaration's native form that it only reads wherever it
+    writes them (``positions``: an operand of arithmetic or a comparison, whose value is a new one, or an argument of
+    a NumPy function that only reads it, ``Lowering.reads``), those it only reads when they are an array's name
+    (``names``: its ``.shape``/``.size``/``.ndim``/``.dtype``, ``len`` of it), and those it uses only through
+    ``.shape``/``.size``/``.ndim`` or ``len`` (``measured``: not the array as a value, kir.Use.whole). Read once per
+    form and number of operands ``n``, from its template over placeholder operands, as ``operations``."""
     tree = ast.parse(form.source([f"__pxa{i}" for i in range(n)]), mode="eval")
     parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
     reading = calls()
@@ -122,10 +131,11 @@ def reads(form, n: int) -> tuple[frozenset, frozenset]:
             how = "consumed"
         elif (isinstance(up, ast.Attribute) and up.attr in _READ_ATTRS) or (
                 isinstance(up, ast.Call) and isinstance(up.func, ast.Name) and up.func.id == "len" and up.args == [n]):
-            how = "name"
+            how = "name" if isinstance(up, ast.Attribute) and up.attr == "dtype" else "measure"
         seen.setdefault(int(n.id[5:]), set()).add(how)
     return (frozenset(i for i, h in seen.items() if h == {"consumed"}),
-            frozenset(i for i, h in seen.items() if None not in h))
+            frozenset(i for i, h in seen.items() if None not in h),
+            frozenset(i for i, h in seen.items() if h == {"measure"}))
 
 
 @functools.cache

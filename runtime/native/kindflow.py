@@ -27,8 +27,9 @@ class KindFlow:
         """Record ``name``'s new kind; the statements that keep its Either flag (kir.Stmt, put after the store)."""
         if node.depth != 0:
             self.fail(f"assignment to the enclosing function's '{name}'", node)
-        self.mention(name)  # (a binding: an argument's name bound again counts as changed)
+        self.mention(name, whole=False)  # (a binding: an argument's name bound again counts as changed)
         self.pending.append(kir.Name(name, True))
+        self.hold(name, k, fresh=self.allocating == id(node))
         flags = []
         w = self.widened.get(name)
         if w is not None:
@@ -43,6 +44,8 @@ class KindFlow:
                                       (kir.Name(f"__pxw_{name}", True),)))
             else:
                 self.fail(f"'{name}' is {K.describe(w)} or {K.describe(k)}", node)
+            if flags:
+                self.hold(f"__pxw_{name}", 1)  # (a flag: 0 or 1)
             k = K.Either(w.py, w.np, name)
         elif type(k) is K.Either:
             k = self.widen(name, k)

@@ -29,13 +29,14 @@ being read back from that text:
   the two versions are one when their lowerings decided alike (``decided_alike``: the same nodes and tags).
 Each statement carries the tags of its own text: one the lowerer writes while an expression is lowered (a
 reduction's temporary, an inlined call's argument: Lowerer.emit_from) or before a nest's test takes only its own.
-``Printed`` maps each line of the printed source back to its node, for the pass that parses the source (parallel.py)
-and asks the IR what the text does not say, and for outline.py, which asks the nodes alone and prints them again
-(``body_lines``, ``print_kernel``); it says whether Numba checks the accesses (``boundscheck``).
+``Printed`` maps each line of the printed source back to its node, for parallel.py (a parallel loop's line) and
+outline.py, which ask the nodes alone and print them again (``body_lines``, ``print_kernel``); it says whether
+Numba checks the accesses (``boundscheck``) and what each name the lowering binds holds (``held``: numbers,
+arrays, other values, from the lowerer's kinds).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -67,12 +68,15 @@ class Access:
     canonicalizer's temporaries of ``a[k] += v`` seen through): ``base``, the array's name ("" for an expression);
     ``store``, whether the statement stores there; ``own``, per index item, (name, offset) when the item is a name
     or ``offset + name`` with ``offset`` a name holding a non-negative int (a loop nest's start), else None (the
-    whole: None when the items are not known). parallel.py asks these whether iterations touch disjoint elements."""
+    whole: None when the items are not known); ``element``, one integer index per dimension of ``base`` (no slice,
+    no new axis, no array or tuple-valued item: a number). parallel.py asks these whether the arrays appear only
+    element by element and whether iterations touch disjoint elements."""
     array: str
     how: str
     base: str = ""
     store: bool = False
     own: tuple | None = None
+    element: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +86,16 @@ class Use:
     form may take it as an operand); ``element``, one element read by an index per dimension; ``read``, where it
     stands it is only read (an operand of arithmetic or a comparison, an argument a NumPy function only reads, its
     shape, ``len`` of it, the iterable of a loop; a slice: an index). Any other mention (a store, a binding, a
-    helper's argument, a view kept) may change the array, or make a view of any array (a slice): ``arrays_written``."""
+    helper's argument, a view kept) may change the array, or make a view of any array (a slice): ``arrays_written``.
+    ``whole``: a mention of the name as a value (an operand, an argument, an alias, a loop's iterable); not one that
+    stands only for its elements or measures (a store's or binding's target, its ``.shape``/``.size``/``.ndim``,
+    ``len`` of it, a canonicalizer's alias ``__px_1 = a`` whose accesses are tagged with ``a``): parallel.py keeps a
+    loop with one sequential."""
     array: str
     text: str
     element: bool = False
     read: bool = False
+    whole: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,6 +343,10 @@ class Printed:
     params: tuple = ()
     ret_tags: tuple = ()
     ret: str = ""  # the returned expression's text (outline.py prints the kernel again from its nodes)
+    # what each name the lowering binds holds, over all its bindings: "number", an array it allocates there (its
+    # ndim), another "array", "other" (a tuple, None, a range ...), from the lowerer's kinds (Lowerer.hold);
+    # parallel.py asks which names hold numbers, and which arrays the kernel allocated
+    held: dict = field(default_factory=dict)
 
     def versions(self) -> frozenset:
         """The lines of the tests of loops' two versions."""
@@ -377,11 +390,11 @@ def body_lines(nodes, first: int, by: int = 0, prange=frozenset()) -> tuple[list
 
 
 def print_kernel(params, nodes, ret: str, ret_tags=(), boundscheck=False, complex_values=False, prange=frozenset(),
-                 parallel=None) -> Printed:
+                 parallel=None, held=None) -> Printed:
     """The Numba source of a kernel: its decorator (Numba checks the accesses when ``boundscheck``; ``parallel``:
     Numba's parallel options), ``def kernel(params):``, its statements (the loops in ``prange``, their ids, over
     ``numba.prange``: a parallel variant, parallel.py), ``return ret`` (``ret_tags``: the tags of ``ret``);
-    ``complex_values``: a value of it may be complex (the lowerer's kinds say so)."""
+    ``complex_values``: a value of it may be complex (the lowerer's kinds say so); ``held``: Printed.held."""
     lines = [decorator(boundscheck, parallel), f"def kernel({', '.join(params)}):"]
     body, at = body_lines(nodes, len(lines) + 1, prange=prange)
     lines += body
@@ -390,4 +403,4 @@ def print_kernel(params, nodes, ret: str, ret_tags=(), boundscheck=False, comple
     lines.append(f"    return {ret}")
     called = helpers(nodes) | {t.name for t in ret_tags if type(t) is Call and is_helper(t.name)}
     return Printed("\n".join(lines) + "\n", at, called, boundscheck, complex_values, tuple(params), tuple(ret_tags),
-                   ret)
+                   ret, dict(held or {}))

@@ -1,12 +1,10 @@
 """Where a name is read or bound in a kernel's statements (kir.py: each node's ``reads`` and ``binds``, kir.Name),
-for parallel.py: whether a path through statements may read a name before binding it (``scan``), and whether it
-may be read after a statement before it is bound again, following the enclosing loops' next iterations
-(``live_after``). A block is a list of (node, its block: the statements it opens); an ``if``'s ``else`` is the
-item after it. Conservative: whatever it cannot follow (a name bound by ``:=``, a jump out of a block) counts as
-a read."""
+for parallel.py and outline.py: the statements as blocks (``blocks``), whether a path through statements may read
+a name before binding it (``scan``), and whether it may be read after a statement before it is bound again,
+following the enclosing loops' next iterations (``live_after``). A block is a list of (node, its block: the
+statements it opens); an ``if``'s ``else`` is the item after it. Conservative: whatever it cannot follow (a name
+bound by ``:=``, a jump out of a block) counts as a read."""
 from __future__ import annotations
-
-import ast
 
 from . import kir
 
@@ -91,31 +89,18 @@ def live_after(chain, name):
     return False
 
 
-def block_of(stmts, printed) -> list:
-    """The kernel IR's block of the printed source's statements ``stmts`` (parallel.py walks their ``ast``):
-    each one's node by its line (kir.Printed.nodes), with its own block; an ``if``'s ``else`` as the item after
-    it (its node: the line before its first statement's); the kernel's return as a kir.Return of its tags."""
-    out, nodes = [], printed.nodes
-    for s in stmts:
-        if isinstance(s, ast.Return):
-            out.append((kir.Return(1, printed.ret_tags), []))
-            continue
-        node = nodes.get(s.lineno)
-        if node is None:
-            continue  # (``pass``, which the printer writes in an empty block)
-        out.append((node, block_of(s.body, printed) if isinstance(s, (ast.For, ast.While, ast.If)) else []))
-        if isinstance(s, ast.If) and s.orelse:
-            out.append((nodes[s.orelse[0].lineno - 1], block_of(s.orelse, printed)))
-    return out
+def blocks(nodes) -> list:
+    """A kernel's statements (its nodes in order, each at its depth) as a block: [(node, its block)]; an ``if``'s
+    ``else``: the item after it."""
+    return _block(nodes, 0, len(nodes))
 
 
-def chain_of(chain, printed) -> list:
-    """``chain`` ([(statements, index)] with (statement, field) between levels) in the kernel IR's blocks."""
-    out = []
-    for a, b in chain:
-        if isinstance(b, int):
-            block, node = block_of(a, printed), printed.nodes[a[b].lineno]
-            out.append((block, next(j for j, (n, _) in enumerate(block) if n is node)))
-        else:
-            out.append(((printed.nodes[a.lineno], block_of(getattr(a, b), printed)), b))
+def _block(nodes, start, end) -> list:
+    out, i = [], start
+    while i < end:
+        j = i + 1
+        while j < end and nodes[j].depth > nodes[i].depth:
+            j += 1
+        out.append((nodes[i], _block(nodes, i + 1, j)))
+        i = j
     return out

@@ -16,6 +16,7 @@ non-negative version and as they are).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import itertools
 
 import numpy as np
@@ -27,7 +28,7 @@ from . import kir, scalarize
 from .arith import ArithRules
 from .calls import CallRules
 from .expressions import Expressions, as_expression
-from .facts import calls, exponents, form_calls, operations, reads
+from .facts import allocates, calls, exponents, form_calls, operations, reads
 from .kindflow import SMALL, KindFlow, settle
 from .kinds import Decline
 from .reductions import ReduceRules
@@ -68,6 +69,8 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         self.hoisted = 0  # scalars hoisted before loop nests (nests.hoist), for versions.py
         self._leaf_nodes = ()  # the leaves of the fused expression being lowered (ir.Leaf refers to them)
         self.pxz_temps: dict = {}  # canonicalizer temporaries' values (scalarize.note_temporary)
+        self.held: dict = {}  # name -> what its bindings hold (hold: kir.Printed.held)
+        self.allocating = None  # the target of the assignment whose value allocates an array (np.zeros), its id
         self.bounds = dict(bounds or {})  # name -> |value| bound (Python ints needing no overflow check)
         self.widened = widened or {}
         # what this lowering learns for the next one (kindflow.settle): names found to be Eithers, an access that
@@ -76,6 +79,8 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         self.wants_boundscheck = False
         self.flags_start = [kir.Stmt(1, f"__pxw_{n} = {int(_is_np(inputs.get(n)))}", (kir.Name(f"__pxw_{n}", True),))
                             for n in self.widened]
+        for n in self.widened:
+            self.hold(f"__pxw_{n}", 1)  # (a flag: 0 or 1)
         inputs = {n: (K.Either(self.widened[n].py, self.widened[n].np, n) if n in self.widened else k)
                   for n, k in inputs.items()}
         self.env = dict(inputs)
@@ -105,7 +110,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         self.names(reads=list(self.outputs) + [f"__pxw_{o}" for o in self.flag_outputs])
         outs = "".join(f"{o}, " for o in self.outputs) + "".join(f"__pxw_{o}, " for o in self.flag_outputs)
         self.printed = kir.print_kernel(params, self.lines, f"({outs})", self.pending, not self.manual,
-                                        self.complex_values)
+                                        self.complex_values, held=self.held_names())
         return self.printed.source
 
     def fail(self, why, node=None):
@@ -155,10 +160,10 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         self.pending += [kir.Varies("exponent") for i in exponents(form) if i < 0 or _literal(atoms[i]) is None]
         if form.called == "range" and len(atoms) == 3 and not _literal(atoms[2]):
             self.pending.append(kir.Varies("step"))
-        consumed, names = reads(form, len(atoms))
+        consumed, names, measured = reads(form, len(atoms))
         for i, a in enumerate(atoms):
             if i in names:
-                self.only_read(a, names_only=i not in consumed)
+                self.only_read(a, names_only=i not in consumed, measured=i in measured)
         return form.source(atoms)
 
     def call_of(self, name, *args) -> str:
@@ -171,24 +176,52 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
                 self.only_read(a)
         return f"{name}({', '.join(args)})"
 
-    def names(self, reads=(), binds=()):
+    def names(self, reads=(), binds=(), holds=None, fresh=False):
         """Tag the names the text lowered next reads and binds that no expression's lowering tags (kir.Name): the
-        lowerer's own temporaries, flags, the arrays whose shapes its tests read."""
+        lowerer's own temporaries, flags, the arrays whose shapes its tests read; ``holds``: the kind of what the
+        names bound hold (Lowerer.hold; not said: not known to be numbers; ``fresh``: an array they allocate)."""
         self.pending += [kir.Name(n) for n in reads] + [kir.Name(n, True) for n in binds]
+        for n in binds:
+            self.hold(n, holds, fresh)
 
-    def mention(self, array, text=None, element=False):
+    def hold(self, name, k, fresh=False):
+        """Record what a binding of ``name`` holds, by its kind ``k``: "number", an array (its ndim when ``fresh``:
+        one the binding allocates, ``np.zeros(...)``; else "array") or "other" (kir.Printed.held: parallel.py
+        reads only names that hold numbers in a parallel loop, and arrays it can tell apart)."""
+        what = "number" if K.is_scalar(k) else (k.ndim if fresh else "array") if type(k) is np.ndarray else "other"
+        self.held.setdefault(name, set()).add(what)
+
+    def held_names(self) -> dict:
+        """Printed.held: what each name's bindings hold, a loop's over ``range`` holding ints."""
+        for n in self.lines:
+            if type(n) is kir.For and n.counts is not None:
+                self.hold(n.target, 3)
+        return {name: frozenset(w) for name, w in self.held.items()}
+
+    def mention(self, array, text=None, element=False, whole=True):
         """Tag a mention of ``array``'s name in the text lowered next (kir.Use): ``text``, the name or the subscript
-        that reads it; where it stands it may change the array until a form that only reads it takes it."""
-        self.pending.append(kir.Use(array, text or array, element))
+        that reads it; where it stands it may change the array until a form that only reads it takes it;
+        ``whole``: as a value (not a binding's target)."""
+        self.pending.append(kir.Use(array, text or array, element, whole=whole))
 
-    def only_read(self, atom, names_only=False):
+    def only_read(self, atom, names_only=False, measured=False):
         """The latest mention that is the whole of operand ``atom`` is only read where it stands (``names_only``:
-        when it is an array's name, not a subscript)."""
+        when it is an array's name, not a subscript; ``measured``: its name only measured, ``.shape``, ``len``)."""
         for i in range(len(self.pending) - 1, -1, -1):
             u = self.pending[i]
             if type(u) is kir.Use and u.text == atom and not u.read:
                 if not names_only or u.text == u.array:
-                    self.pending[i] = kir.Use(u.array, u.text, u.element, True)
+                    self.pending[i] = dataclasses.replace(u, read=True, whole=u.whole and not (
+                        measured and u.text == u.array))
+                return
+
+    def not_whole(self, name):
+        """The latest mention of array ``name`` by its name stands for its elements (a store's target, an alias
+        of it whose accesses are tagged with its name): not a use of it whole (kir.Use.whole)."""
+        for i in range(len(self.pending) - 1, -1, -1):
+            u = self.pending[i]
+            if type(u) is kir.Use and u.text == u.array == name and u.whole:
+                self.pending[i] = dataclasses.replace(u, whole=False)
                 return
 
     def block(self, n):
@@ -220,11 +253,15 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
             return
         if isinstance(n.target, (ir.StoreName, ir.StoreTuple)):  # (a store's index is read after its value)
             self.whole_value = id(n.value)
+        self.allocating = id(n.target) if allocates(n.value) else None
         src, k, t = self.expr(n.value)
         self.assign(n.target, src, k, t)
 
     def assign(self, target, src, k, t):
         if isinstance(target, ir.StoreName):
+            alias = self.pxz_temps.get(target.name)
+            if isinstance(alias, ir.Var) and alias.depth == 0 and alias.name == src and type(k) is np.ndarray:
+                self.not_whole(src)  # (``__px_1 = a``: its accesses are tagged with ``a``, Access.base)
             flags = self.bind(target, target.name, k, t)
             self.emit(f"{target.name} = {src}")
             for f in flags:

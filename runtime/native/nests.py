@@ -236,20 +236,20 @@ def normal(low, name, node, dim, default, array):
     clipped), in conditional expressions: Numba types a ``min``/``max`` of literal ints slowly (a 3-D stencil's
     nest took 20 s to compile with them)."""
     if node is None:
-        low.names(reads=[array] if default == dim else (), binds=[name])
+        low.names(reads=[array] if default == dim else (), binds=[name], holds=IDX)
         low.emit(f"{name} = {default}")
         return
     if isinstance(node, ir.Const) and type(node.value) is int:
         c = node.value
-        low.names(reads=[array], binds=[name])
+        low.names(reads=[array], binds=[name], holds=IDX)
         low.emit(f"{name} = {c} if {c} < {dim} else {dim}" if c >= 0 else
                  f"{name} = {dim} - {-c} if {dim} > {-c} else 0")
         return
-    low.names(binds=[name])
+    low.names(binds=[name], holds=IDX)
     low.emit(f"{name} = {int_src(low, node)}")
-    low.names(reads=[name, array], binds=[name])
+    low.names(reads=[name, array], binds=[name], holds=IDX)
     low.emit(f"{name} = {name} + {dim} if {name} < 0 else {name}")
-    low.names(reads=[name, array], binds=[name])
+    low.names(reads=[name, array], binds=[name], holds=IDX)
     low.emit(f"{name} = 0 if {name} < 0 else ({dim} if {name} > {dim} else {name})")
 
 
@@ -351,11 +351,11 @@ class Spans:
                 continue
             if c[0] == "int":
                 k, u = self.new(), self.new()
-                low.names(binds=[k])
+                low.names(binds=[k], holds=IDX)
                 low.emit(f"{k} = {int_src(low, c[1])}")
-                low.names(reads=[k, array], binds=[k])
+                low.names(reads=[k, array], binds=[k], holds=IDX)
                 low.emit(f"{k} = {k} + {dim} if {k} < 0 else {k}")
-                low.names(reads=[k], binds=[u])
+                low.names(reads=[k], binds=[u], holds=IDX)
                 low.emit(f"{u} = {low.call_of('np.uint64', k)} if {k} >= 0 else np.uint64(0)")
                 self.conds.append(condition(f"0 <= {k} < {dim}", k, array))
                 index.append(("int", u))
@@ -364,10 +364,10 @@ class Spans:
             a, b, s, e = self.new(), self.new(), self.new(), self.new()
             normal(low, a, c[1], dim, "0", array)
             normal(low, b, c[2], dim, dim, array)
-            low.names(reads=[a], binds=[s])
+            low.names(reads=[a], binds=[s], holds=IDX)
             low.emit(f"{s} = {low.call_of('np.uint64', a)}")
             low.starts.add(s)  # (an element's offset here: kir.Access.own)
-            low.names(reads=[a, b], binds=[e])
+            low.names(reads=[a, b], binds=[e], holds=IDX)
             low.emit(f"{e} = {low.call_of('np.uint64', f'{b} - {a} if {b} > {a} else 0')}")
             index.append(("slice", s))
             lengths.append(e)
@@ -384,7 +384,7 @@ def hoist(low, nest) -> None:
         src, k, tainted = low.expr(node)
         if not K.is_scalar(k) or type(k) is K.Either:
             raise No
-        low.names(binds=[tmp])
+        low.names(binds=[tmp], holds=k)
         low.emit(f"{tmp} = {src}")
         low.hoisted += 1
         low.env[tmp] = k

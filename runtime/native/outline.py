@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 
 from . import kir
-from .liveness import stored_names, walk
+from .liveness import blocks, stored_names, walk
 
 
 class _Unsupported(Exception):
@@ -40,7 +40,7 @@ def _outline(printed) -> str:
     nodes = list(printed.nodes.values())
     if not any(type(n) is kir.If and n.version for n in nodes):
         return printed.source
-    block = _block(nodes, 0, len(nodes))
+    block = blocks(nodes)
     targets = list(_outermost(block))
     if not targets:
         return printed.source
@@ -88,19 +88,6 @@ def _outline(printed) -> str:
     kernel = kir.print_kernel(printed.params, kept, printed.ret, printed.ret_tags, printed.boundscheck,
                               printed.complex_values)
     return "\n\n".join(functions) + "\n\n" + kernel.source
-
-
-def _block(nodes, start, end) -> list:
-    """The statements ``nodes[start:end]`` (one depth) as [(node, its block)]; an ``if``'s ``else``: the item
-    after it."""
-    out, i = [], start
-    while i < end:
-        j = i + 1
-        while j < end and nodes[j].depth > nodes[i].depth:
-            j += 1
-        out.append((nodes[i], _block(nodes, i + 1, j)))
-        i = j
-    return out
 
 
 def _statements(block):

@@ -1,9 +1,11 @@
 """Loops of a generated kernel whose iterations may run on several threads, and the kernel's parallel variant.
 
-The analysis reads the kernel's source (what Numba compiles, with every check the lowerer put in) for its loops
-and whether arrays appear only element by element, and asks its kernel IR (kir.py) whether a loop counts over a
-range, whether its statements may raise or leave it (their calls, operations and jumps, and why, in the user's
-terms) and which elements of which arrays each access touches (kir.Access: ``base``, ``store``, ``own``):
+The analysis asks the kernel's IR (kir.py: its statements as blocks, liveness.blocks, with the tags the lowerer put
+on them; never the printed source) whether a loop counts over a range, whether its statements may raise or leave
+it (their calls, operations and jumps, and why, in the user's terms), whether arrays appear only element by
+element (kir.Access ``element``, kir.Use ``whole``), which names hold numbers or arrays the kernel allocated (the
+lowerer's kinds, kir.Printed.held, and the kir.Name tags of their bindings) and which elements of which arrays
+each access touches (kir.Access: ``base``, ``store``, ``own``):
 a ``for v in range(...)`` loop (step 1, a start that cannot be negative: the lowerer's tag, kir.For.counts)
 becomes ``numba.prange`` when its iterations are independent and none can raise, so the parallel loop leaves
 every array and name as the sequential one does, bit for bit:
@@ -24,18 +26,13 @@ A nest is parallel at its outermost loop that qualifies; only Numba's explicit `
 other array-expression passes are off: they would reorder sums)."""
 from __future__ import annotations
 
-import ast
-
-from phylanx_py.source import parse
-
 from . import kir
 from .kinds import param_of
-from .liveness import block_of, chain_of, live_after, scan, stored_names, walk
+from .liveness import blocks, live_after, scan, stored_names, walk
 
 # Numba parallel options: only the loops marked prange run in parallel; array expressions stay as written
 PARALLEL_OPTIONS = {"prange": True, "comprehension": False, "reduction": False, "inplace_binop": False,
                     "setitem": False, "numpy": False, "stencil": False, "fusion": False}
-_READ_ATTRS = frozenset({"shape", "size", "ndim"})
 
 
 class Variant:
@@ -49,28 +46,28 @@ class Variant:
 
 
 def variant(printed, sig=None, params=None):
-    """(Variant, None) for a kernel (kir.Printed: its source and IR) with a loop that may run in parallel, else
+    """(Variant, None) for a kernel (kir.Printed: its IR) with a loop that may run in parallel, else
     (None, why not). ``sig``: the Numba types of the kernel's parameters (arrays and numbers are told apart by
     them), or ``params``: for each, what ``param_of`` makes of a Numba type (aot.py's, without Numba)."""
     if params is None:
         params = [param_of(t) for t in sig or ()]
-    module = parse(printed.source)
-    fn = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "kernel")
     if printed.boundscheck:
         return None, "Numba checks its accesses"
-    order = [a.arg for a in fn.args.args]
-    # what the kernel's calls are (kir.Call, by the function's name): a helper's facts, a declared form's, a cast's
-    tags = {c.name: c for node in printed.nodes.values() for c in node.calls}
-    finder = _Finder(fn, dict(zip(order, params)), tags, printed.complex_values, printed)
-    finder.block(fn.body, [])
+    order = list(printed.params)
+    nodes = list(printed.nodes.values())
+    # the kernel's blocks, its return last (what it reads is read after every loop)
+    top = blocks(nodes) + [(kir.Return(1, printed.ret_tags), [])]
+    finder = _Finder(printed, dict(zip(order, params)))
+    finder.block(top, [])
     if not finder.found:
         return None, finder.why or "no loop over range"
     written = set()
     for _, w in finder.found:
         written |= w & set(order)
-    lines = sorted(loop.lineno for loop, _ in finder.found)
+    line = {id(n): i for i, n in printed.nodes.items()}
+    lines = sorted(line[id(loop)] for loop, _ in finder.found)
     # printed again from the kernel's nodes (in line order), the chosen loops over numba.prange
-    chosen = frozenset(id(printed.nodes[n]) for n in lines)
+    chosen = frozenset(id(loop) for loop, _ in finder.found)
     source = kir.print_kernel(printed.params, list(printed.nodes.values()), printed.ret, printed.ret_tags,
                               printed.boundscheck, printed.complex_values, chosen, PARALLEL_OPTIONS).source
     return Variant(source, lines, sorted(order.index(n) for n in written)), None
@@ -78,59 +75,56 @@ def variant(printed, sig=None, params=None):
 
 class _Finder:
     """Finds the outermost loops that qualify (``found``: (loop, arrays it stores into)); ``why``: the reason the
-    first loop over range did not."""
+    first loop over range did not. ``types``: the parameters' (kinds.Param, by name)."""
 
-    def __init__(self, fn, types, tags, complex_values=False, printed=None):
-        self.fn, self.types, self.tags, self.printed = fn, types, tags, printed
+    def __init__(self, printed, types):
+        self.types, self.printed = types, printed
+        self.bindings = {}  # name -> the statements that bind it (kir.Name tags, a loop's variable)
+        for n in printed.nodes.values():
+            for name in n.binds:
+                self.bindings.setdefault(name, []).append(n)
         self.found, self.why = [], None
-        self.assigned = _assignments(fn)
-        self._numbers: dict = {}
-        self.arrays = {}  # name -> ndim: parameters never rebound, and names bound only to allocations
-        for name, t in types.items():
-            if t.ndim is not None and name not in self.assigned:
-                self.arrays[name] = t.ndim
-        for name, bindings in self.assigned.items():
-            dims = {_allocated_ndim(val, self) for val, _ in bindings}
-            if name not in types and len(dims) == 1 and None not in dims:
-                self.arrays[name] = dims.pop()
-        self._numbers = {}  # found while the arrays were not all known yet: asked again
+        # name -> ndim: parameters the kernel never binds, and names bound only to arrays it allocates there (what
+        # each binding holds, the lowerer's kinds: kir.Printed.held)
+        self.arrays = {name: t.ndim for name, t in types.items() if t.ndim is not None and name not in self.bindings}
+        for name, held in printed.held.items():
+            if name not in types and len(held) == 1 and type(min(held)) is int:
+                self.arrays[name] = min(held)
         # Numba's complex division raises at zero whatever the error model: with complex values about (the kernel
         # IR's kinds, kir.Printed.complex_values, or the arguments' types), no division (a second guard: the lowerer
         # declines NumPy complex division, and Python complex values, today)
-        self.complex = complex_values or any(t.complex for t in types.values())
+        self.complex = printed.complex_values or any(t.complex for t in types.values())
 
-    def block(self, stmts, chain):
-        for i, s in enumerate(stmts):
-            here = chain + [(stmts, i)]
-            if isinstance(s, ast.For):
-                why = self.qualifies(s, here)
+    def block(self, block, chain):
+        """Looks for the loops in ``block`` ([(node, its block)], liveness.blocks), inside the blocks ``chain``
+        ([(block, index)] with ((node, block), field) between levels: liveness.live_after) leads to."""
+        for i, (node, kids) in enumerate(block):
+            here = chain + [(block, i)]
+            if type(node) is kir.For:
+                why = self.qualifies(node, kids, here)
                 if why is None:
-                    self.found.append((s, self.stored))
+                    self.found.append((node, self.stored))
                     continue
                 if self.why is None:  # the outermost loop's reason (kernel lines mean nothing to the user)
-                    name = ast.unparse(s.target)
-                    self.why = f"the loop over '{name}': {why}"
-            for sub in ("body", "orelse"):
-                if isinstance(s, (ast.For, ast.While, ast.If)) and getattr(s, sub):
-                    self.block(getattr(s, sub), here + [(s, sub)])
+                    self.why = f"the loop over '{node.target}': {why}"
+            if node.opens and kids:
+                self.block(kids, here + [((node, kids), "body")])
 
-    def qualifies(self, loop, chain):
+    def qualifies(self, loop, body, chain):
         self.stored = set()
-        target = loop.target
-        if not isinstance(target, ast.Name) or loop.orelse:
+        if not loop.target.isidentifier():
             return "not a loop over one name"
-        counts = self.printed.nodes[loop.lineno].counts  # (the lowerer's kir.For: what it counts, if a range)
+        counts = loop.counts  # (what the lowerer's kir.For counts, if a range)
         if counts is None:
             return "not a loop over range"
         if not counts.unit:
             return "a step other than 1"
         if not counts.nonneg:
             return "a start that may be negative (a negative index reaches the end of an array)"
-        body = self.ir_block(loop.body)
         why = _leaves_or_raises(body, self.complex)
         if why:
             return why
-        v = target.id
+        v = loop.target
         names = stored_names(body)
         if v in names:
             return f"'{v}' is assigned in the loop"
@@ -139,139 +133,52 @@ class _Finder:
         for name in sorted(names | {v}):
             if name != v and scan(body, name)[0]:
                 return f"'{name}' is carried from one iteration to the next"
-            if live_after(self.ir_chain(chain), name):
+            if live_after(chain, name):
                 return f"'{name}' is read after the loop"
-        return self.arrays_of(loop, v, names | {v})
+        return self.arrays_of(body, v, names | {v})
 
-    def ir_block(self, stmts) -> list:
-        return block_of(stmts, self.printed)
-
-    def ir_chain(self, chain) -> list:
-        return chain_of(chain, self.printed)
-
-    def nonneg(self, e, depth=0) -> bool:
-        """Whether ``e`` is never negative: a constant >= 0, a shape, a len, sums and products of such, or a name
-        bound only as the variable of loops over ranges that start so and count up (``range(k + 1, n)`` inside
-        ``for k in range(n)``)."""
-        if depth > 8:
-            return False
-        if isinstance(e, ast.Constant):
-            return type(e.value) is int and e.value >= 0
-        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Mult)):
-            return self.nonneg(e.left, depth + 1) and self.nonneg(e.right, depth + 1)
-        if isinstance(e, ast.Subscript) and isinstance(e.value, ast.Attribute) and e.value.attr == "shape":
-            return True
-        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "len":
-            return True
-        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "uint64" and \
-                isinstance(e.func.value, ast.Name) and e.func.value.id == "np":
-            return True  # a loop nest's start (a negative one would wrap to a huge index, never to the end)
-        if isinstance(e, ast.Name) and e.id not in self.types:
-            bindings = self.assigned.get(e.id, ())
-            if bindings and all(val is not None and self.nonneg(val, depth + 1) for val, _ in bindings):
-                return True
-            return bool(bindings) and all(
-                isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name) and _is_range(stmt.iter) and
-                (len(stmt.iter.args) < 3 or (isinstance(stmt.iter.args[2], ast.Constant) and
-                                             type(stmt.iter.args[2].value) is int and stmt.iter.args[2].value > 0))
-                and (len(stmt.iter.args) == 1 or self.nonneg(stmt.iter.args[0], depth + 1)) for _, stmt in bindings)
-        return False
-
-    def number(self, name, depth=0) -> bool:
-        """Whether ``name`` (read in a loop, bound outside it) always holds a number."""
-        if name in self._numbers:
-            return self._numbers[name]
-        self._numbers[name] = False  # a name defined through itself is not followed
+    def number(self, name, through=()) -> bool:
+        """Whether ``name`` (read in a loop, bound outside it) always holds a number: a parameter typed so that the
+        kernel never binds, or a name each binding of which holds a number (the lowerer's kinds, Printed.held) and
+        is a loop's variable over ``range`` or reads only arrays and such names."""
         if name in self.types:
-            ok = name not in self.assigned and self.types[name].number
-        else:
-            bindings = self.assigned.get(name, ())
-            ok = bool(bindings) and depth < 8 and all(self._number_binding(val, stmt, depth)
-                                                       for val, stmt in bindings)
-        self._numbers[name] = ok
-        return ok
-
-    def _number_binding(self, val, stmt, depth):
-        if val is not None:
-            return self.scalar(val, depth + 1)
-        if isinstance(stmt, ast.For):
-            return _is_range(stmt.iter)
-        # h, w = a.shape
-        return isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Attribute) and \
-            stmt.value.attr == "shape" and isinstance(stmt.value.value, ast.Name) and \
-            stmt.value.value.id in self.arrays
-
-    def scalar(self, e, depth=0) -> bool:
-        """Whether the expression ``e`` is a number: arithmetic on numbers, elements of arrays, shapes."""
-        if depth > 8:
+            return name not in self.bindings and self.types[name].number
+        # (a name bound through itself, ``s = s + a[i]`` or a loop nest's ``k = k + n if k < 0 else k``, or through
+        # such a name, is not counted: the text analysis this replaced could not follow one, and counting it makes
+        # more loops parallel, inner loops of nests among them: a change of decisions to measure on its own)
+        if self.printed.held.get(name) != {"number"} or name in through:
             return False
-        if isinstance(e, ast.Constant):
-            return type(e.value) in (int, float, bool, complex)
-        if isinstance(e, ast.Name):
-            return self.number(e.id, depth)
-        if isinstance(e, ast.BinOp):
-            return self.scalar(e.left, depth + 1) and self.scalar(e.right, depth + 1)
-        if isinstance(e, ast.UnaryOp):
-            return self.scalar(e.operand, depth + 1)
-        if isinstance(e, (ast.BoolOp, ast.Compare)):
-            parts = e.values if isinstance(e, ast.BoolOp) else [e.left, *e.comparators]
-            return all(self.scalar(x, depth + 1) for x in parts)
-        if isinstance(e, ast.Subscript):
-            return self.element(e) is not None or _shape_item(e)
-        if isinstance(e, ast.Call) and len(e.args) == 1 and not e.keywords and isinstance(e.func, ast.Attribute) \
-                and isinstance(e.func.value, ast.Name) and e.func.value.id == "np" and e.func.attr in _CONVERSIONS:
-            return self.scalar(e.args[0], depth + 1)  # a loop nest's bounds as indices (np.uint64(start))
-        if isinstance(e, ast.IfExp):
-            return all(self.scalar(x, depth + 1) for x in (e.test, e.body, e.orelse))
-        if isinstance(e, ast.Call) and not e.keywords and _pure_call(e.func, self.tags):
-            if isinstance(e.func, ast.Name) and e.func.id == "len":
-                return len(e.args) == 1 and isinstance(e.args[0], ast.Name) and e.args[0].id in self.arrays
-            return all(self.scalar(a, depth + 1) for a in e.args)
-        return False
+        for node in self.bindings.get(name, ()):
+            if type(node) is kir.For:
+                if node.counts is None:
+                    return False
+                continue
+            if any(r not in self.arrays and not self.number(r, through + (name,)) for r in node.reads):
+                return False
+        return True
 
-    def element(self, sub):
-        """The key items of ``sub`` when it reads or writes one element of an array, else None."""
-        base = sub.value
-        if not (isinstance(base, ast.Name) and base.id in self.arrays):
-            return None
-        key = _key(sub)
-        if len(key) != self.arrays[base.id] or any(
-                isinstance(k, (ast.Slice, ast.Starred, ast.Tuple)) or
-                (isinstance(k, ast.Constant) and k.value is None) for k in key):
-            return None
-        return key
+    def arrays_of(self, body, v, private):
+        """None when the loop (its block ``body``) reads and writes arrays element by element (its kir.Access
+        tags: one integer index per dimension of an array the analysis knows; its kir.Use tags: no array's name
+        used whole), its stores touching disjoint parts of them iteration by iteration, and reads only numbers
+        besides (its kir.Name tags), else why not."""
+        for node in walk(body):
+            for a in node.accesses:
+                if not (a.element and a.base in self.arrays):  # (named as the user wrote it: the temporary's base)
+                    return f"'{a.base or a.array}[...]' is not one element of an array"
+            for u in node.uses:
+                if u.whole and u.array and u.text == u.array:
+                    return f"'{u.array}' is used whole (only its elements may be)"
+            for name in sorted(node.reads - private):
+                if name not in self.arrays and not self.number(name):
+                    return f"'{name}' may not be a number"
+        return self.disjoint(body, v, private)
 
-    def arrays_of(self, loop, v, private):
-        """None when the loop reads and writes arrays element by element, its stores touching disjoint parts of
-        them iteration by iteration, and reads only numbers besides, else why not."""
-        aliases, keys = _temporaries(loop.body, self.ir_block(loop.body))
-        body = _Resolve(aliases, keys).visit(parse(ast.unparse(ast.Module(loop.body, []))))
-        parents = {id(c): node for node in ast.walk(body) for c in ast.iter_child_nodes(node)}
-        for node in ast.walk(body):
-            if isinstance(node, ast.Subscript):
-                if not _shape_item(node) and self.element(node) is None:
-                    return f"'{ast.unparse(node)}' is not one element of an array"
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                up = parents.get(id(node))
-                if isinstance(up, ast.Call) and up.func is node:
-                    continue  # a function: _leaves_or_raises vetted it
-                if isinstance(up, ast.Attribute) and up.value is node and node.id in ("np", "numba"):
-                    continue
-                if node.id in self.arrays:
-                    whole_ok = (isinstance(up, ast.Subscript) and up.value is node) or \
-                        (isinstance(up, ast.Attribute) and up.attr in _READ_ATTRS) or \
-                        (isinstance(up, ast.Call) and isinstance(up.func, ast.Name) and up.func.id == "len")
-                    if not whole_ok:
-                        return f"'{node.id}' is used whole (only its elements may be)"
-                elif node.id not in private and not self.number(node.id):
-                    return f"'{node.id}' may not be a number"
-        return self.disjoint(loop, v, private)
-
-    def disjoint(self, loop, v, private):
+    def disjoint(self, body, v, private):
         """None when every array the loop stores into (its kir.Access tags) is accessed only at elements whose
         index has ``v`` (or a non-negative offset the loop does not change plus ``v``) at one position, the same
         for every access, else why not. Sets ``stored``: the arrays it stores into."""
-        accesses = [a for node in walk(self.ir_block(loop.body)) for a in node.accesses if a.how not in _NOT_ELEMENT]
+        accesses = [a for node in walk(body) for a in node.accesses if a.how not in _NOT_ELEMENT]
         self.stored = {a.base for a in accesses if a.store}
         for a in accesses:
             if a.base not in self.arrays:  # (an array the analysis does not know: one it cannot tell apart)
@@ -289,69 +196,6 @@ class _Finder:
 
 
 _NOT_ELEMENT = ("item", "view")  # kir.Access of a tuple's item, or slices only: no element of an array
-_CONVERSIONS = frozenset({"int64", "uint64", "intp", "float64"})  # of a number to a number: never raise
-
-
-def _allocated_ndim(value, finder):
-    """The number of dimensions of ``np.zeros(shape, ...)`` (and ones, empty, full), or None."""
-    if not _is_allocation(value, finder.tags) or not value.args:
-        return None
-    shape = value.args[0]
-    if isinstance(shape, ast.Tuple):
-        return len(shape.elts)
-    return 1 if finder.scalar(shape) else None
-
-
-def _shape_item(sub):
-    """``a.shape[k]`` with a constant k."""
-    return isinstance(sub.value, ast.Attribute) and sub.value.attr == "shape" and \
-        isinstance(sub.slice, ast.Constant) and type(sub.slice.value) is int
-
-
-def _pure_call(f, tags) -> bool:
-    """A call the kernel IR tags as one that cannot raise (``tags``: kir.Call by name): a helper with no ``raise``
-    in it or what it calls, a function whose declarations say it never raises on numbers (``Lowering.raises``:
-    np.exp, min ...; a domain error gives nan/inf under error_model='numpy'), a cast. Untagged calls (methods) may."""
-    tag = tags.get(_name(f))
-    return tag is not None and not tag.raises
-
-
-def _name(f):
-    """The called function's name (``np.exp``, ``_ix``), or None for another callee (a method of a value)."""
-    return ast.unparse(f) if isinstance(f, ast.Name) or (
-        isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)) else None
-
-
-def _assignments(fn):
-    """name -> [(value, statement)] of every binding in the kernel: (value, stmt) for ``name = value`` and
-    ``(name := value)``, (None, stmt) for the others (a loop's variable, unpacking, augmented assignment)."""
-    out = {}
-    for s in ast.walk(fn):
-        if isinstance(s, ast.Assign):
-            for t in s.targets:
-                if isinstance(t, ast.Name):
-                    out.setdefault(t.id, []).append((s.value, s))
-                else:
-                    for n in ast.walk(t):
-                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                            out.setdefault(n.id, []).append((None, s))
-        elif isinstance(s, ast.NamedExpr):
-            out.setdefault(s.target.id, []).append((s.value, s))
-        elif isinstance(s, (ast.AugAssign, ast.AnnAssign, ast.For)):
-            for n in ast.walk(s.target):
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                    out.setdefault(n.id, []).append((None, s))
-    return out
-
-
-def _is_range(it):
-    return (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and
-            not it.keywords and 1 <= len(it.args) <= 3)
-
-
-def _is_allocation(value, tags):
-    tag = tags.get(_name(value.func)) if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) else None
-    return tag is not None and tag.allocates
 
 
 def _leaves_or_raises(block, complex_values=False, nested=False):
@@ -381,52 +225,3 @@ def _leaves_or_raises(block, complex_values=False, nested=False):
 
 
 _EXPONENT, _STEP = kir.Varies("exponent"), kir.Varies("step")
-
-
-def _temporaries(body, block):
-    """The lowerer's temporaries in a loop body, bound once: ``t = a`` (an alias of an array) and ``k = (i, j)``
-    (a key)."""
-    counts = {}
-    for s in body:
-        for n in ast.walk(s):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                counts[n.id] = counts.get(n.id, 0) + 1
-    aliases, keys = {}, {}
-    for s in ast.walk(ast.Module(body, [])):
-        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) and \
-                counts.get(s.targets[0].id) == 1 and not scan(block, s.targets[0].id)[0]:
-            if isinstance(s.value, ast.Name):
-                aliases[s.targets[0].id] = s.value.id
-            elif isinstance(s.value, ast.Tuple):
-                keys[s.targets[0].id] = s.value
-    return aliases, keys
-
-
-class _Resolve(ast.NodeTransformer):
-    """A loop body with the temporaries replaced by what they stand for (for the analysis only): an alias by its
-    array, a key by its tuple; the aliasing assignments themselves dropped."""
-
-    def __init__(self, aliases, keys):
-        self.aliases, self.keys = aliases, keys
-
-    def visit_Assign(self, node):
-        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and \
-                node.targets[0].id in self.aliases:
-            return None
-        return self.generic_visit(node)
-
-    def visit_Subscript(self, node):
-        node = self.generic_visit(node)
-        if isinstance(node.slice, ast.Name) and node.slice.id in self.keys:
-            node.slice = self.keys[node.slice.id]
-        return node
-
-    def visit_Name(self, node):
-        if node.id in self.aliases and isinstance(node.ctx, ast.Load):
-            return ast.Name(self.aliases[node.id], node.ctx)
-        return node
-
-
-def _key(subscript):
-    s = subscript.slice
-    return list(s.elts) if isinstance(s, ast.Tuple) else [s]

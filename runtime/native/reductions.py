@@ -20,6 +20,7 @@ from phylanx_py import ir
 
 from . import kinds as K
 from . import kir
+from .facts import allocates
 
 # the primitives this module lowers, with the reduction each one is
 REDUCTIONS = {"sum": "sum", "mean": "mean", "max": "max", "amax": "max", "min": "min", "amin": "min",
@@ -92,6 +93,7 @@ class ReduceRules:
                 self.fail(f"{label} of an expression in a part of an expression that may not run", n)
             t = f"__pxr{self._reduction_number(n)}"
             self.emit_from(*tags, f"{t} = {src}").tags += (kir.Name(t, True),)
+            self.hold(t, a, fresh=allocates(n.args[0]))
         self.names(reads=[t])  # (its shape, its elements below; a name's own read is tagged already)
         size = lambda dims: " * ".join(f"{t}.shape[{i}]" for i in dims) or "1"  # noqa: E731
         # the reduced axes trail (rows, summed pairwise), or are one run between kept ones (before, reduced,

@@ -167,7 +167,7 @@ def _emit(low, n):
     if name is None:
         fresh = new()
         target_index = [("slice", zero) for zero in ["__pxz_zero"] * nest.rank]
-        low.names(binds=["__pxz_zero"])
+        low.names(binds=["__pxz_zero"], holds=IDX)
         low.emit(f"__pxz_zero = {low.call_of('np.uint64', '0')}")
         low.starts.add("__pxz_zero")  # (the new array's elements' offset: kir.Access.own)
         low.env["__pxz_zero"] = IDX
@@ -196,6 +196,7 @@ def _emit(low, n):
             allocation.text = \
                 f"{fresh} = np.empty(({''.join(x + ', ' for x in target_lengths)}), np.{dtype.name})"
             low.env[fresh] = K.array(dtype, nest.rank)
+            low.hold(fresh, low.env[fresh], fresh=True)
         elif dtype != tk.dtype and not (dtype.kind == tk.dtype.kind == "f"):
             raise No  # a cast on the store: NumPy's casting rules, not a C cast (between floats both round alike)
         obj, _, _ = low.expr(store.args[0])

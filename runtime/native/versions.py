@@ -72,6 +72,9 @@ class Versions:
             return
         for line, tags in setup:  # what the tests read (an index array's least and greatest element)
             self.put(kir.Stmt(0, line, tags))
+            for t in tags:
+                if type(t) is kir.Name and t.binds:
+                    self.hold(t.name, 1)  # (an element, or whether there is one: numbers)
         self.put(kir.If(0, " and ".join(conds), calls, version=attr))  # outline.py moves its body
         self.lines += fast
         self.put(kir.Else(0))

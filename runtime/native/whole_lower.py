@@ -96,7 +96,8 @@ class FunctionLowerer(Lowerer):
             params = ["__pxs"] + list(params)
         # the value alone when no flag follows it (a tuple to box and unpack costs 0.1 us a call)
         outs = "(" + "".join(f"{x}, " for x in [src] + flags) + ")" if flags else src
-        self.printed = kir.print_kernel(params, self.lines, outs, ret.tags, not self.manual, self.complex_values)
+        self.printed = kir.print_kernel(params, self.lines, outs, ret.tags, not self.manual, self.complex_values,
+                                        held=self.held_names())
         return self.printed.source
 
 
