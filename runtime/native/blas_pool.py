@@ -36,7 +36,9 @@ def calls_blas(printed) -> bool:
 
 
 def _numpy_libs() -> str:
-    return os.path.normpath(os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs"))
+    """The folder of NumPy's own bundled libraries, as the loader names it (/proc/self/maps gives real paths: a
+    virtual environment's site-packages may be reached through a symbolic link)."""
+    return os.path.realpath(os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")) + os.sep
 
 
 def _setter():
@@ -54,11 +56,13 @@ def _setter():
 def _find():
     try:
         with open("/proc/self/maps") as fh:
-            paths = sorted({line.split()[-1] for line in fh if "openblas" in line.lower() and "/" in line})
+            paths = sorted({os.path.realpath(line.split()[-1]) for line in fh
+                            if "openblas" in line.lower() and "/" in line})
     except OSError:
         return None
     numpy_own = _numpy_libs()
-    others = [p for p in paths if not p.startswith(numpy_own)]
+    # SciPy's own first (a wheel's scipy.libs): with NumPy linked to a system OpenBLAS, that one is not NumPy's folder
+    others = sorted((p for p in paths if not p.startswith(numpy_own)), key=lambda p: "scipy" not in p)
     if len(paths) < 2 or not others:
         return None
     for path in others:
