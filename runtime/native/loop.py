@@ -14,7 +14,6 @@ from . import kinds as K
 from . import tiering as T
 from .analysis import LoopPlan
 from .background import Exiting
-from .blas_pool import capped
 from .kinds import Decline
 from .lower import lower
 from .tiering import GIVE_UP, Entry, Signatures, current_mode, mode
@@ -127,9 +126,7 @@ class NativeLoop(Signatures):
         if ev.pending:
             ev.wait_all(raise_errors=False)  # tasks still reading arrays the loop may change
         saved = [(args[i], args[i].copy()) for i in entry.writes] if entry.checked else ()
-        run = entry.kernel if entry.parallel is None else entry.parallel.runner(entry.kernel)
-        if entry.blas:
-            run = capped(run)
+        run = entry.runner(entry.kernel)
         try:
             out = run(*args)
         except Exception as e:

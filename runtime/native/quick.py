@@ -14,7 +14,6 @@ from ..base import Runtime
 from ..loop_tiers import FALLBACK, MISS
 from . import kinds as K
 from . import tiering as T
-from .blas_pool import capped
 
 _LAYOUT_FLAGS = 0x0001 | 0x0002 | 0x0100 | 0x0400  # C_CONTIGUOUS, F_CONTIGUOUS, ALIGNED, WRITEABLE:
 # tiering._layout's
@@ -91,10 +90,7 @@ def make_quick(whole, entries):
         for name, value in e.values.items():
             ns[f"{name}_{j}"] = value
         ns[f"_e{j}"], ns[f"_c{j}"] = e, e.convert
-        seq = e.entry_point if e.exact else e.kernel
-        ns[f"_k{j}"] = seq if e.parallel is None else e.parallel.runner(seq)
-        if e.blas:
-            ns[f"_k{j}"] = capped(ns[f"_k{j}"])
+        ns[f"_k{j}"] = e.runner(e.entry_point if e.exact else e.kernel)
         guard = e.guard.format(j=j)
         lines.append(f"    if {guard}:")
         # copies to put back only when the kernel may stop on an overflow (``checked``): ``writes`` also serves

@@ -23,7 +23,7 @@ from . import kinds as K
 from . import warm
 from .argtypes import described, stand_in
 from .background import Exiting, _compiling, compile_quietly, in_background, load_cached, warm_elsewhere
-from .blas_pool import calls_blas
+from .blas_pool import calls_blas, capped
 from .compile_process import prestart
 from .helpers import _Overflow, helpers_for
 from .kinds import Decline
@@ -101,7 +101,15 @@ class Entry:
         self.marked = False  # whether that mark was found: compiled before, here or in another process
         self.writes = ()
         self.flags = {}
-        self.blas = False  # its kernel calls BLAS: SciPy's pool at one thread while it runs (blas_pool.py)
+        self.blas = None  # its kernel calls BLAS (worked out from ``printed`` at its first run: ``runner``)
+
+    def runner(self, kernel):
+        """``kernel`` (the entry's, or its entry point) as a call runs it: through its parallel variant's choice,
+        and with SciPy's BLAS pool at one thread when it calls BLAS (blas_pool.py)."""
+        run = kernel if self.parallel is None else self.parallel.runner(kernel)
+        if self.blas is None:
+            self.blas = calls_blas(self.printed)
+        return capped(run) if self.blas else run
 
 
 class Signatures:
@@ -296,7 +304,6 @@ class Signatures:
 
     def _install(self, entry, module, compiled):
         entry.kernel = module.kernel
-        entry.blas = calls_blas(entry.printed)
 
     def _state(self, entry) -> str:
         """What explain() says of a native kernel before its runs (whole functions: being measured)."""

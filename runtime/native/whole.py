@@ -29,7 +29,6 @@ from . import kinds as K
 from . import tiering as T
 from .analysis import globals_as_names, module_globals
 from .argtypes import described, signature_of, stand_in
-from .blas_pool import calls_blas, capped
 from .expressions import inlinable
 from .kinds import Decline
 from .lower import settle
@@ -311,7 +310,6 @@ class WholeFunction(T.Signatures):
             not (entry.marked and warm.KEPT in warm.marks(entry.mark))
         entry.plain_before, entry.plain_times = entry.plain_times, []
         entry.kernel = compiled if module is None else module.kernel  # None: built ahead of time (aot.py)
-        entry.blas = calls_blas(entry.printed)
         self._requick()
 
     def _changed(self):
@@ -320,9 +318,7 @@ class WholeFunction(T.Signatures):
     def _run(self, rt, entry, args, fallback):
         saved = [(args[i], args[i].copy()) for i in entry.writes] if entry.checked else ()
         stage = np.zeros(1, np.int64) if len(entry.stages) > 1 else None
-        run = entry.kernel if entry.parallel is None else entry.parallel.runner(entry.kernel)
-        if entry.blas:
-            run = capped(run)
+        run = entry.runner(entry.kernel)
         # only a new kernel's first runs are timed, and with the variant that stays: while its parallel variant is
         # still being tried, the calls run native untimed (an element-wise nest's sequential kernel runs at about
         # NumPy's speed: its parallel one is the gain)
