@@ -18,12 +18,15 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+import time
 
 import numpy as np
 
 from . import facts, kir
 
 _SETTER: list = []  # [the ctypes function, or None once SciPy's BLAS is loaded and none was found]
+_LOOKED = [0.0]  # when /proc/self/maps was last read for it without an answer that stays
+LOOK_EVERY = 1.0  # seconds between such reads: a kernel's call may ask each time (the general path)
 
 
 def calls_blas(printed) -> bool:
@@ -43,13 +46,18 @@ def _numpy_libs() -> str:
 
 def _setter():
     """``openblas_set_num_threads_local`` of the OpenBLAS that is not NumPy's, or None (one OpenBLAS loaded, not
-    Linux, an OpenBLAS without it). Looked for again until SciPy's BLAS is loaded (with the first kernel calling
-    it), then the answer stays."""
+    Linux, an OpenBLAS without it). Looked for again, at most every LOOK_EVERY seconds, until SciPy's BLAS is
+    loaded (with the first kernel calling it), then the answer stays."""
     if _SETTER:
         return _SETTER[0]
+    now, loaded = time.monotonic(), "scipy.linalg.cython_blas" in sys.modules
+    if now - _LOOKED[0] < LOOK_EVERY and not loaded:
+        return None
     fn = _find()
-    if fn is not None or "scipy.linalg.cython_blas" in sys.modules:
+    if fn is not None or loaded:
         _SETTER.append(fn)
+    else:  # not loaded yet (a kernel built ahead of time may not import it): not read again on every call
+        _LOOKED[0] = now
     return fn
 
 
@@ -89,5 +97,4 @@ def capped(run):
         finally:
             setter(0)  # back to the library's own count
 
-    one_thread.kernel = run
     return one_thread
