@@ -11,15 +11,17 @@ import types
 import weakref
 
 from phylanx_py.primitives.backends import to_device
-from phylanx_py.runtime import current, loop_tiers
+from phylanx_py.runtime import beside, current, loop_tiers
 from phylanx_py.runtime.code import ProgramCode
 from phylanx_py.runtime.floor import enabled as floor_enabled
+from phylanx_py.runtime.floor import plain_values, runs_plain
 from phylanx_py.runtime.loop_tiers import FALLBACK, MISS
 
 from . import pickling
 from .draw import draw
 from .errors import CompileError
 from .passes import PIPELINE, fuse_elementwise, fuse_row_products, run_pipeline
+from .prescan import runs_beside
 from .printer import labels_of
 from .program import translate
 from .verify import verify
@@ -95,19 +97,28 @@ class CompiledFunction:
         self._lock = threading.Lock()
         if not disable and device == "cpu":
             loop_tiers.prepare()  # the native tier's compile process starts now, beside the program's set-up
+            if beside.enabled():
+                beside.start()  # the worker that translates beside the first calls (``_beside``)
         self._code: ProgramCode | None = None
         self._tree = None
+        # (pid, Future) of the translation beside the first calls (_beside); False: this function translates first
+        self._job = None
 
     # ---- compilation ---------------------------------------------------------------------------------
-    def _compile(self) -> ProgramCode:
+    def _compile(self, args=None) -> ProgramCode:
+        """The program's code, translated now if not yet; with ``args`` (a job beside the first calls: _beside),
+        the whole-function tier also lowers their signature before the code is published."""
         with self._lock:
             if self._code is None:
                 program, namespaces = translate(self.__wrapped__)
                 if self.optimize:
                     program = run_pipeline(program, _passes(self.fuse))
                 program = _finish(program)
+                code = ProgramCode(program, namespaces)
+                if args is not None and code.whole is not None:
+                    code.whole.prepare(args)
                 self._tree = program
-                self._code = ProgramCode(program, namespaces)
+                self._code = code
                 self._refresh()
                 if self.debug:
                     print(program)
@@ -203,6 +214,10 @@ class CompiledFunction:
             return self.__wrapped__(*args, **kwargs)
         code = self._code
         if code is None:
+            if self._job is not False:
+                out = self._beside(args, kwargs)
+                if out is not MISS:
+                    return out
             code = self._compiled()
         rt = current()
         if self._device == "cpu":
@@ -220,6 +235,46 @@ class CompiledFunction:
             return chosen()
         args, kwargs = self._inputs(args, kwargs)
         return rt.evaluate(code, args, kwargs, HOOKS)
+
+    def _beside(self, args, kwargs):
+        """A call before the function is translated: the plain function runs while the translation (and the
+        lowering of the first call's signature) is a job beside the calls (runtime/beside.py), as the floor would
+        run it (runtime/floor.py: the plain function is the answer); MISS when the call is to translate first:
+        the job is done (or failed: the call translates again and raises its CompileError), or this function or
+        call is not one for it (another runtime or device, arguments that are not plain values, a profile being
+        recorded, ``debug``, PHYLANX_NATIVE=force, PHYLANX_BESIDE=0 or PHYLANX_FLOOR=0, or a function whose
+        bytecode does not read as the translator takes it, or has two loops: prescan.py).
+        An error of the plain run is the tree's ExecutionError for it (plain_errors.py), located once the
+        translation is done."""
+        job = self._job
+        if job is None or job[0] != os.getpid():  # a forked child: the parent's job is not its own
+            if not beside.enabled() or self._device != "cpu" or self.debug or \
+                    loop_tiers.forced() or not runs_beside(self.__wrapped__):
+                self._job = False
+                return MISS
+            job = None
+        if not runs_plain(current()) or not plain_values(args, kwargs):
+            return MISS
+        try:
+            with beside.busy():  # before the job starts: the worker yields to this call from its first step
+                if job is None:
+                    with self._lock:
+                        if self._code is not None:
+                            return MISS
+                        job = self._job
+                        if job is None or job[0] != os.getpid():
+                            job = self._job = (os.getpid(), beside.submit(self._compile, None if kwargs else args))
+                if job[1].done():
+                    return MISS
+                return self.__wrapped__(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - located as the tree's error for it, once translated
+            error = e
+        if job[1].exception() is not None:  # waited for outside busy(): the job runs freely meanwhile
+            return MISS  # the translation failed: the call translates again and raises its CompileError
+        err = self._code.locate(error)
+        if err is None:
+            return MISS  # raised before the function's body ran (a wrong call): nothing ran, the tree's error
+        raise err from err.__cause__
 
     def lazy(self, *args, **kwargs):
         """A future of the call's result, returned at once (``.result()``, ``.done()``)."""

@@ -116,8 +116,7 @@ class Floor:
 
     def call(self, rt, args, kwargs, plain, tree):
         """The call's result: ``plain(*args, **kwargs)`` or ``tree()``, as chosen (module docstring)."""
-        if type(rt) is not Runtime or type(rt.executor) is not LocalPoolExecutor or rt.closed or \
-                profiling.active() is not None or not enabled():
+        if not runs_plain(rt):
             return tree()
         key = _key(args, kwargs, self.mutates)
         if key is None:
@@ -192,6 +191,19 @@ class Floor:
             return []
         return [f"calls: {self.plain_runs} ran as the plain function, {self.tree_runs} through the tree (the "
                 f"faster one per signature, timed)"]
+
+
+def runs_plain(rt) -> bool:
+    """Whether calls on ``rt`` may run the plain function (the module docstring's "which calls"; the arguments
+    are ``plain_values``' to judge)."""
+    return type(rt) is Runtime and type(rt.executor) is LocalPoolExecutor and not rt.closed and \
+        profiling.active() is None and enabled()
+
+
+def plain_values(args, kwargs) -> bool:
+    """Whether the arguments are plain Python and NumPy values (lists and dicts of them included), which the plain
+    function takes as the tree does (not futures, tiled or GPU arrays)."""
+    return _key(args, kwargs, False) is not None
 
 
 def plain_run(plain, args, kwargs, arrays, tree, limit=None, locate=None):

@@ -16,6 +16,7 @@ from __future__ import annotations
 FACTORIES: list = []
 FUNCTION_FACTORIES: list = []  # factory(program) -> whole-function tier or None
 PREPARERS: list = []  # preparer(): a function was compiled; a tier may start what its first use will need
+FORCING: list = []  # forcing() -> bool: a tier runs every call in its code from the first (PHYLANX_NATIVE=force)
 MISS = object()  # a whole-function tier's quick path does not apply to this call: take the general path
 FALLBACK = object()  # run this call through the tree (the tier declined it and left the arguments as they were)
 
@@ -54,6 +55,18 @@ def register_preparer(preparer):
     if preparer not in PREPARERS:
         PREPARERS.append(preparer)
     return preparer
+
+
+def register_forcing(forcing):
+    if forcing not in FORCING:
+        FORCING.append(forcing)
+    return forcing
+
+
+def forced() -> bool:
+    """Whether a tier asks every call to run its code from the first call on (not the plain function beside the
+    translation: runtime/beside.py)."""
+    return any(f() for f in FORCING)
 
 
 def prepare() -> None:

@@ -19,6 +19,10 @@ EXIT_SECONDS = 120
 # what the tree does (fusion, tasks, native loops, counts); the differential and error suites turn it on in two of
 # their three passes (``native_tier``), tests/test_floor.py and the tier's own tests in test_native.py turn it on.
 os.environ["PHYLANX_FLOOR"] = "0"
+# Functions are translated in their first call, not beside it by a worker while the plain function runs
+# (runtime/beside.py): the suites' first calls are to go through the tiers they test (with the floor on, a first call
+# would otherwise be the plain function's own answer); tests/test_beside.py turns it on.
+os.environ["PHYLANX_BESIDE"] = "0"
 # Fused kernels are built in the call that first needs them, not in a background thread (primitives/fused.py):
 # tests check which path computed a result from the first call on; tests/test_fusion.py tests the background.
 os.environ["PHYLANX_FUSE_WAIT"] = "1"

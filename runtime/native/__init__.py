@@ -25,4 +25,11 @@ def _ahead():
     if threading.current_thread() is threading.main_thread() and current_mode() != "0":
         prestart()
 
+
+
+@loop_tiers.register_forcing
+def _forced() -> bool:
+    return current_mode() == "force"  # loops and whole functions native from their first call (tiering.py)
+
+
 __all__ = ["Decline", "NativeLoop", "mode"]

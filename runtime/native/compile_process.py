@@ -138,17 +138,26 @@ def _reap():
     _retired[:] = [c for c in _retired if c.poll() is None]
 
 
+_starting = [False]  # a prestart's thread is starting the child
+
+
 def prestart():
     """Start the child now, from a thread, when a loop or function is first lowered for the native tier: its start
     (an interpreter, phylanx-py and Numba imported: ~1-1.5 s here, niced) then overlaps the 50 ms and more that
     the code runs interpreted before its first compile is asked for, instead of adding to its time to native."""
-    if _child[0] is None and enabled():
+    if _child[0] is None and not _starting[0] and enabled():
+        # one start at a time: a second thread, started while the first waits in Popen, only waited for the lock
+        # (each start cost its caller 3-5 ms: a thread's start waits until the new thread has run)
+        _starting[0] = True
         threading.Thread(target=_start_locked, daemon=True, name="phylanx-compile-start").start()
 
 
 def _start_locked():
-    with _lock:
-        _start()
+    try:
+        with _lock:
+            _start()
+    finally:
+        _starting[0] = False
 
 
 def _start(step: int | None = None):
@@ -202,6 +211,7 @@ def _after_fork_in_child():
     would keep that process alive after the parent): it starts one of its own when it needs one."""
     global _lock
     _lock = threading.Lock()
+    _starting[0] = False  # the parent's starting thread is not in the child
     child, _child[0] = _child[0], None
     if child is not None and child is not False:
         for stream in (child.stdin, child.stdout):

@@ -82,7 +82,7 @@ class Entry:
 
     __slots__ = ("kinds", "source", "checked", "kernel", "overflow", "declined", "compiling", "compile_seconds",
                  "interpreted", "native_runs", "writes", "flags", "convert", "parallel", "serial_why", "refused",
-                 "printed", "mark", "marked", "credited", "held", "blas")
+                 "printed", "mark", "marked", "credited", "held", "blas", "key")
 
     def __init__(self, kinds):
         self.kinds = kinds
@@ -102,6 +102,7 @@ class Entry:
         self.writes = ()
         self.flags = {}
         self.blas = None  # its kernel calls BLAS (worked out from ``printed`` at its first run: ``runner``)
+        self.key = None  # its mark's digest, worked out ahead of its first call (``look_ahead``)
 
     def runner(self, kernel):
         """``kernel`` (the entry's, or its entry point) as a call runs it: through its parallel variant's choice,
@@ -212,11 +213,18 @@ class Signatures:
                 entry.compiling = True
                 in_background(self._compile, entry, entry.held)
 
+    def look_ahead(self, entry) -> None:
+        """What ``_marked`` reads, read before the entry's first call (its digest, its mark from the disk): a job
+        beside the first calls (runtime/beside.py) lowered it."""
+        if entry.printed is not None and entry.key is None:
+            entry.key = warm.kernel_key(entry.printed)
+            warm.marks(entry.key)
+
     def _marked(self, entry, args) -> bool:
         """Whether the entry's kernel loads in this call: marked as compiled before for these argument types, with
         Numba running already; else its compile starts after MARKED_SECONDS interpreted (a mark for other types, or
         Numba not started), or HOT_SECONDS (no mark): warm.py. Asked once per entry."""
-        entry.mark = "" if entry.printed is None else warm.kernel_key(entry.printed)
+        entry.mark = "" if entry.printed is None else entry.key or warm.kernel_key(entry.printed)
         lines = warm.marks(entry.mark) if entry.mark else frozenset()
         entry.marked = bool(lines)
         return entry.marked and warm.numba_started() and warm.sig_line(self._signature(entry, args)) in lines

@@ -185,6 +185,27 @@ class WholeFunction(T.Signatures):
                 return self._plain(rt, entry, args, plain, tree)  # a plain run to time the new kernel against
         return self._run(rt, entry, args, fallback)
 
+    def prepare(self, args):
+        """Lower the signature of ``args`` before any call runs on it, as ``call`` would at its first call: in a
+        job beside the first calls (runtime/beside.py), which ran the plain function meanwhile."""
+        own = self.own
+        if own - len(self.defaults) <= len(args) < own:
+            args = tuple(args) + self.defaults[len(args) - own + len(self.defaults):]
+        if T.current_mode() != "on" or len(args) != own or self.loop_free:
+            return
+        if self.globals:
+            args = self.with_globals(args)
+            if args is None:
+                return
+        entry = self.entry(args)
+        if entry is not None and not entry.declined and entry.kernel is None:
+            self.look_ahead(entry)
+
+    def look_ahead(self, entry) -> None:
+        super().look_ahead(entry)
+        if warm.enabled():
+            aot.path_for(entry, early=True)  # its path worked out (``entry.ahead``), as ``_marked`` asks
+
     def with_globals(self, args):
         """``args`` and the values of the module globals the body reads (``globals``), or None if one is unset."""
         try:

@@ -1,0 +1,123 @@
+"""Whether a function's first calls may run the plain function while it is translated beside them
+(runtime/beside.py), read from its bytecode in microseconds, without its source.
+
+A first call that ran the plain function could not report an unsupported construct until the translation ended,
+and would run code the translator rejects (a test's ``uses_with(1)`` opens and closes file descriptor 1). So only a
+function that reads as the translator takes it runs so: no construct the translator refuses (classes, ``try`` and
+``with``, generators, closures and nested functions, ``global``, ``del``, starred calls and targets, ``match``,
+attribute stores, raising; a ``match`` statement, whose literal patterns compile as ``==`` does, is found in its
+source lines), its free names resolving as the translator resolves them (``resolve.py``: a NumPy
+function, a compiled or plain function, data; not a class, a module used as a value, an unknown name or an
+unsupported callable), its methods registered, its imports at the top of its body, of modules already imported, and
+at most one loop (a second loop may nest: its first call keeps the switch to native code part way through, whole.py).
+Anything else translates in its first call, as before, and raises its CompileError there. A construct the scan lets
+through and the translator refuses is a CompileError at the first call after the translation ended."""
+from __future__ import annotations
+
+import dis
+import linecache
+import re
+import sys
+
+from phylanx_py.primitives import exists
+
+from .resolve import MISSING, resolve_attr, resolve_name
+
+_OP = dis.opmap
+_REFUSED = frozenset(_OP[name] for name in (
+    "LOAD_BUILD_CLASS", "STORE_GLOBAL", "DELETE_GLOBAL", "STORE_ATTR", "DELETE_ATTR", "DELETE_FAST", "DELETE_NAME",
+    "DELETE_SUBSCR", "DELETE_DEREF", "MAKE_FUNCTION", "CALL_FUNCTION_EX", "DICT_MERGE", "DICT_UPDATE", "UNPACK_EX",
+    "RAISE_VARARGS", "RERAISE", "LOAD_ASSERTION_ERROR", "BEFORE_WITH", "YIELD_VALUE", "IMPORT_STAR", "IMPORT_FROM",
+    "LOAD_CLOSURE", "LOAD_DEREF", "STORE_DEREF", "LOAD_CLASSDEREF", "STORE_NAME", "LOAD_NAME",
+) if name in _OP) | frozenset(op for name, op in _OP.items() if name.startswith(("MATCH_", "SETUP_")))
+_BACKWARD = frozenset(op for name, op in _OP.items() if "BACKWARD" in name)
+_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+_FLAGS = 0x04 | 0x08 | 0x20 | 0x80 | 0x100 | 0x200  # *args, **kwargs, generator, coroutine, async generator
+_EXTENDED_ARG, _COPY = _OP["EXTENDED_ARG"], _OP["COPY"]
+_LOAD_GLOBAL, _LOAD_ATTR, _LOAD_METHOD = _OP["LOAD_GLOBAL"], _OP["LOAD_ATTR"], _OP.get("LOAD_METHOD", -1)
+_LOAD_FAST, _STORE_FAST, _IMPORT_NAME = _OP["LOAD_FAST"], _OP["STORE_FAST"], _OP["IMPORT_NAME"]
+_GLOBAL_SHIFT = 1 if sys.version_info >= (3, 11) else 0  # 3.11: LOAD_GLOBAL's low bit says "push NULL"
+_ATTR_SHIFT = 1 if sys.version_info >= (3, 12) else 0  # 3.12: LOAD_ATTR's low bit says "method"
+_MATCH = re.compile(r"\s*match\b[^=]*:")  # a ``match`` statement's line (a literal pattern compiles to ``==``)
+_MAX_INSTRUCTIONS = 2000  # a longer function translates first: its first call is long enough to pay for it
+
+
+def _instructions(code):
+    """(opcode, argument) of ``code``'s instructions, EXTENDED_ARG folded in, CACHE entries skipped."""
+    raw, ext = code.co_code, 0
+    for i in range(0, len(raw), 2):
+        op, arg = raw[i], raw[i + 1] | ext
+        if op == _EXTENDED_ARG:
+            ext = arg << 8
+            continue
+        ext = 0
+        if op:  # 0 is CACHE
+            yield op, arg
+
+
+def runs_beside(fn) -> bool:
+    """Whether ``fn``'s first calls may run the plain function while it is translated (module docstring)."""
+    return _reads(fn, set(), top=True)
+
+
+def _reads(fn, seen: set, top: bool) -> bool:
+    """Whether ``fn`` reads as the translator takes it; the plain functions it calls too (``seen``: those already
+    read, recursion included); ``top``: its own loops counted (the functions it calls run inside its tree)."""
+    if fn in seen:
+        return True
+    seen.add(fn)
+    code = fn.__code__
+    if code.co_flags & _FLAGS or code.co_freevars or code.co_cellvars or code.co_exceptiontable or \
+            len(code.co_code) > 2 * _MAX_INSTRUCTIONS:
+        return False
+    lines = linecache.getlines(code.co_filename)
+    numbers = [line for _, _, line in code.co_lines() if line]
+    if numbers and any(_MATCH.match(text) for text in lines[min(numbers) - 1:max(numbers)]):
+        return False
+    names, varnames, glob = code.co_names, code.co_varnames, fn.__globals__
+    loops = 0
+    jumped = False
+    loaded: set = set()  # locals read so far
+    imported: set = set()
+    chain = None  # the module a LOAD_GLOBAL/LOAD_ATTR chain has reached, which must end in a function
+    pending_import = False
+    for op, arg in _instructions(code):
+        if chain is not None:
+            if op == _LOAD_ATTR or op == _LOAD_METHOD:
+                r = resolve_attr(chain, names[arg >> _ATTR_SHIFT if op == _LOAD_ATTR else arg])
+                if r.obj is MISSING or r.kind in ("class", "unsupported"):
+                    return False
+                chain = r if r.kind == "module" else None
+                continue
+            return False  # a module used as a value
+        if op in _REFUSED or (op == _COPY and arg == 1):  # COPY 1: a match's subject (also a = b = v, :=)
+            return False
+        if op in _BACKWARD and top:
+            loops += 1
+            if loops > 1:
+                return False
+        if op in _JUMPS:
+            jumped = True
+        if op == _LOAD_GLOBAL:
+            r = resolve_name(names[arg >> _GLOBAL_SHIFT], glob)
+            if r is None or r.kind in ("class", "unsupported") or \
+                    (r.kind == "function" and (len(seen) > 20 or not _reads(r.obj, seen, top=False))):
+                return False
+            chain = r if r.kind == "module" else None
+        elif op == _LOAD_METHOD or (op == _LOAD_ATTR and _ATTR_SHIFT and arg & 1):
+            if not exists(f"method.{names[arg >> _ATTR_SHIFT if op == _LOAD_ATTR else arg]}"):
+                return False
+        elif op == _IMPORT_NAME:
+            if jumped or names[arg] not in sys.modules:
+                return False
+            pending_import = True
+        elif op == _STORE_FAST:
+            name = varnames[arg]
+            if name in imported or (pending_import and name in loaded):
+                return False
+            if pending_import:
+                imported.add(name)
+                pending_import = False
+        elif op == _LOAD_FAST:
+            loaded.add(varnames[arg])
+    return chain is None

@@ -1,0 +1,231 @@
+"""The first calls of a compiled function run the plain function while a worker translates it (runtime/beside.py,
+decorator.py ``_beside``): the answer and the errors are the plain function's and the tree's, the translation and
+the first signature's lowering happen in the worker, and the functions that must translate first do."""
+from __future__ import annotations
+
+import copy
+import threading
+
+import numpy as np
+import pytest
+from helpers import assert_same, source_position
+from phylanx_py.runtime import beside
+
+import phylanx_py as px
+from phylanx_py import decorator
+
+
+def scalar_loop(n):
+    s = 0
+    for i in range(n):
+        s = s + i * 2
+    return s
+
+
+def scale(a, k):
+    return a * k + 1.0
+
+
+def pick(a, i):
+    t = a * 2.0
+    return t[i] + 1.0
+
+
+def nested(a):
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            a[i, j] = a[i, j] + i * j
+    return a
+
+
+def uses_try(x):
+    try:
+        y = x + 1
+    except ValueError:
+        y = 0
+    return y
+
+
+@pytest.fixture(autouse=True)
+def _floor_on(monkeypatch):
+    monkeypatch.setenv("PHYLANX_FLOOR", "1")  # off in the rest of the suite (conftest.py); the default for users
+    monkeypatch.delenv("PHYLANX_BESIDE", raising=False)
+    monkeypatch.delenv("PHYLANX_NATIVE", raising=False)
+
+
+@pytest.fixture
+def translations(monkeypatch):
+    """The name of the thread each translation ran in (the real translator runs: this only records)."""
+    threads = []
+    real = decorator.translate
+
+    def recorded(fn):
+        threads.append(threading.current_thread().name)
+        return real(fn)
+
+    monkeypatch.setattr(decorator, "translate", recorded)
+    return threads
+
+
+def _translated(f, timeout=60.0):
+    """Wait for the job beside ``f``'s first calls; its code."""
+    f._job[1].result(timeout=timeout)
+    assert f._code is not None
+    return f._code
+
+
+def test_first_calls_run_the_plain_function_while_the_worker_translates(translations):
+    f = px.compile(scalar_loop)
+    assert f(1000) == scalar_loop(1000)
+    code = _translated(f)
+    assert translations == ["phylanx-beside"]
+    # the first call's signature was lowered in the worker too: its entry exists before any call reached the tier
+    entries = list(code.whole.entries.values())
+    assert len(entries) == 1 and entries[0].native_runs == 0 and entries[0].plain_runs == 0
+    assert entries[0].key is not None  # its mark's digest, read ahead
+    for n in (0, 1, 7, 1000, 12345):
+        assert f(n) == scalar_loop(n)
+    assert translations == ["phylanx-beside"]  # translated once
+
+
+def test_arrays_and_keywords_give_the_plain_answer_during_and_after(translations):
+    f = px.compile(scale)
+    a = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(f(a, k=3.0), scale(a, 3.0))
+    _translated(f)
+    for k in (0.5, 2.0):
+        np.testing.assert_array_equal(f(a, k), scale(a, k))
+    assert translations == ["phylanx-beside"]
+
+
+def test_an_error_of_a_first_call_is_the_trees_error(monkeypatch):
+    a = np.arange(4.0)
+    with pytest.raises(px.ExecutionError) as beside_err:
+        px.compile(pick)(a, 9)
+    monkeypatch.setenv("PHYLANX_BESIDE", "0")
+    monkeypatch.setenv("PHYLANX_FLOOR", "0")
+    with pytest.raises(px.ExecutionError) as tree_err:
+        px.compile(pick)(a, 9)
+    assert str(beside_err.value) == str(tree_err.value)
+    line, _ = source_position(pick, "t[i]")
+    assert f"test_beside.py:{line}" in str(beside_err.value)
+    assert isinstance(beside_err.value.__cause__, IndexError)
+
+
+def test_a_wrong_call_is_pythons_error():
+    f = px.compile(scale)
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'k'"):
+        f(np.ones(2))
+
+
+def test_an_unsupported_construct_the_bytecode_shows_is_a_compile_error_at_the_first_call(translations):
+    """``try`` shows in the bytecode (prescan.py): the function translates in its first call, which raises; its
+    plain function never runs."""
+    line, col = source_position(uses_try, "try:")
+    with pytest.raises(px.CompileError) as err:
+        px.compile(uses_try)(1)
+    assert str(err.value).splitlines()[0].endswith(f":{line}:{col}: unsupported construct: 'try' statement")
+    assert translations == [threading.current_thread().name]
+
+
+class _Scaler:
+    def __call__(self, x):
+        return 2 * x
+
+
+SCALER = _Scaler()
+
+
+def calls_an_object(x):
+    return SCALER(x) + 1
+
+
+def test_a_construct_only_the_translator_refuses_is_a_compile_error_once_translated():
+    """A call of an object (data, as far as the bytecode tells) reads as supported: the first call gives the plain
+    answer, and the call after the translation ended raises its CompileError (``.tree`` at once)."""
+    f = px.compile(calls_an_object)
+    assert f(1) == 3
+    with pytest.raises(px.CompileError):
+        f._job[1].result(timeout=60)
+    line, col = source_position(calls_an_object, "SCALER(")
+    with pytest.raises(px.CompileError) as err:
+        f(1)
+    assert str(err.value).splitlines()[0].endswith(
+        f":{line}:{col}: unsupported call: cannot compile a call to 'SCALER' (_Scaler)")
+    with pytest.raises(px.CompileError):
+        f.explain()
+
+
+def test_the_bytecode_scan_sends_every_refused_construct_of_the_error_suite_to_translate_first():
+    """Each unsupported construct of tests/test_errors.py translates in its first call (and raises there), so its
+    plain function, which may open files or change globals, never runs before the CompileError."""
+    from test_errors import UNSUPPORTED
+
+    from phylanx_py.prescan import runs_beside
+
+    assert [fn.__name__ for fn, _, _ in UNSUPPORTED if runs_beside(fn)] == []
+    assert runs_beside(scalar_loop) and runs_beside(scale) and runs_beside(pick)
+    assert not runs_beside(nested)
+
+
+@pytest.mark.parametrize("why", ["nested loops", "PHYLANX_BESIDE=0", "forced", "synchronous runtime", "debug"])
+def test_functions_and_calls_that_translate_first(why, translations, monkeypatch, capsys):
+    fn, args = (nested, (np.ones((2, 3)),)) if why == "nested loops" else (scalar_loop, (50,))
+    if why == "PHYLANX_BESIDE=0":
+        monkeypatch.setenv("PHYLANX_BESIDE", "0")
+    if why == "forced":
+        monkeypatch.setenv("PHYLANX_NATIVE", "force")
+    f = px.compile(fn, debug=why == "debug")
+    expected = fn(*[np.array(a) if isinstance(a, np.ndarray) else a for a in args])
+    if why == "synchronous runtime":
+        with px.using(px.runtime.synchronous()):
+            out = f(*args)
+    else:
+        out = f(*args)
+    np.testing.assert_array_equal(out, expected)
+    assert f._code is not None  # translated in this call
+    assert translations == [threading.current_thread().name]
+    if why in ("nested loops", "PHYLANX_BESIDE=0", "forced", "debug"):
+        assert f._job is False  # this function always translates first
+    capsys.readouterr()
+
+
+def test_the_worker_finishes_while_calls_keep_it_busy():
+    """A job makes progress while a call holds ``busy()`` (it runs slices then), and its error is its Future's."""
+    def work(n):
+        return sum(len(str(i)) for i in range(n))
+
+    job = beside.submit(work, 20_000)
+    with beside.busy():
+        spins = 0
+        while not job.done():  # pure Python: the worker gets the lock only in its slices
+            spins += 1
+    assert job.result() == work(20_000)
+    failing = beside.submit(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        failing.result(timeout=60)
+
+
+def _differential_cases():
+    from test_differential import ALL
+
+    return ALL
+
+
+@pytest.mark.parametrize(("fn", "args", "kwargs"), _differential_cases())
+def test_every_differential_program_gives_the_plain_answer_beside_and_after_its_translation(fn, args, kwargs):
+    """The differential suite's programs with the worker on: the first call (the plain function while the worker
+    translates, or the tree for those that translate first), then the calls after the translation, each against
+    the plain function on fresh copies (its effects included: print, random draws seeded alike)."""
+    f = px.compile(fn)
+    for n in range(3):
+        plain_in, compiled_in = copy.deepcopy((args, kwargs)), copy.deepcopy((args, kwargs))
+        np.random.seed(n)
+        want = fn(*plain_in[0], **plain_in[1])
+        np.random.seed(n)
+        got = f(*compiled_in[0], **compiled_in[1])
+        assert_same(got, want)
+        assert_same(compiled_in, plain_in, "inputs after the call")
+        if n == 0 and f._job:
+            f._job[1].result(timeout=60)  # the calls after it take the tiers' path
+    assert f._code is not None
