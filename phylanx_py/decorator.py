@@ -7,6 +7,7 @@ import functools
 import inspect
 import os
 import threading
+import time
 import types
 import weakref
 
@@ -103,6 +104,7 @@ class CompiledFunction:
         self._tree = None
         # (pid, Future) of the translation beside the first calls (_beside); False: this function translates first
         self._job = None
+        self._beside_seconds = 0.0  # the plain runs' seconds while the job ran, for the tiers (credit_beside)
 
     # ---- compilation ---------------------------------------------------------------------------------
     def _compile(self, args=None) -> ProgramCode:
@@ -186,6 +188,7 @@ class CompiledFunction:
         """Which tier each loop runs in and why: ``loop at lu.py:12 -> native (2 args: float64[:, :], ...)``,
         ``loop at x.py:30 -> interpreted: np.random.rand has no native form (x.py:31)``."""
         code = self._compile()
+        self._credit(code)
         loops = getattr(code, "loop_hooks", [])
         whole = code.whole.explain() if getattr(code, "whole", None) is not None else []
         floor = code.floor.explain() if getattr(code, "floor", None) is not None else []
@@ -219,6 +222,8 @@ class CompiledFunction:
                 if out is not MISS:
                     return out
             code = self._compiled()
+        if self._beside_seconds:
+            self._credit(code)
         rt = current()
         if self._device == "cpu":
             floor = code.floor
@@ -235,6 +240,13 @@ class CompiledFunction:
             return chosen()
         args, kwargs = self._inputs(args, kwargs)
         return rt.evaluate(code, args, kwargs, HOOKS)
+
+    def _credit(self, code):
+        """After the job (the first call or ``explain()`` that follows it): the tiers count the plain runs made
+        beside it (whole.py ``credit_beside``)."""
+        seconds, self._beside_seconds = self._beside_seconds, 0.0
+        if seconds and code.whole is not None:
+            code.whole.credit_beside(seconds)
 
     def _beside(self, args, kwargs):
         """A call before the function is translated: the plain function runs while the translation (and the
@@ -266,7 +278,10 @@ class CompiledFunction:
                             job = self._job = (os.getpid(), beside.submit(self._compile, None if kwargs else args))
                 if job[1].done():
                     return MISS
-                return self.__wrapped__(*args, **kwargs)
+                t0 = time.perf_counter()
+                out = self.__wrapped__(*args, **kwargs)
+                self._beside_seconds += time.perf_counter() - t0
+                return out
         except Exception as e:  # noqa: BLE001 - located as the tree's error for it, once translated
             error = e
         if job[1].exception() is not None:  # waited for outside busy(): the job runs freely meanwhile

@@ -83,6 +83,10 @@ def test_first_calls_run_the_plain_function_while_the_worker_translates(translat
     entries = list(code.whole.entries.values())
     assert len(entries) == 1 and entries[0].native_runs == 0 and entries[0].plain_runs == 0
     assert entries[0].key is not None  # its mark's digest, read ahead
+    beside_seconds = f._beside_seconds  # the plain runs beside the job heat the entry at the next call
+    assert beside_seconds > 0 and entries[0].interpreted == 0
+    f(10)
+    assert f._beside_seconds == 0 and entries[0].interpreted >= beside_seconds
     for n in (0, 1, 7, 1000, 12345):
         assert f(n) == scalar_loop(n)
     assert translations == ["phylanx-beside"]  # translated once
@@ -93,6 +97,9 @@ def test_arrays_and_keywords_give_the_plain_answer_during_and_after(translations
     a = np.arange(6.0).reshape(2, 3)
     np.testing.assert_array_equal(f(a, k=3.0), scale(a, 3.0))
     _translated(f)
+    # straight-line array code: the plain runs beside the job count toward its lowering (whole.py's ``warm``), and
+    # explain() says so before any call took the tiers' path (a benchmark's settling read "nothing pending")
+    assert "-> the floor's choice so far (" in f.explain()
     for k in (0.5, 2.0):
         np.testing.assert_array_equal(f(a, k), scale(a, k))
     assert translations == ["phylanx-beside"]

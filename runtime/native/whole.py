@@ -191,15 +191,28 @@ class WholeFunction(T.Signatures):
         own = self.own
         if own - len(self.defaults) <= len(args) < own:
             args = tuple(args) + self.defaults[len(args) - own + len(self.defaults):]
-        if T.current_mode() != "on" or len(args) != own or self.loop_free:
+        if T.current_mode() != "on" or len(args) != own:
             return
         if self.globals:
             args = self.with_globals(args)
             if args is None:
                 return
+        if self.loop_free and not self._kept_before(args):
+            return  # lowered after STRAIGHT_SECONDS of calls; one kept before is lowered at its first call: here
         entry = self.entry(args)
         if entry is not None and not entry.declined and entry.kernel is None:
             self.look_ahead(entry)
+
+    def credit_beside(self, seconds: float) -> None:
+        """The calls that ran the plain function beside the translation (runtime/beside.py) took ``seconds``: they
+        ran the floor's choice, so they count toward a loop-free function's lowering (``warm``) and heat the entries
+        lowered ahead (their first signature's), as the plain runs ``call`` makes do."""
+        if self.loop_free:
+            self.warm += seconds
+            return
+        for entry in tuple(self.entries.values()):
+            if entry.kernel is None and not entry.declined:
+                entry.interpreted += seconds
 
     def look_ahead(self, entry) -> None:
         super().look_ahead(entry)
