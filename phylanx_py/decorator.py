@@ -117,6 +117,8 @@ class CompiledFunction:
                     program = run_pipeline(program, _passes(self.fuse))
                 program = _finish(program)
                 code = ProgramCode(program, namespaces)
+                if code.whole is not None and hasattr(code.whole, "pyfunc"):
+                    code.whole.pyfunc = self.__wrapped__  # a kept kernel marks it (loop_tiers.translates_first)
                 if args is not None and code.whole is not None:
                     code.whole.prepare(args)
                 self._tree = program
@@ -254,14 +256,15 @@ class CompiledFunction:
         run it (runtime/floor.py: the plain function is the answer); MISS when the call is to translate first:
         the job is done (or failed: the call translates again and raises its CompileError), or this function or
         call is not one for it (another runtime or device, arguments that are not plain values, a profile being
-        recorded, ``debug``, PHYLANX_NATIVE=force, PHYLANX_BESIDE=0 or PHYLANX_FLOOR=0, or a function whose
-        bytecode does not read as the translator takes it, or has two loops: prescan.py).
+        recorded, ``debug``, PHYLANX_BESIDE=0 or PHYLANX_FLOOR=0, a function whose bytecode does not read as the
+        translator takes it or has two loops (prescan.py), or one a tier wants translated first: PHYLANX_NATIVE=force,
+        or a whole-function kernel of it kept before, which its first call loads: loop_tiers.translates_first).
         An error of the plain run is the tree's ExecutionError for it (plain_errors.py), located once the
         translation is done."""
         job = self._job
         if job is None or job[0] != os.getpid():  # a forked child: the parent's job is not its own
             if not beside.enabled() or self._device != "cpu" or self.debug or \
-                    loop_tiers.forced() or not runs_beside(self.__wrapped__):
+                    not runs_beside(self.__wrapped__) or loop_tiers.translates_first(self.__wrapped__):
                 self._job = False
                 return MISS
             job = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 FACTORIES: list = []
 FUNCTION_FACTORIES: list = []  # factory(program) -> whole-function tier or None
 PREPARERS: list = []  # preparer(): a function was compiled; a tier may start what its first use will need
-FORCING: list = []  # forcing() -> bool: a tier runs every call in its code from the first (PHYLANX_NATIVE=force)
+FIRST: list = []  # first(pyfunc) -> bool: a tier wants the function's first call in its code, not the plain function
 MISS = object()  # a whole-function tier's quick path does not apply to this call: take the general path
 FALLBACK = object()  # run this call through the tree (the tier declined it and left the arguments as they were)
 
@@ -57,16 +57,16 @@ def register_preparer(preparer):
     return preparer
 
 
-def register_forcing(forcing):
-    if forcing not in FORCING:
-        FORCING.append(forcing)
-    return forcing
+def register_first(first):
+    if first not in FIRST:
+        FIRST.append(first)
+    return first
 
 
-def forced() -> bool:
-    """Whether a tier asks every call to run its code from the first call on (not the plain function beside the
-    translation: runtime/beside.py)."""
-    return any(f() for f in FORCING)
+def translates_first(pyfunc) -> bool:
+    """Whether a tier asks for ``pyfunc``'s first call to run its code (translated in that call), not the plain
+    function beside the translation (runtime/beside.py): every call forced native, or a kernel of it kept before."""
+    return any(f(pyfunc) for f in FIRST)
 
 
 def prepare() -> None:

@@ -236,3 +236,24 @@ def test_every_differential_program_gives_the_plain_answer_beside_and_after_its_
         if n == 0 and f._job:
             f._job[1].result(timeout=60)  # the calls after it take the tiers' path
     assert f._code is not None
+
+
+def test_a_function_whose_kernel_was_kept_before_translates_in_its_first_call(translations, monkeypatch, tmp_path):
+    """Its first call loads the kept whole-function kernel (runtime/native/warm.py), which a plain run beside the
+    translation would only delay (NPBench's compute, warm: first call 81 ms against 50, calls 2-6 not native): the
+    tier marks the Python function when it keeps a kernel of it, and such a function translates first."""
+    from phylanx_py.primitives import kernel_cache
+    from phylanx_py.runtime.native import warm
+
+    monkeypatch.setattr(kernel_cache, "CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PHYLANX_NATIVE_WARM", "1")
+    f = px.compile(scalar_loop)
+    assert f(100) == scalar_loop(100)
+    code = _translated(f)
+    assert not warm.kept_code(scalar_loop)
+    code.whole._keep(next(iter(code.whole.entries.values())))  # as after its kernel was timed faster
+    assert warm.kept_code(scalar_loop)
+    again = px.compile(scalar_loop)
+    assert again(100) == scalar_loop(100)
+    assert again._job is False and again._code is not None
+    assert translations == ["phylanx-beside", threading.current_thread().name]

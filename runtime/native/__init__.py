@@ -4,7 +4,7 @@ after every other loop tier, and remote.py's tier for loops over the cluster's a
 import threading
 
 from .. import loop_tiers
-from . import remote  # noqa: F401 - registers the tier for loops over the cluster's arrays
+from . import remote, warm  # noqa: F401 - registers the tier for loops over the cluster's arrays
 from .compile_process import prestart
 from .kinds import Decline
 from .loop import NativeLoop, mode
@@ -27,9 +27,11 @@ def _ahead():
 
 
 
-@loop_tiers.register_forcing
-def _forced() -> bool:
-    return current_mode() == "force"  # loops and whole functions native from their first call (tiering.py)
+@loop_tiers.register_first
+def _first(pyfunc) -> bool:
+    # forced: every loop and whole function native from its first call (tiering.py); kept before: its whole
+    # function's kernel loads in its first call (warm.py), which the plain function beside the translation would delay
+    return current_mode() == "force" or warm.kept_code(pyfunc)
 
 
 __all__ = ["Decline", "NativeLoop", "mode"]

@@ -40,6 +40,20 @@ def function_key(fn, fast) -> str:
     return kernel_cache.digest(f"{fn.loc.filename}:{fn.loc.lineno}\0{fn!r}\0{fast!r}")
 
 
+def code_key(pyfunc) -> str:
+    """The digest a Python function's own mark is found by (its file, name, line and bytecode): written when a
+    whole-function kernel of it is kept, read before its first call (``kept_code``)."""
+    c = pyfunc.__code__
+    return kernel_cache.digest(f"{c.co_filename}\0{c.co_qualname}\0{c.co_firstlineno}\0{c.co_code.hex()}\0"
+                               f"{c.co_names!r}")
+
+
+def kept_code(pyfunc) -> bool:
+    """Whether a whole-function kernel of ``pyfunc`` was kept before (here or in an earlier process): its first call
+    then translates in the call and loads it (runtime/beside.py leaves such a function alone)."""
+    return enabled() and KEPT in marks(code_key(pyfunc))
+
+
 def sig_line(sig) -> str:
     import numba
 

@@ -112,6 +112,7 @@ class WholeFunction(T.Signatures):
         # the tree (``fallback``), against which a new kernel is timed (``_decide``)
         self.loop_free = not any(isinstance(s, (ir.For, ir.While)) for s in ir.walk(fn.body))
         self.warm = 0.0  # seconds the loop-free function's calls took before its first signature was lowered
+        self.pyfunc = None  # the Python function (the decorator sets it): its own mark when a kernel is kept
         self._kept: dict = {}  # argument kinds (fast key) -> whether a kernel of them was kept before (warm.py)
         # module data globals the body reads (NPBench's vadv: ``BET_M = 0.5`` at its module's top): parameters of
         # the kernel after the function's own, read at each call as the tree reads them (``with_globals``), as a
@@ -394,17 +395,22 @@ class WholeFunction(T.Signatures):
                 warm.unmark(entry.mark)  # a later process waits for its calls again
             if entry.fast:
                 warm.unmark(warm.function_key(self.fn, entry.fast))
+            if self.pyfunc is not None:
+                warm.unmark(warm.code_key(self.pyfunc))
         else:
             self._keep(entry)
         self._requick()
 
     def _keep(self, entry):
         """Mark the entry's kernel kept (warm.py): a later process runs it from the signature's first call, without
-        timing it against the plain function again (and a loop-free function is lowered at its first call)."""
+        timing it against the plain function again (and a loop-free function is lowered at its first call); the
+        Python function too (``pyfunc``, set by the decorator), whose first call then translates in the call."""
         if entry.mark:
             warm.mark(entry.mark, warm.KEPT)
         if entry.fast:
             warm.mark(warm.function_key(self.fn, entry.fast), warm.KEPT)
+        if self.pyfunc is not None:
+            warm.mark(warm.code_key(self.pyfunc), warm.KEPT)
 
     def _kept_before(self, args) -> bool:
         """Whether a loop-free function's kernel for these argument kinds was kept before, in this process or an
