@@ -110,14 +110,16 @@ def _run():
             continue
         sys.settrace(_hook)
         try:
-            result = fn(*args)
+            result, error = fn(*args), None
         except BaseException as e:  # noqa: BLE001 - the job's error is its caller's to raise (the Future holds it)
-            sys.settrace(None)
-            future.set_exception(e)
-        else:
-            sys.settrace(None)
+            result, error = None, e
+        finally:
+            sys.settrace(None)  # before the Future wakes anyone: its callbacks are not the job's
+        if error is None:
             future.set_result(result)
-        del future, fn, args  # the job's arguments (a call's arrays) are not kept while the worker waits
+        else:
+            future.set_exception(error)
+        del future, fn, args, result, error  # the job's arguments (a call's arrays) are not kept while the worker waits
 
 
 def _after_fork():

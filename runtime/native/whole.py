@@ -147,16 +147,11 @@ class WholeFunction(T.Signatures):
         default ``fallback``), as ``_plain_now`` decides."""
         tree = tree or fallback
         m = T.current_mode()
-        own = self.own
-        if own - len(self.defaults) <= len(args) < own:
-            args = tuple(args) + self.defaults[len(args) - own + len(self.defaults):]
-        if m == "off" or len(args) != own or type(rt) is not Runtime or rt.closed or \
-                profiling.active() is not None:
+        if m == "off" or type(rt) is not Runtime or rt.closed or profiling.active() is not None:
             return fallback()
-        if self.globals:
-            args = self.with_globals(args)
-            if args is None:  # a global not defined: the tree raises the NameError
-                return fallback()
+        args = self.kernel_args(args)
+        if args is None:  # another count, or a global not defined: the tree raises the TypeError or NameError
+            return fallback()
         if self.loop_free:
             if self.warm < STRAIGHT_SECONDS and not self._kept_before(args):  # not yet worth a kernel (below)
                 return self._timed(fallback, "warm")
@@ -189,15 +184,9 @@ class WholeFunction(T.Signatures):
     def prepare(self, args):
         """Lower the signature of ``args`` before any call runs on it, as ``call`` would at its first call: in a
         job beside the first calls (runtime/beside.py), which ran the plain function meanwhile."""
-        own = self.own
-        if own - len(self.defaults) <= len(args) < own:
-            args = tuple(args) + self.defaults[len(args) - own + len(self.defaults):]
-        if T.current_mode() != "on" or len(args) != own:
+        args = self.kernel_args(args)
+        if T.current_mode() != "on" or args is None:
             return
-        if self.globals:
-            args = self.with_globals(args)
-            if args is None:
-                return
         if self.loop_free and not self._kept_before(args):
             return  # lowered after STRAIGHT_SECONDS of calls; one kept before is lowered at its first call: here
         entry = self.entry(args)
@@ -219,6 +208,17 @@ class WholeFunction(T.Signatures):
         super().look_ahead(entry)
         if warm.enabled():
             aot.path_for(entry, early=True)  # its path worked out (``entry.ahead``), as ``_marked`` asks
+
+    def kernel_args(self, args):
+        """A call's arguments as the kernel takes them: numbers the call left out filled in from the defaults, then
+        the values of the module globals the body reads; None when the count is not the function's or a global
+        is not defined."""
+        own = self.own
+        if own - len(self.defaults) <= len(args) < own:
+            args = tuple(args) + self.defaults[len(args) - own + len(self.defaults):]
+        if len(args) != own:
+            return None
+        return self.with_globals(args) if self.globals else args
 
     def with_globals(self, args):
         """``args`` and the values of the module globals the body reads (``globals``), or None if one is unset."""
