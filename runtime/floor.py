@@ -4,7 +4,8 @@ DESIGN.md's first rule: no call is slower than the undecorated function. On NumP
 often is (NPBench, calls 2-6: 42 of 54 kernels under 0.9x NumPy): every operation pays the evaluator's dispatch,
 and a call whose operations are all small gains nothing from tasks. The plain function is the answer by
 definition (promise 1), so a call may run it. Per signature (the arguments' types, shapes and dtypes) the two are
-timed: the first call runs the plain function, the second the tree, then the one whose median of its last three
+timed: the first call runs the plain function, the second the tree (of a program without loops: once the plain
+runs took ``LOOP_FREE_SECONDS``), then the one whose median of its last three
 times is lower runs, and the other is timed again at calls 4, 8, 16, 32 and every 64th after, and the tree at the
 next call after a kernel of one of its loops got ready (the tree improves as its native kernels compile in the
 background; a kernel of another program's loop is no cue: loop_tiers.kernel_ready), but never within ``SPACING``
@@ -51,6 +52,11 @@ PROBE_EVERY = 64
 SPACING = 3
 PROBE_SHARE = 0.05  # of the calls' time, at most, spent probing the slower way (``need`` in ``Floor.call``)
 SAMPLES = 3  # the recent times kept per way; the one compared is their median (``typical``)
+# the tree of a program without loops runs first once the plain runs of a signature took this long in all: it can
+# gain only a fused kernel's constant factor there, and its first run builds its fused kernels in the call (NPBench's
+# compute, 253 ms against 20 ms plain; gesummv 113 against 8-11 ms), which at call 2 fell in NPBench's calls 2-6
+# (0.85-0.86x NumPy); after half a second of calls it costs a small share of them
+LOOP_FREE_SECONDS = 0.5
 KEYS_KEPT = 64  # signatures remembered per function (a program calling it with ever new shapes starts over)
 _FAILED = object()
 
@@ -65,7 +71,7 @@ def enabled() -> bool:
 
 
 class _Times:
-    __slots__ = ("plain", "tree", "calls", "kernels", "last")
+    __slots__ = ("plain", "tree", "calls", "kernels", "last", "plain_total")
 
     def __init__(self):
         self.plain: list = []  # recent times of each way, seconds
@@ -73,6 +79,7 @@ class _Times:
         self.calls = 0
         self.last = {True: -SPACING, False: -SPACING}  # the call (number) each way last ran at, by use_plain
         self.kernels = 0  # kernels of the program's loops ready when the tree last ran (Floor._kernels)
+        self.plain_total = 0.0  # seconds of every plain run (LOOP_FREE_SECONDS)
 
 
 class Floor:
@@ -131,16 +138,13 @@ class Floor:
         if not times.plain:
             use_plain = True
         elif not times.tree:
-            use_plain = False
+            # without loops, the plain function is also timed SAMPLES times first: one slow first run (a process
+            # state: NPBench's atax after NumPy's own calls had slowed, 15.5 against 10.4 ms) chose the tree for 84
+            # of 86 calls at 0.64x NumPy, its probes rare and the median of two the slower
+            use_plain = not self.loops and (times.plain_total < LOOP_FREE_SECONDS or len(times.plain) < SAMPLES)
         else:
             plain_s, tree_s = typical(times.plain), typical(times.tree)
             use_plain = plain_s <= tree_s
-            if not use_plain and not self.loops and len(times.plain) < SAMPLES:
-                # without loops the tree can only gain a fused kernel's constant factor: before it replaces the
-                # plain function, the plain function is timed SAMPLES times. One slow first run (a process state:
-                # NPBench's atax after NumPy's own calls had slowed, 15.5 against 10.4 ms) chose the tree for 84 of
-                # 86 calls at 0.64x NumPy, its probes rare and the median of two the slower
-                use_plain = True
             ready = use_plain and self.loops and self._kernels() != times.kernels
             # a probe of the slower way costs its time: at most PROBE_SHARE of the calls' time goes to probes (a
             # tree 15x slower than a 1 us plain function, probed every 64th call, cost more than the calls)
@@ -171,6 +175,7 @@ class Floor:
             return out
         seconds = time.perf_counter() - t0
         add(times.plain, seconds)
+        times.plain_total += seconds
         self.plain_runs += 1
         for tier in self.tiers:  # the plain run heats the program's loops as the tree's runs do (Signatures.credit)
             tier.credit(seconds, self.tree_seconds)

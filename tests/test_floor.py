@@ -112,11 +112,12 @@ def _tree_runs(f) -> list:
     return runs
 
 
-def test_first_call_plain_second_tree_then_the_faster(local):
-    f, spy = _compiled_with_spy(_scale_rows)
+def test_first_call_plain_second_tree_then_the_faster(local, monkeypatch):
+    monkeypatch.setenv("PHYLANX_NATIVE", "0")  # the floor alone chooses (not a whole-function kernel)
+    f, spy = _compiled_with_spy(_scale_rows_loop)
     A = np.arange(1.0, 13.0).reshape(3, 4)
     for n in range(1, 7):
-        np.testing.assert_allclose(f(A, 2.0), _scale_rows(A, 2.0), rtol=1e-15)
+        np.testing.assert_allclose(f(A.copy(), 2.0), _scale_rows_loop(A.copy(), 2.0), rtol=1e-15)
         if n == 1:
             assert spy.calls == 1  # the plain function first
         if n == 2:
@@ -131,10 +132,46 @@ def test_first_call_plain_second_tree_then_the_faster(local):
     assert spy.calls == before + 1
 
 
-def test_one_slow_plain_run_does_not_give_a_program_without_loops_to_the_tree(local):
+def test_the_tree_of_a_program_without_loops_runs_after_half_a_second_of_plain_runs(local):
+    """Without loops the tree gains at most a fused kernel's constant factor, and its first run builds its fused
+    kernels in the call (NPBench's compute 253 ms against 20 ms plain, at call 2): it runs first once the plain runs
+    took floor.LOOP_FREE_SECONDS in all, and SAMPLES of them ran."""
+    from phylanx_py.runtime import floor
+
+    def slow_plain(A, s):
+        time.sleep(0.1)
+        return _scale_rows(A, s)
+
+    f, spy = _compiled_with_spy(_scale_rows)
+    spy.fn = slow_plain
+    trees = _tree_runs(f)
+    A = np.arange(1.0, 13.0).reshape(3, 4)
+    plain_calls = int(floor.LOOP_FREE_SECONDS / 0.1)  # each over 0.1 s: the last of them reaches the half second
+    for n in range(1, plain_calls + 2):
+        np.testing.assert_allclose(f(A, 2.0), _scale_rows(A, 2.0), rtol=1e-15)
+        assert (spy.calls, len(trees)) == ((n, 0) if n <= plain_calls else (plain_calls, 1))
+
+
+def test_the_tree_of_a_program_without_loops_waits_for_samples_plain_runs(local, monkeypatch):
+    from phylanx_py.runtime import floor
+
+    monkeypatch.setattr(floor, "LOOP_FREE_SECONDS", 0.0)
+    f, spy = _compiled_with_spy(_scale_rows)
+    trees = _tree_runs(f)
+    A = np.arange(1.0, 13.0).reshape(3, 4)
+    for n in range(1, floor.SAMPLES + 2):
+        f(A, 2.0)
+        assert (spy.calls, len(trees)) == ((n, 0) if n <= floor.SAMPLES else (floor.SAMPLES, 1))
+
+
+def test_one_slow_plain_run_does_not_give_a_program_without_loops_to_the_tree(local, monkeypatch):
     """The plain function of a program without loops is timed SAMPLES times before the tree can replace it: a
     first run slowed by the process's state (here a sleep) chose the tree for good before."""
     import time as _time
+
+    from phylanx_py.runtime import floor
+
+    monkeypatch.setattr(floor, "LOOP_FREE_SECONDS", 0.0)  # the tree as soon as SAMPLES plain runs were timed
 
     slow = [True]
 
@@ -149,7 +186,7 @@ def test_one_slow_plain_run_does_not_give_a_program_without_loops_to_the_tree(lo
     A = np.arange(1.0, 13.0).reshape(3, 4)
     for _ in range(8):
         np.testing.assert_allclose(f(A, 2.0), _scale_rows(A, 2.0), rtol=1e-15)
-    assert spy.calls >= 6  # call 2 the tree; calls 3 and 4 the plain function, then the faster (plain) one
+    assert spy.calls >= 7  # calls 1-3 the plain function, call 4 the tree, then the faster (plain) one
 
 
 def test_a_native_kernel_getting_ready_has_the_tree_timed_again(local, monkeypatch):
@@ -184,17 +221,17 @@ def test_probes_of_the_slower_way_cost_a_small_share_of_the_calls(local, monkeyp
     def runs(fn, ratio, calls=300, bump=False):
         f, spy = _compiled_with_spy(fn)
         A = np.ones((3, 3))
-        f(A, 1.0)
-        f(A, 1.0)  # the plain function, then the tree
+        f(A, 1.0)  # the plain function: its signature's times
         times = next(iter(f._code.floor.times.values()))
         loop = _LoopTier()
         f._code.floor.tiers = (loop,)
+        before = spy.calls
         for _ in range(calls):
-            times.plain[:], times.tree[:] = [1e-3], [1e-3 * ratio]
+            times.plain[:], times.tree[:] = [1e-3], [1e-3 * ratio]  # as if both ways had been timed
             if bump:
                 loop.kernels_ready += 1
             f(A, 1.0)
-        return calls + 1 - spy.calls  # tree runs after the first
+        return calls - (spy.calls - before)  # tree runs
 
     assert runs(_scale_rows, 100.0) == 0
     assert runs(_scale_rows, 1.2, 100) >= 1
