@@ -6,7 +6,9 @@ is timed first (the median of a few calls is the baseline), then the compiled fu
 ``--seconds``; the calls are grouped in windows of ``--window`` seconds and each window prints the median and the
 slowest call over the plain median, with the tier ``explain()`` gives at the end. Programs: the held-out scalar loop
 (100,000 iterations of ``s = s + i * 2``), a stencil loop over an array, and an element-wise chain on 2e6 floats.
-``--warm`` runs each program once before, in the same cache (kernels compiled by an earlier process). Each row says
+Before the compiled calls, the child calls the plain function back to back for as long (the control: how many
+of the plain function's own calls run over 1.1x on this machine). ``--warm`` runs each program once before, in
+the same cache (kernels compiled by an earlier process). Each row says
 when the first call under half the plain time came, and whether Numba was started in the process (a whole
 function's kernel built ahead of time runs without it: runtime/native/aot.py).
 
@@ -70,6 +72,15 @@ def child(name: str, seconds: float, window: float) -> dict:
         t = time.perf_counter()
         fn(*args)
         plain.append(time.perf_counter() - t)
+    # the control: the plain function itself called back to back for as long, before phylanx-py is imported (how
+    # many of its own calls this machine makes over 1.1x its median: the noise floor of the compiled calls' count)
+    control = []
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        args = make()
+        t = time.perf_counter()
+        fn(*args)
+        control.append(time.perf_counter() - t)
     import phylanx_py as px
 
     f = px.compile(fn)
@@ -82,7 +93,7 @@ def child(name: str, seconds: float, window: float) -> dict:
         calls.append((t - t0, time.perf_counter() - t))
     want = fn(*make())
     same = bool(np.allclose(got, want))
-    return {"name": name, "plain": statistics.median(plain), "calls": calls, "same": same,
+    return {"name": name, "plain": statistics.median(plain), "calls": calls, "same": same, "control": control,
             "explain": f.explain(), "numba": "numba" in sys.modules}
 
 
@@ -102,6 +113,11 @@ def report(row: dict, window: float) -> None:
     slow = sum(r > 1.1 for r in ratios)
     fast = next((at for at, s in row["calls"] if s / plain < 0.5), None)
     print(f"calls over 1.1x plain: {slow} of {len(ratios)}; first call {ratios[0]:.2f}x plain")
+    control = row["control"]
+    own = statistics.median(control)
+    over, over_own = sum(c / plain > 1.1 for c in control), sum(c / own > 1.1 for c in control)
+    print(f"control, the plain function called as long before: median {own / plain:.2f}x plain; calls over 1.1x "
+          f"plain {over}, over 1.1x its own median {over_own}, of {len(control)}")
     print(f"first call under 0.5x plain at {'-' if fast is None else f'{fast:.2f} s'}; Numba started in the "
           f"process: {'yes' if row.get('numba') else 'no'}")
     print("tier: " + "; ".join(row["explain"].splitlines()))
