@@ -6,8 +6,9 @@ is timed first (the median of a few calls is the baseline), then the compiled fu
 ``--seconds``; the calls are grouped in windows of ``--window`` seconds and each window prints the median and the
 slowest call over the plain median, with the tier ``explain()`` gives at the end. Programs: the held-out scalar loop
 (100,000 iterations of ``s = s + i * 2``), a stencil loop over an array, and an element-wise chain on 2e6 floats.
-Before the compiled calls, the child calls the plain function back to back for as long (the control: how many
-of the plain function's own calls run over 1.1x on this machine). ``--warm`` runs each program once before, in
+Another new process then calls the plain function back to back for as long (the control: how many of the plain
+function's own calls run over 1.1x on this machine), then again with the other core kept busy by a niced process,
+as the compile process keeps it. ``--warm`` runs each program once before, in
 the same cache (kernels compiled by an earlier process). Each row says
 when the first call under half the plain time came, and whether Numba was started in the process (a whole
 function's kernel built ahead of time runs without it: runtime/native/aot.py).
@@ -60,6 +61,35 @@ def _args(name):
     return lambda: (x,)
 
 
+def _plain_calls(fn, make, seconds) -> list:
+    """The seconds of each call of ``fn`` made back to back for ``seconds``."""
+    out = []
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        args = make()
+        t = time.perf_counter()
+        fn(*args)
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def control(name: str, seconds: float) -> dict:
+    """In another fresh process: the plain function itself called back to back for as long (how many of its own
+    calls this machine makes over 1.1x: the noise floor of the compiled calls' count), then again with the other
+    core busy as the compile process keeps it (a spinning child, niced to 19 as it is): what the plain function's
+    own calls meet on this machine while anything compiles beside them."""
+    fn, make = globals()[name], _args(name)
+    quiet = _plain_calls(fn, make, seconds)
+    spin = subprocess.Popen([sys.executable, "-c", "import os, time\nos.nice(19)\nt = time.time()\n"
+                             f"while time.time() - t < {seconds + 1}: pass"])
+    try:
+        busy = _plain_calls(fn, make, seconds)
+    finally:
+        spin.kill()
+        spin.wait()
+    return {"control": quiet, "busy": busy}
+
+
 def child(name: str, seconds: float, window: float) -> dict:
     """In this (fresh) process: the plain median, then every compiled call's (start, seconds) for ``seconds``."""
     import numpy as np
@@ -72,15 +102,6 @@ def child(name: str, seconds: float, window: float) -> dict:
         t = time.perf_counter()
         fn(*args)
         plain.append(time.perf_counter() - t)
-    # the control: the plain function itself called back to back for as long, before phylanx-py is imported (how
-    # many of its own calls this machine makes over 1.1x its median: the noise floor of the compiled calls' count)
-    control = []
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        args = make()
-        t = time.perf_counter()
-        fn(*args)
-        control.append(time.perf_counter() - t)
     import phylanx_py as px
 
     f = px.compile(fn)
@@ -93,7 +114,7 @@ def child(name: str, seconds: float, window: float) -> dict:
         calls.append((t - t0, time.perf_counter() - t))
     want = fn(*make())
     same = bool(np.allclose(got, want))
-    return {"name": name, "plain": statistics.median(plain), "calls": calls, "same": same, "control": control,
+    return {"name": name, "plain": statistics.median(plain), "calls": calls, "same": same,
             "explain": f.explain(), "numba": "numba" in sys.modules}
 
 
@@ -113,11 +134,15 @@ def report(row: dict, window: float) -> None:
     slow = sum(r > 1.1 for r in ratios)
     fast = next((at for at, s in row["calls"] if s / plain < 0.5), None)
     print(f"calls over 1.1x plain: {slow} of {len(ratios)}; first call {ratios[0]:.2f}x plain")
-    control = row["control"]
-    own = statistics.median(control)
-    over, over_own = sum(c / plain > 1.1 for c in control), sum(c / own > 1.1 for c in control)
-    print(f"control, the plain function called as long before: median {own / plain:.2f}x plain; calls over 1.1x "
-          f"plain {over}, over 1.1x its own median {over_own}, of {len(control)}")
+    for key, what in (("control", "the plain function called as long in another new process"),
+                      ("busy", "the same with the other core busy (a niced spinning process)")):
+        control = row.get(key)
+        if not control:
+            continue
+        own = statistics.median(control)
+        over, over_own = sum(c / plain > 1.1 for c in control), sum(c / own > 1.1 for c in control)
+        print(f"control, {what}: median {own / plain:.2f}x plain; calls over 1.1x plain {over}, over 1.1x its own "
+              f"median {over_own}, of {len(control)}")
     print(f"first call under 0.5x plain at {'-' if fast is None else f'{fast:.2f} s'}; Numba started in the "
           f"process: {'yes' if row.get('numba') else 'no'}")
     print("tier: " + "; ".join(row["explain"].splitlines()))
@@ -132,9 +157,13 @@ def main(argv=None) -> int:
                    help="run each program once first (not reported) in the same fresh cache: kernels compiled "
                         "before, by an earlier process")
     p.add_argument("--child", help=argparse.SUPPRESS)
+    p.add_argument("--control", help=argparse.SUPPRESS)
     opts = p.parse_args(argv)
     if opts.child:
         print(json.dumps(child(opts.child, opts.seconds, opts.window)))
+        return 0
+    if opts.control:
+        print(json.dumps(control(opts.control, opts.seconds)))
         return 0
     load = " ".join(f"{v:.2f}" for v in os.getloadavg())
     print(f"load at start: {load} (1/5/15 min), {os.cpu_count()} CPUs")
@@ -151,6 +180,9 @@ def main(argv=None) -> int:
             ok = False
             continue
         row = json.loads(out.stdout.strip().splitlines()[-1])
+        ctl = subprocess.run([sys.executable, __file__, "--control", name, "--seconds", str(opts.seconds)],
+                             capture_output=True, text=True, timeout=opts.seconds * 10 + 120)
+        row.update(json.loads(ctl.stdout.strip().splitlines()[-1]) if ctl.returncode == 0 else {})
         report(row, opts.window)
         ok = ok and row["same"]
     print(f"\nload at end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
