@@ -128,6 +128,40 @@ def test_optimizers_equal_their_numpy_statements_to_the_bit(opt, dtype):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("parts", [2, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("opt", [nn.SGD(0.01, momentum=0.9),
+                                 nn.SGD(0.01, momentum=0.9, nesterov=True, weight_decay=1e-3), nn.Adam(1e-3),
+                                 nn.RMSprop(1e-3, momentum=0.9)], ids=repr)
+def test_a_gradient_given_as_a_sum_of_parts_is_the_summed_gradients_update_to_the_bit(opt, dtype, parts,
+                                                                                     monkeypatch):
+    """What data-parallel ranks sharing memory give their optimizer (runtime/training/shard.py): their chunk of every
+    rank's gradient, added in the update's own pass; the bits of np.add then += into a buffer, the update after."""
+    monkeypatch.setattr(FU, "_found", {})
+    rng = np.random.default_rng(1)
+    p = rng.standard_normal(1001).astype(dtype)
+    ref = p.copy()
+    state, ref_state = opt.init([p]), opt.init([ref])
+    for step in range(3):
+        rows = [rng.standard_normal(1001).astype(dtype) for _ in range(parts)]
+        total = np.add(rows[0], rows[1])
+        for r in rows[2:]:
+            total += r
+        opt.update([p], [FU.Sum(rows)], state, step)
+        opt.update([ref], [total], ref_state, step)
+    np.testing.assert_array_equal(p, ref)
+    # two kernels ran, not the NumPy fallback: the summed gradient's and the parts' (its inputs after the others)
+    assert len(FU._found) == 2 and all(hit is not None for hit in FU._found.values())
+    lengths = sorted(len(sig) for _, sig in FU._found)
+    assert lengths[1] - lengths[0] == parts - 1
+
+
+def test_a_sum_is_not_a_target():
+    p, g, v = arrays((5,), np.float64)
+    with pytest.raises(ValueError, match="a Sum is an input of an update, not a target"):
+        FU.fused_update(STATEMENTS, p, g, FU.Sum([v, v.copy()]), 0.01, 0.9)
+
+
 def test_an_update_built_in_the_background_is_numpys_meanwhile_and_compiled_after(monkeypatch):
     # the default outside the suite (primitives/fused.py): NumPy's statements run until the kernel is built; a None
     # met while it builds is not remembered for these inputs, so the call after the build gets the kernel

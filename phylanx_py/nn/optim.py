@@ -37,6 +37,10 @@ class Optimizer:
     # (a chunk of the flat vector of them all) gives its elements the bits the whole update does. Data-parallel ranks
     # that share memory then each update a chunk (runtime/training/shard.py). Said by the class defining ``update``.
     elementwise = False
+    # ``update`` takes a gradient given as ``primitives.fused_update.Sum`` of parts (it hands its gradients to
+    # ``fused_update_groups`` as they are): ranks sharing memory then give it their chunk of every rank's gradient,
+    # summed in the update's own pass (runtime/training/shard.py). Said by the class defining ``update``.
+    takes_sums = False
 
     def __init__(self, lr):
         if not callable(lr) and not lr > 0:
@@ -56,6 +60,7 @@ class Optimizer:
 class SGD(Optimizer):
     writes_grads = False
     elementwise = True
+    takes_sums = True
 
     def __init__(self, lr=0.01, momentum: float = 0.0, nesterov: bool = False, weight_decay: float = 0.0):
         super().__init__(lr)
@@ -76,6 +81,7 @@ class SGD(Optimizer):
 class Adam(Optimizer):
     writes_grads = False
     elementwise = True
+    takes_sums = True
 
     def __init__(self, lr=1e-3, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
                  weight_decay: float = 0.0):
@@ -103,6 +109,7 @@ class Adam(Optimizer):
 class RMSprop(Optimizer):
     writes_grads = False
     elementwise = True
+    takes_sums = True
 
     def __init__(self, lr=1e-3, rho: float = 0.9, eps: float = 1e-8, momentum: float = 0.0):
         super().__init__(lr)

@@ -185,10 +185,11 @@ class Group:
             return self._ring_allreduce(buf)
         return self._in_region(buf, lambda wait: region.allreduce(buf, wait))
 
-    def reduce_apply(self, buf: np.ndarray, apply) -> None:
+    def reduce_apply(self, buf: np.ndarray, apply, parts: bool = False) -> None:
         """``apply(chunk, total)`` on this rank's part of the sum of ``buf`` over the ranks (shm.Region's
         ``reduce_apply``: a reduce-scatter, then a barrier after every rank's ``apply``), for a large buffer
-        (``scratch`` gives its slot) on a group that shares memory. ``apply``'s time is not communication."""
+        (``scratch`` gives its slot) on a group that shares memory; with ``parts``, ``total`` is that part of every
+        rank's ``buf``, in rank order, for ``apply`` to add. ``apply``'s time is not communication."""
         self.messages += 1
         region = self._region(buf)
         spent = [0.0]
@@ -198,7 +199,7 @@ class Group:
             apply(chunk, total)
             spent[0] += time.perf_counter() - t0
 
-        self._in_region(buf, lambda wait: region.reduce_apply(buf, wait, timed))
+        self._in_region(buf, lambda wait: region.reduce_apply(buf, wait, timed, parts))
         self.comm_seconds -= spent[0]
 
     def _in_region(self, buf, collective):

@@ -207,15 +207,21 @@ class Region:
         view.flags.writeable = False  # every rank reads this memory: a write would change the others' sum
         return view
 
-    def reduce_apply(self, buf: np.ndarray, wait, apply) -> None:
+    def reduce_apply(self, buf: np.ndarray, wait, apply, parts: bool = False) -> None:
         """A large buffer's reduce-scatter without its all-gather: ``apply(chunk, total)`` gets this rank's part
         (``chunk(n)``) and the sum of every rank's ``buf`` there, the same bits as ``allreduce`` gives, then one
-        barrier: when this returns, every rank's ``apply`` has run (nobody reads the whole sum)."""
+        barrier: when this returns, every rank's ``apply`` has run (nobody reads the whole sum). With ``parts``,
+        ``total`` is the list of every rank's ``buf`` at that part, in rank order (``apply`` adds them in its own
+        pass: no result written and read back)."""
         if small(self.capacity, self.dtype):
             raise ValueError("reduce_apply is for buffers of more than SMALL_BYTES")
         counters, slots, result, _ = self._arrive(buf, wait)
-        c = self._sum_chunk(slots, result)
-        apply(c, result[c])  # (this rank's part of the result: nobody else reads or writes it)
+        if parts:
+            c = self.chunk(result.size)
+            apply(c, [s[c] for s in slots])  # (read only: no rank writes its slot before the closing barrier)
+        else:
+            c = self._sum_chunk(slots, result)
+            apply(c, result[c])  # (this rank's part of the result: nobody else reads or writes it)
         counters[self.rank] = 2 * self.seq
         wait(counters, 2 * self.seq)
 

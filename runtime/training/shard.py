@@ -22,13 +22,24 @@ must say so again). Any other (per-parameter norms as LARS, clipping) keeps the 
 from __future__ import annotations
 
 import numpy as np
+from phylanx_py.primitives.fused_update import Sum
 
 
 def elementwise(opt) -> bool:
     """Whether ``opt``'s update is element-wise: said by the class that defines its ``update``."""
+    return _said(opt, "elementwise")
+
+
+def takes_sums(opt) -> bool:
+    """Whether ``opt``'s update takes a gradient given as a Sum of parts (primitives/fused_update.py): said by the
+    class that defines its ``update``."""
+    return _said(opt, "takes_sums")
+
+
+def _said(opt, what) -> bool:
     for cls in type(opt).__mro__:
         if "update" in cls.__dict__:
-            return bool(cls.__dict__.get("elementwise", False))
+            return bool(cls.__dict__.get(what, False))
     return False
 
 
@@ -84,13 +95,16 @@ class Shard:
 
     def step(self, group, opt, step: int, buf) -> None:
         """Sum ``buf`` (this rank's slot) over the ranks and update this rank's chunk with it (``opt.update`` of
-        one parameter: the chunk); on return every rank's chunk is updated."""
+        one parameter: the chunk); on return every rank's chunk is updated. An optimizer that takes a Sum gets the
+        chunk of every rank's slot as one, and adds them in its own pass (the same bits: fused_update.Sum)."""
+        parts = takes_sums(opt)
+
         def apply(c, total):
             if self._cut is None or self._cut[0] != c:
                 self._cut = (c, [self.p[c]], [_like(self._entry, [a[c] for a in self._state])])
-            opt.update(self._cut[1], [total], self._cut[2], step)
+            opt.update(self._cut[1], [Sum(total) if parts else total], self._cut[2], step)
 
-        group.reduce_apply(buf, apply)
+        group.reduce_apply(buf, apply, parts=parts)
 
     def store(self, pvec, opt_state) -> None:
         """The shared parameters and state copied into this rank's own ``pvec`` and ``opt_state`` (after a step's
