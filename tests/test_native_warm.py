@@ -119,10 +119,12 @@ def test_a_straight_line_kernel_kept_before_is_lowered_at_the_first_call(cache, 
     warm.mark(warm.function_key(tier.fn, native_tiering._fast_key((a, b))), warm.KEPT)
     monkeypatch.setattr(whole, "STRAIGHT_SECONDS", 1e9)
     monkeypatch.setattr(native_tiering, "HOT_SECONDS", 1e9)
+    warm.unmark(warm.code_key(mix))  # as a cache kept before the Python function's own mark was written
     again = px.compile(mix)
     np.testing.assert_allclose(again(a, b), mix(a, b), rtol=1e-15)
     assert _native_runs(again) == 1
     assert "measuring" not in again.explain()
+    assert warm.kept_code(mix)  # marked when the kept kernel loaded: the next process's first call loads it
     other = px.compile(mix)  # other argument kinds: no mark, the floor's choice
     np.testing.assert_allclose(other(a[::2], b[::2]), mix(a[::2], b[::2]), rtol=1e-15)
     assert "the floor's choice so far" in other.explain()

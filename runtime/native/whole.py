@@ -341,8 +341,12 @@ class WholeFunction(T.Signatures):
         # still be in its plain run when a kernel loaded from the disk cache is ready); plain runs timed while this
         # compile ran were slowed by it (about 2x): the comparison takes new ones
         # (a kernel kept before, in this process or an earlier one, is not timed again: warm.py)
-        entry.measuring = entry.floor and T.current_mode() != "force" and \
-            not (entry.marked and warm.KEPT in warm.marks(entry.mark))
+        kept = entry.marked and warm.KEPT in warm.marks(entry.mark)
+        entry.measuring = entry.floor and T.current_mode() != "force" and not kept
+        if kept and self.pyfunc is not None and not warm.kept_code(self.pyfunc):
+            # kept by a process older than the Python function's own mark (warm.code_key): marked now, so that the
+            # next process's first call translates and loads this kernel rather than running beside the translation
+            warm.mark(warm.code_key(self.pyfunc), warm.KEPT)
         entry.plain_before, entry.plain_times = entry.plain_times, []
         entry.kernel = compiled if module is None else module.kernel  # None: built ahead of time (aot.py)
         self._requick()
