@@ -78,3 +78,18 @@ def test_a_cancelled_rank_is_lost(rt):
     assert type(got) is RankLost and str(got) == "a rank of seg failed: cancelled"
     got = spmd_failed("seg")(futs)
     assert type(got) is RankLost and str(got) == "a rank of seg was lost: None"
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_results_of_cancelled_ranks_are_a_lost_rank_whichever_error_dask_gives(rt, count):
+    """Dask's gather of cancelled futures raises FutureCancelledError or FuturesCancelledError (a suite run met
+    the singular, from a rank cancelled between the driver's wait and its gather, and the training driver let it
+    through instead of rerunning the segment): both are a lost rank, for the waits and the results alike."""
+    from phylanx_py.runtime.segments.driver import results, tasks_done
+
+    futs = _failed_tasks(rt.executor, *[None] * count)
+    cluster = rt.executor
+    with pytest.raises(RankLost, match="a rank of seg was cancelled: "):
+        results(cluster, "seg", futs, timeout=10)
+    with pytest.raises(RankLost):
+        tasks_done(cluster, "seg", futs, 1.0, lambda bad: RankLost("failed"))
