@@ -322,7 +322,16 @@ def run_one(suite: str, name: str, preset: str, repeat: int, settle: float, numb
     # settled: after the background compiles landed (or --settle-seconds ran out)
     if px_call is not None:
         try:
-            calls, seconds = settle_native(f, lambda: px_call(), limit=settle)
+            def settling():
+                px_call()
+                # native code's first check: from the start of the first call (px.compile's) to the end of the
+                # settling call after which explain() first shows a loop or the whole function native (the first
+                # check follows call 6: explain() waits for a translation beside the calls, so the early calls
+                # are not checked)
+                if "px_native_at" not in row and any("-> native" in line for line in f.explain().splitlines()):
+                    row["px_native_at"] = time.perf_counter() - t0
+
+            calls, seconds = settle_native(f, settling, limit=settle)
             row["settle_calls"], row["settle_seconds"] = calls, seconds
             clean.clear()
             busy.clear()
@@ -454,16 +463,20 @@ def table_row(row: dict) -> list:
     settled = _x(s["px_settled"]) + ("*" if row.get("settled_busy") else "")
     settle = f"{row['settle_calls']}/{row['settle_seconds']:.1f}" if "settle_calls" in row else "-"
     return [row["name"], row["preset"], valid, nb_valid, "-" if np_ms is None else f"{np_ms * 1e3:.3g}",
-            _x(row.get("px_first")), _x(row.get("nb_first")), _x(s["px_early"]), _x(s["nb_early"]), settled, settle,
+            _x(row.get("px_first")), _x(row.get("nb_first")), _x(row.get("px_native_at")), _x(s["px_early"]),
+            _x(s["nb_early"]), settled, settle,
             _x(row.get("np_slowed")), f"{row.get('load', float('nan')):.1f}", (row.get("tier") or "-")[:48],
             problem(row)[:90]]
 
 
-HEADERS = ["kernel", "preset", "px ok", "nb ok", "numpy ms", "px 1st s", "nb 1st s", "px early x", "nb early x",
+HEADERS = ["kernel", "preset", "px ok", "nb ok", "numpy ms", "px 1st s", "nb 1st s", "px native s", "px early x",
+           "nb early x",
            "px settled x", "settle calls/s", "np slowed x", "load", "tier (px, settled)", "problem"]
 LEGEND = ("px ok / nb ok: the answer passes NPBench's validation (phylanx-py's after its first call and when settled;"
           " ?: right after the first call, then the child crashed or timed out);"
           " numpy ms: NumPy's median with no background compile running; 1st s: the first call, compile included;"
+          " px native s: from the first call's start to the first check that found native code (a check after each"
+          " settling call, the first after call 6; '-': none native);"
           " x: NumPy's median over the other's (early: calls 2-6, over NumPy's calls of the same rounds; settled:"
           " after settling, * if a compile still ran);"
           " settle calls/s: calls made and seconds taken to settle; np slowed x: NumPy's calls while a background"
@@ -493,6 +506,18 @@ def summary(rows: list[dict], label: str) -> str:
     if both:
         line += (f"; px/numba early {_x(geomean([p / n for p, n in both]))}x ({len(both)} kernels both correct), "
                  f"first call px/numba {_x(geomean(firsts))}x ({len(firsts)})")
+    # time to native code (``px_native_at``: from the first call's start to the first check that finds a loop or
+    # the whole function native) against Numba's first call (its compile and one run), over the kernels that have
+    # both
+    pairs = [(r["px_native_at"], r["nb_first"]) for r in rows if r.get("px_native_at") and r.get("nb_first")]
+    if pairs:
+        px_t, nb_t = sorted(p for p, _ in pairs), sorted(n for _, n in pairs)
+
+        def p90(xs):
+            return xs[min(len(xs) - 1, int(0.9 * len(xs)))]
+        line += (f"; time to native code: median {statistics.median(px_t):.1f} s, p90 {p90(px_t):.1f} s, against "
+                 f"Numba's first call median {statistics.median(nb_t):.1f} s, p90 {p90(nb_t):.1f} s; sooner in "
+                 f"{sum(p < n for p, n in pairs)} of {len(pairs)}")
     return line
 
 

@@ -109,6 +109,7 @@ def test_the_script_runs_a_suite_in_npbench_layout(tmp_path):
     assert (smooth["px ok"], smooth["nb ok"]) == ("yes", "yes"), text
     assert smooth["tier (px, settled)"].startswith("L"), text  # its loop: "L5 so far", "L5 native", ...
     assert float(smooth["px early x"]) > 0 and float(smooth["nb early x"]) > 0, text
+    assert smooth["px native s"] == "-" or float(smooth["px native s"]) > 0, text  # its loop native by then, or not
     assert "S (1 kernels): phylanx-py correct 1/1, Numba correct 1/1" in text, text
     saved = json.loads(out.read_text())
     assert [r["name"] for r in saved["rows"]] == ["smooth"] and saved["command"].startswith("python "), saved
