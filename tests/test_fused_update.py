@@ -156,6 +156,23 @@ def test_a_gradient_given_as_a_sum_of_parts_is_the_summed_gradients_update_to_th
     assert lengths[1] - lengths[0] == parts - 1
 
 
+def test_sums_over_several_groups_are_the_summed_gradients_updates():
+    """An optimizer's update of several parameters whose gradients are Sums: each summed first (the one-call
+    kernel over groups takes arrays), the bits of the summed gradients' update."""
+    rng = np.random.default_rng(2)
+    opt = nn.SGD(0.01, momentum=0.9)
+    shapes = [(30, 20), (20,)]
+    params = [rng.standard_normal(sh).astype(np.float32) for sh in shapes]
+    ref = copy.deepcopy(params)
+    state, ref_state = opt.init(params), opt.init(ref)
+    for step in range(3):
+        parts = [[rng.standard_normal(sh).astype(np.float32) for _ in range(2)] for sh in shapes]
+        opt.update(params, [FU.Sum(p) for p in parts], state, step)
+        opt.update(ref, [np.add(*p) for p in parts], ref_state, step)
+    for a, b in zip(params, ref):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_a_sum_is_not_a_target():
     p, g, v = arrays((5,), np.float64)
     with pytest.raises(ValueError, match="a Sum is an input of an update, not a target"):
