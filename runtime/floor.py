@@ -5,7 +5,8 @@ often is (NPBench, calls 2-6: 42 of 54 kernels under 0.9x NumPy): every operatio
 and a call whose operations are all small gains nothing from tasks. The plain function is the answer by
 definition (promise 1), so a call may run it. Per signature (the arguments' types, shapes and dtypes) the two are
 timed: the first call runs the plain function, the second the tree (of a program without loops: once the plain
-runs took ``LOOP_FREE_SECONDS``), then the one whose median of its last three
+runs took ``LOOP_FREE_SECONDS``), then the one whose median of its last three (a tree not ``CLEARLY_FASTER`` than
+the plain runs so far waits for three of them: the first is slowed by the process's first seconds)
 times is lower runs, and the other is timed again at calls 4, 8, 16, 32 and every 64th after, and the tree at the
 next call after a kernel of one of its loops got ready (the tree improves as its native kernels compile in the
 background; a kernel of another program's loop is no cue: loop_tiers.kernel_ready), but never within ``SPACING``
@@ -52,6 +53,7 @@ PROBE_EVERY = 64
 SPACING = 3
 PROBE_SHARE = 0.05  # of the calls' time, at most, spent probing the slower way (``need`` in ``Floor.call``)
 SAMPLES = 3  # the recent times kept per way; the one compared is their median (``typical``)
+CLEARLY_FASTER = 2.0  # a tree this much faster than the plain runs so far replaces the plain function at once
 # the tree of a program without loops runs first once the plain runs of a signature took this long in all: it can
 # gain only a fused kernel's constant factor there, and its first run builds its fused kernels in the call (NPBench's
 # compute, 253 ms against 20 ms plain; gesummv 113 against 8-11 ms), which at call 2 fell in NPBench's calls 2-6
@@ -145,6 +147,13 @@ class Floor:
         else:
             plain_s, tree_s = typical(times.plain), typical(times.tree)
             use_plain = plain_s <= tree_s
+            if not use_plain and len(times.plain) < SAMPLES and tree_s * CLEARLY_FASTER > plain_s:
+                # the tree of a program with loops runs at call 2 (its loops start their way to native code), and
+                # one plain run is the first call's, slowed by the process's first seconds (1.5-2x here, the plain
+                # function alone): NPBench's stockham_fft, warm, kept a tree 1.8x faster than that first run for
+                # all of its 10 calls, at 0.75x NumPy, the plain function never timed again. Unless clearly faster,
+                # the tree waits for SAMPLES plain runs, as a program without loops does
+                use_plain = True
             ready = use_plain and self.loops and self._kernels() != times.kernels
             # a probe of the slower way costs its time: at most PROBE_SHARE of the calls' time goes to probes (a
             # tree 15x slower than a 1 us plain function, probed every 64th call, cost more than the calls)

@@ -189,6 +189,25 @@ def test_one_slow_plain_run_does_not_give_a_program_without_loops_to_the_tree(lo
     assert spy.calls >= 7  # calls 1-3 the plain function, call 4 the tree, then the faster (plain) one
 
 
+@pytest.mark.parametrize(("tree_ms", "plain_next"), [(1.0, True), (0.4, False)])
+def test_a_tree_not_clearly_faster_than_one_plain_run_waits_for_samples_plain_runs(local, monkeypatch, tree_ms,
+                                                                                   plain_next):
+    """With loops too, one plain run (the first call's, slowed by the process's first seconds) does not give the
+    calls to a tree less than floor.CLEARLY_FASTER faster: the plain function is timed SAMPLES times first
+    (NPBench's stockham_fft, warm, kept a tree 1.8x faster than that first run at 0.75x NumPy). A tree clearly
+    faster (a loop gone native) takes the next call (here 1.5 ms plain against 1.0 ms and 0.4 ms trees)."""
+    monkeypatch.setenv("PHYLANX_NATIVE", "0")  # the floor alone chooses
+    f, spy = _compiled_with_spy(_scale_rows_loop)
+    A = np.ones((3, 3))
+    f(A.copy(), 1.0)  # call 1: plain
+    f(A.copy(), 1.0)  # call 2: the tree
+    assert spy.calls == 1
+    times = next(iter(f._code.floor.times.values()))
+    times.plain[:], times.tree[:] = [1.5e-3], [tree_ms * 1e-3]
+    f(A.copy(), 1.0)  # call 3
+    assert spy.calls == (2 if plain_next else 1)
+
+
 def test_a_native_kernel_getting_ready_has_the_tree_timed_again(local, monkeypatch):
     """The tree of a program with loops may have become the faster way when a native kernel got ready (a loop of it
     gone native): the next call runs the tree, not only at the probes (the tier off here, so that the floor alone
