@@ -64,12 +64,6 @@ class Sum:
     def __init__(self, parts):
         self.parts = tuple(parts)
 
-    def total(self) -> np.ndarray:
-        out = np.add(self.parts[0], self.parts[1]) if len(self.parts) > 1 else self.parts[0].copy()
-        for a in self.parts[2:]:
-            out += a
-        return out
-
 
 @functools.cache
 def _summed(statements, counts, n_args):
@@ -133,12 +127,10 @@ def fused_update_groups(statements, groups):
     C-contiguous arrays of one dtype, writable or not alike) and no two arrays share memory (each its own
     allocation), else one ``fused_update`` per group. A call per parameter paid its checks and dispatch, and on
     large parameters a hand-off to the block threads, for each parameter: simplemlp's 8-parameter update took
-    0.41 ms that way against 0.35 ms in one call (2 threads, best of 25 runs of 20 updates)."""
+    0.41 ms that way against 0.35 ms in one call (2 threads, best of 25 runs of 20 updates). Groups with a Sum
+    input are not such arrays (``_groups_kernel`` finds none): each runs as its own ``fused_update``, which reads
+    the Sum's parts."""
     groups = [tuple(g) for g in groups]
-    if any(type(a) is Sum for g in groups for a in g):
-        if len(groups) == 1:
-            return fused_update(statements, *groups[0])
-        groups = [tuple(a.total() if type(a) is Sum else a for a in g) for g in groups]  # (not met in training)
     found = _groups_kernel(statements, groups) if len(groups) > 1 else None
     if found is None:
         for args in groups:

@@ -157,8 +157,9 @@ def test_a_gradient_given_as_a_sum_of_parts_is_the_summed_gradients_update_to_th
 
 
 def test_sums_over_several_groups_are_the_summed_gradients_updates():
-    """An optimizer's update of several parameters whose gradients are Sums: each summed first (the one-call
-    kernel over groups takes arrays), the bits of the summed gradients' update."""
+    """An optimizer's update of several parameters whose gradients are Sums: each parameter's update runs on its
+    own (the one-call kernel over groups takes arrays) and reads its Sum's parts, with the bits of the summed
+    gradients' update."""
     rng = np.random.default_rng(2)
     opt = nn.SGD(0.01, momentum=0.9)
     shapes = [(30, 20), (20,)]
