@@ -105,6 +105,8 @@ class CompiledFunction:
                 # loop's 3.4 ms first call); the first call makes them again, on what it finds then, in 30-40 us
                 runs_beside(fn)
                 loop_tiers.translates_first(fn)
+        # a kept kernel's calls before the translation (runtime/native/early.py), on the signatures remembered
+        self._early = loop_tiers.early(fn) if not disable and device == "cpu" else None
         self._code: ProgramCode | None = None
         self._tree = None
         # (pid, Future) of the translation beside the first calls (_beside); False: this function translates first
@@ -199,9 +201,12 @@ class CompiledFunction:
         loops = getattr(code, "loop_hooks", [])
         whole = code.whole.explain() if getattr(code, "whole", None) is not None else []
         floor = code.floor.explain() if getattr(code, "floor", None) is not None else []
+        # the calls a kept kernel ran before the translation, while no signature is lowered (then its lines say)
+        early = self._early.explain() if self._early is not None and not whole else []
         # every signature seen runs as one native kernel: its loops' own native kernels no longer run
-        whole_native = bool(whole) and all(" -> native (whole function" in line for line in whole)
-        lines = [line for loop in loops for line in loop.explain(whole_native)] + whole + floor
+        whole_native = (bool(whole) and all(" -> native (whole function" in line for line in whole)) or \
+            (bool(early) and not whole)
+        lines = [line for loop in loops for line in loop.explain(whole_native)] + early + whole + floor
         return "\n".join(lines) if lines else "no loops"
 
     # ---- calling -------------------------------------------------------------------------------------
@@ -224,6 +229,10 @@ class CompiledFunction:
             return self.__wrapped__(*args, **kwargs)
         code = self._code
         if code is None:
+            if self._early is not None and not kwargs and self._device == "cpu":
+                out = self._early(args)
+                if out is not MISS:
+                    return self._early_out(out, args)
             if self._job is not False:
                 out = self._beside(args, kwargs)
                 if out is not MISS:
@@ -255,6 +264,17 @@ class CompiledFunction:
         if seconds and code.whole is not None:
             code.whole.credit_beside(seconds)
 
+    def _early_out(self, out, args):
+        """After a remembered kernel ran a call before the translation (runtime/native/early.py): its result; or,
+        when it raised, the error as the translated function's quick path gives it (the call translates now).
+        Nothing is translated beside such calls: a job's C stretches (the source's parse) held the interpreter
+        lock for up to 7 ms of a 0.03 ms call; the first call the kernel does not take (another signature,
+        ``explain()``) translates, beside the plain function as any first call."""
+        if isinstance(out, loop_tiers.Raised):
+            code = self._compiled()
+            return code.whole.early_failed(out, args, lambda: current().evaluate(code, args, {}, HOOKS))
+        return out
+
     def _beside(self, args, kwargs):
         """A call before the function is translated: the plain function runs while the translation (and the
         lowering of the first call's signature) is a job beside the calls (runtime/beside.py), as the floor would
@@ -263,13 +283,15 @@ class CompiledFunction:
         call is not one for it (another runtime or device, arguments that are not plain values, a profile being
         recorded, ``debug``, PHYLANX_BESIDE=0 or PHYLANX_FLOOR=0, a function whose bytecode does not read as the
         translator takes it or has two loops (prescan.py), or one a tier wants translated first: PHYLANX_NATIVE=force,
-        or a whole-function kernel of it kept before, which its first call loads: loop_tiers.translates_first).
+        or a whole-function kernel of it kept before, which its first call loads: loop_tiers.translates_first; one
+        that ran remembered signatures before its translation, runtime/native/early.py, runs beside for the others).
         An error of the plain run is the tree's ExecutionError for it (plain_errors.py), located once the
         translation is done."""
         job = self._job
         if job is None or job[0] != os.getpid():  # a forked child: the parent's job is not its own
             if not beside.enabled() or self._device != "cpu" or self.debug or \
-                    not runs_beside(self.__wrapped__) or loop_tiers.translates_first(self.__wrapped__):
+                    not runs_beside(self.__wrapped__) or \
+                    (self._early is None and loop_tiers.translates_first(self.__wrapped__)):
                 self._job = False
                 return MISS
             job = None

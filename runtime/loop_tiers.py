@@ -16,6 +16,7 @@ from __future__ import annotations
 FACTORIES: list = []
 FUNCTION_FACTORIES: list = []  # factory(program) -> whole-function tier or None
 PREPARERS: list = []  # preparer(): a function was compiled; a tier may start what its first use will need
+EARLY: list = []  # early(pyfunc) -> a function of a call's arguments before translation (``early``), or None
 FIRST: list = []  # first(pyfunc) -> bool: a tier wants the function's first call in its code, not the plain function
 MISS = object()  # a whole-function tier's quick path does not apply to this call: take the general path
 FALLBACK = object()  # run this call through the tree (the tier declined it and left the arguments as they were)
@@ -67,6 +68,29 @@ def translates_first(pyfunc) -> bool:
     """Whether a tier asks for ``pyfunc``'s first call to run its code (translated in that call), not the plain
     function beside the translation (runtime/beside.py): every call forced native, or a kernel of it kept before."""
     return any(f(pyfunc) for f in FIRST)
+
+
+class Raised:
+    """What an ``early`` function returns when the code it ran raised (the function is translated then, and the
+    error handled as its tier handles it: runtime/native/early.py)."""
+
+    __slots__ = ()
+
+
+def register_early(factory):
+    if factory not in EARLY:
+        EARLY.append(factory)
+    return factory
+
+
+def early(pyfunc):
+    """What runs ``pyfunc``'s calls before it is translated, on signatures a tier remembers for it (the native
+    tier's kept kernels: runtime/native/early.py): a function of a call's argument tuple, or None."""
+    for factory in EARLY:
+        found = factory(pyfunc)
+        if found is not None:
+            return found
+    return None
 
 
 def prepare() -> None:

@@ -81,8 +81,9 @@ def test_a_kernel_built_ahead_of_time_runs_without_numba_here_and_from_a_later_p
                               "after an overflow: interpreted"]
     assert len(_built(run.kernels)) == 1
     # a later process: native at the first call (only what was built can be: HOT_SECONDS out of reach), no Numba
-    assert run("later") == ["first call: native", "then: native", "numba imported: False",
-                            "after an overflow: interpreted"]
+    # (the first call before the translation, which explain() then makes: runtime/native/early.py)
+    assert run("later") == ["first call: native from its first call", "then: native",
+                            "numba imported: False", "after an overflow: interpreted"]
     # turned off: the later process waits for its calls (none reach HOT_SECONDS here), as with an empty cache
     assert run("later", PHYLANX_NATIVE_AOT="0")[:3] == ["first call: the plain function",
                                                         "then: the plain function", "numba imported: False"]
@@ -144,3 +145,87 @@ def test_a_view_of_other_strides_is_compiled_here_with_the_plain_functions_answe
                           env={**env, "PHYLANX_CACHE_DIR": str(run.kernels.parent), "PHYLANX_NATIVE_WARM": "1"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True"]
+
+
+EARLY = textwrap.dedent("""
+    import builtins, sys, time
+    import numpy as np
+    import phylanx_py as px
+    from phylanx_py.runtime.native import tiering
+    tiering.HOT_SECONDS = 0.0 if sys.argv[1] == "compile" else 1e9  # later runs: only what was built runs native
+
+    def grow(n):
+        s = 1
+        for i in range(n):
+            s = s * 3 + i  # Python-int arithmetic checked for overflow: past 2**63 the call reruns interpreted
+        return s
+
+    def walk(a, n):
+        t = 0.0
+        for i in range(n):  # n past the array: an IndexError at this loop, the array changed up to it
+            a[i] = a[i] * 0.5 + 1.0
+            t = t + a[i]
+        return t
+
+    def both(fg, fw):
+        assert fg(30) == grow(30)
+        a, b = np.linspace(0.0, 1.0, 50), np.linspace(0.0, 1.0, 50)
+        assert fw(a, 40) == walk(b, 40) and np.array_equal(a, b)
+
+    if sys.argv[1] == "shadow":  # a global name the functions read is no longer what it was (a builtin)
+        range = builtins.range
+    fg, fw = px.compile(grow), px.compile(walk)
+    both(fg, fw)
+    print("first calls before the translation:", fg._code is None, fw._code is None)
+    if sys.argv[1] == "compile":
+        deadline = time.monotonic() + 240
+        while not all(" -> native" in f.explain() for f in (fg, fw)) and time.monotonic() < deadline:
+            both(fg, fw)
+            time.sleep(0.01)
+        for _ in range(8):  # the new kernels' first runs, timed against plain runs, then kept
+            both(fg, fw)
+    else:
+        print(fg.explain().splitlines()[0].split(" (")[0])
+        # another signature: not remembered, so the plain function (beside the translation) or the tree
+        c, d = np.linspace(0.0, 1.0, 50, dtype=np.float32), np.linspace(0.0, 1.0, 50, dtype=np.float32)
+        got, want = fw(c, 40), walk(d, 40)
+        assert got == want and type(got) is type(want) and np.array_equal(c, d)
+    print("numba imported:", "numba" in sys.modules)
+    assert fg(50) == grow(50)  # past 2**63
+    a, b = np.linspace(0.0, 1.0, 50), np.linspace(0.0, 1.0, 50)
+    try:
+        fw(a, 60)
+    except px.ExecutionError as e:
+        print("error:", type(e.__cause__).__name__, str(e).splitlines()[0].split("/")[-1])
+    try:
+        walk(b, 60)
+    except IndexError:
+        pass
+    assert np.array_equal(a, b)
+""")
+
+
+def test_a_kept_kernel_runs_a_later_processs_first_calls_before_the_translation(run):
+    """A later process's first call of a function whose kernel was kept runs that kernel (runtime/native/early.py):
+    no translation in the call, the plain function's answers and errors, an overflow rerun interpreted; a global name
+    that changed meanwhile (here ``range``) sends the calls to the translation instead."""
+    script = run.kernels.parent.parent / "early_calls.py"
+    script.write_text(EARLY)
+    env = {k: v for k, v in os.environ.items() if k not in ("PHYLANX_FLOOR", "PHYLANX_NATIVE", "PHYLANX_NATIVE_AOT")}
+    env.update(PHYLANX_CACHE_DIR=str(run.kernels.parent), PHYLANX_NATIVE_WARM="1")
+
+    def lines(mode, **extra):
+        done = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, timeout=400,
+                              env={**env, **extra})
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    error = "error: IndexError early_calls.py:16:5: in primitive 'native loop': IndexError: index out of bounds"
+    assert lines("compile") == ["first calls before the translation: False False", "numba imported: False", error]
+    # (the translation beside the first calls on for this one: the call of another signature runs beside it)
+    assert lines("later", PHYLANX_BESIDE="1") == ["first calls before the translation: True True",
+                              "function at early_calls.py:8 -> native from its first call", "numba imported: False",
+                              error]
+    # translated in the first call instead, which loads the kept kernel (warm.py)
+    assert lines("shadow") == ["first calls before the translation: False False",
+                               "function at early_calls.py:8 -> native", "numba imported: False", error]

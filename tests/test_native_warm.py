@@ -3,6 +3,7 @@ in a later one, for loops, whole functions and straight-line code; a mark change
 never what runs."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import time
 import numpy as np
 import pytest
 from phylanx_py.primitives import kernel_cache
+from phylanx_py.runtime import loop_tiers
 from phylanx_py.runtime.native import argtypes, warm, whole
 from phylanx_py.runtime.native import tiering as native_tiering
 
@@ -231,3 +233,54 @@ def test_a_kernel_clearly_faster_at_its_first_run_is_kept_for_later_processes(ca
     for _ in range(5):
         np.testing.assert_allclose(again(a.copy(), 4), smooth_kept(a.copy(), 4), rtol=1e-15)
     assert _native_runs(again) == 5, again.explain()
+
+
+def test_remembered_lines_are_followed_only_when_they_are_this_translation_and_their_kernel_is_there(cache):
+    """runtime/native/early.py: what a first call runs before the translation is read as data, field by field; a
+    damaged line, one written by other phylanx-py sources, or one whose kernel file is not in the cache is not
+    followed (the function translates, as any other)."""
+    from phylanx_py.runtime.native import aot, early
+
+    key = warm.code_key(smooth)
+    good = {"kernel": "k" * 24, "description": "<f81C,int", "own": 2, "staged": False, "writes": [0],
+            "checked": False, "ret": {"array": True}, "names": {"range": "builtin"}, "blas": False,
+            "fast": repr(native_tiering._fast_key((np.zeros(5), 3))), "translator": early.translator()}
+
+    def remembered(*lines):
+        warm.rewrite(key, lambda _: {warm.KEPT, *lines})
+        return early.for_function(smooth)
+
+    line = early.PREFIX + "f" * 16 + " "
+    assert remembered(line + "{not json") is None
+    assert remembered(line + json.dumps({**good, "translator": "another"})) is None
+    assert remembered(line + json.dumps(good)) is None  # its kernel file is not there
+    path = aot.path_of(good["kernel"], good["description"])
+    open(path, "wb").close()  # (an empty file: found, and loaded only at a call)
+    found = remembered(line + json.dumps(good))
+    assert found is not None and list(found.specs) == [good["fast"]]
+    assert remembered(line + json.dumps({**good, "own": "two"})) is None
+    # a call whose signature is not remembered, or whose kernel does not load, is the translation's
+    assert found((np.zeros(5, np.float32), 3)) is loop_tiers.MISS
+    assert found((np.zeros(5), 3)) is loop_tiers.MISS and found.specs[good["fast"]].run() is None
+    warm.unmark(key)  # a kernel that lost to the floor's choice: nothing is followed any more
+    assert early.for_function(smooth) is None
+
+
+@pytest.mark.parametrize("kind", [None, np.float32(0), 0, 0.0, True, np.empty(0),
+                                  (0, np.int64(0)), whole.K.Either(0.0, np.float64(0), "s"),
+                                  (whole.K.Either(0, np.int64(0), "s"), np.empty(0))])
+def test_a_remembered_result_kind_converts_as_the_translated_one(kind):
+    from phylanx_py.runtime.native import early
+
+    again = early._decode(json.loads(json.dumps(early._encode(kind))))
+    conv, conv2 = whole.K.converter(kind), whole.K.converter(again)
+    assert (conv is None) == (conv2 is None)
+    if conv is None:
+        return
+    items = kind if type(kind) is tuple else (kind,)
+    flagged = any(type(x) is whole.K.Either for x in items)
+    value = tuple(2 for _ in items) if type(kind) is tuple else 2
+    for flag in ((0, 1) if flagged else (None,)):
+        out = (value, flag) if flagged else value
+        got, want = conv2(out), conv(out)
+        assert type(got) is type(want) and got == want

@@ -4,7 +4,7 @@ after every other loop tier, and remote.py's tier for loops over the cluster's a
 import threading
 
 from .. import loop_tiers
-from . import remote, warm  # noqa: F401 - registers the tier for loops over the cluster's arrays
+from . import early, remote, warm  # noqa: F401 - registers the tier for loops over the cluster's arrays
 from .compile_process import prestart
 from .kinds import Decline
 from .loop import NativeLoop, mode
@@ -13,6 +13,7 @@ from .whole import whole_function
 
 loop_tiers.register(NativeLoop.factory, native=True, nested=True, order=100)
 loop_tiers.register_function(whole_function)
+loop_tiers.register_early(early.for_function)
 
 
 @loop_tiers.register_preparer

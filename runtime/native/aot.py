@@ -125,10 +125,13 @@ def _path_of_entry(entry) -> str:
     description = describe(*entry.sig)
     if description is None:
         return ""
-    if entry.mark is None:
-        entry.mark = warm.kernel_key(entry.printed)
+    # its digest, ahead (``key``): ``mark`` stays unset until tiering's ``_marked`` has looked for the mark (a
+    # signature lowered beside the first calls then loads this file in its first call through the tree)
+    key = entry.mark or entry.key
+    if key is None:
+        key = entry.key = warm.kernel_key(entry.printed)
     try:
-        return path_of(entry.mark, description)  # the mark's digest covers the kernel's text
+        return path_of(key, description)  # the mark's digest covers the kernel's text
     except (OSError, UnsafeCacheError):
         return ""
 

@@ -115,6 +115,11 @@ def unmark(key: str) -> None:
     _rewrite(key, lambda lines: lines - {KEPT})
 
 
+def rewrite(key: str, change) -> None:
+    """Replace ``key``'s mark by ``change(its lines)`` (early.py's lines, one per signature)."""
+    _rewrite(key, change)
+
+
 def _rewrite(key: str, change) -> None:
     try:
         path = _path(key)

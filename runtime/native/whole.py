@@ -21,10 +21,10 @@ import numpy as np
 from phylanx_py import ir
 from phylanx_py.errors import ConfigurationError, ExecutionError
 
-from .. import floor, profiling
+from .. import beside, floor, profiling
 from ..base import Runtime
 from ..loop_tiers import FALLBACK
-from . import aot, kir, warm
+from . import aot, early, kir, warm
 from . import kinds as K
 from . import tiering as T
 from .analysis import globals_as_names, module_globals
@@ -91,7 +91,7 @@ CLEARLY_FASTER = 4
 
 class Entry(T.Entry):
     __slots__ = ("stages", "guard", "values", "exact", "entry_point", "sig", "plain_runs", "floor", "last",
-                 "plain_times", "plain_before", "native_times", "measuring", "fast", "ahead")
+                 "plain_times", "plain_before", "native_times", "measuring", "fast", "ahead", "ret")
 
 
 class WholeFunction(T.Signatures):
@@ -292,7 +292,8 @@ class WholeFunction(T.Signatures):
             entry.source, low = settle(FunctionLowerer, self.body, self.params, dict(zip(self.params, ks)), [],
                                        names, ret=self.ret, functions=self.functions)
             entry.checked, entry.stages, viewed, entry.printed = low.checked, low.stages, low.viewed, low.printed
-            entry.convert = _converter(low.ret_kind)
+            entry.ret = low.ret_kind  # the result's kind: early.py remembers it
+            entry.convert = K.converter(low.ret_kind)
             if self.loop_free and not any(isinstance(n, kir.If) and (n.note or "").endswith(" as one loop nest")
                                           for n in low.printed.nodes.values()):
                 # its array calls would be Numba's forms of NumPy's own (BLAS, ufuncs): nothing for a kernel to
@@ -350,6 +351,8 @@ class WholeFunction(T.Signatures):
         entry.plain_before, entry.plain_times = entry.plain_times, []
         entry.kernel = compiled if module is None else module.kernel  # None: built ahead of time (aot.py)
         self._requick()
+        if kept and self.pyfunc is not None:
+            self._remember(entry)  # kept by a process that did not remember it (early.py): remembered now
 
     def _changed(self):
         self._requick()
@@ -415,6 +418,32 @@ class WholeFunction(T.Signatures):
             warm.mark(warm.function_key(self.fn, entry.fast), warm.KEPT)
         if self.pyfunc is not None:
             warm.mark(warm.code_key(self.pyfunc), warm.KEPT)
+            self._remember(entry)
+
+    def _remember(self, entry):
+        """What a later process's first calls need to run the kept kernel before translating (early.py), written
+        beside the calls (runtime/beside.py: the sources' digest and the bytecode's reading take about 1 ms)."""
+        if beside.enabled():
+            beside.submit(early.remember, self, entry)
+        else:
+            early.remember(self, entry)
+
+    def early_failed(self, failed, args, fallback):
+        """A remembered kernel (early.py) raised in a call before the translation: handled as the quick path handles
+        its kernel's error (``failed``), on this signature's entry, lowered now (the same kernel: its digest)."""
+        kargs = self.kernel_args(args)
+        entry = self.entry(kargs) if kargs is not None else None
+        if entry is not None and not entry.declined and entry.printed is not None and \
+                warm.kernel_key(entry.printed) == failed.spec.kernel_key:
+            if entry.overflow is None:
+                entry.overflow = T._Overflow  # a kernel built ahead of time raises it (tiering._compile)
+            self.failed(entry, failed.error, failed.stage, failed.saved)  # raises, or the call reruns
+            return fallback()
+        for a, copy in failed.saved:
+            a[...] = copy
+        if failed.spec.writes and not failed.saved:  # arrays it may have changed, not known where: its error
+            raise ExecutionError.from_exception(failed.error, self.fn.loc, "native function") from failed.error
+        return fallback()
 
     def _kept_before(self, args) -> bool:
         """Whether a loop-free function's kernel for these argument kinds was kept before, in this process or an
@@ -462,31 +491,3 @@ class WholeFunction(T.Signatures):
     def _state(self, entry) -> str:
         # a new kernel timed against the plain function (``_decide``) says so: calls alternate until then
         return "measuring against the plain function; " if entry.measuring else ""
-
-
-def _converter(k):
-    """A function of the kernel's result to the value as the plain function returns it, or None when it is that
-    value. The result is the value alone, or (value, Either flags ...) when ``k`` has Either kinds."""
-    items = k if type(k) is tuple else (k,)
-    if not any(type(x) is K.Either or isinstance(x, np.generic) for x in items):
-        return None
-    if isinstance(k, np.generic):  # one NumPy scalar (the most common): its type itself, 45 ns a call, not 200
-        return k.dtype.type
-    plan, n = [], 0
-    for x in items:  # (kind, index of its flag in the result tuple or None)
-        n += type(x) is K.Either
-        plan.append((x, n if type(x) is K.Either else None))
-    flagged = n > 0
-
-    def one(value, x, flag, out):
-        if flag is not None:
-            return K.convert(value, x.np if out[flag] else x.py)
-        return value if x is None or type(x) is np.ndarray else K.convert(value, x)
-
-    if type(k) is tuple:
-        if flagged:
-            return lambda out: tuple(one(v, x, flag, out) for v, (x, flag) in zip(out[0], plan))
-        return lambda out: tuple(one(v, x, None, None) for v, (x, _) in zip(out, plan))
-    if flagged:
-        return lambda out: one(out[0], k, plan[0][1], out)
-    return lambda out: one(out, k, None, None)
