@@ -919,3 +919,31 @@ def floordiv_after_store(a, x, n):
         a[i] += 1.0
         q = x // -1  # -2**63 // -1 is 2**63, a Python int: the kernel stops, the call reruns
     return q
+
+
+def complex_rows(z, c, out):
+    for i in range(z.shape[0]):
+        out[i] = z[i] * c[i] + c[i] - (-z[i])  # complex128 rows: + - * and negation, as NumPy computes them
+        out[i] += z[i] * 2.0
+    return out
+
+
+def complex_products(a, b, out):
+    for i in range(a.shape[0]):
+        out[i] += a[i] @ b[i]  # 2-D complex128 matrix products (BLAS's zgemm)
+    return out
+
+
+def complex_compared(z, out):
+    n = 0
+    for i in range(z.shape[0]):
+        out[i] = z[i] * z[i]  # a complex product: its last bit may differ from NumPy's loops
+        if out[i, 0] == out[i, 1]:
+            n += 1
+    return n
+
+
+def complex_row_quotients(z, c, out):
+    for i in range(z.shape[0]):
+        out[i] = z[i] / c[i]  # NumPy gives inf/nan at zero, Numba raises
+    return out

@@ -254,6 +254,13 @@ MORE_NUMPY = [
     case(prog_loops.centred_rows, np.array([[0.1, 0.7, 2.5]], dtype=np.float32)),
     case(prog_loops.linspace_rows, np.zeros((2, 5)), 0.1, 0.7),
     case(prog_loops.small_int_divided, np.array([1, 2, 7], dtype=np.int8), np.zeros(3)),
+    case(prog_loops.complex_rows, np.arange(6.0).reshape(3, 2) * (1 + 2j), np.full((3, 2), 0.5 - 1j),
+         np.zeros((3, 2), complex)),
+    case(prog_loops.complex_products, np.arange(12.0).reshape(3, 2, 2) * (1 - 1j), np.ones((3, 2, 2)) * 1j,
+         np.zeros((3, 2, 2), complex)),
+    case(prog_loops.complex_compared, np.array([[1 + 1j, 1 + 1j], [2j, 1.0]]), np.zeros((2, 2), complex)),
+    case(prog_loops.complex_row_quotients, np.array([[1 + 1j, 2.0]]), np.array([[0j, 1j]]),
+         np.zeros((1, 2), complex)),
 ]
 
 BIG = np.linspace(-1.0, 1.0, 70_000)

@@ -335,6 +335,13 @@ def big_loop_failure(a, mats):
     return x.sum()
 
 
+def complex_products_mismatch(a, mats):
+    x = a
+    for i in range(mats.shape[0]):
+        x = x @ mats[i]
+    return x
+
+
 def big_unused_failure(a, b):
     c = a @ b
     return 1
@@ -425,6 +432,22 @@ def test_matmul_shape_mismatch(runtime):
     cause = _plain_error(matmul_mismatch, X, w)
     assert type(cause) is ValueError
     _assert_execution_error(_execution_error(matmul_mismatch, X, w), matmul_mismatch, "y @ w", "__matmul", cause)
+
+
+def test_complex_matrix_products_of_shapes_that_do_not_fit(runtime):
+    """complex128 products in a loop (native by default once hot, and forced): a ValueError at the product's line,
+    or at its loop's when the loop ran natively (its kernel's error: tests/test_native.py), in every tier."""
+    a, mats = np.ones((2, 3), complex), np.ones((2, 3, 3), complex)
+    f = px.compile(complex_products_mismatch)
+    np.testing.assert_allclose(f(a, mats), complex_products_mismatch(a, mats))
+    bad = np.ones((2, 2, 2), complex)
+    assert type(_plain_error(complex_products_mismatch, a, bad)) is ValueError
+    with pytest.raises(px.ExecutionError) as err:
+        f(a, bad)
+    assert type(err.value.__cause__) is ValueError and err.value.filename == FILE
+    at = {source_position(complex_products_mismatch, m)[0]: p for m, p in
+          [("x @ mats[i]", "__matmul"), ("for i in range", "native loop")]}
+    assert at.get(err.value.lineno) == err.value.primitive
 
 
 @pytest.mark.parametrize(("fn", "marker", "primitive"), [(int_floordiv, "a // b", "__floordiv"),

@@ -758,7 +758,34 @@ def test_a_matrix_product_is_never_compared_natively(forced):
 
 def test_a_matrix_product_of_mixed_dtypes_stays_interpreted(forced):
     f = run_both(L.products_of_blocks, np.ones((2, 4), np.float32), np.ones((4, 4)), np.zeros((2, 4)))
-    assert "a matrix product of other than 1-D/2-D arrays of one dtype, float64 or float32" in f.explain()
+    assert "a matrix product of other than 1-D/2-D arrays of one dtype, float64, float32 or complex128" in \
+        f.explain()
+
+
+def _complex(shape, seed):
+    rng = np.random.default_rng(seed)
+    return rng.random(shape) + 1j * rng.random(shape)
+
+
+def test_complex128_array_sums_products_and_matrix_products_run_natively(forced):
+    """NPBench's scattering_self_energies: + - * and negation of complex128 arrays, and 2-D complex128 matrix
+    products (BLAS's zgemm), as NumPy computes them (the products to float tolerance: their last bit may differ)."""
+    f = run_both(L.complex_rows, _complex((4, 3), 1), _complex((4, 3), 2), np.zeros((4, 3), complex))
+    assert "-> native" in f.explain() and "interpreted" not in f.explain()
+    f = run_both(L.complex_products, _complex((3, 4, 4), 3), _complex((3, 4, 4), 4), np.zeros((3, 4, 4), complex))
+    assert "-> native" in f.explain() and "interpreted" not in f.explain()
+
+
+@pytest.mark.parametrize("fn, why", [
+    (L.complex_compared, "of an inexact result"),
+    (L.complex_row_quotients, "a division of NumPy complex numbers (Numba raises at zero, NumPy gives inf/nan)"),
+])
+def test_complex_products_compared_and_complex_quotients_stay_interpreted(forced, fn, why):
+    z, c = _complex((3, 2), 5), _complex((3, 2), 6)
+    c[1, 0] = 0  # a zero divisor: NumPy's inf/nan (with its warning)
+    with np.errstate(all="ignore"):
+        f = run_both(fn, z, *((c,) if fn is L.complex_row_quotients else ()), np.zeros((3, 2), complex))
+    assert why in f.explain() and "-> native" not in f.explain()
 
 
 @pytest.mark.parametrize("n", [0, 1, 7])

@@ -214,8 +214,9 @@ class CallRules:
         if len(ks) != 2 or any(type(k) is not np.ndarray for k in ks):
             self.fail("a matrix product of other than two arrays", n)
         a, b = ks
-        if a.dtype != b.dtype or a.dtype not in (np.float64, np.float32) or not (1 <= a.ndim <= 2 and 1 <= b.ndim <= 2):
-            self.fail("a matrix product of other than 1-D/2-D arrays of one dtype, float64 or float32", n)
+        if a.dtype != b.dtype or a.dtype not in (np.float64, np.float32, np.complex128) or \
+                not (1 <= a.ndim <= 2 and 1 <= b.ndim <= 2):
+            self.fail("a matrix product of other than 1-D/2-D arrays of one dtype, float64, float32 or complex128", n)
         k = np.dot(a, b)
         return self.form(n, atoms), (k if type(k) is np.ndarray else a.dtype.type(3)), True
 

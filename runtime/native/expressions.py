@@ -13,6 +13,7 @@ from phylanx_py import ir
 
 from . import kinds as K
 from . import kir
+from .arith import COMPLEX_PRODUCTS
 from .calls import DTYPE_CONSTS
 from .kinds import Decline
 from .nests import resolve
@@ -185,7 +186,7 @@ class Expressions:
         if special is not None:
             src, k, *inexact = special(n, atoms, ks, kwargs)  # (src, kind) or (src, kind, inexact)
             return src, k, tainted or bool(inexact and inexact[0]) or (
-                name == "operator.getitem" and self.arrays_tainted)
+                name == "operator.getitem" and self.arrays_tainted and type(ks[0]) is np.ndarray)  # (not a shape)
         if low.inplace and type(ks[0]) is np.ndarray:  # ``a += b`` on an array (arith.py)
             return self.inplace(n, prim, low, atoms, ks, tainted)
         for k in ks:
@@ -205,7 +206,11 @@ class Expressions:
                 base = n.args[0]
                 self.viewed.add(base.name if isinstance(base, ir.Var) and base.depth == 0 else "*")
             return self.form_of(low, atoms), k, tainted
-        inexact = low.inexact and not (K.is_int(k) or type(k) is bool)
+        # a product of complex128 arrays: NumPy's loops fuse its multiply-adds (FMA), Numba's and any scalar's do not
+        # (44% of 200,000 random products differed in the last bit here), scalarized (``elementwise``) or not
+        inexact = low.inexact and not (K.is_int(k) or type(k) is bool) or (n.prim in COMPLEX_PRODUCTS and (
+            k.dtype.kind == "c" if type(k) is np.ndarray else
+            self.elementwise and (isinstance(k, np.complexfloating) or type(k) is complex)))
         return self.arith(n, low, atoms, ks, k), k, tainted or inexact
 
     def access(self, node, obj_node, obj, key_node, key, key_kind, store=False):

@@ -90,6 +90,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         self.outputs = outputs
         self.taint = set(tainted)
         self.arrays_tainted = arrays_tainted
+        self.elementwise = False  # lowering an array statement's element (scalarize.py): its NumPy-array semantics
         self.lines: list = []  # the kernel's statements (kir.py nodes), each at its depth
         self.indent = 1  # the depth of the next statement
         self.pending: list = []  # the tags (kir.Call, kir.Access) of the text lowered since the last statement

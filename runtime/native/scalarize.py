@@ -186,7 +186,11 @@ def _emit(low, n):
         low.put(kir.over_range(v, length))
         low.indent += 1
     try:
-        src, k, tainted = low.expr(element_forms(low, expr))
+        low.elementwise = True  # (NumPy computed this element in an array loop: a complex product's FMA)
+        try:
+            src, k, tainted = low.expr(element_forms(low, expr))
+        finally:
+            low.elementwise = False
         if type(k) is K.Either or not isinstance(k, np.generic) or np.dtype(type(k)) not in K.DTYPES:
             raise No
         dtype = np.dtype(type(k))
