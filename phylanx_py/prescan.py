@@ -9,7 +9,8 @@ attribute stores, raising; a ``match`` statement, whose literal patterns compile
 source lines), its free names resolving as the translator resolves them (``resolve.py``: a NumPy
 function, a compiled or plain function, data; not a class, a module used as a value, an unknown name or an
 unsupported callable), its methods registered, its imports at the top of its body, of modules already imported, and
-at most one loop (a second loop may nest: its first call keeps the switch to native code part way through, whole.py).
+no loop inside another (a long first call of nested loops keeps the switch to native code part way through,
+whole.py).
 Anything else translates in its first call, as before, and raises its CompileError there. A construct the scan lets
 through and the translator refuses is a CompileError at the first call after the translation ended."""
 from __future__ import annotations
@@ -81,6 +82,7 @@ def _reads(fn, seen: set, top: bool) -> bool:
     imported: set = set()
     chain = None  # the module a LOAD_GLOBAL/LOAD_ATTR chain has reached, which must end in a function
     pending_import = False
+    copied = False  # the previous instruction was COPY 1
     for op, arg in _instructions(code):
         if chain is not None:
             if op == _LOAD_ATTR or op == _LOAD_METHOD:
@@ -90,12 +92,13 @@ def _reads(fn, seen: set, top: bool) -> bool:
                 chain = r if r.kind == "module" else None
                 continue
             return False  # a module used as a value
-        if op in _REFUSED or (op == _COPY and arg == 1):  # COPY 1: a match's subject (also a = b = v, :=)
+        if copied and op != _STORE_FAST:  # COPY 1 then another store: a match's subject (its cases compare it)
+            return False
+        copied = op == _COPY and arg == 1  # ``a = b = v``, ``(a := v)``: COPY 1 then STORE_FAST, as translated
+        if op in _REFUSED:
             return False
         if op in _BACKWARD and top:
             loops += 1
-            if loops > 1:
-                return False
         if op in _JUMPS:
             jumped = True
         if op == _LOAD_GLOBAL:
@@ -120,4 +123,15 @@ def _reads(fn, seen: set, top: bool) -> bool:
                 pending_import = False
         elif op == _LOAD_FAST:
             loaded.add(varnames[arg])
-    return chain is None
+    return chain is None and (loops < 2 or _loops_apart(code))
+
+
+def _loops_apart(code) -> bool:
+    """Whether no loop of ``code`` is inside another (loops one after the other, as NPBench's deriche has four): each
+    backward jump spans [its target, itself], and no span may hold another. (A ``while`` loop's ``continue`` and its
+    end jump back to two places, spans that overlap without either holding the other.) A loop in a loop translates
+    first: a long first call then switches the inner loop to native code part way through (whole.py), which the
+    plain function cannot."""
+    spans = {(ins.argval, ins.offset) for ins in dis.get_instructions(code)
+             if ins.opcode in _BACKWARD and type(ins.argval) is int}
+    return not any(a[0] < b[0] and b[1] <= a[1] for a in spans for b in spans)  # (one target: one loop)

@@ -38,6 +38,35 @@ def nested(a):
     return a
 
 
+def loops_in_turn(a):
+    s = 0
+    while s < 3:
+        s += 1
+        if s == 2:
+            continue  # (a while loop's continue and its end jump back to two places: one loop)
+    for j in range(a.shape[0]):
+        if j == 1:
+            continue
+        a[j] = a[j] + s
+    return a
+
+
+def chained(a):
+    b = c = a * 2.0  # COPY 1, then STORE_FAST: as the translator takes it
+    if (n := b.shape[0]) > 1:
+        c = c + n
+    return b + c
+
+
+def while_around_for(a):
+    k = 0
+    while k < 2:
+        for j in range(a.shape[0]):
+            a[j] = a[j] + k
+        k += 1
+    return a
+
+
 def uses_try(x):
     try:
         y = x + 1
@@ -172,7 +201,22 @@ def test_the_bytecode_scan_sends_every_refused_construct_of_the_error_suite_to_t
 
     assert [fn.__name__ for fn, _, _ in UNSUPPORTED if runs_beside(fn)] == []
     assert runs_beside(scalar_loop) and runs_beside(scale) and runs_beside(pick)
-    assert not runs_beside(nested)
+    assert runs_beside(loops_in_turn)  # loops one after the other: the plain function loses nothing
+    assert runs_beside(chained)  # chained assignments and := (a match's subject, also COPY 1, is refused)
+    assert not runs_beside(nested) and not runs_beside(while_around_for)  # a loop in a loop translates first
+
+
+@pytest.mark.parametrize("fn", [loops_in_turn, chained])
+def test_loops_one_after_the_other_and_chained_assignments_run_the_plain_function_beside_the_translation(
+        translations, fn):
+    f = px.compile(fn)
+    a, b = np.arange(4.0), np.arange(4.0)
+    np.testing.assert_array_equal(f(a), fn(b))
+    np.testing.assert_array_equal(a, b)
+    assert f._job and f._job[1] is not None  # the first call ran the plain function; the worker translates
+    f._job[1].result(timeout=60)
+    assert translations == ["phylanx-beside"]
+    np.testing.assert_array_equal(f(a), fn(b))
 
 
 @pytest.mark.parametrize("why", ["nested loops", "PHYLANX_BESIDE=0", "forced", "synchronous runtime", "debug"])
