@@ -208,9 +208,9 @@ _ROUNDS = {"compares": True}  # results that flip on a last-bit difference of th
 # (``pyscalar``; runtime/native/helpers.py), or stop the kernel there when an operand may be a Python or a NumPy
 # scalar (``ambiguous``). The in-place operators (``x op= v``) share them.
 _NATIVE = {
-    "add": dict(pyint="_ck_add", magnitude=lambda x, y: x + y, interval=_iv_add, sign=_all_nonneg),
-    "sub": dict(pyint="_ck_sub", magnitude=lambda x, y: x + y, interval=_iv_sub),
-    "mul": dict(pyint="_ck_mul", magnitude=lambda x, y: x * y, interval=_iv_mul, sign=_all_nonneg),
+    "add": dict(pyint="_ck_add", complex="exact", magnitude=lambda x, y: x + y, interval=_iv_add, sign=_all_nonneg),
+    "sub": dict(pyint="_ck_sub", complex="exact", magnitude=lambda x, y: x + y, interval=_iv_sub),
+    "mul": dict(pyint="_ck_mul", complex="inexact", magnitude=lambda x, y: x * y, interval=_iv_mul, sign=_all_nonneg),
     "truediv": dict(pyscalar="_py_truediv", ambiguous="_amb_truediv", divides="true"),
     # Python and NumPy: the remainder has the sign of the divisor
     "floordiv": dict(pyscalar="_py_floordiv", ambiguous="_amb_floordiv", divides="floor", magnitude=_largest,
@@ -223,8 +223,8 @@ _NATIVE = {
     "and_": dict(sign=_any_nonneg),
     "or_": dict(sign=_all_nonneg),
     "xor": dict(sign=_all_nonneg),
-    "neg": dict(pyint="_ck_neg", magnitude=_same, interval=_iv_neg),
-    "pos": dict(magnitude=_same),
+    "neg": dict(pyint="_ck_neg", complex="exact", magnitude=_same, interval=_iv_neg),
+    "pos": dict(complex="exact", magnitude=_same),
     "not_": _ROUNDS,
     **dict.fromkeys(("lt", "le", "gt", "ge", "eq", "ne"), _ROUNDS),
 }

@@ -60,14 +60,17 @@ class Lowering:
     NumPy rules the lowering keeps (int64 floor division, complex division by zero); ``shifts``: "left" or
     "right", a shift, whose count may reach the width; ``powers``: "python" (``**``: a Python float to a
     fractional power is complex there) or "numpy", a power, whose integer exponent must be a constant >= 0 (NumPy
-    raises on a negative one, Numba gives 0); ``inplace``: for ``x op= v``, the ufunc updating an array in place
-    (``np.add(a, v, a)``); ``reads``: the positional arguments it only reads (a ufunc's ``nin``: one more is its
-    ``out``), for which of a kernel's arrays it leaves unchanged; ``call``: the function its form calls (``np.exp``:
-    the key of the facts above where the kernel's source is read). Rules over operand facts, each ``None`` when it
-    has none: ``interval(ops, *args)``, the Interval of its int value from its arguments' (``ops``: bounds.py's
-    interval operations, as ``tile``'s ``ops``); ``magnitude(*bounds)``, a bound of ``|value|`` from its
-    arguments' bounds (Python ints proven far from 2**63 need no overflow check); ``sign(ops, *args)``, whether
-    its int value is non-negative given ``ops.nonneg(arg)`` and ``ops.const(arg)`` (signs.py)."""
+    raises on a negative one, Numba gives 0); ``complex``: "exact" or "inexact", an operation a kernel takes on
+    complex128 arrays as NumPy computes them, component-wise ("inexact": a product, whose multiply-adds NumPy's
+    loops fuse, so its last bit may differ: stored, never compared); ``inplace``: for ``x op= v``, the ufunc
+    updating an array in place (``np.add(a, v, a)``); ``reads``: the positional arguments it only reads (a
+    ufunc's ``nin``: one more is its ``out``), for which of a kernel's arrays it leaves unchanged; ``call``: the
+    function its form calls (``np.exp``: the key of the facts above where the kernel's source is read). Rules over
+    operand facts, each ``None`` when it has none: ``interval(ops, *args)``, the Interval of its int value from its
+    arguments' (``ops``: bounds.py's interval operations, as ``tile``'s ``ops``); ``magnitude(*bounds)``, a bound
+    of ``|value|`` from its arguments' bounds (Python ints proven far from 2**63 need no overflow check);
+    ``sign(ops, *args)``, whether its int value is non-negative given ``ops.nonneg(arg)`` and ``ops.const(arg)``
+    (signs.py)."""
 
     template: str | Callable
     pyint: str | None = None
@@ -84,6 +87,7 @@ class Lowering:
     divides: str | None = None
     shifts: str | None = None
     powers: str | None = None
+    complex: str | None = None
     inplace: str | None = None
     reads: int = 0
     call: str | None = None

@@ -125,8 +125,10 @@ def plain(names: str, *, nondiff=False, native_rules=None):
 
 
 # ---- unary math ---------------------------------------------------------------------------------------------
-unary("negative", lambda g, a, x: -g, fused="-{0}")
-unary("positive", lambda g, a, x: g, fused="+{0}")
+# complex128 arrays: + - * and negation as NumPy computes them (``Lowering.complex``; a product inexact)
+_COMPLEX_EXACT = {**_PURE, "complex": "exact"}
+unary("negative", lambda g, a, x: -g, fused="-{0}", native_rules=_COMPLEX_EXACT)
+unary("positive", lambda g, a, x: g, fused="+{0}", native_rules=_COMPLEX_EXACT)
 unary("exp", lambda g, a, x: g * a, fused="np.exp({0})", inexact=True)
 unary("exp2", lambda g, a, x: g * a * np.log(2.0), inexact=True)
 unary("expm1", lambda g, a, x: g * (a + 1.0), fused="np.expm1({0})", inexact=True)
@@ -157,9 +159,10 @@ plain("arccosh arctanh degrees radians deg2rad rad2deg conjugate conj spacing")
 plain("trunc rint sign isnan isinf isfinite logical_not invert signbit", nondiff=True, native_rules=_ROUNDS)
 
 # ---- binary math ---------------------------------------------------------------------------------------------
-binary("add", lambda g, a, x, y: g, lambda g, a, x, y: g, fused="{0} + {1}")
-binary("subtract", lambda g, a, x, y: g, lambda g, a, x, y: -g, fused="{0} - {1}")
-binary("multiply", lambda g, a, x, y: g * y, lambda g, a, x, y: g * x, fused="{0} * {1}")
+binary("add", lambda g, a, x, y: g, lambda g, a, x, y: g, fused="{0} + {1}", native_rules={"complex": "exact"})
+binary("subtract", lambda g, a, x, y: g, lambda g, a, x, y: -g, fused="{0} - {1}", native_rules={"complex": "exact"})
+binary("multiply", lambda g, a, x, y: g * y, lambda g, a, x, y: g * x, fused="{0} * {1}",
+       native_rules={"complex": "inexact"})
 for _name in ("divide", "true_divide"):
     binary(_name, lambda g, a, x, y: g / y, lambda g, a, x, y: -g * x / (y * y), fused="{0} / {1}",
            native_rules={"divides": "true"})

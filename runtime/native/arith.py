@@ -18,12 +18,6 @@ from .facts import rule
 from .kinds import Decline
 from .signs import Signs
 
-# the operations on complex128 arrays lowered as NumPy computes them (a product is inexact: NumPy's loops fuse its
-# multiply-adds, so its last bit may differ; stored, never compared: expressions.py)
-COMPLEX_OPS = frozenset({"operator.add", "operator.sub", "operator.mul", "operator.neg", "operator.pos", "add",
-                         "subtract", "multiply", "negative", "positive"})
-COMPLEX_PRODUCTS = frozenset({"operator.mul", "multiply", "operator.imul"})
-
 
 class ArithRules:
     """NumPy-vs-Numba rules of arithmetic (a mixin of lower.Lowerer: ``self.fail``, ``self.checked`` are its)."""
@@ -45,8 +39,8 @@ class ArithRules:
         if len(ks) == 2 and type(ks[1]) in (int, float) and ks[0].dtype not in (np.float64, np.int64):
             # NEP 50: a Python scalar takes the array's dtype (a float32 array += 0.1 adds float32(0.1))
             atoms = [atoms[0], self.weak_cast(atoms[1], ks[1], np.result_type(ks[0].dtype, ks[1]), n.args[1])]
-        if ks[0].dtype.kind == "c" and n.prim in COMPLEX_PRODUCTS:
-            tainted = True  # (COMPLEX_OPS)
+        if ks[0].dtype.kind == "c" and low.complex == "inexact":
+            tainted = True  # a complex product (``Lowering.complex``)
         if low.divides == "mod":  # Numba's np.remainder traps (SIGFPE) on int64 -2**63 % -1; its % does not
             return self.helper("_px_imod", atoms[0], atoms[1]), ks[0], tainted
         if low.divides == "floor" and ks[0].dtype.kind == "i":
@@ -123,9 +117,9 @@ class ArithRules:
                                       for x in ks])
         except TypeError:
             self.fail("operands without a common dtype", n)
-        if common.kind not in "biuf" and not (common == np.complex128 and n.prim in COMPLEX_OPS):
-            # complex128: + - * and negation, component-wise as NumPy (Numba's complex division raises at zero:
-            # ``arith`` refuses it; its comparisons and functions of complex numbers are not NumPy's)
+        if common.kind not in "biuf" and not (common == np.complex128 and rule(n.prim, "complex")):
+            # complex128: what the primitive declares (``Lowering.complex``: + - * and negation, component-wise as
+            # NumPy; Numba's complex division raises at zero, its comparisons and functions are not NumPy's)
             self.fail(f"array arithmetic in {common}", n)
         if any(type(x) is np.ndarray and x.dtype.kind != common.kind for x in ks):
             self.fail(f"array arithmetic mixing {' and '.join(sorted({K.describe(x) for x in ks}))} "

@@ -13,7 +13,6 @@ from phylanx_py import ir
 
 from . import kinds as K
 from . import kir
-from .arith import COMPLEX_PRODUCTS
 from .calls import DTYPE_CONSTS
 from .kinds import Decline
 from .nests import resolve
@@ -208,7 +207,7 @@ class Expressions:
             return self.form_of(low, atoms), k, tainted
         # a product of complex128 arrays: NumPy's loops fuse its multiply-adds (FMA), Numba's and any scalar's do not
         # (44% of 200,000 random products differed in the last bit here), scalarized (``elementwise``) or not
-        inexact = low.inexact and not (K.is_int(k) or type(k) is bool) or (n.prim in COMPLEX_PRODUCTS and (
+        inexact = low.inexact and not (K.is_int(k) or type(k) is bool) or (low.complex == "inexact" and (
             k.dtype.kind == "c" if type(k) is np.ndarray else
             self.elementwise and (isinstance(k, np.complexfloating) or type(k) is complex)))
         return self.arith(n, low, atoms, ks, k), k, tainted or inexact
