@@ -9,9 +9,10 @@ key (tiering._fast_key: dtypes, dimensions, layout flags, small ints), the kerne
 description (the file the compile process built it into: aot.path_of), whether it takes a stage array, the
 arrays it writes and whether they are put back when it stops, its result's conversion, and what each global
 name the function reads was (a module by its name, or a builtin). The decorator reads them once
-(``for_function``); a first call whose arguments have a remembered signature loads that kernel (a ``dlopen``) and
-runs it, and the translation runs beside the next calls as for any function (runtime/beside.py), after which the
-ordinary quick path takes over.
+(``for_function``); a call whose arguments have a remembered signature loads that kernel (a ``dlopen``, once) and
+runs it. Nothing is translated beside these calls (a job's stretches without Python calls held the interpreter lock
+for up to 7 ms of a 0.03 ms call); the first call they do not take (another signature, keywords, another runtime,
+a profile) or ``explain()`` translates the function, after which the ordinary paths take over.
 
 When the remembered kernel is the kernel the translation would give (promise 1): the line is written only for a
 function that reads no module data and calls no function of its own (whole.py's ``globals``, ``functions``), has
@@ -47,6 +48,7 @@ from . import tiering as T
 from .blas_pool import capped
 
 PREFIX = "early "
+KEYS_KEPT = 64  # fast keys remembered per function (``Early._by_key``; a program calling it with ever new shapes)
 
 
 class Failed(Raised):
@@ -212,6 +214,9 @@ class Early:
     def __init__(self, pyfunc, specs: dict, names: dict):
         self.pyfunc, self.specs, self.names = pyfunc, specs, names
         self.runs = 0
+        # fast key -> its Spec or None: the lines name signatures by the key's repr, a few microseconds a call to
+        # make, and these calls may be all the function's calls (nothing translates beside them)
+        self._by_key: dict = {}
 
     def explain(self) -> list[str]:
         if not self.runs:
@@ -223,7 +228,13 @@ class Early:
     def __call__(self, args):
         """The call's result from a remembered kernel; MISS when the call is not one for it (another signature,
         runtime or mode, a profile being recorded, a global name that changed); a ``Failed`` when it raised."""
-        spec = self.specs.get(repr(T._fast_key(args)))
+        fast = T._fast_key(args)
+        try:
+            spec = self._by_key[fast]
+        except KeyError:
+            spec = self.specs.get(repr(fast))
+            if len(self._by_key) < KEYS_KEPT:
+                self._by_key[fast] = spec  # (None, arguments without a fast key, finds no spec: "None")
         if spec is None or len(args) != spec.own:
             return MISS
         rt = select.current()
