@@ -250,6 +250,10 @@ class _Overtime(BaseException):
     code swallows it)."""
 
 
+class _Taken(BaseException):
+    """Raised into a plain run's thread after it, to take a stop that the run did not (``_stop_after``)."""
+
+
 class RanTooLong(Exception):
     """A plain run stopped at its limit (``plain_run`` reruns the call through the tree)."""
 
@@ -280,7 +284,17 @@ def _stop_after(limit, plain, args, kwargs):
             with lock:
                 state[0] = False
                 if state[1]:
-                    ctypes.pythonapi.PyThreadState_SetAsyncExc(me, None)
+                    # A stop sent is taken here if the run did not take it: clearing it instead (SetAsyncExc with
+                    # NULL) left CPython's interpreter-wide "async exception pending" signal set for good (only a
+                    # delivery resets it), and from then on a thread running with a trace function (the worker
+                    # beside first calls, runtime/beside.py) spun at its first call forever. So one is delivered
+                    # here, inside this try: at the check after the call that sets it, or the loop's jump back.
+                    try:
+                        ctypes.pythonapi.PyThreadState_SetAsyncExc(me, ctypes.py_object(_Taken))
+                        for _ in range(4):
+                            pass
+                    except (_Taken, _Overtime):
+                        pass
             timer.cancel()
     except _Overtime:
         raise RanTooLong(f"the plain run outlasted {limit} s") from None

@@ -3,6 +3,9 @@ tree, whichever was timed faster for its signature; errors stay the tree's; prog
 other runtimes, always take the tree."""
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 import time
 
 import numpy as np
@@ -472,3 +475,43 @@ def test_plain_runs_heat_the_programs_loops(local, monkeypatch):
     for _ in range(5):
         np.testing.assert_allclose(f(A, b), _solve_then_loop(A, b))
     assert len(runs) >= 2  # the kernel ready: the tree was timed again
+
+
+def test_a_stopped_plain_run_leaves_no_signal_that_hangs_a_traced_thread_later():
+    """A plain run stopped at its limit (floor._stop_after raises into the caller's thread) must leave the
+    interpreter as it found it: clearing an undelivered stop left CPython's async-exception signal set for good,
+    and a thread that then ran with a trace function (the worker beside first calls) spun at its first call
+    forever (test_beside's first test hung after test_native's stopped runs). In a process of its own: a thread
+    spinning in this one would take a core from the rest of the suite."""
+    script = textwrap.dedent("""
+        import sys, threading
+        from phylanx_py.runtime import floor
+
+        def forever():
+            while True:
+                pass
+
+        def quick():
+            return sum(range(1000))
+
+        try:
+            floor._stop_after(0.05, forever, (), {})
+        except floor.RanTooLong as e:
+            print("stopped:", e)
+        assert floor._stop_after(5.0, quick, (), {}) == sum(range(1000))  # a run that ends first: its value
+
+        def traced():
+            sys.settrace(lambda *a: None)
+            for _ in range(10):
+                quick()
+            sys.settrace(None)
+
+        t = threading.Thread(target=traced, daemon=True)
+        t.start()
+        t.join(10)
+        print("traced thread:", "still running" if t.is_alive() else "done")
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["stopped: the plain run outlasted 0.05 s", "traced thread: done"]
+
