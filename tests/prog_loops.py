@@ -179,6 +179,18 @@ def bump_past(a, k):
     return a
 
 
+def update_rows_in_place(alpha, beta, C, A):
+    """In-place updates of row slices, whole rows and elements (NPBench's syrk, and more)."""
+    for i in range(A.shape[0]):
+        C[i, :i + 1] *= beta
+        for k in range(A.shape[1]):
+            C[i, :i + 1] += alpha * A[i, k] * A[:i + 1, k]
+        C[i] -= 0.5
+        C[i, 0] += 1.0
+        C[i, 1:] += C[i, :-1]  # the operand overlaps the updated view: NumPy reads a copy
+    return C
+
+
 def lower_triangle_sum(A):
     n = A.shape[0]
     s = 0.0

@@ -223,6 +223,9 @@ MORE_NUMPY = [
     case(prog_loops.cholesky_dot, np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])),
     case(prog_loops.lu_matmul, np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])),
     case(prog_loops.matvec_steps, np.array([[2.0, 1.0], [1.0, 3.0]]), np.array([1.0, 0.0]), 4),
+    # in-place updates of views (rows, row slices) and of elements in a loop (native: the view's store left out)
+    case(prog_loops.update_rows_in_place, 1.5, 1.2, np.arange(16.0).reshape(4, 4) / 7,
+         np.arange(12.0).reshape(4, 3) / 5),
     # NEP 50: Python int operands of small-int arithmetic (native forms when forced: cast, checked to fit)
     case(prog_loops.crc16, np.array([0, 1, 49, 127, 128, 255], dtype=np.uint8)),
     case(prog_loops.small_int_plus_int, np.array([0, 200, 255], dtype=np.uint8), 100),

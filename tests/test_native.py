@@ -1155,6 +1155,29 @@ def test_augmented_stores_through_temporaries_are_checked(forced):
     np.testing.assert_array_equal(a_native, a_plain)  # the first three stores happened, as in the plain loop
 
 
+def test_an_in_place_update_of_a_view_is_not_stored_back_into_itself(forced):
+    """``C[i, :j] += v`` writes the view's elements; storing the view into itself after (Python's last step of
+    the statement) changes nothing for a view, so the kernel leaves it out (it cost Numba seconds to compile a
+    slice assignment, and a copy each time). An element's update is still stored; answers and errors unchanged."""
+    rng = np.random.default_rng(3)
+    A, C = rng.random((6, 4)), rng.random((6, 6))
+    f = run_both(L.update_rows_in_place, 1.5, 1.2, C, A)
+    src = _kernel_source(f)
+    assert "\n            np.multiply(__px_1[__px_2], beta, __px_1[__px_2])\n" in src  # the proven version
+    assert "] = np.multiply(" not in src and "] = np.add(" not in src
+    assert "_px_unaliased(__px_9[__px_10], C[" in src  # C[i, 1:] += C[i, :-1] still reads a copy of its operand
+    assert "__px_7[__px_8] = (__px_7[__px_8] + 1.0)" in src  # C[i, 0] += 1.0: an element, stored
+    run_both(L.update_rows_in_place, 1.5, 1.2, rng.random((4, 4)), rng.random((4, 2)))
+    C_plain = rng.random((3, 6))
+    C_native = C_plain.copy()
+    with pytest.raises(IndexError):
+        L.update_rows_in_place(1.5, 1.2, C_plain, A)  # C has 3 rows, A 6: row 3 is out of bounds
+    with pytest.raises(px.ExecutionError) as e:
+        f(1.5, 1.2, C_native, A)
+    assert isinstance(e.value.__cause__, IndexError)
+    np.testing.assert_array_equal(C_native, C_plain)  # rows 0-2 updated, as in the plain loop
+
+
 def test_chained_indexing_is_proven_on_the_array_it_indexes(forced):
     A = np.arange(16.0).reshape(4, 4)
     f = run_both(L.lower_triangle_sum, A)
