@@ -191,6 +191,18 @@ def update_rows_in_place(alpha, beta, C, A):
     return C
 
 
+def rows_from_products(A, B, C, D, k):
+    """Arrays that are not element-wise stored into views: a row, a block of the same shape, a row broadcast down
+    a block, a row into a block (more dimensions), and ``k`` rows into 2 (they do not fit when ``k`` is not 2)."""
+    for i in range(A.shape[0]):
+        C[i, :] = A[i, :] @ B
+        C[i:i + 1, :] = A[i:i + 1, :] @ B + 1.0
+        D[:, :] = A[i:i + 1, :] @ B
+        D[1:, :] = A[i, :] @ B - 1.0
+        D[1:, :] = A[:k, :] @ B
+    return C, D
+
+
 def lower_triangle_sum(A):
     n = A.shape[0]
     s = 0.0

@@ -223,6 +223,9 @@ MORE_NUMPY = [
     case(prog_loops.cholesky_dot, np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])),
     case(prog_loops.lu_matmul, np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])),
     case(prog_loops.matvec_steps, np.array([[2.0, 1.0], [1.0, 3.0]]), np.array([1.0, 0.0]), 4),
+    # arrays stored into views in a loop: same shape, broadcast, more dimensions (native: _px_assign loops)
+    case(prog_loops.rows_from_products, np.arange(12.0).reshape(4, 3) / 7, np.arange(15.0).reshape(3, 5) / 3,
+         np.zeros((4, 5)), np.zeros((3, 5)), 2),
     # in-place updates of views (rows, row slices) and of elements in a loop (native: the view's store left out)
     case(prog_loops.update_rows_in_place, 1.5, 1.2, np.arange(16.0).reshape(4, 4) / 7,
          np.arange(12.0).reshape(4, 3) / 5),
@@ -415,6 +418,7 @@ RAISES = [
     case(prog_loops.small_int_plus_int, np.array([1, 2], dtype=np.uint8), 256),
     case(prog_loops.small_int_plus_int, np.array([1, 2], dtype=np.int16), -40000),
     case(prog_loops.small_int_arrays, np.array([1, 2], dtype=np.int8), 300),
+    case(prog_loops.rows_from_products, np.ones((4, 3)), np.ones((3, 5)), np.zeros((4, 5)), np.zeros((3, 5)), 3),
 ]
 
 

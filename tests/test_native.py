@@ -1178,6 +1178,32 @@ def test_an_in_place_update_of_a_view_is_not_stored_back_into_itself(forced):
     np.testing.assert_array_equal(C_native, C_plain)  # rows 0-2 updated, as in the plain loop
 
 
+def test_arrays_stored_into_views_run_as_loops_and_a_value_that_does_not_fit_raises_numpys_error(forced):
+    """``C[i, :] = A[i, :] @ B``: an array stored into a view of as many dimensions is a loop (helpers.py's
+    _px_assign1/2/3), not Numba's slice assignment (seconds to compile, for its error message's text); broadcast
+    along a dimension of 1 too. One of more dimensions than its view keeps Numba's. A value that does not fit stops
+    the kernel, and the loop reruns interpreted: NumPy's own ValueError, the arrays as the plain function left them."""
+    rng = np.random.default_rng(5)
+    A, B = rng.random((4, 3)), rng.random((3, 5))
+    f = run_both(L.rows_from_products, A, B, np.zeros((4, 5)), np.zeros((3, 5)), 2)
+    src = _kernel_source(f)  # the whole function's kernel
+    proven = src.split("    else:")[0]
+    assert "_px_assign1(C[(i, slice(None, None, None), )], _px_unaliased(" in proven
+    assert proven.count("_px_assign2(") == 3  # the block, the row broadcast down D, the k rows
+    assert "D[(slice(1, None, None), slice(None, None, None), )] = (np.dot(" in proven  # (n,) into (2, n)
+    C_plain, D_plain = np.zeros((4, 5)), np.zeros((3, 5))
+    C_native, D_native = C_plain.copy(), D_plain.copy()
+    with pytest.raises(ValueError) as plain:
+        L.rows_from_products(A, B, C_plain, D_plain, 3)
+    with pytest.raises(px.ExecutionError) as e:
+        f(A, B, C_native, D_native, 3)
+    assert str(e.value.__cause__) == str(plain.value) == \
+        "could not broadcast input array from shape (3,5) into shape (2,5)"
+    assert e.value.lineno == line_of(L.rows_from_products, "D[1:, :] = A[:k, :] @ B")
+    np.testing.assert_array_equal(C_native, C_plain)
+    np.testing.assert_array_equal(D_native, D_plain)
+
+
 def test_chained_indexing_is_proven_on_the_array_it_indexes(forced):
     A = np.arange(16.0).reshape(4, 4)
     f = run_both(L.lower_triangle_sum, A)

@@ -286,7 +286,8 @@ def test_the_lowerer_tags_elements_arrays_used_whole_and_what_names_hold(forced)
     assert held["s"] == held["i"] == held["j"] == {"number"} and why is None
     elements, _, _, why = tags(P.pick_rows, (np.ones((40, 3)), np.ones((40, 3)), np.zeros((40, 3)), 10))
     assert elements == {("a", False), ("b", False), ("out", False)}
-    assert why == "the loop over 'i': 'a[...]' is not one element of an array"
+    # (a row stored: a loop of helpers.py's, which stops the kernel when the row does not fit)
+    assert why == "the loop over 'i': a call that may raise (_px_assign1)"
     _, names, held, why = tags(P.symmetrize, (np.arange(25.0).reshape(5, 5),))
     assert ("a", True) in names and held["b"] == {"array"}
     assert why == "the loop over 'i': 'b[...]' is not one element of an array"

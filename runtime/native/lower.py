@@ -306,11 +306,19 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
                 self.fail(f"a store of {K.describe(k)}", target)
             if t:
                 self.arrays_tainted = True
-            view = type(self.index_kind(ok, kk, target)) is np.ndarray  # basic indexing: not an element
+            item = self.index_kind(ok, kk, target)
+            view = type(item) is np.ndarray  # basic indexing: not an element
             text = self.access(target, target.obj, obj, target.key, key, kk, store=True)
             self.in_index(key)
             # (the store's access stays in the statement's tags: the update writes those elements)
-            self.emit(src if updated and view and type(k) is np.ndarray else f"{text} = {src}")
+            if updated and view and type(k) is np.ndarray:
+                self.emit(src)
+            elif view and type(k) is np.ndarray and 1 <= k.ndim == item.ndim <= 3 and \
+                    np.can_cast(k.dtype, ok.dtype, "safe"):
+                # an array into a view: loops (helpers.py: _px_assign2), not Numba's slice assignment
+                self.emit(self.helper(f"_px_assign{k.ndim}", text, self.helper("_px_unaliased", text, src)))
+            else:
+                self.emit(f"{text} = {src}")
         else:
             self.fail("this assignment target", target)
 
