@@ -66,6 +66,17 @@ def lower_priority() -> None:
             pass
 
 
+def ready_numba() -> None:
+    """Numba's CPU target made ready now, before the first request: its typing and target contexts and LLVM take
+    about 0.5 s, which every compile needs once. The child starts when a function is compiled (decorated), and the
+    first request comes when a loop or a call is found hot: from tens of milliseconds to seconds later; that much of
+    the half second is then off its compile's path (and never longer on it: the request would wait for the same
+    work)."""
+    import numba
+
+    numba.njit(lambda x: x + 1)(1)
+
+
 def _exit_with_parent(parent: int, every: float = 1.0):
     """End this process once its parent is gone: a compile still running when the parent ended (a kernel of
     seconds, the parent's script done) would otherwise go on alone, taking a core nobody asked for."""
@@ -79,4 +90,5 @@ if __name__ == "__main__":
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # whatever prints goes where stderr goes: the pipe carries replies only
+    ready_numba()
     serve(sys.stdin.buffer, replies)
