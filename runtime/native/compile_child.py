@@ -1,4 +1,4 @@
-"""The compile process's side (compile_process.py starts it as ``python -m phylanx_py.runtime.native.compile_child``):
+"""The compile process's side (compile_process.py starts it: ``compile_process.BOOT`` runs this module as ``__main__``):
 requests on stdin, one reply byte each on stdout."""
 from __future__ import annotations
 

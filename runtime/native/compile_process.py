@@ -160,6 +160,19 @@ def _start_locked():
         _starting[0] = False
 
 
+# The child's start: the packages above compile_child made bare (their modules, without running their
+# ``__init__``), so that it imports only what compiling needs: phylanx_py's own package imports the frontend,
+# tiled arrays, SPMD and training (``python -m`` would run them all), 0.15-0.2 s of a start that is on the path of
+# the first native code (the child starts at decoration, then imports, then readies Numba: about 1 s in all).
+# ``primitives`` runs its own: the registry the lowering's modules read as they load.
+BOOT = """
+import importlib.util, runpy, sys
+for name in ("phylanx_py", "phylanx_py.runtime", "phylanx_py.runtime.native"):
+    sys.modules[name] = importlib.util.module_from_spec(importlib.util.find_spec(name))
+runpy.run_module("phylanx_py.runtime.native.compile_child", run_name="__main__", alter_sys=True)
+"""
+
+
 def _start(step: int | None = None):
     """The running child, started if there is none (``step``: how much lower its priority is than this process's;
     PHYLANX_COMPILE_NICE's by default)."""
@@ -177,7 +190,7 @@ def _start(step: int | None = None):
         # starts (compile_child.lower_priority: an absolute niceness, so the two agree)
         target = low_priority(_priority(), step)
         env = {**os.environ, "PHYLANX_COMPILE_TARGET_NICE": str(target)}
-        child = subprocess.Popen([sys.executable, "-m", "phylanx_py.runtime.native.compile_child"],
+        child = subprocess.Popen([sys.executable, "-c", BOOT],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                  close_fds=True, bufsize=0, env=env)
         try:
