@@ -289,7 +289,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
             key, kk, _ = self.expr(target.key)
             if type(ok) is not np.ndarray:
                 self.fail(f"a store into {K.describe(ok)}", target)
-            self.index_kind(ok, kk, target)
+            item = self.index_kind(ok, kk, target)  # (an element's kind, or a view's)
             if type(k) is K.Either:
                 k = k.py if type(k.py) is int else k.np
             if ok.dtype.kind in "iub" and type(k) is int and ok.dtype != np.int64:
@@ -306,7 +306,6 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
                 self.fail(f"a store of {K.describe(k)}", target)
             if t:
                 self.arrays_tainted = True
-            item = self.index_kind(ok, kk, target)
             view = type(item) is np.ndarray  # basic indexing: not an element
             text = self.access(target, target.obj, obj, target.key, key, kk, store=True)
             self.in_index(key)
