@@ -26,7 +26,6 @@ class ArithRules:
         """An in-place update of array ``ks[0]`` (``a += b``): NumPy's casting rule, its dtype kept, and the
         integer division, remainder and shift Numba does otherwise."""
         K.run(prim.kernel, *ks)  # NumPy's casting rule for the in-place update
-        self.in_place = id(n)  # whatever form it takes below writes into atoms[0] (lower.s_Assign reads this)
         self.int_power(n, ks[0])
         if len(ks) == 2 and ks[0].dtype not in (np.float64, np.int64, np.bool_) and not (
                 np.result_type(ks[0].dtype, ks[1].dtype if type(ks[1]) is np.ndarray or

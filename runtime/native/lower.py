@@ -28,7 +28,7 @@ from . import kir, scalarize
 from .arith import ArithRules
 from .calls import CallRules
 from .expressions import Expressions, as_expression
-from .facts import allocates, calls, exponents, form_calls, operations, reads
+from .facts import allocates, calls, exponents, form_calls, operations, reads, rule
 from .kindflow import SMALL, KindFlow, settle
 from .kinds import Decline
 from .reductions import ReduceRules
@@ -255,9 +255,8 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         if isinstance(n.target, (ir.StoreName, ir.StoreTuple)):  # (a store's index is read after its value)
             self.whole_value = id(n.value)
         self.allocating = id(n.target) if allocates(n.value) else None
-        self.in_place = None
         src, k, t = self.expr(n.value)
-        self.assign(n.target, src, k, t, updated=self.in_place == id(n.value) and _updates_its_target(n))
+        self.assign(n.target, src, k, t, updated=_updates_its_target(n))
 
     def assign(self, target, src, k, t, updated=False):
         """``target = src`` (of kind ``k``, inexact when ``t``). ``updated``: ``src`` is an in-place update of
@@ -310,7 +309,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
             text = self.access(target, target.obj, obj, target.key, key, kk, store=True)
             self.in_index(key)
             # (the store's access stays in the statement's tags: the update writes those elements)
-            if updated and view and type(k) is np.ndarray:
+            if updated and view and type(k) is np.ndarray:  # (the view, updated in place: arith.inplace)
                 self.emit(src)
             elif view and type(k) is np.ndarray and 1 <= k.ndim == item.ndim <= 3 and \
                     np.can_cast(k.dtype, ok.dtype, "safe"):
@@ -417,9 +416,10 @@ def _literal(text: str):
 
 def _updates_its_target(n) -> bool:
     """Whether assignment ``n`` is ``obj[key] = <in-place op>(obj[key], ...)`` with the same two names, as
-    canonicalize.py writes ``obj[key] op= value``."""
+    canonicalize.py writes ``obj[key] op= value``. When ``obj[key]`` is an array (a view), the expression's
+    lowering writes it in place (expressions.e_Call: ``Lowering.inplace`` on an array operand, arith.inplace)."""
     t, v = n.target, n.value
-    if not (isinstance(t, ir.StoreItem) and isinstance(v, ir.Call) and v.args):
+    if not (isinstance(t, ir.StoreItem) and isinstance(v, ir.Call) and v.args and rule(v.prim, "inplace")):
         return False
     item = v.args[0]
     return (isinstance(item, ir.Call) and item.prim == "operator.getitem" and
