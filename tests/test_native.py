@@ -1,6 +1,7 @@
 """The native loop tier: same answer as the plain function, or the loop stays interpreted and says why."""
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -527,11 +528,12 @@ def test_a_request_left_unanswered_rises_to_the_callers_priority(monkeypatch, tm
     caller's priority meanwhile (seen from a thread here), and goes back to the low one once it has answered."""
     from phylanx_py.primitives import fused as fz
     from phylanx_py.primitives import kernel_cache
-    from phylanx_py.runtime.native import compile_process
+    from phylanx_py.runtime.native import blas_pool, compile_process
 
     monkeypatch.setattr(kernel_cache, "CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("PHYLANX_COMPILE_PROCESS", raising=False)
     monkeypatch.delenv("PHYLANX_COMPILE_NICE", raising=False)
+    monkeypatch.delenv("PHYLANX_COMPILE_BLAS_CAP", raising=False)
     monkeypatch.setenv("PHYLANX_COMPILE_RISE", "0")  # no child answers at once: the request rises
     spec = ("add", ("multiply", ("arg", 0), ("const", 2.0)), ("arg", 0))
     x = np.ones(4)
@@ -552,6 +554,19 @@ def test_a_request_left_unanswered_rises_to_the_callers_priority(monkeypatch, tm
             time.sleep(0.005)
 
     watcher = threading.Thread(target=watch)
+    np.ones((2, 2)) @ np.ones((2, 2))
+    (get, put), *_ = blas_pool._pools()  # NumPy's OpenBLAS (loaded: it is the one NumPy's product used)
+    cores, original, counts = len(os.sched_getaffinity(0)), get(), []
+    put(cores)  # every core, so that there is something to leave
+    real_fewer = blas_pool.fewer_threads
+
+    @contextlib.contextmanager
+    def fewer_seen():  # the real one; NumPy's pool count read while it holds
+        with real_fewer() as lowered:
+            counts.append(get())
+            yield lowered
+
+    monkeypatch.setattr(blas_pool, "fewer_threads", fewer_seen)
     watcher.start()
     try:
         rises = compile_process.RISES[0]
@@ -560,6 +575,8 @@ def test_a_request_left_unanswered_rises_to_the_callers_priority(monkeypatch, tm
         watcher.join()
         assert compile_process.RISES[0] == rises + 1
         assert own in seen
+        # while it rose, NumPy's products left the compile a core; after, their count is what it was
+        assert counts == [max(cores - 1, 1)] and get() == cores
         child = compile_process._child[0]
         assert child is not None and child is not False and child.poll() is None
         assert os.getpriority(os.PRIO_PROCESS, child.pid) == min(own + 19, 19)  # back down
@@ -568,6 +585,7 @@ def test_a_request_left_unanswered_rises_to_the_callers_priority(monkeypatch, tm
         assert compile_process.RISES[0] == rises + 1
     finally:
         done.set()
+        put(original)
         compile_process.close()
 
 

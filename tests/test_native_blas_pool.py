@@ -3,6 +3,8 @@ one thread, and gives it back after (runtime/native/blas_pool.py): which kernels
 fact; the pool's count inside and after the call is read from the real library."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import prog_loops as L
 import pytest
@@ -54,3 +56,37 @@ def test_the_pool_holds_one_thread_while_the_kernel_runs_and_its_own_count_after
     after = setter(0)
     assert inside == 1
     assert after == before
+
+
+def _cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def test_a_rising_compile_leaves_a_core_free_of_the_processs_blas_pools_and_gives_their_counts_back(monkeypatch):
+    """While a compile runs at the caller's priority (compile_process._risen), every OpenBLAS pool of the process,
+    NumPy's first, runs on one core fewer than the process has; after, on the count it had. Read from the real
+    libraries; NumPy's pool is set to every core first, so that there is something to lower."""
+    monkeypatch.delenv("PHYLANX_COMPILE_BLAS_CAP", raising=False)
+    np.ones((2, 2)) @ np.ones((2, 2))
+    pools = blas_pool._pools()
+    assert pools, "NumPy's OpenBLAS is loaded: its pool must be found"
+    cores = _cores()
+    befores = [get() for get, _ in pools]
+    try:
+        for _, put in pools:
+            put(cores)
+        with blas_pool.fewer_threads() as lowered:
+            inside = [get() for get, _ in pools]
+        after = [get() for get, _ in pools]
+        assert inside == [max(cores - 1, 1) if cores > 1 else cores] * len(pools)
+        assert lowered == (len(pools) if cores > 1 else 0)
+        assert after == [cores] * len(pools)
+        monkeypatch.setenv("PHYLANX_COMPILE_BLAS_CAP", "0")
+        with blas_pool.fewer_threads() as lowered:
+            assert lowered == 0 and [get() for get, _ in pools] == [cores] * len(pools)
+    finally:
+        for (_, put), before in zip(pools, befores):
+            put(before)

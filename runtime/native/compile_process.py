@@ -29,6 +29,8 @@ import threading
 
 from phylanx_py.primitives import kernel_cache
 
+from . import blas_pool
+
 HEADER = struct.Struct("<Q")
 _lock = threading.Lock()  # one request at a time on the pipe (the child compiles one kernel at a time anyway)
 _child: list = [None]  # the Popen, or False once it could not be started (no second try)
@@ -109,24 +111,26 @@ def _risen(child, request: bytes):
     to its own (raising another process's niceness is always allowed). The same child, reniced, where this process
     may lower another's niceness (root, CAP_SYS_NICE, RLIMIT_NICE), again every half second until it answers (a
     child still starting lowers its priority once more as it starts); otherwise a new child started at this
-    priority, to which the request goes again (the old one finishes it niced, its stdin closed, and ends)."""
+    priority, to which the request goes again (the old one finishes it niced, its stdin closed, and ends).
+    Meanwhile this process's BLAS pools leave it a core (blas_pool.fewer_threads)."""
     RISES[0] += 1
     own = _priority()
-    try:
-        os.setpriority(os.PRIO_PROCESS, child.pid, own)
-        while not _answered(child, 0.5):
+    with blas_pool.fewer_threads():
+        try:
             os.setpriority(os.PRIO_PROCESS, child.pid, own)
-    except PermissionError:
-        child.stdin.close()
-        _retired.append(child)
-        _child[0] = None
-        child = _start(step=0)
-        if child is None:
-            return None
-        _write_all(child.stdin, request)
-        _answered(child, None)
-    except (OSError, AttributeError):  # gone: the read that follows tells
-        return child
+            while not _answered(child, 0.5):
+                os.setpriority(os.PRIO_PROCESS, child.pid, own)
+        except PermissionError:
+            child.stdin.close()
+            _retired.append(child)
+            _child[0] = None
+            child = _start(step=0)
+            if child is None:
+                return None
+            _write_all(child.stdin, request)
+            _answered(child, None)
+        except (OSError, AttributeError):  # gone: the read that follows tells
+            return child
     try:
         os.setpriority(os.PRIO_PROCESS, child.pid, low_priority(own))
     except OSError:
