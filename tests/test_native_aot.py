@@ -229,3 +229,69 @@ def test_a_kept_kernel_runs_a_later_processs_first_calls_before_the_translation(
     # translated in the first call instead, which loads the kept kernel (warm.py)
     assert lines("shadow") == ["first calls before the translation: False False",
                                "function at early_calls.py:8 -> native", "numba imported: False", error]
+
+
+PARALLEL = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    import phylanx_py as px
+    from phylanx_py.runtime.native import tiering
+    tiering.HOT_SECONDS = 0.0 if sys.argv[1] == "compile" else 1e9
+    if sys.argv[1] == "numba":
+        import numba
+        numba.njit(lambda x: x + 1)(1)  # Numba runs here: the kernel is compiled here and its variant tried
+
+    def axpy(a, b, steps):
+        # element by element, independent: a loop that may run on two threads (parallel.py)
+        for _ in range(steps):
+            for i in range(a.shape[0]):
+                b[i] = 0.5 * a[i] + b[i]
+        return b.sum()
+
+    def call(f):
+        a, b, c = np.linspace(0.0, 1.0, 3000), np.ones(3000), np.ones(3000)
+        got, want = f(a, b, 4), axpy(a, c, 4)
+        assert got == want and np.array_equal(b, c), (got, want)
+
+    def tier(f):
+        line = next(s for s in f.explain().splitlines() if s.startswith("function at"))
+        return line.split(" -> ")[1].split(" (")[0].split(":")[0]
+
+    f = px.compile(axpy)
+    call(f)
+    print("first call:", tier(f))
+    deadline = time.monotonic() + (240 if sys.argv[1] != "later" else 0)
+    while " -> native" not in f.explain() and time.monotonic() < deadline:
+        call(f)
+        time.sleep(0.01)
+    for _ in range(20):  # timed against the plain function, and kept (a later process runs it from its first call)
+        call(f)
+    line = next(s for s in f.explain().splitlines() if s.startswith("function at"))
+    print(line.split(" -> ")[1].split(" (")[0])
+    print("sequential, Numba not here:" , "Numba does not run in this process" in line)
+    print("numba imported:", "numba" in sys.modules)
+""")
+
+
+def test_a_kernel_that_may_run_on_two_threads_is_built_ahead_of_time_and_runs_sequential_without_numba(run):
+    """A kernel with a loop that may run in parallel is built ahead of time too (aot.PARALLEL_LEFT): in a process
+    where Numba does not run it runs sequential, with the plain function's answers, Numba never started here (its
+    start held the caller's interpreter lock: calls at 12-20x their plain time); a later process runs it from its
+    first call. Where Numba runs, it is compiled there as before (its variant tried)."""
+    script = run.kernels.parent.parent / "axpy.py"
+    script.write_text(PARALLEL)
+    env = {k: v for k, v in os.environ.items() if k not in ("PHYLANX_FLOOR", "PHYLANX_NATIVE", "PHYLANX_NATIVE_AOT")}
+    env.update(PHYLANX_CACHE_DIR=str(run.kernels.parent), PHYLANX_NATIVE_WARM="1")
+
+    def lines(mode):
+        done = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, timeout=400,
+                              env=env)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    assert lines("compile") == ["first call: the plain function", "native", "sequential, Numba not here: True",
+                                "numba imported: False"]
+    # (explain() translates the function: the ordinary path then loads the same built kernel)
+    assert lines("later") == ["first call: native from its first call", "native", "sequential, Numba not here: True",
+                              "numba imported: False"]
+    assert lines("numba")[2:] == ["sequential, Numba not here: False", "numba imported: True"]

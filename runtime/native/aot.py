@@ -18,11 +18,12 @@ covers that source, those types, Numba's version and this interpreter's ABI.
 The module is loaded from the kernel cache's folder, which is checked as for Numba's own cache files (private to
 this user: primitives/kernel_cache.py); a file that fails to load is a miss (the kernel is compiled here as before).
 
-Only kernels without a parallel variant are built so (Numba's threading layer is not in such a module): a kernel
-whose loop may run in parallel is compiled here, where its variant is tried. An exception raised by a built kernel
-(an overflow to rerun interpreted, an index out of bounds) imports Numba to rebuild it (Numba's pickled exception
-data): the error path only. ``pycc`` needs a C compiler the first time (Numba's helper sources, compiled once per
-Numba version into the cache, ~3 s); without one nothing is built and everything runs as before.
+A kernel whose loop may run in parallel is built so too, and runs sequential here (Numba's threading layer is not in
+such a module; PARALLEL_LEFT says why); where Numba runs, it is compiled there and its variant tried. An exception
+raised by a built kernel (an overflow to rerun interpreted, an index out of bounds) imports Numba to rebuild it
+(Numba's pickled exception data): the error path only. ``pycc`` needs a C compiler the first time (Numba's helper
+sources, compiled once per Numba version into the cache, ~3 s); without one nothing is built and everything runs as
+before.
 ``PHYLANX_NATIVE_AOT=0`` turns it off."""
 from __future__ import annotations
 
@@ -44,6 +45,14 @@ from .background import warm_elsewhere
 from .kinds import Param, param_of_value
 from .parallel import variant
 
+# A kernel whose loop may run on two threads is built ahead of time too, and runs sequential in a process where
+# Numba does not run: loading its parallel variant would start Numba here, and that start (imports, its CPU
+# target's contexts) held the caller's interpreter lock in stretches: NPBench's jacobi_2d, heat_3d and fdtd_2d S,
+# called back to back in a process without Numba, had calls at 12-20x their plain time while it started (their
+# parallel variants gain 1.2-1.7x over the sequential kernels on this machine's two cores). Where Numba runs
+# already, the variant is tried as before.
+PARALLEL_LEFT = ("Numba does not run in this process (built ahead of time: its parallel variant is tried where Numba "
+                 "runs)")
 NAME = "pxaot"  # every built module's name (Numba's helper objects are compiled for one name, once)
 _SCALARS = {bool: "bool", int: "int", float: "float", complex: "complex"}
 
@@ -96,8 +105,9 @@ def kernel_of(entry, cached_only: bool):
 def path_for(entry, early: bool = False) -> str | None:
     """Where a whole function's kernel is built ahead of time, or None when it is not to be: turned off, Numba
     running here already (it loads its own cache in milliseconds, and tries parallel variants), the forced tier,
-    arguments ``describe`` does not take, a loop that may run in parallel. ``early``: only if built already. What
-    depends on the entry alone is worked out once (``entry.ahead``: a first call asks here, then its load again)."""
+    arguments ``describe`` does not take. ``early``: only if built already. What depends on the entry alone is
+    worked out once (``entry.ahead``: a first call asks here, then its load again). A kernel with a loop that may
+    run in parallel is built too, sequential (PARALLEL_LEFT)."""
     if not enabled() or warm.numba_started() or tiering.current_mode() == "force" or entry.printed is None or \
             entry.sig is None or type(entry.sig[0]) is not tuple or not compile_process.enabled():
         return None
@@ -115,9 +125,8 @@ def path_for(entry, early: bool = False) -> str | None:
             v, why = True, f"not analysed ({type(e).__name__}: {e})"
         sequential = v is None  # a variant is tried where Numba runs (tiering.parallel_variant)
         entry.ahead = (path, sequential)
-        if sequential:
-            entry.serial_why = why
-    return path if sequential else None
+        entry.serial_why = why if sequential else PARALLEL_LEFT
+    return path
 
 
 def _path_of_entry(entry) -> str:
