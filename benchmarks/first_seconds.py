@@ -14,6 +14,11 @@ when the first call under half the plain time came, and whether Numba was starte
 function's kernel built ahead of time runs without it: runtime/native/aot.py).
 
     python benchmarks/first_seconds.py [--seconds 5] [--window 0.5] [--only scalar,stencil,chain] [--warm]
+    python benchmarks/first_seconds.py --suite DIR --only jacobi_2d,heat_3d [--warm]
+
+``--suite DIR``: the programs are NPBench kernels (a checkout of spcl/npbench, as benchmarks/npbench.py runs it) at
+their S preset, each call on fresh copies of its arrays, the answer checked against the plain function's with
+NPBench's rule. Numba is never imported by this script: a process of NumPy code that does not use Numba.
 """
 from __future__ import annotations
 
@@ -61,6 +66,43 @@ def _args(name):
     return lambda: (x,)
 
 
+def _npbench(suite: str, name: str):
+    """An NPBench kernel's NumPy function, a maker of its S preset's arguments (fresh array copies per call) and a
+    check of a call's outputs against the plain function's (NPBench's rule: benchmarks/npbench.py)."""
+    import numpy as np
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import npbench as nb  # benchmarks/npbench.py: the suite's loader and validation
+
+    info = nb.bench_info(suite, name)
+    data = nb.make_data(suite, info, "S")
+    fn = getattr(nb.load_module(nb.kernel_file(suite, info, "numpy"), f"_npb_{name}_numpy"), info["func_name"])
+    arrays, names = set(info["array_args"]), info["input_args"]
+
+    def make():
+        return tuple(np.copy(data[a]) if a in arrays else data[a] for a in names)
+
+    def outputs(result, args):
+        return nb.as_outputs(result, dict(zip(names, args)), info)
+
+    def same(f) -> bool:
+        mine, plain = make(), make()
+        return nb.validate(outputs(fn(*plain), plain), outputs(f(*mine), mine), info, same_function=True)[0]
+
+    return fn, make, same
+
+
+def _program(name: str, suite: str | None):
+    """(the plain function, a maker of its arguments, a check of the compiled function's answer) of a program of
+    this file or, with ``suite``, of an NPBench kernel."""
+    if suite:
+        return _npbench(suite, name)
+    import numpy as np
+
+    fn, make = globals()[name], _args(name)
+    return fn, make, lambda f: bool(np.allclose(f(*make()), fn(*make())))
+
+
 def _plain_calls(fn, make, seconds) -> list:
     """The seconds of each call of ``fn`` made back to back for ``seconds``."""
     out = []
@@ -73,12 +115,12 @@ def _plain_calls(fn, make, seconds) -> list:
     return out
 
 
-def control(name: str, seconds: float) -> dict:
+def control(name: str, seconds: float, suite: str | None = None) -> dict:
     """In another fresh process: the plain function itself called back to back for as long (how many of its own
     calls this machine makes over 1.1x: the noise floor of the compiled calls' count), then again with the other
     core busy as the compile process keeps it (a spinning child, niced to 19 as it is): what the plain function's
     own calls meet on this machine while anything compiles beside them."""
-    fn, make = globals()[name], _args(name)
+    fn, make, _ = _program(name, suite)
     quiet = _plain_calls(fn, make, seconds)
     spin = subprocess.Popen([sys.executable, "-c", "import os, time\nos.nice(19)\nt = time.time()\n"
                              f"while time.time() - t < {seconds + 1}: pass"])
@@ -90,12 +132,9 @@ def control(name: str, seconds: float) -> dict:
     return {"control": quiet, "busy": busy}
 
 
-def child(name: str, seconds: float, window: float) -> dict:
+def child(name: str, seconds: float, window: float, suite: str | None = None) -> dict:
     """In this (fresh) process: the plain median, then every compiled call's (start, seconds) for ``seconds``."""
-    import numpy as np
-
-    fn = globals()[name]
-    make = _args(name)
+    fn, make, check = _program(name, suite)
     plain = []
     for _ in range(5):
         args = make()
@@ -110,10 +149,9 @@ def child(name: str, seconds: float, window: float) -> dict:
     while time.perf_counter() - t0 < seconds:
         args = make()
         t = time.perf_counter()
-        got = f(*args)
+        f(*args)
         calls.append((t - t0, time.perf_counter() - t))
-    want = fn(*make())
-    same = bool(np.allclose(got, want))
+    same = check(f)
     return {"name": name, "plain": statistics.median(plain), "calls": calls, "same": same,
             "explain": f.explain(), "numba": "numba" in sys.modules}
 
@@ -156,31 +194,35 @@ def main(argv=None) -> int:
     p.add_argument("--warm", action="store_true",
                    help="run each program once first (not reported) in the same fresh cache: kernels compiled "
                         "before, by an earlier process")
+    p.add_argument("--suite", help="a checkout of spcl/npbench: --only names its kernels (S preset)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--control", help=argparse.SUPPRESS)
     opts = p.parse_args(argv)
     if opts.child:
-        print(json.dumps(child(opts.child, opts.seconds, opts.window)))
+        print(json.dumps(child(opts.child, opts.seconds, opts.window, opts.suite)))
         return 0
     if opts.control:
-        print(json.dumps(control(opts.control, opts.seconds)))
+        print(json.dumps(control(opts.control, opts.seconds, opts.suite)))
         return 0
     load = " ".join(f"{v:.2f}" for v in os.getloadavg())
     print(f"load at start: {load} (1/5/15 min), {os.cpu_count()} CPUs")
     ok = True
+    suite = ["--suite", os.path.abspath(opts.suite)] if opts.suite else []
+    if opts.suite and opts.only == ",".join(PROGRAMS):
+        p.error("--suite: name its kernels with --only")
     for name in opts.only.split(","):
         with tempfile.TemporaryDirectory() as cache:
             env = dict(os.environ, PHYLANX_CACHE_DIR=cache)
             for _ in range(2 if opts.warm else 1):
                 out = subprocess.run([sys.executable, __file__, "--child", name, "--seconds", str(opts.seconds),
-                                      "--window", str(opts.window)], capture_output=True, text=True, env=env,
+                                      "--window", str(opts.window), *suite], capture_output=True, text=True, env=env,
                                      timeout=opts.seconds * 10 + 120)
         if out.returncode != 0:
             print(f"\n{name}: the child failed:\n{out.stderr[-2000:]}")
             ok = False
             continue
         row = json.loads(out.stdout.strip().splitlines()[-1])
-        ctl = subprocess.run([sys.executable, __file__, "--control", name, "--seconds", str(opts.seconds)],
+        ctl = subprocess.run([sys.executable, __file__, "--control", name, "--seconds", str(opts.seconds), *suite],
                              capture_output=True, text=True, timeout=opts.seconds * 10 + 120)
         row.update(json.loads(ctl.stdout.strip().splitlines()[-1]) if ctl.returncode == 0 else {})
         report(row, opts.window)
