@@ -295,3 +295,65 @@ def test_a_kernel_that_may_run_on_two_threads_is_built_ahead_of_time_and_runs_se
     assert lines("later") == ["first call: native from its first call", "native", "sequential, Numba not here: True",
                               "numba imported: False"]
     assert lines("numba")[2:] == ["sequential, Numba not here: False", "numba imported: True"]
+
+
+LOOP = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    import phylanx_py as px
+    from phylanx_py.runtime.native import tiering
+    tiering.HOT_SECONDS = 0.0 if sys.argv[1] == "compile" else 1e9  # later runs: only what was built runs native
+
+    def smooth(a, steps):
+        if steps < 0:
+            return None  # (a return inside: the whole function is no kernel, its loop is)
+        for _ in range(steps):
+            for i in range(1, a.shape[0] - 1):
+                a[i] = 0.5 * a[i] + 0.25 * (a[i - 1] + a[i + 1])
+        return a.sum()
+
+    def call(f):
+        a, b = np.linspace(0.0, 1.0, 64), np.linspace(0.0, 1.0, 64)
+        got, want = f(a, 5), smooth(b, 5)
+        assert got == want and np.array_equal(a, b), (got, want)
+
+    def tier(f):
+        line = next(s for s in f.explain().splitlines() if s.startswith("loop at"))
+        return line.split(" -> ")[1].split(" (")[0].split(":")[0]
+
+    f = px.compile(smooth)
+    call(f)
+    print("first call:", tier(f))
+    deadline = time.monotonic() + (240 if sys.argv[1] == "compile" else 0)
+    while tier(f) != "native" and time.monotonic() < deadline:
+        call(f)
+        time.sleep(0.01)
+    call(f)
+    print("then:", tier(f))
+    print("numba imported:", "numba" in sys.modules)
+""")
+
+
+def test_a_loops_kernel_is_built_ahead_of_time_and_a_later_process_runs_it_from_the_loops_first_run(run):
+    """A loop's kernel (the whole function is none: it returns from inside) is built ahead of time as a whole
+    function's is (loop.py ``ahead_of_time``): native in a process where Numba never starts, the plain function's
+    answers, and a later process loads it at the loop's first run (its HOT_SECONDS out of reach there), without
+    Numba."""
+    script = run.kernels.parent.parent / "smooth_loop.py"
+    script.write_text(LOOP)
+    env = {k: v for k, v in os.environ.items() if k not in ("PHYLANX_FLOOR", "PHYLANX_NATIVE", "PHYLANX_NATIVE_AOT")}
+    env.update(PHYLANX_CACHE_DIR=str(run.kernels.parent), PHYLANX_NATIVE_WARM="1")
+
+    def lines(mode, **extra):
+        done = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, timeout=400,
+                              env={**env, **extra})
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    compiled = lines("compile")
+    assert compiled[1:] == ["then: native", "numba imported: False"], compiled
+    # (the first call runs the plain function: runtime/floor.py; the loop's first run, in the next call's tree,
+    # loads the kernel)
+    assert lines("later") == ["first call: not run yet", "then: native", "numba imported: False"]
+    # turned off: the later process's loop is not native at once (its mark has it compiled in the background)
+    assert lines("later", PHYLANX_NATIVE_AOT="0")[:2] == ["first call: not run yet", "then: interpreted so far"]

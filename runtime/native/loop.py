@@ -10,13 +10,26 @@ import numpy as np
 
 from phylanx_py.errors import RAISED_AS_IS
 
+from . import aot, warm
 from . import kinds as K
 from . import tiering as T
 from .analysis import LoopPlan
+from .argtypes import stand_in
 from .background import Exiting
 from .kinds import Decline
 from .lower import lower
 from .tiering import GIVE_UP, Entry, Signatures, current_mode, mode
+
+
+class LoopEntry(Entry):
+    """A loop's signature, with what a kernel built ahead of time needs (aot.py): the stand-ins of the arguments it
+    first ran on (``sig``: (stand-ins, False), as a whole function's entry holds them) and ``ahead``, its memo."""
+
+    __slots__ = ("sig", "ahead")
+
+    def __init__(self, kinds):
+        super().__init__(kinds)
+        self.sig = self.ahead = None
 
 
 class NativeLoop(Signatures):
@@ -24,6 +37,10 @@ class NativeLoop(Signatures):
     else None (the interpreted loop runs; ``ran`` then adds its time)."""
 
     part_of_whole = True  # a function that runs as one native kernel runs this loop in it (HandOver.explain)
+    # its kernels built ahead of time while Numba does not run here (aot.py), as a whole function's: loaded with a
+    # dlopen instead of starting Numba on the caller's interpreter lock (NPBench's conv2d_bias and trmm S, in a
+    # process without Numba: calls at 7-11x their plain time while it started). Not on Dask's workers (remote.py)
+    ahead_of_time = True
     native_code = True  # runs native code (codegen's ``native_loops``)
     all_writes = False  # Entry.writes only for kernels that may stop (remote.py's tier needs them always)
 
@@ -107,7 +124,7 @@ class NativeLoop(Signatures):
             self.last.interpreted += time.perf_counter() - t0
 
     def _lower(self, ks, small, args) -> Entry:
-        entry = Entry(ks)
+        entry = LoopEntry(ks)
         viewed = frozenset()
         try:
             kinds = dict(zip(self.plan.params, ks))
@@ -121,6 +138,15 @@ class NativeLoop(Signatures):
         entry.writes = entry.printed.arrays_written(ks, viewed) if entry.checked or (
             self.all_writes and not entry.declined) else ()
         return entry
+
+    def _marked(self, entry, args) -> bool:
+        if self.ahead_of_time and entry.sig is None:
+            entry.sig = (tuple(stand_in(a) for a in args), False)  # (asked once per entry, before any compile)
+        return super()._marked(entry, args) or (
+            self.ahead_of_time and warm.enabled() and aot.path_for(entry, early=True) is not None)
+
+    def _ahead(self, entry, cached_only):
+        return aot.kernel_of(entry, cached_only) if self.ahead_of_time and entry.sig is not None else None
 
     def _run(self, ev, entry, args):
         if ev.pending:

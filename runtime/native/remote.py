@@ -44,6 +44,7 @@ class RemoteLoop(NativeLoop):
     remote arrays (their dtype and dimensions decide the kernel); only running differs."""
 
     part_of_whole = False
+    ahead_of_time = False  # (its kernels are compiled and run on the workers, by their own processes)
     native_code = False  # (codegen's ``native_loops`` lists the local tier's loops: benchmarks read their entries)
     all_writes = True  # the arrays the kernel may change go back to the caller
     cluster_inputs = True  # explain(): its line is about the cluster's arrays, as the SPMD tier's before it

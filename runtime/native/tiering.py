@@ -311,7 +311,7 @@ class Signatures:
         return tuple(numba.typeof(a) for a in args)
 
     def _install(self, entry, module, compiled):
-        entry.kernel = module.kernel
+        entry.kernel = compiled if module is None else module.kernel  # None: built ahead of time (aot.py)
 
     def _state(self, entry) -> str:
         """What explain() says of a native kernel before its runs (whole functions: being measured)."""
