@@ -35,7 +35,7 @@ from phylanx_py.errors import UnsafeCacheError
 CACHE_DIR = os.environ.get("PHYLANX_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "phylanx-py")
 _lock = threading.RLock()  # a warm-up may load another kernel
 __all__ = ["CACHE_DIR", "UnsafeCacheError", "check", "digest", "kernel_dir", "load_or_build", "loaded",
-           "numba_subfolder", "write"]
+           "numba_subfolder", "tools_dir", "write"]
 
 
 def kernel_dir() -> str:
@@ -50,6 +50,18 @@ def kernel_dir() -> str:
     if numba_root:  # NUMBA_CACHE_DIR: Numba keeps our kernels' machine code in a folder of its own under it
         _private_dir(numba_root, "NUMBA_CACHE_DIR", holder=True)
         _private_dir(os.path.join(numba_root, numba_subfolder(folder)), "NUMBA_CACHE_DIR")
+    return folder
+
+
+def tools_dir() -> str:
+    """``~/.cache/phylanx-py/tools`` (absolute), checked and made private as the kernel cache's folders are: what
+    builds kernels and is the same for every kernel cache folder of this user (runtime/native/aot.py: Numba's
+    helper objects, compiled once per Numba version and interpreter). UnsafeCacheError or OSError when it cannot be
+    used (then the kernel cache's own folder holds them)."""
+    root = os.path.join(os.path.expanduser("~"), ".cache", "phylanx-py")
+    folder = os.path.join(root, "tools")
+    for d in (root, folder):
+        _private_dir(d, "PHYLANX_CACHE_DIR")
     return folder
 
 

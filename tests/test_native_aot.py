@@ -2,7 +2,7 @@
 the compile process builds the kernel as an extension module and the caller loads it without Numba (no second of
 Numba's start on the caller's interpreter lock); a later process loads it at the signature's first call. Each run
 is a process of its own (whether Numba was imported is the point), with a cache folder shared by the module's
-tests (Numba's helper objects are compiled into it once)."""
+tests (Numba's helper objects are compiled once per user, into its tools folder: kernel_cache.tools_dir)."""
 from __future__ import annotations
 
 import os
@@ -72,6 +72,12 @@ def run(tmp_path_factory):
     return run
 
 
+def _tools() -> str:
+    from phylanx_py.primitives import kernel_cache
+
+    return kernel_cache.tools_dir()
+
+
 def _built(folder) -> list:
     return sorted(n for n in os.listdir(folder) if n.startswith("aot_") and not n.startswith("aot_mixins_"))
 
@@ -80,6 +86,9 @@ def test_a_kernel_built_ahead_of_time_runs_without_numba_here_and_from_a_later_p
     assert run("compile") == ["first call: the plain function", "then: native", "numba imported: False",
                               "after an overflow: interpreted"]
     assert len(_built(run.kernels)) == 1
+    # Numba's helper objects are the user's tools (one folder for every kernel cache folder), not this cache's
+    assert not [n for n in os.listdir(run.kernels) if n.startswith("aot_mixins_")]
+    assert [n for n in os.listdir(_tools()) if n.startswith("aot_mixins_")]
     # a later process: native at the first call (only what was built can be: HOT_SECONDS out of reach), no Numba
     # (the first call before the translation, which explain() then makes: runtime/native/early.py)
     assert run("later") == ["first call: native from its first call", "then: native",
@@ -357,3 +366,43 @@ def test_a_loops_kernel_is_built_ahead_of_time_and_a_later_process_runs_it_from_
     assert lines("later") == ["first call: not run yet", "then: native", "numba imported: False"]
     # turned off: the later process's loop is not native at once (its mark has it compiled in the background)
     assert lines("later", PHYLANX_NATIVE_AOT="0")[:2] == ["first call: not run yet", "then: interpreted so far"]
+
+
+BLAS = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    import phylanx_py as px
+    from phylanx_py.runtime.native import tiering
+    tiering.HOT_SECONDS = 0.0
+
+    def rows(a, b):
+        s = 0.0
+        for i in range(a.shape[0]):
+            s += np.dot(a[i], b[i])  # a product: Numba's, through SciPy's BLAS
+        return s
+
+    a, b = np.arange(60.0).reshape(6, 10), np.ones((6, 10))
+    f = px.compile(rows)
+    deadline = time.monotonic() + 240
+    while " -> native" not in f.explain() and time.monotonic() < deadline:
+        assert abs(f(a, b) - rows(a, b)) <= 1e-9
+        time.sleep(0.01)
+    # ready, not run yet: SciPy's BLAS was imported in the thread that loaded it, not at its first product in a call
+    print("scipy blas imported before the kernel ran:", "scipy.linalg.cython_blas" in sys.modules)
+    assert abs(f(a, b) - rows(a, b)) <= 1e-9
+    print(" -> native" in f.explain(), "numba imported:", "numba" in sys.modules)
+""")
+
+
+def test_a_kernel_built_ahead_of_time_that_calls_blas_has_scipys_blas_imported_before_its_first_call(run):
+    """A kernel built ahead of time that calls BLAS imports SciPy's BLAS at its first product, inside the call
+    (0.15 s: a trmm call at 35x its plain time): it is imported in the thread that loads the kernel instead
+    (blas_pool.import_scipy_blas)."""
+    script = run.kernels.parent.parent / "rows_blas.py"
+    script.write_text(BLAS)
+    env = {k: v for k, v in os.environ.items() if k not in ("PHYLANX_FLOOR", "PHYLANX_NATIVE", "PHYLANX_NATIVE_AOT")}
+    env.update(PHYLANX_CACHE_DIR=str(run.kernels.parent), PHYLANX_NATIVE_WARM="1")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=400, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["scipy blas imported before the kernel ran: True",
+                                        "True numba imported: False"]

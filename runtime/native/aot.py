@@ -21,9 +21,9 @@ this user: primitives/kernel_cache.py); a file that fails to load is a miss (the
 A kernel whose loop may run in parallel is built so too, and runs sequential here (Numba's threading layer is not in
 such a module; PARALLEL_LEFT says why); where Numba runs, it is compiled there and its variant tried. An exception
 raised by a built kernel (an overflow to rerun interpreted, an index out of bounds) imports Numba to rebuild it
-(Numba's pickled exception data): the error path only. ``pycc`` needs a C compiler the first time (Numba's helper
-sources, compiled once per Numba version into the cache, ~3 s); without one nothing is built and everything runs as
-before.
+(Numba's pickled exception data): the error path only. ``pycc`` needs a C compiler (Numba's helper
+sources are compiled once per Numba version and user, ~2 s, into ``~/.cache/phylanx-py/tools``); without one
+nothing is built and everything runs as before.
 ``PHYLANX_NATIVE_AOT=0`` turns it off."""
 from __future__ import annotations
 
@@ -234,8 +234,15 @@ def build(text: str, request) -> None:
 
 def _mixins(compile_into) -> list:
     """Numba's helper objects for a module named NAME (its runtime, the module's C glue), compiled once per
-    Numba version and interpreter into the kernel cache (~3 s with the C compiler), then reused by every build."""
-    folder = os.path.join(kernel_cache.kernel_dir(), f"aot_mixins_{kernel_cache.digest(_numba_version() + _abi())}")
+    Numba version and interpreter (~2 s with the C compiler), then reused by every build: kept in this user's
+    tools folder (kernel_cache.tools_dir), which every kernel cache folder shares (a fresh PHYLANX_CACHE_DIR is a
+    fresh cache of kernels: its first build waited 2 s more for these), else in the kernel cache's own."""
+    name = f"aot_mixins_{kernel_cache.digest(_numba_version() + _abi())}"
+    try:
+        home = kernel_cache.tools_dir()
+    except (OSError, UnsafeCacheError):  # (no home folder of one's own: the kernel cache's folder, as before)
+        home = kernel_cache.kernel_dir()
+    folder = os.path.join(home, name)
     listing = os.path.join(folder, "objects.txt")
     if not os.path.exists(listing):
         tmp = tempfile.mkdtemp(prefix=".aot-mixins-", dir=os.path.dirname(folder))

@@ -84,6 +84,22 @@ def _find():
     return None
 
 
+def import_scipy_blas() -> None:
+    """Import SciPy's BLAS for Numba's products (``scipy.linalg.cython_blas``) now, in a thread that loads a kernel
+    built ahead of time (aot.py) that calls BLAS: such a kernel imports it at its first product, inside the call
+    (NPBench's trmm S: one call of 150 ms against 4 ms plain, in a process without SciPy imported). Nothing when
+    SciPy is not installed (the kernel then fails as Numba's would, in the call)."""
+    if "scipy.linalg.cython_blas" in sys.modules:
+        return
+    # (0.12 s of Python, scipy.linalg and what it imports, beside the caller's calls: that trmm call took 60 ms
+    # instead; as a job of the worker that yields to calls, runtime/beside.py, its slowest call took 40 ms, but
+    # 40 calls ran over 1.1x their plain time instead of 11, and the kernel came 0.5 s later)
+    try:
+        import scipy.linalg.cython_blas  # noqa: F401
+    except ImportError:
+        pass
+
+
 def capped(run):
     """``run`` (a kernel calling BLAS) with SciPy's pool at one thread while it runs; ``run`` itself when there is
     no second pool to keep quiet."""

@@ -23,7 +23,7 @@ from . import kinds as K
 from . import warm
 from .argtypes import described, stand_in
 from .background import Exiting, _compiling, compile_quietly, in_background, load_cached, warm_elsewhere
-from .blas_pool import calls_blas, capped
+from .blas_pool import calls_blas, capped, import_scipy_blas
 from .compile_process import prestart
 from .helpers import _Overflow, helpers_for
 from .kinds import Decline
@@ -241,6 +241,8 @@ class Signatures:
         try:
             ahead = self._ahead(entry, cached_only)
             if ahead is not None:  # built ahead of time (aot.py): loaded without Numba, and sequential
+                if not cached_only and calls_blas(entry.printed):
+                    import_scipy_blas()  # (here, in the background, rather than at its first product in a call)
                 entry.overflow = _Overflow
                 self._install(entry, None, ahead)
                 STATS["compiled"] += 1
