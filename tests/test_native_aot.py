@@ -81,6 +81,23 @@ def _tools() -> str:
 def _built(folder) -> list:
     return sorted(n for n in os.listdir(folder) if n.startswith("aot_") and not n.startswith("aot_mixins_"))
 
+def _runner(run, name: str, text: str):
+    """``lines(mode, **env)``: the stdout lines of script ``text`` (written as ``name`` beside the module's cache
+    folder) run in a new process on that cache, with ``mode`` as its argument."""
+    script = run.kernels.parent.parent / name
+    script.write_text(text)
+    env = {k: v for k, v in os.environ.items() if k not in ("PHYLANX_FLOOR", "PHYLANX_NATIVE", "PHYLANX_NATIVE_AOT")}
+    env.update(PHYLANX_CACHE_DIR=str(run.kernels.parent), PHYLANX_NATIVE_WARM="1")
+
+    def lines(mode, **extra):
+        done = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, timeout=400,
+                              env={**env, **extra})
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    return lines
+
+
 
 def test_a_kernel_built_ahead_of_time_runs_without_numba_here_and_from_a_later_processs_first_call(run):
     assert run("compile") == ["first call: the plain function", "then: native", "numba imported: False",
@@ -218,16 +235,7 @@ def test_a_kept_kernel_runs_a_later_processs_first_calls_before_the_translation(
     """A later process's first call of a function whose kernel was kept runs that kernel (runtime/native/early.py):
     no translation in the call, the plain function's answers and errors, an overflow rerun interpreted; a global name
     that changed meanwhile (here ``range``) sends the calls to the translation instead."""
-    script = run.kernels.parent.parent / "early_calls.py"
-    script.write_text(EARLY)
-    env = {k: v for k, v in os.environ.items() if k not in ("PHYLANX_FLOOR", "PHYLANX_NATIVE", "PHYLANX_NATIVE_AOT")}
-    env.update(PHYLANX_CACHE_DIR=str(run.kernels.parent), PHYLANX_NATIVE_WARM="1")
-
-    def lines(mode, **extra):
-        done = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, timeout=400,
-                              env={**env, **extra})
-        assert done.returncode == 0, done.stderr
-        return done.stdout.splitlines()
+    lines = _runner(run, "early_calls.py", EARLY)
 
     error = "error: IndexError early_calls.py:16:5: in primitive 'native loop': IndexError: index out of bounds"
     assert lines("compile") == ["first calls before the translation: False False", "numba imported: False", error]
@@ -287,16 +295,7 @@ def test_a_kernel_that_may_run_on_two_threads_is_built_ahead_of_time_and_runs_se
     where Numba does not run it runs sequential, with the plain function's answers, Numba never started here (its
     start held the caller's interpreter lock: calls at 12-20x their plain time); a later process runs it from its
     first call. Where Numba runs, it is compiled there as before (its variant tried)."""
-    script = run.kernels.parent.parent / "axpy.py"
-    script.write_text(PARALLEL)
-    env = {k: v for k, v in os.environ.items() if k not in ("PHYLANX_FLOOR", "PHYLANX_NATIVE", "PHYLANX_NATIVE_AOT")}
-    env.update(PHYLANX_CACHE_DIR=str(run.kernels.parent), PHYLANX_NATIVE_WARM="1")
-
-    def lines(mode):
-        done = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, timeout=400,
-                              env=env)
-        assert done.returncode == 0, done.stderr
-        return done.stdout.splitlines()
+    lines = _runner(run, "axpy.py", PARALLEL)
 
     assert lines("compile") == ["first call: the plain function", "native", "sequential, Numba not here: True",
                                 "numba imported: False"]
@@ -348,16 +347,7 @@ def test_a_loops_kernel_is_built_ahead_of_time_and_a_later_process_runs_it_from_
     function's is (loop.py ``ahead_of_time``): native in a process where Numba never starts, the plain function's
     answers, and a later process loads it at the loop's first run (its HOT_SECONDS out of reach there), without
     Numba."""
-    script = run.kernels.parent.parent / "smooth_loop.py"
-    script.write_text(LOOP)
-    env = {k: v for k, v in os.environ.items() if k not in ("PHYLANX_FLOOR", "PHYLANX_NATIVE", "PHYLANX_NATIVE_AOT")}
-    env.update(PHYLANX_CACHE_DIR=str(run.kernels.parent), PHYLANX_NATIVE_WARM="1")
-
-    def lines(mode, **extra):
-        done = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, timeout=400,
-                              env={**env, **extra})
-        assert done.returncode == 0, done.stderr
-        return done.stdout.splitlines()
+    lines = _runner(run, "smooth_loop.py", LOOP)
 
     compiled = lines("compile")
     assert compiled[1:] == ["then: native", "numba imported: False"], compiled
@@ -398,11 +388,5 @@ def test_a_kernel_built_ahead_of_time_that_calls_blas_has_scipys_blas_imported_b
     """A kernel built ahead of time that calls BLAS imports SciPy's BLAS at its first product, inside the call
     (0.15 s: a trmm call at 35x its plain time): it is imported in the thread that loads the kernel instead
     (blas_pool.import_scipy_blas)."""
-    script = run.kernels.parent.parent / "rows_blas.py"
-    script.write_text(BLAS)
-    env = {k: v for k, v in os.environ.items() if k not in ("PHYLANX_FLOOR", "PHYLANX_NATIVE", "PHYLANX_NATIVE_AOT")}
-    env.update(PHYLANX_CACHE_DIR=str(run.kernels.parent), PHYLANX_NATIVE_WARM="1")
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=400, env=env)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["scipy blas imported before the kernel ran: True",
-                                        "True numba imported: False"]
+    lines = _runner(run, "rows_blas.py", BLAS)
+    assert lines("compile") == ["scipy blas imported before the kernel ran: True", "True numba imported: False"]
