@@ -32,7 +32,8 @@ import types
 
 from phylanx_py.errors import UnsafeCacheError
 
-CACHE_DIR = os.environ.get("PHYLANX_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "phylanx-py")
+USER_DIR = os.path.join(os.path.expanduser("~"), ".cache", "phylanx-py")  # this user's, whatever PHYLANX_CACHE_DIR says
+CACHE_DIR = os.environ.get("PHYLANX_CACHE_DIR") or USER_DIR
 _lock = threading.RLock()  # a warm-up may load another kernel
 __all__ = ["CACHE_DIR", "UnsafeCacheError", "check", "digest", "kernel_dir", "load_or_build", "loaded",
            "numba_subfolder", "tools_dir", "write"]
@@ -58,9 +59,8 @@ def tools_dir() -> str:
     builds kernels and is the same for every kernel cache folder of this user (runtime/native/aot.py: Numba's
     helper objects, compiled once per Numba version and interpreter). UnsafeCacheError or OSError when it cannot be
     used (then the kernel cache's own folder holds them)."""
-    root = os.path.join(os.path.expanduser("~"), ".cache", "phylanx-py")
-    folder = os.path.join(root, "tools")
-    for d in (root, folder):
+    folder = os.path.join(USER_DIR, "tools")
+    for d in (USER_DIR, folder):
         _private_dir(d, "PHYLANX_CACHE_DIR")
     return folder
 

@@ -62,13 +62,18 @@ def _setter():
     return fn
 
 
-def _find():
+def _openblas_paths() -> list:
+    """The real paths of the OpenBLAS libraries loaded in this process (Linux's /proc/self/maps; none elsewhere)."""
     try:
         with open("/proc/self/maps") as fh:
-            paths = sorted({os.path.realpath(line.split()[-1]) for line in fh
-                            if "openblas" in line.lower() and "/" in line})
+            return sorted({os.path.realpath(line.split()[-1]) for line in fh
+                           if "openblas" in line.lower() and "/" in line})
     except OSError:
-        return None
+        return []
+
+
+def _find():
+    paths = _openblas_paths()
     numpy_own = _numpy_libs()
     # SciPy's own first (a wheel's scipy.libs): with NumPy linked to a system OpenBLAS, that one is not NumPy's folder
     others = sorted((p for p in paths if not p.startswith(numpy_own)), key=lambda p: "scipy" not in p)
@@ -120,14 +125,8 @@ def capped(run):
 def _pools() -> list:
     """(get, set) of the thread count of each OpenBLAS loaded in this process, NumPy's and SciPy's alike (a wheel's
     build names them ``scipy_openblas_..._64_``, as threadpoolctl looks them up)."""
-    try:
-        with open("/proc/self/maps") as fh:
-            paths = sorted({os.path.realpath(line.split()[-1]) for line in fh
-                            if "openblas" in line.lower() and "/" in line})
-    except OSError:
-        return []
     found = []
-    for path in paths:
+    for path in _openblas_paths():
         try:
             lib = ctypes.CDLL(path)
         except OSError:
