@@ -90,9 +90,28 @@ def path_of(kernel_key: str, description: str) -> str:
     return os.path.join(kernel_cache.kernel_dir(), f"aot_{key}{_suffix()}")
 
 
+class BuiltAhead:
+    """The kernels of a tier's signatures built ahead of time while Numba does not run here (a mixin of
+    whole.WholeFunction and loop.NativeLoop, before tiering.Signatures; ``ahead_of_time`` False: never, remote.py).
+    A signature's entry holds ``sig``, the stand-ins of its arguments and whether it takes a stage array (a loop's
+    are taken from the arguments of its first run), and ``ahead``, ``path_for``'s memo."""
+
+    ahead_of_time = True
+
+    def _marked(self, entry, args) -> bool:
+        if self.ahead_of_time and entry.sig is None:
+            entry.sig = (tuple(argtypes.stand_in(a) for a in args), False)  # (asked once per entry, before a compile)
+        # built ahead of time before: loaded in this call, Numba running or not (marks followed: warm.py)
+        return super()._marked(entry, args) or (
+            self.ahead_of_time and warm.enabled() and path_for(entry, early=True) is not None)
+
+    def _ahead(self, entry, cached_only):
+        return kernel_of(entry, cached_only) if self.ahead_of_time and entry.sig is not None else None
+
+
 def kernel_of(entry, cached_only: bool):
-    """A whole function's kernel (whole.py's Entry) built ahead of time, while Numba does not run here: loaded when
-    built before, else (``cached_only`` false: in the background) built by the compile process first; None when
+    """A whole function's or a loop's kernel (their Entry) built ahead of time, while Numba does not run here: loaded
+    when built before, else (``cached_only`` false: in the background) built by the compile process first; None when
     it is not to be (``path_for``) or could not be built or loaded (then compiled here as before)."""
     path = path_for(entry, early=cached_only)
     if path is None:

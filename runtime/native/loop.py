@@ -10,11 +10,10 @@ import numpy as np
 
 from phylanx_py.errors import RAISED_AS_IS
 
-from . import aot, warm
+from . import aot
 from . import kinds as K
 from . import tiering as T
 from .analysis import LoopPlan
-from .argtypes import stand_in
 from .background import Exiting
 from .kinds import Decline
 from .lower import lower
@@ -32,15 +31,14 @@ class LoopEntry(Entry):
         self.sig = self.ahead = None
 
 
-class NativeLoop(Signatures):
+class NativeLoop(aot.BuiltAhead, Signatures):
     """Called by generated code before a loop: the loop's new values of its outputs when it ran natively,
     else None (the interpreted loop runs; ``ran`` then adds its time)."""
 
     part_of_whole = True  # a function that runs as one native kernel runs this loop in it (HandOver.explain)
-    # its kernels built ahead of time while Numba does not run here (aot.py), as a whole function's: loaded with a
-    # dlopen instead of starting Numba on the caller's interpreter lock (NPBench's conv2d_bias and trmm S, in a
-    # process without Numba: calls at 7-11x their plain time while it started). Not on Dask's workers (remote.py)
-    ahead_of_time = True
+    # its kernels built ahead of time while Numba does not run here (aot.BuiltAhead), as a whole function's: loaded
+    # with a dlopen instead of starting Numba on the caller's interpreter lock (NPBench's conv2d_bias and trmm S, in
+    # a process without Numba: calls at 7-11x their plain time while it started). Not on Dask's workers (remote.py)
     native_code = True  # runs native code (codegen's ``native_loops``)
     all_writes = False  # Entry.writes only for kernels that may stop (remote.py's tier needs them always)
 
@@ -138,15 +136,6 @@ class NativeLoop(Signatures):
         entry.writes = entry.printed.arrays_written(ks, viewed) if entry.checked or (
             self.all_writes and not entry.declined) else ()
         return entry
-
-    def _marked(self, entry, args) -> bool:
-        if self.ahead_of_time and entry.sig is None:
-            entry.sig = (tuple(stand_in(a) for a in args), False)  # (asked once per entry, before any compile)
-        return super()._marked(entry, args) or (
-            self.ahead_of_time and warm.enabled() and aot.path_for(entry, early=True) is not None)
-
-    def _ahead(self, entry, cached_only):
-        return aot.kernel_of(entry, cached_only) if self.ahead_of_time and entry.sig is not None else None
 
     def _run(self, ev, entry, args):
         if ev.pending:

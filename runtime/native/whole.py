@@ -94,7 +94,7 @@ class Entry(T.Entry):
                  "plain_times", "plain_before", "native_times", "measuring", "fast", "ahead", "ret")
 
 
-class WholeFunction(T.Signatures):
+class WholeFunction(aot.BuiltAhead, T.Signatures):
     """The entry function of a program as native kernels by argument kinds (see the module docstring)."""
 
     noun = "function"
@@ -317,13 +317,6 @@ class WholeFunction(T.Signatures):
 
     def _held(self, args):
         return ()  # the compile types the stand-ins ``_lower`` kept: the call's arrays are not held meanwhile
-
-    def _marked(self, entry, args) -> bool:
-        # built ahead of time before (aot.py): loaded in this call, Numba running or not (marks followed: warm.py)
-        return super()._marked(entry, args) or (warm.enabled() and aot.path_for(entry, early=True) is not None)
-
-    def _ahead(self, entry, cached_only):
-        return aot.kernel_of(entry, cached_only)
 
     def _described(self, entry, args):
         return described(*entry.sig) if type(entry.sig[0]) is tuple else entry.sig
