@@ -499,6 +499,7 @@ def test_a_stopped_plain_run_leaves_no_signal_that_hangs_a_traced_thread_later()
         except floor.RanTooLong as e:
             print("stopped:", e)
         assert floor._stop_after(5.0, quick, (), {}) == sum(range(1000))  # a run that ends first: its value
+        assert floor._WATCH._due == {}  # no deadline of either run left with the limits' thread
 
         def traced():
             sys.settrace(lambda *a: None)

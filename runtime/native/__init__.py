@@ -23,7 +23,7 @@ def _ahead():
     own set-up between the decoration and the first call, instead of the first kernel's time to native (a stencil
     decorated 1.5 s before its first call, fresh kernel, load 3-4: native after 3.6-4.0 s against 5.3-5.7 s).
     Not in other threads: a Dask worker unpickles compiled functions in its task threads."""
-    if threading.current_thread() is threading.main_thread() and current_mode() != "0":
+    if threading.current_thread() is threading.main_thread() and current_mode() != "off":
         prestart()
 
 

@@ -11,7 +11,7 @@ from phylanx_py import ir
 from . import kinds as K
 from . import kir, masks
 from .facts import rule
-from .signs import Signs, nonneg_names
+from .signs import Signs
 
 SHAPE = 1 << 48  # lengths and shapes: no array has more elements
 SAFE = 1 << 62  # |x| below this: x + y, x - y of two such values stay below 2**63
@@ -60,7 +60,7 @@ class CallRules:
             return None
         args = it.args
         unit = len(args) < 3 or (isinstance(args[2], ir.Const) and type(args[2].value) is int and args[2].value == 1)
-        signs = Signs(nonneg_names(self.loop, self.inputs, self.nonneg))
+        signs = Signs(self.known_nonneg())  # (Expressions: once per what the lowering knows, not per loop)
         return kir.Counts(unit, len(args) == 1 or signs.nonneg(args[0]))
 
     # ---- calls with their own kind rules; the source they give is their declaration's form (``form``) ---------
