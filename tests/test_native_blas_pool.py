@@ -4,6 +4,9 @@ fact; the pool's count inside and after the call is read from the real library."
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import prog_loops as L
@@ -90,3 +93,33 @@ def test_a_rising_compile_leaves_a_core_free_of_the_processs_blas_pools_and_give
     finally:
         for (_, put), before in zip(pools, befores):
             put(before)
+
+
+def test_scipys_blas_module_loads_alone_and_the_package_imported_later_holds_it():
+    """blas_pool.import_scipy_blas loads ``scipy.linalg.cython_blas`` without ``scipy/linalg/__init__.py`` (0.11 s
+    of imports inside a call or beside it, against 8 ms): Numba finds the BLAS functions by the module's name, and
+    every way a program may import SciPy afterwards gives what it gives without us. In a process of its own."""
+    script = textwrap.dedent("""
+        import sys
+        import numpy as np
+        from phylanx_py.runtime.native import blas_pool
+
+        blas_pool.import_scipy_blas()
+        blas = sys.modules["scipy.linalg.cython_blas"]
+        print("package imported:", "scipy.linalg" in sys.modules)
+        print("dgemm exported:", "dgemm" in blas.__pyx_capi__)
+        import numba
+        from numba.extending import get_cython_function_address
+        print("numba finds dgemm:", get_cython_function_address("scipy.linalg.cython_blas", "dgemm") != 0)
+        product = numba.njit(lambda a, b: a @ b)
+        print("product:", product(np.eye(3), np.arange(3.0)).tolist())
+        import scipy.linalg.cython_blas as again
+        import scipy.linalg
+        from scipy.linalg import cython_blas
+        print("the same module:", again is blas and cython_blas is blas and scipy.linalg.cython_blas is blas)
+        print("solve:", scipy.linalg.solve(np.eye(2), np.ones(2)).tolist())
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["package imported: False", "dgemm exported: True", "numba finds dgemm: True",
+                                       "product: [0.0, 1.0, 2.0]", "the same module: True", "solve: [1.0, 1.0]"]

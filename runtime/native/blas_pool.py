@@ -89,20 +89,88 @@ def _find():
     return None
 
 
+CYTHON_BLAS = "scipy.linalg.cython_blas"
+
+
 def import_scipy_blas() -> None:
     """Import SciPy's BLAS for Numba's products (``scipy.linalg.cython_blas``) now, in a thread that loads a kernel
     built ahead of time (aot.py) that calls BLAS: such a kernel imports it at its first product, inside the call
     (NPBench's trmm S: one call of 150 ms against 4 ms plain, in a process without SciPy imported). Nothing when
-    SciPy is not installed (the kernel then fails as Numba's would, in the call)."""
-    if "scipy.linalg.cython_blas" in sys.modules:
+    SciPy is not installed (the kernel then fails as Numba's would, in the call).
+
+    The extension module alone is loaded (``_load_cython_blas``), not the ``scipy.linalg`` package around it:
+    Numba finds it by its name in ``sys.modules``, and the package's own imports were 0.11 s of Python holding the
+    interpreter lock beside the caller's calls (NPBench's lu S, cold, in a process without Numba: 40 calls at 2-6x
+    their plain time while it ran), or inside the first call of a kept kernel in a later process (lu: 160-183 ms
+    against 4.3 ms plain); the module alone takes 8 ms."""
+    if CYTHON_BLAS in sys.modules:
         return
-    # (0.12 s of Python, scipy.linalg and what it imports, beside the caller's calls: that trmm call took 60 ms
-    # instead; as a job of the worker that yields to calls, runtime/beside.py, its slowest call took 40 ms, but
-    # 40 calls ran over 1.1x their plain time instead of 11, and the kernel came 0.5 s later)
     try:
-        import scipy.linalg.cython_blas  # noqa: F401
-    except ImportError:
-        pass
+        _load_cython_blas()
+    except Exception:  # noqa: BLE001 - an unusual install: the ordinary import, which says what is wrong
+        try:
+            import scipy.linalg.cython_blas  # noqa: F401
+        except ImportError:
+            pass
+
+
+def _load_cython_blas() -> None:
+    """``scipy.linalg.cython_blas`` loaded from its file, without running ``scipy/linalg/__init__.py``; the package,
+    when imported later, gets it as its attribute as an ordinary import of the submodule leaves it (``_Attach``)."""
+    import importlib.machinery
+    import importlib.util
+
+    found = importlib.util.find_spec("scipy")  # (a top-level package's spec: nothing of SciPy runs)
+    if found is None or not found.submodule_search_locations:
+        raise ImportError("no scipy")
+    folder = os.path.join(found.submodule_search_locations[0], "linalg")
+    paths = [os.path.join(folder, "cython_blas" + suffix) for suffix in importlib.machinery.EXTENSION_SUFFIXES]
+    path = next((p for p in paths if os.path.exists(p)), None)
+    if path is None:
+        raise ImportError(f"no cython_blas extension in {folder}")
+    spec = importlib.util.spec_from_file_location(CYTHON_BLAS, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[CYTHON_BLAS] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(CYTHON_BLAS, None)
+        raise
+    package = sys.modules.get("scipy.linalg")
+    if package is not None:
+        package.cython_blas = module
+    else:
+        sys.meta_path.insert(0, _Attach())
+
+
+class _Attach:
+    """A finder that asks nothing of its own: when ``scipy.linalg`` is imported after its ``cython_blas`` was loaded
+    alone, it wraps the package's loader so that the package gets the submodule as its attribute (the import
+    system sets a submodule on its package only when it loads it), as if it had been imported the ordinary way.
+    Once; it stays in ``sys.meta_path`` answering None (removing it while the import system walks the list would
+    skip the next finder)."""
+
+    done = False
+
+    def find_spec(self, name, path=None, target=None):
+        if self.done or name != "scipy.linalg":
+            return None
+        self.done = True
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            blas = sys.modules.get(CYTHON_BLAS)
+            if blas is not None and not hasattr(module, "cython_blas"):
+                module.cython_blas = blas
+
+        spec.loader.exec_module = exec_module
+        return spec
 
 
 def capped(run):
