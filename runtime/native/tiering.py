@@ -239,12 +239,12 @@ class Signatures:
         ready = False
         entry.compiling = True
         try:
+            if calls_blas(entry.printed):
+                # here (in the background, or for a kept kernel in this call: 8 ms, blas_pool.py) rather than at its
+                # first product or Numba's typing of it, which import scipy.linalg whole (0.11 s) inside a call
+                import_scipy_blas()
             ahead = self._ahead(entry, cached_only)
             if ahead is not None:  # built ahead of time (aot.py): loaded without Numba, and sequential
-                if calls_blas(entry.printed):
-                    # here (in the background, or for a kept kernel in this call: 8 ms, blas_pool.py) rather than at
-                    # its first product, which imports scipy.linalg whole (0.11 s) inside a call
-                    import_scipy_blas()
                 entry.overflow = _Overflow
                 self._install(entry, None, ahead)
                 STATS["compiled"] += 1
