@@ -19,6 +19,7 @@ import contextlib
 import ctypes
 import os
 import sys
+import threading
 import time
 
 import numpy as np
@@ -105,13 +106,19 @@ def import_scipy_blas() -> None:
     against 4.3 ms plain); the module alone takes 8 ms."""
     if CYTHON_BLAS in sys.modules:
         return
-    try:
-        _load_cython_blas()
-    except Exception:  # noqa: BLE001 - an unusual install: the ordinary import, which says what is wrong
+    with _LOADING:  # one thread loads it: an extension module loaded twice raises, and the second would unregister it
+        if CYTHON_BLAS in sys.modules:
+            return
         try:
-            import scipy.linalg.cython_blas  # noqa: F401
-        except ImportError:
-            pass
+            _load_cython_blas()
+        except Exception:  # noqa: BLE001 - an unusual install: the ordinary import, which says what is wrong
+            try:
+                import scipy.linalg.cython_blas  # noqa: F401
+            except ImportError:
+                pass
+
+
+_LOADING = threading.Lock()
 
 
 def _load_cython_blas() -> None:
@@ -134,7 +141,8 @@ def _load_cython_blas() -> None:
     try:
         spec.loader.exec_module(module)
     except BaseException:
-        sys.modules.pop(CYTHON_BLAS, None)
+        if sys.modules.get(CYTHON_BLAS) is module:
+            del sys.modules[CYTHON_BLAS]
         raise
     package = sys.modules.get("scipy.linalg")
     if package is not None:
