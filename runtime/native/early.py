@@ -86,7 +86,7 @@ def _lines(whole, entry) -> list:
     data = {"kernel": entry.mark or warm.kernel_key(entry.printed), "description": description,
             "own": whole.own, "staged": len(entry.stages) > 1, "writes": list(entry.writes),
             "checked": bool(entry.checked), "ret": ret, "names": names,
-            "blas": bool(entry.blas if entry.blas is not None else T.calls_blas(entry.printed)),
+            "blas": entry.calls_blas(),
             "translator": translator()}
     return [f"{PREFIX}{kernel_cache.digest(repr(f))[:16]} {json.dumps({**data, 'fast': repr(f)}, sort_keys=True)}"
             for f in fasts]

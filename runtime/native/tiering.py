@@ -101,16 +101,27 @@ class Entry:
         self.marked = False  # whether that mark was found: compiled before, here or in another process
         self.writes = ()
         self.flags = {}
-        self.blas = None  # its kernel calls BLAS (worked out from ``printed`` at its first run: ``runner``)
+        self.blas = None  # its kernel calls BLAS (worked out from ``printed`` once asked: ``calls_blas``)
         self.key = None  # its mark's digest, worked out ahead of its first call (``look_ahead``)
 
     def runner(self, kernel):
         """``kernel`` (the entry's, or its entry point) as a call runs it: through its parallel variant's choice,
         and with SciPy's BLAS pool at one thread when it calls BLAS (blas_pool.py)."""
         run = kernel if self.parallel is None else self.parallel.runner(kernel)
+        return capped(run) if self.calls_blas() else run
+
+    def calls_blas(self) -> bool:
+        """Whether its kernel calls BLAS (blas_pool.calls_blas of ``printed``, worked out once)."""
         if self.blas is None:
             self.blas = calls_blas(self.printed)
-        return capped(run) if self.blas else run
+        return self.blas
+
+    def blas_ready(self) -> None:
+        """SciPy's BLAS module loaded when its kernel calls BLAS, before the kernel is typed, loaded or run: here (in
+        the background, or for a kept kernel in this call: 8 ms, blas_pool.py) rather than at its first product or
+        Numba's typing of it, which import scipy.linalg whole (0.11 s) inside a call."""
+        if self.calls_blas():
+            import_scipy_blas()
 
 
 class Signatures:
@@ -239,12 +250,9 @@ class Signatures:
         ready = False
         entry.compiling = True
         try:
-            if calls_blas(entry.printed):
-                # here (in the background, or for a kept kernel in this call: 8 ms, blas_pool.py) rather than at its
-                # first product or Numba's typing of it, which import scipy.linalg whole (0.11 s) inside a call
-                import_scipy_blas()
             ahead = self._ahead(entry, cached_only)
             if ahead is not None:  # built ahead of time (aot.py): loaded without Numba, and sequential
+                entry.blas_ready()
                 entry.overflow = _Overflow
                 self._install(entry, None, ahead)
                 STATS["compiled"] += 1
@@ -253,6 +261,7 @@ class Signatures:
                 return True
             if cached_only and not warm.numba_started():
                 return False  # marked as built ahead of time, and that did not load: never Numba's start in a call
+            entry.blas_ready()
             text = sequential_module(entry.printed)
             # the compile process types the arguments itself: Numba's import here (0.3-0.5 s of Python holding
             # the interpreter lock) waits until the kernel is compiled, instead of slowing the caller's next calls

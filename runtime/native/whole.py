@@ -342,7 +342,7 @@ class WholeFunction(aot.BuiltAhead, T.Signatures):
             # next process's first call translates and loads this kernel rather than running beside the translation
             warm.mark(warm.code_key(self.pyfunc), warm.KEPT)
         entry.plain_before, entry.plain_times = entry.plain_times, []
-        entry.kernel = compiled if module is None else module.kernel  # None: built ahead of time (aot.py)
+        super()._install(entry, module, compiled)
         self._requick()
         if kept and self.pyfunc is not None:
             self._remember(entry)  # kept by a process that did not remember it (early.py): remembered now
