@@ -30,6 +30,10 @@ os.environ["PHYLANX_FUSE_WAIT"] = "1"
 # compiled again and again in a run (three modes, several tests over one program), and the tiers' tests are about
 # their order of events from an empty cache; tests/test_native_warm.py turns it on.
 os.environ["PHYLANX_NATIVE_WARM"] = "0"
+# Compiles go to a compile process of the test process's own, not to the user's compile server kept between programs
+# (runtime/native/compile_server.py): the tests of the compile process look at their child, its priority and its
+# pipe, and a server would outlive the run; tests/test_compile_server.py starts servers of its own and ends them.
+os.environ["PHYLANX_COMPILE_SERVER"] = "0"
 
 
 def pytest_unconfigure(config):

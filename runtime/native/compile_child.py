@@ -1,5 +1,6 @@
 """The compile process's side (compile_process.py starts it: ``compile_process.BOOT`` runs this module as ``__main__``):
-requests on stdin, one reply byte each on stdout."""
+requests on stdin, one reply byte each on stdout; or, with a socket's path (``compile_server.BOOT``), the compile
+server of this user, which answers the same requests from several programs (compile_server.py)."""
 from __future__ import annotations
 
 import os
@@ -11,37 +12,41 @@ import warnings
 
 from phylanx_py.primitives import kernel_cache
 
-from . import aot, argtypes, tiering
+from . import aot, argtypes, compile_server, tiering
 from .compile_process import HEADER, low_priority
 
 
 def serve(stdin, stdout):
-    """A request is (cache folder, loader, source, sig); the reply one byte, b"1" compiled, b"0" not. The loader
-    is ``tiering``'s function of that name, "fused" for a fused group's kernel (``sig`` unused), or "aot" for a
-    whole function's kernel built ahead of time (aot.py: ``sig`` is its request)."""
-    from numba.core.errors import NumbaParallelSafetyWarning  # this process compiles kernels: Numba at once
-
+    """Requests on ``stdin`` (a header, then ``compile_request``'s payload), one reply byte each on ``stdout``."""
     while True:
         header = stdin.read(HEADER.size)
         if len(header) < HEADER.size:
             return
-        kernel_cache.CACHE_DIR, loader, source, sig = pickle.loads(  # noqa: S301 - from our parent
-            stdin.read(HEADER.unpack(header)[0]))
-        try:
-            with warnings.catch_warnings():
-                # as the parent's compile has it (tuning.Choice.build): nothing Numba doubts gets cached
-                warnings.simplefilter("error", NumbaParallelSafetyWarning)
-                if loader == "fused":  # a fused group's ufunc (primitives/fused.py): compiled as its module runs
-                    kernel_cache.load_or_build("fused", source)
-                elif loader == "aot":  # a whole function's kernel as an extension module (aot.py; ``sig``: its request)
-                    aot.build(source, sig)
-                else:  # the parent's types, or told without Numba there (argtypes.described)
-                    tiering.compile_quietly(getattr(tiering, loader)(source).kernel, argtypes.typed(sig))
-            ok = b"1"
-        except Exception:  # noqa: BLE001 - the parent's thread compiles it and reports what fails
-            ok = b"0"
-        stdout.write(ok)
+        stdout.write(compile_request(stdin.read(HEADER.unpack(header)[0])))
         stdout.flush()
+
+
+def compile_request(payload: bytes) -> bytes:
+    """A request is (cache folder, loader, source, sig), pickled by a process of this user (the parent, or a client
+    of the compile server whose user the server checked); the reply one byte, b"1" compiled, b"0" not. The loader
+    is ``tiering``'s function of that name, "fused" for a fused group's kernel (``sig`` unused), or "aot" for a
+    whole function's kernel built ahead of time (aot.py: ``sig`` is its request)."""
+    from numba.core.errors import NumbaParallelSafetyWarning  # this process compiles kernels: Numba at once
+
+    kernel_cache.CACHE_DIR, loader, source, sig = pickle.loads(payload)  # noqa: S301 - from this user's process
+    try:
+        with warnings.catch_warnings():
+            # as the parent's compile has it (tuning.Choice.build): nothing Numba doubts gets cached
+            warnings.simplefilter("error", NumbaParallelSafetyWarning)
+            if loader == "fused":  # a fused group's ufunc (primitives/fused.py): compiled as its module runs
+                kernel_cache.load_or_build("fused", source)
+            elif loader == "aot":  # a whole function's kernel as an extension module (aot.py; ``sig``: its request)
+                aot.build(source, sig)
+            else:  # the parent's types, or told without Numba there (argtypes.described)
+                tiering.compile_quietly(getattr(tiering, loader)(source).kernel, argtypes.typed(sig))
+        return b"1"
+    except Exception:  # noqa: BLE001 - the asker's thread compiles it and reports what fails
+        return b"0"
 
 
 def lower_priority() -> None:
@@ -85,7 +90,9 @@ def _exit_with_parent(parent: int, every: float = 1.0):
     os._exit(0)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and len(sys.argv) > 1:  # the compile server (compile_server.BOOT: its socket's path)
+    compile_server.main(sys.argv[1], compile_request, ready_numba)
+elif __name__ == "__main__":
     lower_priority()
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     replies = os.fdopen(os.dup(1), "wb")

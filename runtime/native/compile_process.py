@@ -9,8 +9,11 @@ What runs is still the source generated and compiled in this process (the cache'
 this user's own process writing this user's private cache folder). Any failure of the child (it cannot start,
 the kernel does not compile there, the cache folder is refused) only means the thread compiles as before.
 
-``PHYLANX_COMPILE_PROCESS=0`` keeps every compile in the thread. The child (compile_child.py) reads requests on its
-stdin and exits at its end, that is when this process exits or closes it.
+Which process: the compile server of this user (compile_server.py: one process kept between programs, reached
+through a Unix socket in this user's private folder, ready when a later program's first request comes), else, when
+there can be none (``PHYLANX_COMPILE_SERVER=0``, no private folder, a server that cannot start), a child of this
+process of its own: compile_child.py reads requests on its stdin and exits at its end, that is when this process
+exits or closes it. ``PHYLANX_COMPILE_PROCESS=0`` keeps every compile in the thread.
 
 Priority: the child compiles niced (``PHYLANX_COMPILE_NICE``, default 19: compile_child.lower_priority), on what the
 caller leaves idle. A caller that fills every core (NumPy's BLAS threads, a training loop) left it a few percent of
@@ -29,17 +32,24 @@ import threading
 
 from phylanx_py.primitives import kernel_cache
 
-from . import blas_pool
+from phylanx_py.errors import PhylanxError
+
+from . import blas_pool, compile_server
 
 HEADER = struct.Struct("<Q")
 _lock = threading.Lock()  # one request at a time on the pipe (the child compiles one kernel at a time anyway)
 _child: list = [None]  # the Popen, or False once it could not be started (no second try)
+_server: list = [None]  # the link to the compile server (compile_server.Link), or False once none can be had
 _retired: list = []  # children that were replaced while finishing a compile (``_risen``): reaped later
 RISES = [0]  # requests that rose to the caller's priority (tests read it)
 
 
 def enabled() -> bool:
-    return os.environ.get("PHYLANX_COMPILE_PROCESS", "1") != "0" and _child[0] is not False
+    return os.environ.get("PHYLANX_COMPILE_PROCESS", "1") != "0" and (_child[0] is not False or _server_usable())
+
+
+def _server_usable() -> bool:
+    return compile_server.enabled() and _server[0] is not False
 
 
 def warm(loader: str, source: str, sig) -> bool:
@@ -54,6 +64,10 @@ def warm(loader: str, source: str, sig) -> bool:
 
     with _lock:
         _reap()
+        if _server_usable():
+            reply = _ask_server(request)
+            if reply is not None:
+                return reply == b"1"
         child = _start()
         if child is None:
             return False
@@ -70,6 +84,96 @@ def warm(loader: str, source: str, sig) -> bool:
             _child[0] = False
             return False
         return reply == b"1"
+
+
+def _link():
+    """The link to this program's compile server, connected (to a running one, or to one started now), or None
+    when none can be had here (then never again in this process: its own child compiles)."""
+    link = _server[0]
+    if link:
+        return link
+    link = None
+    try:
+        path = compile_server.address()
+    except (OSError, PhylanxError):  # no private folder for it (UnsafeCacheError): a child of our own
+        path = None
+    if path:
+        link = compile_server.connect(path)
+        if link is None:
+            env = {**os.environ, "PHYLANX_COMPILE_TARGET_NICE": str(low_priority(_priority()))}
+            link = compile_server.start(path, env)
+    _server[0] = link if link is not None else False
+    return link
+
+
+def _ask_server(request: bytes) -> bytes | None:
+    """The server's reply to ``request`` (b"1" compiled), or None when no server answers (its own child then
+    asked). A server that ended meanwhile (retired, stopped, killed) is replaced once."""
+    for _ in range(2):
+        link = _link()
+        if link is None:
+            return None
+        try:
+            link.send(request)
+            if not link.answered(rise_seconds()):
+                return _server_risen(link, request)
+            reply = link.reply()
+        except OSError:
+            reply = b""
+        if reply:
+            return reply
+        link.close()
+        _server[0] = None
+    _server[0] = False
+    return None
+
+
+def _server_risen(link, request: bytes) -> bytes | None:
+    """``_risen`` for the server: reniced to this process's priority until it answers where this process may lower
+    another's niceness; otherwise the server finishes the compile niced (its kernel is cached all the same) and the
+    request goes to a child of this process started at its priority."""
+    RISES[0] += 1
+    own = _priority()
+    with blas_pool.fewer_threads():
+        try:
+            os.setpriority(os.PRIO_PROCESS, link.pid, own)
+            while not link.answered(0.5):
+                os.setpriority(os.PRIO_PROCESS, link.pid, own)
+        except PermissionError:
+            link.close()
+            _server[0] = None
+            return _own_child_at_our_priority(request)
+        except (OSError, AttributeError):  # gone: the read that follows tells
+            pass
+        reply = link.reply()
+    try:
+        os.setpriority(os.PRIO_PROCESS, link.pid, low_priority(own))
+    except OSError:
+        pass
+    return reply or None
+
+
+def _own_child_at_our_priority(request: bytes) -> bytes:
+    """``request`` compiled by a new child of this process at its priority, which then goes back down."""
+    old = _child[0]
+    if old:
+        old.stdin.close()
+        _retired.append(old)
+    _child[0] = None
+    child = _start(step=0)
+    if child is None:
+        return b""
+    try:
+        _write_all(child.stdin, request)
+        _answered(child, None)
+        reply = child.stdout.read(1)
+    except (OSError, ValueError):
+        reply = b""
+    try:
+        os.setpriority(os.PRIO_PROCESS, child.pid, low_priority(_priority()))
+    except OSError:
+        pass
+    return reply
 
 
 def nice_step() -> int:
@@ -149,7 +253,8 @@ def prestart():
     """Start the child now, from a thread, when a loop or function is first lowered for the native tier: its start
     (an interpreter, phylanx-py and Numba imported: ~1-1.5 s here, niced) then overlaps the 50 ms and more that
     the code runs interpreted before its first compile is asked for, instead of adding to its time to native."""
-    if _child[0] is None and not _starting[0] and enabled():
+    started = _server[0] if _server_usable() else _child[0]
+    if started is None and not _starting[0] and enabled():
         # one start at a time: a second thread, started while the first waits in Popen, only waited for the lock
         # (each start cost its caller 3-5 ms: a thread's start waits until the new thread has run)
         _starting[0] = True
@@ -159,7 +264,8 @@ def prestart():
 def _start_locked():
     try:
         with _lock:
-            _start()
+            if not _server_usable() or _link() is None:
+                _start()
     finally:
         _starting[0] = False
 
@@ -229,6 +335,9 @@ def _after_fork_in_child():
     global _lock
     _lock = threading.Lock()
     _starting[0] = False  # the parent's starting thread is not in the child
+    link, _server[0] = _server[0], None
+    if link:
+        link.close()
     child, _child[0] = _child[0], None
     if child is not None and child is not False:
         for stream in (child.stdin, child.stdout):
@@ -245,6 +354,9 @@ if hasattr(os, "register_at_fork"):
 def close():
     """Stop the child (tests; it also ends by itself when this process exits)."""
     with _lock:
+        link, _server[0] = _server[0], None
+        if link:
+            link.close()  # the server itself ends when idle (compile_server.stop ends it now)
         child = _child[0]
         _child[0] = None
         for old in _retired:

@@ -1,0 +1,234 @@
+"""The compile server (runtime/native/compile_server.py): one compile process kept per user between programs. Real
+programs (subprocesses) and real servers; each test gives its servers an address of their own (a ``PHYLANX_*``
+variable of the test's is part of the address) and ends them."""
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+
+import numpy as np
+import pytest
+from phylanx_py.primitives import fused as fz
+from phylanx_py.primitives import kernel_cache
+from phylanx_py.runtime.native import compile_child, compile_process, compile_server
+
+pytestmark = pytest.mark.skipif(not hasattr(socket, "SO_PEERCRED"), reason="the compile server needs SO_PEERCRED "
+                                                                           "(Linux): elsewhere each program has a "
+                                                                           "compile process of its own")
+
+# A program that compiles a loop function to native code (its background compile asks the compile process) and
+# prints: its answer matches the plain function's, the server's process id, whether it has a child of its own.
+PROGRAM = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    import phylanx_py as px
+    from phylanx_py.runtime.native import compile_process, tiering
+
+    tiering.HOT_SECONDS = 0.0
+
+    def scaled_tanh(a, k):
+        out = np.zeros(len(a))
+        for i in range(len(a)):
+            out[i] = np.tanh(a[i]) * k
+        return out
+
+    f = px.compile(scaled_tanh)
+    x = np.linspace(-1.0, 1.0, 50)
+    k = float(sys.argv[1])
+    same, deadline = True, time.monotonic() + 120
+    while " -> native" not in f.explain() and time.monotonic() < deadline:  # called until a call ran natively
+        same = same and bool(np.allclose(f(x.copy(), k), scaled_tanh(x.copy(), k), rtol=1e-14))
+        time.sleep(0.02)
+    link = compile_process._server[0]
+    print(same, " -> native" in f.explain(), link.pid if link else None, compile_process._child[0] is None)
+""")
+
+
+@pytest.fixture
+def own_address(monkeypatch, tmp_path):
+    """The server on, at an address of this test's own; every server at it ended afterwards."""
+    monkeypatch.setenv("PHYLANX_COMPILE_SERVER", "1")
+    monkeypatch.delenv("PHYLANX_COMPILE_PROCESS", raising=False)
+    monkeypatch.delenv("PHYLANX_COMPILE_SERVER_IDLE", raising=False)
+    monkeypatch.setenv("PHYLANX_TEST_SERVER", uuid.uuid4().hex)
+    monkeypatch.setattr(kernel_cache, "CACHE_DIR", str(tmp_path / "cache"))
+    compile_process.close()
+    path = compile_server.address()
+    assert path is not None
+    try:
+        yield path
+    finally:
+        compile_process.close()
+        compile_server.stop(path)
+
+
+def _run(tmp_path, *args, env=None):
+    script = tmp_path / "program.py"
+    script.write_text(PROGRAM)
+    env = {**os.environ, "PHYLANX_CACHE_DIR": str(tmp_path / "cache"), **(env or {})}
+    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=300,
+                          env=env)
+    assert done.returncode == 0, done.stderr
+    same, native, pid, no_child = done.stdout.split()
+    return same == "True", native == "True", int(pid), no_child == "True"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except FileNotFoundError:
+        return False
+
+
+def _ends(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_programs_one_after_another_compile_in_one_server(own_address, tmp_path):
+    """A program's background compiles go to the compile server, which outlives it: the next program of the same
+    user, interpreter and phylanx-py compiles in the same process (ready, no start of its own), and neither has a
+    compile child. Both answer as the plain function, natively. ``stop`` ends the server."""
+    first = _run(tmp_path, "2.0")
+    assert first[:2] == (True, True) and first[3]
+    assert _alive(first[2])  # the program has ended; its server has not
+    second = _run(tmp_path, "3.0")
+    assert second == (True, True, first[2], True)
+    assert compile_server.stop(own_address)
+    assert _ends(first[2], 10)
+    assert not os.path.exists(own_address)
+
+
+def test_the_server_and_its_folder_are_private_and_it_is_nobodys_child(own_address):
+    """The socket is its owner's alone (0600) in a folder of the owner's (0700); the server is not a child of the
+    program that started it (that program never waits for it, and leaves no zombie)."""
+    spec = ("add", ("multiply", ("arg", 0), ("const", 5.0)), ("arg", 0))
+    dtypes, in_dtypes = fz._dtypes(spec, (np.ones(4),))
+    source, _ = fz._source(spec, in_dtypes, dtypes)
+    assert compile_process.warm("fused", source, ()) is True
+    link = compile_process._server[0]
+    assert link and compile_process._child[0] is None
+    assert stat.S_IMODE(os.stat(own_address).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(os.path.dirname(own_address)).st_mode) == 0o700
+    with open(f"/proc/{link.pid}/stat") as f:
+        parent = int(f.read().rsplit(")", 1)[1].split()[1])
+    assert parent != os.getpid()
+    assert os.getpriority(os.PRIO_PROCESS, link.pid) == min(os.getpriority(os.PRIO_PROCESS, 0) + 19, 19)
+
+
+def test_other_settings_are_another_server(own_address, monkeypatch):
+    """A variable that reaches a compile (``NUMBA_*``, ``PHYLANX_*``) is part of the address: a program with other
+    settings never gets kernels compiled under this one's. Where the cache is is not (it goes with each request)."""
+    monkeypatch.setenv("PHYLANX_CACHE_DIR", "/somewhere/else")
+    assert compile_server.address() == own_address
+    monkeypatch.setenv("NUMBA_OPT", "1")
+    assert compile_server.address() != own_address
+
+
+def test_an_idle_server_ends(own_address, tmp_path):
+    """With no program connected for ``PHYLANX_COMPILE_SERVER_IDLE`` seconds, the server ends and removes its
+    socket."""
+    same, native, pid, _ = _run(tmp_path, "1.5", env={"PHYLANX_COMPILE_SERVER_IDLE": "1"})
+    assert same and native
+    assert _ends(pid, 30)
+    assert not os.path.exists(own_address)
+
+
+def test_a_killed_server_is_replaced(own_address):
+    """A server killed between two requests (or during one) is replaced by a new one for the next request; its
+    socket, left behind, is taken over."""
+    spec = ("add", ("multiply", ("arg", 0), ("const", 7.0)), ("arg", 0))
+    dtypes, in_dtypes = fz._dtypes(spec, (np.ones(4),))
+    source, _ = fz._source(spec, in_dtypes, dtypes)
+    assert compile_process.warm("fused", source, ()) is True
+    old = compile_process._server[0].pid
+    os.kill(old, 9)
+    assert _ends(old, 10)
+    assert os.path.exists(own_address)  # left behind
+    other = source.replace("7.0", "8.0")
+    assert compile_process.warm("fused", other, ()) is True
+    new = compile_process._server[0].pid
+    assert new != old and _alive(new) and compile_process._child[0] is None
+
+
+def test_a_request_that_rises_without_privilege_goes_to_a_child_of_our_own(own_address, monkeypatch):
+    """A request the niced server has not answered within PHYLANX_COMPILE_RISE seconds, from a program that may
+    not lower another process's niceness (the kernel's EPERM, as in test_native's stand-in), is compiled by a
+    child of the program started at its priority; the server is left to finish it niced."""
+    real = os.setpriority
+
+    def unprivileged(which, who, prio):
+        if prio < os.getpriority(which, who):
+            raise PermissionError(1, "Operation not permitted")
+        real(which, who, prio)
+
+    spec = ("add", ("multiply", ("arg", 0), ("const", 9.0)), ("arg", 0))
+    dtypes, in_dtypes = fz._dtypes(spec, (np.ones(4),))
+    source, _ = fz._source(spec, in_dtypes, dtypes)
+    monkeypatch.setattr(compile_process.os, "setpriority", unprivileged)
+    monkeypatch.setenv("PHYLANX_COMPILE_RISE", "0")
+    rises = compile_process.RISES[0]
+    assert compile_process.warm("fused", source, ()) is True
+    assert compile_process.RISES[0] == rises + 1
+    child = compile_process._child[0]
+    assert child and child.poll() is None
+    assert os.getpriority(os.PRIO_PROCESS, child.pid) == min(os.getpriority(os.PRIO_PROCESS, 0) + 19, 19)
+
+
+def _in_process_server(path, idle=60.0):
+    server = compile_server.Server(path, idle, compile_child.compile_request)
+    assert server.claim()
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    return server, thread
+
+
+def test_a_connection_from_another_user_is_closed_unread(own_address, monkeypatch):
+    """The server reads nothing from a program of another user (SO_PEERCRED): the connection is closed before
+    any request. Here the server (in this process) is told it runs as another user."""
+    server, thread = _in_process_server(own_address)
+    try:
+        assert compile_server.connect(own_address) is not None  # the same user: connected, told the pid
+        monkeypatch.setattr(compile_server.os, "getuid", lambda: os.geteuid() + 1)
+        assert compile_server.connect(own_address) is None
+    finally:
+        monkeypatch.undo()
+        server.ended = True
+        thread.join(10)
+    assert not thread.is_alive() and not os.path.exists(own_address)
+
+
+def test_a_server_retires_after_its_requests_and_the_next_program_starts_another(own_address, monkeypatch):
+    """After ``RETIRE_AFTER`` requests (each compiled kernel stays loaded in it) the server takes no new
+    connection: its socket goes, so the next program starts a new server, and it ends once its programs have
+    gone."""
+    monkeypatch.setattr(compile_server, "RETIRE_AFTER", 2)
+    server, thread = _in_process_server(own_address)
+    link = compile_server.connect(own_address)
+    try:
+        for _ in range(2):  # a request that does not compile: answered "no", counted all the same
+            payload = pickle.dumps((kernel_cache.CACHE_DIR, "fused", "not Python", ()))
+            link.send(compile_process.HEADER.pack(len(payload)) + payload)
+            assert link.reply() == b"0"
+        deadline = time.monotonic() + 10
+        while os.path.exists(own_address) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not os.path.exists(own_address) and thread.is_alive()  # withdrawn, still serving its program
+        assert compile_server.connect(own_address) is None
+    finally:
+        link.close()
+    thread.join(10)
+    assert not thread.is_alive()
