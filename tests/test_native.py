@@ -1135,7 +1135,7 @@ def test_a_loop_in_bounds_under_its_condition_runs_unchecked_and_checked_when_no
     f = run_both(L.first_n, np.arange(6.0), np.zeros(6), 4)
     src = _kernel_source(f)
     assert "boundscheck=False" in src and "b[i] = (a[i] * 2.0)" in src  # the proven version
-    assert "_ix(i, a.shape[0])" in src  # and the checked one
+    assert "_ixr(i, a.shape[0])" in src  # and the checked one (its indices checked by calls: helpers._ixr)
     run_both(L.first_n, np.arange(6.0), np.zeros(6), 6)
     a, plain_b, native_b = np.arange(6.0), np.zeros(4), np.zeros(4)
     with pytest.raises(IndexError):

@@ -244,7 +244,7 @@ class Expressions:
                 parts.append(src)  # np.newaxis: no dimension of obj
                 continue
             if K.is_int(k) and type(k) is not bool:
-                parts.append(self.helper("_ix", src, f"{obj}.shape[{d}]"))
+                parts.append(self.helper("_ixr" if self.rarely_run else "_ix", src, f"{obj}.shape[{d}]"))
                 how = "checked"
             else:
                 parts.append(src)

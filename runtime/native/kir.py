@@ -128,8 +128,8 @@ def family(name: str) -> str:
     """What a helper keeps, by its name's part after the first ``_``: "ck" (Python-int arithmetic checked for
     overflow), "py" (Python's division by zero, conversions), "amb" (a division by a scalar that may be Python's or
     NumPy's), "np", "px", "pxr" ... (NumPy's forms)."""
-    if name == "_ix" or not name.startswith("_"):
-        return name  # (not a helper's: a declared form's or a cast's)
+    if name in ("_ix", "_ixr") or not name.startswith("_"):
+        return "_ix" if name == "_ixr" else name  # (not a helper's: a declared form's or a cast's)
     return name.split("_")[1]
 
 

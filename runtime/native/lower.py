@@ -66,6 +66,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         # ``unchecked`` (runtime/native/bounds.py); else Numba checks every access
         self.manual = manual
         self.unchecked: frozenset = frozenset()
+        self.rarely_run = False  # lowering the loop as it is beside its unchecked version (versions.py)
         self.hoisted = 0  # scalars hoisted before loop nests (nests.hoist), for versions.py
         self._leaf_nodes = ()  # the leaves of the fused expression being lowered (ir.Leaf refers to them)
         self.pxz_temps: dict = {}  # canonicalizer temporaries' values (scalarize.note_temporary)

@@ -58,7 +58,12 @@ class Versions:
             return
         self._restore(before)
         self.lines, self.indent = [], indent + 1
-        lower_loop(n)
+        rarely = self.rarely_run
+        self.rarely_run = rarely or attr == "unchecked"  # (its indices checked by calls: helpers._ixr)
+        try:
+            lower_loop(n)
+        finally:
+            self.rarely_run = rarely
         plain = self.lines
         self.lines, self.indent = lines, indent
         if self._state_key() != after_key:  # both versions are one loop: they must leave the same kinds
