@@ -9,7 +9,7 @@ kernel's time to native code (NPBench's lu: 1.3-1.4 s from its first call to nat
 compile; Numba's own first call 0.46 s). A program that starts while the server of an earlier one still runs sends
 its first request to a process that is ready.
 
-What decides which server a program uses (``address``): the socket's name is a digest of the interpreter,
+What decides which server a program uses (``address``): the socket's name is a digest of the host, the interpreter,
 phylanx-py's files (their names, sizes and modification times) and those of Numba, llvmlite, NumPy and SciPy where
 this program finds them (the server is started with its Python path), and the ``NUMBA_*`` and ``PHYLANX_*``
 variables that reach a compile; a program that differs in any of them starts its own
@@ -97,7 +97,8 @@ def address() -> str | None:
     """This program's server's socket (made private: UnsafeCacheError when refused), or None when there cannot be
     one here (a path too long for a Unix socket, a folder that cannot be made)."""
     key = hashlib.sha256()
-    key.update(f"{sys.executable}\0{sys.version}\n".encode())
+    # the host too: a home folder shared by the nodes of a cluster holds one socket a node, not one they take turns at
+    key.update(f"{socket.gethostname()}\0{sys.executable}\0{sys.version}\n".encode())
     for name in sorted(os.environ):
         if name.startswith(("NUMBA_", "PHYLANX_")) and name not in _NOT_KEYS:
             key.update(f"{name}={os.environ[name]}\n".encode())
