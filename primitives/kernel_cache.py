@@ -35,8 +35,8 @@ from phylanx_py.errors import UnsafeCacheError
 USER_DIR = os.path.join(os.path.expanduser("~"), ".cache", "phylanx-py")  # this user's, whatever PHYLANX_CACHE_DIR says
 CACHE_DIR = os.environ.get("PHYLANX_CACHE_DIR") or USER_DIR
 _lock = threading.RLock()  # a warm-up may load another kernel
-__all__ = ["CACHE_DIR", "UnsafeCacheError", "check", "digest", "kernel_dir", "load_or_build", "loaded",
-           "numba_subfolder", "tools_dir", "write"]
+__all__ = ["CACHE_DIR", "UnsafeCacheError", "check", "digest", "forget_other_folders", "kernel_dir", "load_or_build",
+           "loaded", "numba_subfolder", "tools_dir", "write"]
 
 
 def kernel_dir() -> str:
@@ -176,6 +176,21 @@ def _on_disk(path: str) -> bytes | None:
         return None
 
 
+_FOLDERS: dict = {}  # module name -> the kernel folder it was loaded from (``forget_other_folders``)
+
+
+def forget_other_folders():
+    """Forget the modules loaded from another kernel folder than the cache's now: a compile process that serves
+    programs with different caches (runtime/native/compile_server.py; a test's folder) would otherwise find the
+    module of a source compiled for one and answer another without writing its machine code there."""
+    folder = kernel_dir()
+    with _lock:
+        for name, where in list(_FOLDERS.items()):
+            if where != folder:
+                sys.modules.pop(name, None)
+                del _FOLDERS[name]
+
+
 def loaded(kind: str, source: str) -> bool:
     """Whether this process has the module of ``source`` already (``load_or_build`` returns it as it is)."""
     return f"phylanx_{kind}_{digest(source)}" in sys.modules
@@ -203,11 +218,13 @@ def load_or_build(kind: str, source: str, warm=None) -> types.ModuleType:
         module.__file__ = path
         # registered in sys.modules like any import: Numba's disk cache looks the module up by name
         sys.modules[name] = module
+        _FOLDERS[name] = os.path.dirname(path)
         try:
             exec(compile(source, path, "exec"), module.__dict__)  # noqa: S102 - our own generated source
             if warm is not None:
                 warm(module)
         except BaseException:
             del sys.modules[name]  # no half-loaded module for the next call to find
+            _FOLDERS.pop(name, None)
             raise
     return module

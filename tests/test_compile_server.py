@@ -232,3 +232,17 @@ def test_a_server_retires_after_its_requests_and_the_next_program_starts_another
         link.close()
     thread.join(10)
     assert not thread.is_alive()
+
+
+def test_a_kernel_asked_for_two_caches_is_compiled_into_both(own_address, tmp_path, monkeypatch):
+    """Two programs with different kernel caches (``PHYLANX_CACHE_DIR``) ask the server for the same kernel: each
+    cache gets its machine code. (The server answered the second from the module it had loaded for the first, and
+    the second program then compiled the kernel itself, in its own process.) A program's own compile child
+    answers with the same code (compile_child.compile_request)."""
+    import glob
+
+    source = "import numba\n@numba.njit(cache=True)\ndef kernel(x):\n    return x * 3 + 1\n"
+    for name in ("first", "second"):
+        monkeypatch.setattr(kernel_cache, "CACHE_DIR", str(tmp_path / name))
+        assert compile_process.warm("load_kernel", source, ("px-described", False, (5,))) is True
+        assert glob.glob(str(tmp_path / name / "kernels" / "__pycache__" / "*kernel*.nbi")), name

@@ -35,6 +35,7 @@ def compile_request(payload: bytes) -> bytes:
 
     kernel_cache.CACHE_DIR, loader, source, sig = pickle.loads(payload)  # noqa: S301 - from this user's process
     try:
+        kernel_cache.forget_other_folders()  # a kernel compiled for another folder is compiled again for this one
         with warnings.catch_warnings():
             # as the parent's compile has it (tuning.Choice.build): nothing Numba doubts gets cached
             warnings.simplefilter("error", NumbaParallelSafetyWarning)
