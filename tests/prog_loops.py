@@ -157,6 +157,13 @@ def first_n(a, b, n):
     return b
 
 
+def bump_then_first_n(a, b, n):
+    a[0] = a[0] + 1.0  # the caller's array changes before the loop: a failed test cannot rerun the call
+    for i in range(n):
+        b[i] = a[i] * 2.0
+    return b
+
+
 def wrap_left(a, b):
     for i in range(len(a)):
         b[i] = a[i - 1]  # i - 1 = -1 reads a's last element, as NumPy does

@@ -968,10 +968,12 @@ def test_whole_function_quick_path_runs_later_calls_and_keeps_their_errors(force
     with pytest.raises(IndexError):
         L.shift_left(a, plain_b)
     with pytest.raises(px.ExecutionError) as e:
-        f(a, native_b)  # same kinds: the quick path, and the loop's error with the arrays as the plain loop left them
-    assert isinstance(e.value.__cause__, IndexError) and e.value.lineno == line_of(L.shift_left, "for i")
+        # same kinds: the quick path, whose kernel stops at its test of bounds (a is too short); the call reruns
+        # interpreted: the statement's error, with the arrays as the plain loop left them
+        f(a, native_b)
+    assert isinstance(e.value.__cause__, IndexError) and e.value.lineno == line_of(L.shift_left, "b[i] = a[i + 1]")
     np.testing.assert_array_equal(native_b, plain_b)
-    assert _quick_runs(f) == (2, True)
+    assert _quick_runs(f) == (2, False)  # the signature declined: no quick path left
 
     g = px.compile(L.python_division)
     assert g(3, 10) == L.python_division(3, 10) and g(2, 10) == L.python_division(2, 10)
@@ -1131,22 +1133,46 @@ def _kernel_source(f):
     return entry.source
 
 
-def test_a_loop_in_bounds_under_its_condition_runs_unchecked_and_checked_when_not(forced):
+def test_a_loop_in_bounds_under_its_condition_runs_unchecked_and_reruns_interpreted_when_not(forced):
+    """A loop whose accesses are proven in bounds under a test of its start (bounds.py) runs unchecked when the
+    test holds; the loop as it is is not compiled (versions.py: half of a small kernel's compile): when the test
+    fails, nothing the caller sees has changed yet, so the kernel stops and the call reruns interpreted, which
+    raises NumPy's IndexError at the statement's line; the signature is declined."""
     f = run_both(L.first_n, np.arange(6.0), np.zeros(6), 4)
     src = _kernel_source(f)
     assert "boundscheck=False" in src and "b[i] = (a[i] * 2.0)" in src  # the proven version
-    assert "_ixr(i, a.shape[0])" in src  # and the checked one (its indices checked by calls: helpers._ixr)
+    assert "_ix" not in src and "raise _Overflow('a loop whose accesses were not all proven in bounds" in src
     run_both(L.first_n, np.arange(6.0), np.zeros(6), 6)
+    assert "-> native" in f.explain()
     a, plain_b, native_b = np.arange(6.0), np.zeros(4), np.zeros(4)
     with pytest.raises(IndexError):
-        L.first_n(a, plain_b, 5)  # b is shorter: the condition fails, the checked version raises where NumPy does
+        L.first_n(a, plain_b, 5)  # b is shorter: the test fails
     with pytest.raises(px.ExecutionError) as e:
         f(a, native_b, 5)
-    assert isinstance(e.value.__cause__, IndexError) and e.value.lineno == line_of(L.first_n, "for i")
+    assert isinstance(e.value.__cause__, IndexError) and e.value.lineno == line_of(L.first_n, "b[i] =")
     np.testing.assert_array_equal(native_b, plain_b)
+    assert "not all proven in bounds for these shapes: the call reran interpreted" in f.explain()
     with pytest.raises(px.ExecutionError) as e:
         f(a, np.zeros(8), 7)  # a is shorter
     assert isinstance(e.value.__cause__, IndexError)
+    run_both(L.first_n, np.arange(6.0), np.zeros(6), 6)
+
+
+def test_a_loop_after_a_change_the_caller_sees_keeps_its_checked_version(forced):
+    """Where an argument array has changed before the loop, a failed test cannot rerun the call (the change would
+    be made twice): the loop as it is is compiled beside its unchecked version, and raises where NumPy raises, the
+    change made once."""
+    f = run_both(L.bump_then_first_n, np.arange(6.0), np.zeros(6), 4)
+    src = _kernel_source(f)
+    assert "_ixr(i, a.shape[0])" in src and "not all proven in bounds" not in src
+    a_plain, a_native, plain_b, native_b = np.arange(6.0), np.arange(6.0), np.zeros(4), np.zeros(4)
+    with pytest.raises(IndexError):
+        L.bump_then_first_n(a_plain, plain_b, 5)
+    with pytest.raises(px.ExecutionError) as e:
+        f(a_native, native_b, 5)
+    assert isinstance(e.value.__cause__, IndexError) and e.value.lineno == line_of(L.bump_then_first_n, "for i")
+    np.testing.assert_array_equal(a_native, a_plain)  # 1.0 added once
+    np.testing.assert_array_equal(native_b, plain_b)
 
 
 def test_negative_indices_count_from_the_end_in_both_versions(forced):

@@ -78,12 +78,14 @@ def test_a_scalar_result_and_a_replicated_input(rt):
     _native_on_workers(f, 29)
 
 
-def test_a_kernel_error_names_the_loop_line(rt):
+def test_a_kernel_error_names_the_users_line(rt):
+    """The loop's kernel stops at its test of bounds (nothing changed yet) and the loop reruns interpreted: NumPy's
+    error at the statement's line."""
     f = px.compile(P.past_the_end)
     with pytest.raises(px.ExecutionError) as err:
         f(px.tiled.from_array(np.arange(100.0), tiles=(4,)), 1)
-    assert str(err.value).startswith(f"{FILE}:36:5: in primitive 'loop tier': IndexError: index out of bounds"), \
-        str(err.value)
+    assert str(err.value).startswith(f"{FILE}:37:14: in primitive 'slice_at': IndexError: index 100 is out of "
+                                     "bounds for axis 0 with size 100"), str(err.value)
     assert type(err.value.__cause__) is IndexError
     np.testing.assert_array_equal(f(px.tiled.from_array(np.arange(100.0), tiles=(4,)), 0), 4950.0)  # still usable
 
@@ -193,16 +195,20 @@ def test_loops_that_are_not_tile_local_run_in_one_task(rt, program, why):
     assert "-> native on the workers (" in text and why in text, text
 
 
-def test_a_tile_task_error_names_the_loop_line(rt):
+def test_a_tile_task_error_names_the_users_line(rt):
     idx = np.arange(400) % 7
     idx[250] = 7  # in the third tile
     f = px.compile(P.gathered)
     with pytest.raises(px.ExecutionError) as err:
         f(px.tiled.from_array(np.arange(400.0), tiles=(4,)), np.ones(7), idx,
           px.tiled.from_array(np.zeros(400), tiles=(4,)))
-    assert str(err.value).startswith(f"{FILE}:104:5: in primitive 'loop tier': IndexError: index out of bounds"), \
-        str(err.value)
-    assert "per tile" in f.explain()
+    assert str(err.value).startswith(f"{FILE}:105:25: in primitive 'slice_at': IndexError: index 7 is out of "
+                                     "bounds for axis 0 with size 7"), str(err.value)
+    assert "the loop reran interpreted" in f.explain()  # its kernel per tile stopped at its test of idx's range
+    idx[250] = 6
+    got = f(px.tiled.from_array(np.arange(400.0), tiles=(4,)), np.ones(7), idx,
+            px.tiled.from_array(np.zeros(400), tiles=(4,)))
+    np.testing.assert_array_equal(np.asarray(got), P.gathered(np.arange(400.0), np.ones(7), idx, np.zeros(400)))
 
 
 def test_a_worker_killed_during_the_tile_tasks_is_survived():

@@ -351,10 +351,12 @@ class Server:
                 if header is None:
                     return
                 size = struct.unpack("<Q", header)[0]
-                if size == 0:  # ``stop``
+                if size == 0:  # ``stop``: answered before the accepting loop may end the process
                     self.withdraw()
-                    self.ended = True
-                    conn.sendall(b"1")
+                    try:
+                        conn.sendall(b"1")
+                    finally:
+                        self.ended = True
                     return
                 payload = _exactly(conn, size)
                 if payload is None:

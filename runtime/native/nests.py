@@ -420,7 +420,7 @@ def guarded(low, conds, what: str) -> None:
     low.put(kir.If(0, " and ".join(dict.fromkeys(texts)) or "True", tags, note=f"{what} as one loop nest"))
 
 
-def otherwise_rerun(low) -> None:
+def otherwise_rerun(low, why: str = RERUN, unchanged: bool = False) -> None:
     """Emit the branch taken when the nest's test fails: the kernel stops and the loop (or the call) reruns
     interpreted, its arrays put back from the copies the caller made (``low.checked``), which gives NumPy's result or
     NumPy's error at the user's line. Not the array statement: as Numba array expressions the statements took half
@@ -430,6 +430,7 @@ def otherwise_rerun(low) -> None:
     low.put(kir.Else(0))
     low.indent += 1
     low.pending += kir.declared("_Overflow")  # (the prelude's: it stops the kernel)
-    low.put(kir.Raise(0, f"raise _Overflow({RERUN!r})"))
+    low.put(kir.Raise(0, f"raise _Overflow({why!r})"))
     low.indent -= 1
-    low.checked = True
+    if not unchanged:  # (``unchanged``: nothing the caller sees has changed before the test: nothing to put back)
+        low.checked = True

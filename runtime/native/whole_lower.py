@@ -66,6 +66,7 @@ class FunctionLowerer(Lowerer):
                  isinstance(s.value, ir.Call) and rule(s.value.prim, "allocates")}
         for s in self.loop.stmts:
             start = len(self.lines)
+            self.changed = mutated
             self.stmt(s)
             is_loop = isinstance(s, (ir.For, ir.While))
             if is_loop or _may_raise(self.lines[start:]):
