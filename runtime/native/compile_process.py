@@ -115,9 +115,7 @@ def _ask_server(request: bytes) -> bytes | None:
             return None
         try:
             link.send(request)
-            if not link.answered(rise_seconds()):
-                return _server_risen(link, request)
-            reply = link.reply()
+            reply = link.reply() if link.answered(rise_seconds()) else _server_risen(link, request)
         except OSError:
             reply = b""
         if reply:
@@ -128,7 +126,7 @@ def _ask_server(request: bytes) -> bytes | None:
     return None
 
 
-def _server_risen(link, request: bytes) -> bytes | None:
+def _server_risen(link, request: bytes) -> bytes:
     """``_risen`` for the server: reniced to this process's priority until it answers where this process may lower
     another's niceness; otherwise the server finishes the compile niced (its kernel is cached all the same) and the
     request goes to a child of this process started at its priority."""
@@ -136,9 +134,9 @@ def _server_risen(link, request: bytes) -> bytes | None:
     own = _priority()
     with blas_pool.fewer_threads():
         try:
-            os.setpriority(os.PRIO_PROCESS, link.pid, own)
+            compile_server.renice(link.pid, own)  # (its every thread: it compiles in a connection's)
             while not link.answered(0.5):
-                os.setpriority(os.PRIO_PROCESS, link.pid, own)
+                compile_server.renice(link.pid, own)
         except PermissionError:
             link.close()
             _server[0] = None
@@ -146,11 +144,7 @@ def _server_risen(link, request: bytes) -> bytes | None:
         except (OSError, AttributeError):  # gone: the read that follows tells
             pass
         reply = link.reply()
-    try:
-        os.setpriority(os.PRIO_PROCESS, link.pid, low_priority(own))
-    except OSError:
-        pass
-    return reply or None
+    return reply  # (the server goes back to its own niceness after each request; b"": it ended)
 
 
 def _own_child_at_our_priority(request: bytes) -> bytes:

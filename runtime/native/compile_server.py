@@ -21,9 +21,10 @@ asker's kernel cache, which the asker verifies as it loads (kernel_cache's trust
 Its life: it ends after ``PHYLANX_COMPILE_SERVER_IDLE`` seconds (default 300) with no program connected, once it
 has answered ``RETIRE_AFTER`` requests (each compiled kernel stays loaded in it: a bounded size) and its programs
 have gone (a new request starts a new server meanwhile), when its socket is removed or replaced, or when asked
-(``stop``). A compile running when its asker ends is finished (its kernel is cached for the next run); requests
-waiting behind it from programs that have ended are dropped. ``PHYLANX_COMPILE_SERVER=0`` gives each program a
-compile process of its own that ends with it (compile_process.py), as before."""
+(``stop``). A compile running when its asker ends is finished (its kernel is cached for the next run) unless another
+program's request has waited for it ``ORPHAN_WAIT`` seconds: the server then ends, and that request goes to a new
+one (``_watch``); requests waiting from programs that have ended are dropped. ``PHYLANX_COMPILE_SERVER=0`` gives
+each program a compile process of its own that ends with it (compile_process.py), as before."""
 from __future__ import annotations
 
 import hashlib
@@ -42,6 +43,9 @@ from phylanx_py.primitives import kernel_cache
 
 IDLE_SECONDS = 300.0
 RETIRE_AFTER = 200  # requests; each compiled kernel stays loaded in the server (a few MB of Numba's objects)
+# how long another program's request waits behind a compile whose program has ended before the server gives up
+# that compile and ends (the waiting program then starts a new server: about as long again)
+ORPHAN_WAIT = 1.0
 START_SECONDS = 20.0  # how long a program waits for a server it started to listen (it listens before its imports)
 PEERCRED = struct.Struct("3i")  # Linux's ucred: pid, uid, gid
 # variables that do not change a compile: where the asker's cache is (sent with each request), how the asker
@@ -137,6 +141,21 @@ class Link:
         try:
             self.sock.close()
         except OSError:
+            pass
+
+
+def renice(pid: int, niceness: int) -> None:
+    """Set the niceness of every thread of process ``pid`` (Linux keeps a niceness per thread: ``setpriority`` on
+    the process id reaches its main thread alone, and the server compiles in a connection's thread). OSError
+    (PermissionError: lowering another process's niceness without the right) as ``os.setpriority`` raises it."""
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except (OSError, ValueError):
+        tids = [pid]
+    for tid in tids:
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, niceness)
+        except ProcessLookupError:  # a thread that ended meanwhile
             pass
 
 
@@ -238,10 +257,15 @@ class Server:
         self.last = time.monotonic()
         self.retiring = False
         self.ended = False
+        self.waiting = 0  # requests waiting for the compile running now
         self.listener = None
         self.inode = None
         self.lock_fd = None
         self._withdrawing = threading.Lock()
+        # its own niceness (set as it started): a program whose request rose raised its threads to the program's
+        # priority (compile_process._server_risen); they go back down after that request, and at once when that
+        # program ends while its compile runs (``_watch``)
+        self.niceness = os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else 0
 
     def claim(self) -> bool:
         """The folder's lock for this address (one server an address), and the socket listening; False when
@@ -330,6 +354,37 @@ class Server:
             with self.compiling:  # the first request waits for Numba's CPU target, as a compile child's does
                 self.prepare()
 
+    def lower(self) -> None:
+        """Every thread back to the server's own niceness (raising one's niceness is always allowed)."""
+        try:
+            renice(os.getpid(), self.niceness)
+        except OSError:
+            pass
+
+    def _watch(self, conn: socket.socket, done: threading.Event) -> None:
+        """While a request compiles: once its program has ended, the server goes back to its own niceness (a
+        program that ended after its request rose would have left it compiling at that program's priority), and
+        finishes the compile only while no other program waits: its kernel is cached for that program's next run,
+        but a compile of seconds would hold up another program's first kernel (NPBench's harness runs one kernel
+        a program, one after another). Then the server ends (Numba's compile cannot be stopped in a thread), and
+        the waiting program's request goes to a new one."""
+        orphan, since = False, None
+        while not done.wait(0.1 if orphan else 0.5):
+            if not orphan and _gone(conn):
+                orphan = True
+                self.lower()
+            if orphan and self.waiting:
+                since = since or time.monotonic()
+                if time.monotonic() - since > ORPHAN_WAIT:
+                    self.abandon()
+                    return
+            else:
+                since = None
+
+    def abandon(self) -> None:
+        self.withdraw()
+        os._exit(0)
+
     def admit(self, conn: socket.socket) -> None:
         conn.settimeout(None)
         try:
@@ -361,13 +416,28 @@ class Server:
                 payload = _exactly(conn, size)
                 if payload is None:
                     return
-                with self.compiling:
+                with self.state:
+                    self.waiting += 1
+                try:
+                    self.compiling.acquire()
+                finally:
+                    with self.state:
+                        self.waiting -= 1
+                try:
                     if _gone(conn):  # its program ended while the request waited: nobody to compile it for
                         return
-                    reply = self.handle(payload)
+                    done = threading.Event()
+                    threading.Thread(target=self._watch, args=(conn, done), daemon=True).start()
+                    try:
+                        reply = self.handle(payload)
+                    finally:
+                        done.set()
+                        self.lower()
                     with self.state:
                         self.served += 1
                         self.retiring = self.served >= RETIRE_AFTER
+                finally:
+                    self.compiling.release()
                 try:
                     conn.sendall(reply)
                 except OSError:
