@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import pickle
 import select
-import struct
 import subprocess
 import sys
 import threading
@@ -35,8 +34,8 @@ from phylanx_py.primitives import kernel_cache
 from phylanx_py.errors import PhylanxError
 
 from . import blas_pool, compile_server
+from .compile_server import HEADER  # a request's length (the child's pipe and the server's socket alike)
 
-HEADER = struct.Struct("<Q")
 _lock = threading.Lock()  # one request at a time on the pipe (the child compiles one kernel at a time anyway)
 _child: list = [None]  # the Popen, or False once it could not be started (no second try)
 _server: list = [None]  # the link to the compile server (compile_server.Link), or False once none can be had
@@ -149,25 +148,33 @@ def _server_risen(link, request: bytes) -> bytes:
 
 def _own_child_at_our_priority(request: bytes) -> bytes:
     """``request`` compiled by a new child of this process at its priority, which then goes back down."""
-    old = _child[0]
+    child = None
+    try:
+        child = _child_at_our_priority(request, _child[0])
+        reply = child.stdout.read(1) if child is not None else b""
+    except (OSError, ValueError):
+        reply = b""
+    if child is not None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, child.pid, low_priority(_priority()))
+        except OSError:
+            pass
+    return reply
+
+
+def _child_at_our_priority(request: bytes, old):
+    """A new child started at this process's priority in place of ``old`` (if any: retired, its stdin closed, it
+    finishes what it compiles niced and ends), sent ``request``, once it has answered; None when none starts."""
     if old:
         old.stdin.close()
         _retired.append(old)
     _child[0] = None
     child = _start(step=0)
     if child is None:
-        return b""
-    try:
-        _write_all(child.stdin, request)
-        _answered(child, None)
-        reply = child.stdout.read(1)
-    except (OSError, ValueError):
-        reply = b""
-    try:
-        os.setpriority(os.PRIO_PROCESS, child.pid, low_priority(_priority()))
-    except OSError:
-        pass
-    return reply
+        return None
+    _write_all(child.stdin, request)
+    _answered(child, None)
+    return child
 
 
 def nice_step() -> int:
@@ -219,14 +226,9 @@ def _risen(child, request: bytes):
             while not _answered(child, 0.5):
                 os.setpriority(os.PRIO_PROCESS, child.pid, own)
         except PermissionError:
-            child.stdin.close()
-            _retired.append(child)
-            _child[0] = None
-            child = _start(step=0)
+            child = _child_at_our_priority(request, child)
             if child is None:
                 return None
-            _write_all(child.stdin, request)
-            _answered(child, None)
         except (OSError, AttributeError):  # gone: the read that follows tells
             return child
     try:

@@ -48,6 +48,7 @@ RETIRE_AFTER = 200  # requests; each compiled kernel stays loaded in the server 
 ORPHAN_WAIT = 1.0
 START_SECONDS = 20.0  # how long a program waits for a server it started to listen (it listens before its imports)
 PEERCRED = struct.Struct("3i")  # Linux's ucred: pid, uid, gid
+HEADER = struct.Struct("<Q")  # a request's length (0: ``stop``); the pid the server tells as it accepts
 # variables that do not change a compile: where the asker's cache is (sent with each request), how the asker
 # waits, and these settings themselves
 _NOT_KEYS = frozenset({"PHYLANX_CACHE_DIR", "PHYLANX_COMPILE_RISE", "PHYLANX_COMPILE_SERVER",
@@ -165,7 +166,7 @@ def connect(path: str, seconds: float = 5.0) -> Link | None:
     try:
         sock.settimeout(seconds)
         sock.connect(path)
-        told = _exactly(sock, 8)
+        told = _exactly(sock, HEADER.size)
         sock.settimeout(None)
     except OSError:
         sock.close()
@@ -173,7 +174,7 @@ def connect(path: str, seconds: float = 5.0) -> Link | None:
     if told is None:  # it closed the connection: ending, or not ours
         sock.close()
         return None
-    return Link(sock, struct.unpack("<Q", told)[0])
+    return Link(sock, HEADER.unpack(told)[0])
 
 
 # The server's start. The program's Python path first (the server imports the phylanx-py this program runs); its
@@ -223,7 +224,7 @@ def stop(path: str | None = None) -> bool:
     if link is None:
         return False
     try:
-        link.send(struct.pack("<Q", 0))  # an empty request: end
+        link.send(HEADER.pack(0))  # an empty request: end
         return link.reply() == b"1"
     except OSError:
         return False
@@ -281,7 +282,11 @@ class Server:
             except BlockingIOError:
                 # a live server holds it (then the program connects to that one), or one is retiring (its lock
                 # goes right after its socket)
-                if connect(self.path, 0.5) is not None or time.monotonic() > deadline:
+                live = connect(self.path, 0.5)
+                if live is not None:
+                    live.close()
+                    return False
+                if time.monotonic() > deadline:
                     return False
                 time.sleep(0.02)
         try:
@@ -391,7 +396,7 @@ class Server:
             _, uid, _ = PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEERCRED.size))
             if uid != os.getuid():
                 raise PermissionError("another user")
-            conn.sendall(struct.pack("<Q", os.getpid()))
+            conn.sendall(HEADER.pack(os.getpid()))
         except OSError:
             conn.close()
             return
@@ -402,10 +407,10 @@ class Server:
     def serve(self, conn: socket.socket) -> None:
         try:
             while True:
-                header = _exactly(conn, 8)
+                header = _exactly(conn, HEADER.size)
                 if header is None:
                     return
-                size = struct.unpack("<Q", header)[0]
+                size = HEADER.unpack(header)[0]
                 if size == 0:  # ``stop``: answered before the accepting loop may end the process
                     self.withdraw()
                     try:
