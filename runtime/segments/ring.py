@@ -90,7 +90,12 @@ class Group:
                 sock = getattr(getattr(c, "stream", None), "socket", None)
                 if sock is not None:  # a plain socket even under TLS: only its end-of-stream is looked at
                     tls = isinstance(sock, ssl.SSLSocket)
-                    self._peeks.append((peer, socket.socket(fileno=os.dup(sock.fileno())), tls))
+                    try:
+                        peek = socket.socket(fileno=os.dup(sock.fileno()))
+                    except OSError as e:  # the stream saw the neighbour leave and closed it (fileno -1)
+                        raise RankLost(f"group {self.name}: rank {peer} closed its connection "
+                                       f"({type(e).__name__})") from e
+                    self._peeks.append((peer, peek, tls))
 
     def _region(self, buf: np.ndarray):
         """The shared region for buffers like ``buf`` (made by every rank together the first time one of its size
