@@ -164,6 +164,14 @@ def bump_then_first_n(a, b, n):
     return b
 
 
+def bump_then_first_k(a, b, n):
+    a[0] = a[0] + 1.0
+    k = n + 0  # bound after the change: the loop's test reads a value the kernel's start does not fix
+    for i in range(k):
+        b[i] = a[i] * 2.0
+    return b
+
+
 def wrap_left(a, b):
     for i in range(len(a)):
         b[i] = a[i - 1]  # i - 1 = -1 reads a's last element, as NumPy does

@@ -1158,19 +1158,40 @@ def test_a_loop_in_bounds_under_its_condition_runs_unchecked_and_reruns_interpre
     run_both(L.first_n, np.arange(6.0), np.zeros(6), 6)
 
 
-def test_a_loop_after_a_change_the_caller_sees_keeps_its_checked_version(forced):
-    """Where an argument array has changed before the loop, a failed test cannot rerun the call (the change would
-    be made twice): the loop as it is is compiled beside its unchecked version, and raises where NumPy raises, the
-    change made once."""
+def test_a_loop_after_a_change_the_caller_sees_is_tested_before_the_change(forced):
+    """Where an argument array changes before the loop, and the loop's test reads only values fixed before that
+    change (here n and the arrays' shapes), the test is made before the change too: a failure stops the kernel
+    before anything changed and the call reruns interpreted (NumPy's error at the statement's line, the change made
+    once); the loop as it is is not compiled."""
     f = run_both(L.bump_then_first_n, np.arange(6.0), np.zeros(6), 4)
+    src = _kernel_source(f)
+    assert "_ixr(" not in src and src.count("raise _Overflow('a loop whose accesses were not all proven") == 2
+    assert src.index("raise _Overflow") < src.index("a[_ix(0, a.shape[0])] = ")  # before the change
+    a_plain, a_native, plain_b, native_b = np.arange(6.0), np.arange(6.0), np.zeros(4), np.zeros(4)
+    with pytest.raises(IndexError) as plain:
+        L.bump_then_first_n(a_plain, plain_b, 5)
+    with pytest.raises(px.ExecutionError) as e:
+        f(a_native, native_b, 5)
+    assert isinstance(e.value.__cause__, IndexError) and e.value.lineno == line_of(L.bump_then_first_n, "b[i] =")
+    assert str(e.value.__cause__) == str(plain.value)
+    np.testing.assert_array_equal(a_native, a_plain)  # 1.0 added once
+    np.testing.assert_array_equal(native_b, plain_b)
+    assert "not all proven in bounds for these shapes: the call reran interpreted" in f.explain()
+
+
+def test_a_loop_after_a_change_the_caller_sees_keeps_its_checked_version(forced):
+    """Where the loop's test reads a value bound after an argument array changed, a failed test cannot rerun the
+    call (the change would be made twice): the loop as it is is compiled beside its unchecked version, and raises
+    where NumPy raises, the change made once."""
+    f = run_both(L.bump_then_first_k, np.arange(6.0), np.zeros(6), 4)
     src = _kernel_source(f)
     assert "_ixr(i, a.shape[0])" in src and "not all proven in bounds" not in src
     a_plain, a_native, plain_b, native_b = np.arange(6.0), np.arange(6.0), np.zeros(4), np.zeros(4)
     with pytest.raises(IndexError):
-        L.bump_then_first_n(a_plain, plain_b, 5)
+        L.bump_then_first_k(a_plain, plain_b, 5)
     with pytest.raises(px.ExecutionError) as e:
         f(a_native, native_b, 5)
-    assert isinstance(e.value.__cause__, IndexError) and e.value.lineno == line_of(L.bump_then_first_n, "for i")
+    assert isinstance(e.value.__cause__, IndexError) and e.value.lineno == line_of(L.bump_then_first_k, "for i")
     np.testing.assert_array_equal(a_native, a_plain)  # 1.0 added once
     np.testing.assert_array_equal(native_b, plain_b)
 

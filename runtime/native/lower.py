@@ -70,6 +70,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
         # whether a statement before this one may have changed what the caller sees (an argument array): a kernel
         # whose test then fails cannot just stop and rerun (whole_lower.py sets it; a loop's kernel starts at it)
         self.changed = False
+        self.entry_tests: list = []  # (conditions, tags) of loop tests made before a whole function's first change
         self.hoisted = 0  # scalars hoisted before loop nests (nests.hoist), for versions.py
         self._leaf_nodes = ()  # the leaves of the fused expression being lowered (ir.Leaf refers to them)
         self.pxz_temps: dict = {}  # canonicalizer temporaries' values (scalarize.note_temporary)

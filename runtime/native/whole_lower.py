@@ -16,6 +16,7 @@ from .calls import SHAPE
 from .expressions import as_expression
 from .facts import rule
 from .lower import Lowerer
+from .versions import RERUN_BOUNDS
 
 
 class FunctionLowerer(Lowerer):
@@ -64,6 +65,10 @@ class FunctionLowerer(Lowerer):
         fresh = {s.target.name for s in self.loop.stmts if isinstance(s, ir.Assign) and
                  isinstance(s.target, ir.StoreName) and self.assigned[s.target.name] == 1 and
                  isinstance(s.value, ir.Call) and rule(s.value.prim, "allocates")}
+        # names whose values are fixed before the first statement that may change what the caller sees (parameters
+        # never bound again, names bound once before it, at the top): what a loop's test made there may read
+        self.fixed = {n for n in self.inputs if not self.assigned[n]}
+        change_at = None  # where that statement's lines start
         for s in self.loop.stmts:
             start = len(self.lines)
             self.changed = mutated
@@ -79,7 +84,11 @@ class FunctionLowerer(Lowerer):
                     self.fail("a statement whose inlined call changes values and may raise", s)
                 stages.append((s, start, is_loop))
             # a loop changing only scalars and arrays made here (crc16's) changes nothing the caller sees
-            mutated = mutated or _mutates(s, fresh, self.named - self.not_scalars, self.functions)
+            if not mutated and _mutates(s, fresh, self.named - self.not_scalars, self.functions):
+                mutated, change_at = True, start
+            elif not mutated and isinstance(s, ir.Assign):
+                targets = [s.target] if isinstance(s.target, ir.StoreName) else list(getattr(s.target, "targets", ()))
+                self.fixed |= {t.name for t in targets if isinstance(t, ir.StoreName) and self.assigned[t.name] == 1}
         src, k, _ = self.expr(self.ret)
         ret = kir.Stmt(1, src, self.pending)  # (what the return statement reads: not a statement of the body)
         if _may_raise([ret]):
@@ -90,6 +99,12 @@ class FunctionLowerer(Lowerer):
         self.ret_kind = _returnable(self, k)
         flags = [e.flag() for e in _eithers(k)]
         ret.tags += tuple(kir.Name(f"__pxw_{o}") for e in _eithers(k) for o in e.origin)
+        if self.entry_tests:  # before the first change: a failed test stops the kernel, the call reruns interpreted
+            self.lines[change_at:change_at] = [
+                kir.If(1, f"not ({' and '.join(dict.fromkeys(c for conds, _ in self.entry_tests for c in conds))})",
+                       tuple(t for _, tags in self.entry_tests for t in tags)),
+                kir.Raise(2, f"raise _Overflow({RERUN_BOUNDS!r})", tuple(kir.declared("_Overflow")))]
+            stages = [(node, start + 2 if start >= change_at else start, is_loop) for node, start, is_loop in stages]
         self.stages = [(node, is_loop) for node, _, is_loop in stages]
         if len(stages) > 1:  # which one raised: the kernel writes the stage's number before it runs
             for i, (_, start, _) in reversed(list(enumerate(stages))):
