@@ -332,3 +332,62 @@ def test_a_kernel_asked_for_two_caches_is_compiled_into_both(own_address, tmp_pa
         monkeypatch.setattr(kernel_cache, "CACHE_DIR", str(tmp_path / name))
         assert compile_process.warm("load_kernel", source, ("px-described", False, (5,))) is True
         assert glob.glob(str(tmp_path / name / "kernels" / "__pycache__" / "*kernel*.nbi")), name
+
+
+AHEAD_PROGRAM = textwrap.dedent("""
+    import time
+    import numpy as np
+    import phylanx_py as px
+    from phylanx_py.runtime.native import compile_process, tiering
+
+    tiering.HOT_SECONDS = 1e9  # never hot in this program: only a compile asked ahead compiles it
+
+    def running_sum(a):
+        out = np.zeros(len(a))
+        s = 0.0
+        for i in range(len(a)):
+            s = s + a[i]
+            out[i] = s
+        return out
+
+    f = px.compile(running_sum)
+    x = np.arange(20.0)
+    same, deadline = True, time.monotonic() + 120
+    while compile_process.AHEAD[0] == 0 and time.monotonic() < deadline:
+        same = same and bool(np.array_equal(f(x), running_sum(x)))
+        time.sleep(0.02)
+    print(same, compile_process.AHEAD[0], " -> native" in f.explain())
+""")
+
+
+def test_a_kernel_is_compiled_ahead_at_its_first_run(own_address, tmp_path):
+    """With the server, a signature's kernel is asked for at its first run, not only once it has run HOT_SECONDS
+    interpreted (compile_process.ask_ahead): the server compiles it into the program's cache while the calls run as
+    before (here never hot: they stay off native code, and give the plain function's answer)."""
+    script = tmp_path / "ahead.py"
+    script.write_text(AHEAD_PROGRAM)
+    cache = tmp_path / "cache"
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PHYLANX_CACHE_DIR": str(cache)})
+    assert done.returncode == 0, done.stderr
+    same, ahead, native = done.stdout.split()
+    assert same == "True" and int(ahead) >= 1 and native == "False"
+    built = [name for _, _, names in os.walk(cache) for name in names if name.endswith(".nbi") or
+             name.startswith("aot_")]
+    assert built, sorted(name for _, _, names in os.walk(cache) for name in names)
+
+
+def test_no_kernel_is_compiled_ahead_without_the_server(monkeypatch, tmp_path):
+    """Without the server (``PHYLANX_COMPILE_SERVER=0``: a program's own child), nothing is asked ahead: a loop
+    that never gets hot is never compiled."""
+    script = tmp_path / "ahead.py"
+    script.write_text(AHEAD_PROGRAM.replace("while compile_process.AHEAD[0] == 0", "while time.monotonic() < "
+                                                                                   "deadline - 119"))
+    cache = tmp_path / "cache"
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PHYLANX_CACHE_DIR": str(cache), "PHYLANX_COMPILE_SERVER": "0"})
+    assert done.returncode == 0, done.stderr
+    same, ahead, native = done.stdout.split()
+    assert same == "True" and ahead == "0" and native == "False"
+    assert not [name for _, _, names in os.walk(cache) for name in names if name.endswith(".nbi") or
+                name.startswith("aot_")]

@@ -108,6 +108,12 @@ class BuiltAhead:
     def _ahead(self, entry, cached_only):
         return kernel_of(entry, cached_only) if self.ahead_of_time and entry.sig is not None else None
 
+    def _request(self, entry, args):
+        path = path_for(entry) if self.ahead_of_time and entry.sig is not None else None
+        if path is None:
+            return super()._request(entry, args)
+        return None if os.path.exists(path) else ("aot", tiering.sequential_module(entry.printed), (*entry.sig, path))
+
 
 def kernel_of(entry, cached_only: bool):
     """A whole function's or a loop's kernel (their Entry) built ahead of time, while Numba does not run here: loaded

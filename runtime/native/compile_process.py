@@ -19,11 +19,21 @@ Priority: the child compiles niced (``PHYLANX_COMPILE_NICE``, default 19: compil
 caller leaves idle. A caller that fills every core (NumPy's BLAS threads, a training loop) left it a few percent of
 a core: a fused kernel of simplemlp's ReLU gradient took 10 s to arrive instead of 0.5-2, and the NumPy chain ran
 5x slower than it meanwhile. So a request still unanswered after ``PHYLANX_COMPILE_RISE`` seconds (default 2) rises
-to the caller's priority for the rest of its compile (``_risen``), and the next request goes back down."""
+to the caller's priority for the rest of its compile (``_risen``), and the next request goes back down.
+
+Ahead of heat: with the compile server, a kernel is asked for at its signature's first run (``ask_ahead``, from
+tiering.Signatures), not only once it has run ``HOT_SECONDS`` interpreted. The caller pays a queue's put; a thread
+of its own (``_ahead_worker``) makes the request (the module's text), sends it and waits, so the kernel is on disk
+when the entry gets hot, whose own request is then answered at once (the server keeps what it compiled). Why:
+NPBench's kernels of 5-12 ms a call got hot only at their 7th-9th call, 0.15-0.5 s after their first (spmv asked
+at 0.48 s, compiled by 1.15 s; Numba's first call took 0.76 s). Only with the server: a per-program child would
+spend the program's own start on kernels it may never need, and the test suite, which runs without the server,
+keeps its requests as they were."""
 from __future__ import annotations
 
 import os
 import pickle
+import queue
 import select
 import subprocess
 import sys
@@ -41,6 +51,9 @@ _child: list = [None]  # the Popen, or False once it could not be started (no se
 _server: list = [None]  # the link to the compile server (compile_server.Link), or False once none can be had
 _retired: list = []  # children that were replaced while finishing a compile (``_risen``): reaped later
 RISES = [0]  # requests that rose to the caller's priority (tests read it)
+AHEAD = [0]  # requests sent ahead of heat and answered (``ask_ahead``; tests read it)
+_ahead: list = [None, queue.SimpleQueue()]  # the ahead worker's thread (None: not started here), its requests
+AHEAD_QUEUED = 4  # requests waiting ahead at most: more are dropped (each is asked again once hot)
 
 
 def enabled() -> bool:
@@ -83,6 +96,33 @@ def warm(loader: str, source: str, sig) -> bool:
             _child[0] = False
             return False
         return reply == b"1"
+
+
+def ahead_wanted() -> bool:
+    """Whether kernels are asked for ahead of heat (module docstring): the server's, with its worker running."""
+    return _ahead[0] is not None and _server_usable() and os.environ.get("PHYLANX_COMPILE_PROCESS", "1") != "0"
+
+
+def ask_ahead(make, *args) -> None:
+    """``warm(*make(*args))`` in the ahead worker (``make``: a request, or None for none), unless as many requests
+    as ``AHEAD_QUEUED`` wait."""
+    q = _ahead[1]
+    if q.qsize() < AHEAD_QUEUED:
+        q.put((make, args))
+
+
+def _ahead_worker(q) -> None:
+    while True:
+        make, args = q.get()
+        if not _server_usable():
+            continue
+        try:
+            request = make(*args)
+            if request is not None:
+                warm(*request)
+        except Exception:  # noqa: BLE001 - a compile ahead only saves time: its entry asks again once hot
+            pass
+        AHEAD[0] += 1
 
 
 def _link():
@@ -249,6 +289,10 @@ def prestart():
     """Start the child now, from a thread, when a loop or function is first lowered for the native tier: its start
     (an interpreter, phylanx-py and Numba imported: ~1-1.5 s here, niced) then overlaps the 50 ms and more that
     the code runs interpreted before its first compile is asked for, instead of adding to its time to native."""
+    if _ahead[0] is None and _server_usable() and os.environ.get("PHYLANX_COMPILE_PROCESS", "1") != "0":
+        # (started here, with the first entry, so that no call pays a thread's start to ask ahead)
+        _ahead[0] = threading.Thread(target=_ahead_worker, args=(_ahead[1],), daemon=True, name="phylanx-compile-ahead")
+        _ahead[0].start()
     started = _server[0] if _server_usable() else _child[0]
     if started is None and not _starting[0] and enabled():
         # one start at a time: a second thread, started while the first waits in Popen, only waited for the lock
@@ -330,6 +374,7 @@ def _after_fork_in_child():
     would keep that process alive after the parent): it starts one of its own when it needs one."""
     global _lock
     _lock = threading.Lock()
+    _ahead[:] = [None, queue.SimpleQueue()]  # the parent's worker is not in the child, nor its requests
     _starting[0] = False  # the parent's starting thread is not in the child
     link, _server[0] = _server[0], None
     if link:

@@ -19,8 +19,8 @@ from phylanx_py.primitives.environ import fast_key
 from phylanx_py.errors import UnsafeCacheError
 
 from ..loop_tiers import kernel_ready
+from . import compile_process, warm
 from . import kinds as K
-from . import warm
 from .argtypes import described, stand_in
 from .background import Exiting, _compiling, compile_quietly, in_background, load_cached, warm_elsewhere
 from .blas_pool import calls_blas, capped, import_scipy_blas
@@ -198,8 +198,12 @@ class Signatures:
                 kernel_cache.check()  # a refused cache folder is this call's error, not a decline in the thread
                 entry.compiling = True
                 in_background(self._compile, entry, self._held(args))
-            elif entry.held is None:
+            elif entry.held is None:  # its first run
                 entry.held = self._held(args)
+                if compile_process.ahead_wanted() and entry.printed is not None:
+                    # compiled by the server meanwhile (compile_process.py); the request is made in its thread, as
+                    # a background compile's is (the module's text takes milliseconds): the stand-ins typed
+                    compile_process.ask_ahead(self._request, entry, entry.held)
             self.setup += time.perf_counter() - t0
             if entry.refused is not None:
                 raise_refusal(entry)
@@ -304,6 +308,12 @@ class Signatures:
             entry.compiling = False
             kernel_ready(self)
         return True
+
+    def _request(self, entry, args):
+        """What a background compile of the entry asks the compile process for first (``_compile``), or None when
+        its types are not described without Numba here."""
+        early = self._described(entry, args)
+        return None if early is None else ("load_kernel", sequential_module(entry.printed), early)
 
     def _ahead(self, entry, cached_only):
         """The entry's kernel built ahead of time and loaded without Numba (aot.py), or None: compiled here."""
