@@ -391,3 +391,37 @@ def test_no_kernel_is_compiled_ahead_without_the_server(monkeypatch, tmp_path):
     assert same == "True" and ahead == "0" and native == "False"
     assert not [name for _, _, names in os.walk(cache) for name in names if name.endswith(".nbi") or
                 name.startswith("aot_")]
+
+
+STRAIGHT_PROGRAM = textwrap.dedent("""
+    import time
+    import numpy as np
+    import phylanx_py as px
+    from phylanx_py.runtime.native import whole
+
+    whole.STRAIGHT_SECONDS = 1e9  # never lowered in a call: only beside the calls, with the server
+
+    def chain(a, b):
+        return np.exp(-a * a) * b + np.sin(a) * 0.5
+
+    f = px.compile(chain)
+    x, y = np.linspace(-2.0, 2.0, 20000), np.linspace(0.0, 1.0, 20000)
+    same, deadline = True, time.monotonic() + 120
+    while " -> native" not in f.explain() and "plain function is faster" not in f.explain() and \\
+            time.monotonic() < deadline:
+        same = same and bool(np.allclose(f(x, y), chain(x, y), rtol=1e-12))
+    print(same, " -> native" in f.explain() or "plain function is faster" in f.explain())
+""")
+
+
+def test_straight_line_code_is_lowered_beside_its_calls_with_the_server(own_address, tmp_path):
+    """With the server, a loop-free function is lowered beside its calls once they have taken
+    ``STRAIGHT_AHEAD_SECONDS`` (here ``STRAIGHT_SECONDS``, the lowering in a call, never comes), and its kernel,
+    compiled by the server, is ready: timed against the plain function, and kept or declined."""
+    script = tmp_path / "straight.py"
+    script.write_text(STRAIGHT_PROGRAM)
+    env = {k: v for k, v in os.environ.items() if k not in ("PHYLANX_BESIDE", "PHYLANX_FLOOR")}  # (a user's: on)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env={**env, "PHYLANX_CACHE_DIR": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"]

@@ -24,7 +24,7 @@ from phylanx_py.errors import ConfigurationError, ExecutionError
 from .. import beside, floor, profiling
 from ..base import Runtime
 from ..loop_tiers import FALLBACK
-from . import aot, early, kir, warm
+from . import aot, compile_process, early, kir, warm
 from . import kinds as K
 from . import tiering as T
 from .analysis import globals_as_names, module_globals
@@ -73,6 +73,10 @@ def _static_reason(program, fn):
 # beside the caller, which slowed NPBench's calls 2-6 of arc_distance, atax and bicg to 0.35-0.48x NumPy when it
 # began after 50 ms (load 4-8); a function called for less than this would not win its compile back
 STRAIGHT_SECONDS = 1.0
+# with the compile server, straight-line code is lowered beside the calls after this many seconds of them, and its
+# kernel compiled by the server: the caller's interpreter lock takes neither (NPBench's compute was native 3 s
+# after its first call, against Numba's first call of 0.8-1.5 s)
+STRAIGHT_AHEAD_SECONDS = T.HOT_SECONDS
 _RESULT = "__pxret"  # the returned value's name, when it is an expression (``WholeFunction``)
 _UNDECIDED = ("compiling", "measuring")
 # a call (of a function with nested loops) at least this long runs through the tree while its kernel is not
@@ -112,6 +116,7 @@ class WholeFunction(aot.BuiltAhead, T.Signatures):
         # the tree (``fallback``), against which a new kernel is timed (``_decide``)
         self.loop_free = not any(isinstance(s, (ir.For, ir.While)) for s in ir.walk(fn.body))
         self.warm = 0.0  # seconds the loop-free function's calls took before its first signature was lowered
+        self._straight_job = None  # the job that lowers it beside the calls (``_straight_lowered``)
         self.pyfunc = None  # the Python function (the decorator sets it): its own mark when a kernel is kept
         self._kept: dict = {}  # argument kinds (fast key) -> whether a kernel of them was kept before (warm.py)
         # module data globals the body reads (NPBench's vadv: ``BET_M = 0.5`` at its module's top): parameters of
@@ -153,7 +158,7 @@ class WholeFunction(aot.BuiltAhead, T.Signatures):
         if args is None:  # another count, or a global not defined: the tree raises the TypeError or NameError
             return fallback()
         if self.loop_free:
-            if self.warm < STRAIGHT_SECONDS and not self._kept_before(args):  # not yet worth a kernel (below)
+            if not self._kept_before(args) and not self._straight_lowered(args):  # not yet worth a kernel (below)
                 return self._timed(fallback, "warm")
             m, plain = "on", None  # its calls before and beside the kernel are the floor's choice (``_timed``)
         entry = self.entry(args)
@@ -180,6 +185,24 @@ class WholeFunction(aot.BuiltAhead, T.Signatures):
             if plain is not None:
                 return self._plain(rt, entry, args, plain, tree)  # a plain run to time the new kernel against
         return self._run(rt, entry, args, fallback)
+
+    def _straight_lowered(self, args) -> bool:
+        """Whether a loop-free function's signature is lowered in this call (``STRAIGHT_SECONDS`` of calls), or
+        was lowered beside the calls: with the compile server, after ``STRAIGHT_AHEAD_SECONDS`` of calls, in a job
+        beside them (runtime/beside.py; its kernel is then asked for ahead: compile_process.py), since neither its
+        lowering nor its compile then takes the caller's interpreter lock."""
+        if self.warm >= STRAIGHT_SECONDS:
+            return True
+        if self._straight_job is None:
+            if self.warm < STRAIGHT_AHEAD_SECONDS or not compile_process.ahead_wanted() or not beside.enabled():
+                return False
+            self._straight_job = beside.submit(self._lower_straight, args)
+        return self._straight_job.done()
+
+    def _lower_straight(self, args) -> None:
+        kargs = self.kernel_args(args)
+        if kargs is not None and T.current_mode() == "on":
+            self.entry(kargs)
 
     def prepare(self, args):
         """Lower the signature of ``args`` before any call runs on it, as ``call`` would at its first call: in a
