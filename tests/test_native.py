@@ -1618,24 +1618,34 @@ def _nodes(stmts, depth, lines):
             yield from _nodes(s.orelse, depth + 1, lines)
 
 
-def test_a_kernel_module_holds_the_helpers_its_source_names_and_theirs():
+def test_a_kernel_module_takes_the_helpers_its_source_names_from_the_processs_module_of_helpers():
     import ast
     import re
 
-    from phylanx_py.runtime.native.helpers import HELPERS, helpers_for
+    from phylanx_py.runtime.native import helpers
+    from phylanx_py.runtime.native.helpers import HELPERS, helpers_for, helpers_text
 
     def defined(text):
         return re.findall(r"^def (\w+)", text, re.M)
 
-    assert defined(helpers_for({"_px_sum"})) == ["_block", "_pairwise", "_px_sum"]
+    # the kernel's module defines no helper: it takes those it calls from the process's one module of helpers
+    text = helpers_for({"_px_sum", "_ix"})
+    assert defined(text) == [] and f"_ix, _px_sum, = _pxshared({helpers._shared_digest()!r}, '_ix', '_px_sum')" \
+        in text
+    space: dict = {}
+    exec(text, space)  # noqa: S102 - our own generated text
+    assert space["_px_sum"] is helpers.shared(helpers._shared_digest(), "_px_sum")[0]
+    with pytest.raises(ImportError):  # a kernel made with other helpers than this process's
+        helpers.shared("0" * 24, "_px_sum")
+    assert defined(helpers_text({"_px_sum"})) == ["_block", "_pairwise", "_px_sum"]
     none = helpers_for(())
     # _Overflow imported, not written out: a kernel built ahead of time raises the very class the caller catches
     assert defined(none) == [] and "from phylanx_py.runtime.native.helpers import _Overflow" in none and \
-        "_MIN = " in none
-    # every helper's module defines every helper it calls (Numba would fail to type a missing one only when the
-    # kernel compiles, as a declined loop)
+        "_MIN = " in none and "_pxshared" not in none
+    # every helper's definitions define every helper it calls (Numba would fail to type a missing one only when
+    # the kernel compiles, as a declined loop)
     for name in defined(HELPERS):
-        text = helpers_for({name})
+        text = helpers_text({name})
         called = {c.func.id for c in ast.walk(ast.parse(text)) if isinstance(c, ast.Call)
                   and isinstance(c.func, ast.Name) and c.func.id.startswith("_")}
         known = set(defined(text)) | set(re.findall(r"^from \S+ import (\w+)", text, re.M))

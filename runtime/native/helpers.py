@@ -12,6 +12,8 @@ import functools
 import inspect
 import linecache
 import math
+import sys
+import threading
 
 import numpy as np
 
@@ -473,8 +475,20 @@ def _prelude() -> str:
 
 
 def helpers_for(names) -> str:
-    """The helper module text for a kernel that calls the helpers ``names`` (its kernel IR's: kir.Printed.helpers):
-    the prelude and those helpers, with the helpers they call."""
+    """The helper part of the module text for a kernel that calls the helpers ``names`` (its kernel IR's:
+    kir.Printed.helpers): the prelude and those helpers, taken from this process's module of all helpers
+    (``shared``), which defines the helpers they call. The digest of that module's text is part of the kernel's:
+    a kernel cached with other helpers is another kernel."""
+    used = sorted(set(names) & _texts().keys())
+    if not used:
+        return _prelude()
+    return _prelude() + f"from {__name__} import shared as _pxshared\n" + \
+        f"{', '.join(used)}, = _pxshared({_shared_digest()!r}, {', '.join(map(repr, used))})\n"
+
+
+def helpers_text(names) -> str:
+    """The definitions of the helpers ``names`` and of the helpers they call, with the prelude: the text of the
+    module of all helpers (``shared``) for every name."""
     texts, calls = _texts(), helper_calls()
     todo = set(names) & texts.keys()
     used = set()
@@ -485,9 +499,51 @@ def helpers_for(names) -> str:
     return "\n\n\n".join([_prelude()] + [text for name, text in texts.items() if name in used]) + "\n"
 
 
+# One module of all helpers per process, compiled where first called (not cached on disk: its machine code goes
+# into each kernel that calls it, and a kernel's cache holds it). Why not each kernel's module its own copies: a
+# process compiling kernels (the compile server) typed and compiled them again for every kernel, 0.5-1 s of
+# NPBench's gemver (aliasing tests) and azimint_naive (pairwise sums) each time.
+_SHARED: dict = {}  # digest -> the module
+_shared_lock = threading.Lock()
+
+
+@functools.cache
+def _shared_source() -> str:
+    return helpers_text(_DEFS).replace("@numba.njit(cache=True, ", "@numba.njit(cache=False, ")
+
+
+@functools.cache
+def _shared_digest() -> str:
+    import hashlib
+
+    return hashlib.sha256(_shared_source().encode()).hexdigest()[:24]
+
+
+def shared(digest: str, *names):
+    """The helpers ``names`` (Numba dispatchers) of this process's module of all helpers, made at its first use from
+    this package's own functions; ``digest`` must be its text's (a kernel module made by another version of the
+    helpers is not run with these)."""
+    if digest != _shared_digest():
+        raise ImportError(f"kernel helpers {digest} are not this process's ({_shared_digest()})")
+    module = _SHARED.get(digest)
+    if module is None:
+        import types
+
+        with _shared_lock:
+            module = _SHARED.get(digest)
+            if module is None:
+                # registered as imported modules are: Numba names a kernel's callees by their module when it
+                # caches the kernel
+                module = types.ModuleType(f"phylanx_helpers_{digest}")
+                sys.modules[module.__name__] = module
+                exec(compile(_shared_source(), f"<phylanx helpers {digest}>", "exec"), module.__dict__)  # noqa: S102
+                _SHARED[digest] = module
+    return tuple(getattr(module, n) for n in names)
+
+
 def __getattr__(name):
     if name == "HELPERS":  # every helper's module text (read by tests)
-        return helpers_for(_DEFS)
+        return helpers_text(_DEFS)
     raise AttributeError(name)
 
 
