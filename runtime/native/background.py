@@ -4,6 +4,7 @@ fork() while compiles run (tiering.py decides when to compile; this module owns 
 caller)."""
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
 import sys
@@ -130,6 +131,27 @@ def load_cached(kernel, sig):
         return None
 
 
+@contextlib.contextmanager
+def short_interval():
+    """The switch interval at most ``COMPILE_SWITCH_INTERVAL`` while any thread is inside (a background compile;
+    the Python work of a request asked ahead, tiering.py): such a thread holding the interpreter for a whole default
+    interval (5 ms) would make a caller's 3.5 ms call wait that long."""
+    with _compiling_lock:
+        if _compiling["threads"] == 0:
+            _compiling["interval"] = sys.getswitchinterval()
+            sys.setswitchinterval(min(_compiling["interval"], COMPILE_SWITCH_INTERVAL))
+            _compiling["set"] = sys.getswitchinterval()  # (held in microseconds: read back, not computed)
+        _compiling["threads"] += 1
+    try:
+        yield
+    finally:
+        with _compiling_lock:
+            _compiling["threads"] -= 1
+            # put it back unless the program set an interval of its own meanwhile: that one stays
+            if _compiling["threads"] == 0 and sys.getswitchinterval() == _compiling["set"]:
+                sys.setswitchinterval(_compiling["interval"])
+
+
 def in_background(compile_fn, *args) -> threading.Thread:
     """Run ``compile_fn(*args)`` in a thread of its own (returned), the switch interval short while any such
     thread runs."""
@@ -139,23 +161,13 @@ def in_background(compile_fn, *args) -> threading.Thread:
             _inside(True)
         except Exiting:
             return
-        with _compiling_lock:
-            if _compiling["threads"] == 0:
-                _compiling["interval"] = sys.getswitchinterval()
-                sys.setswitchinterval(min(_compiling["interval"], COMPILE_SWITCH_INTERVAL))
-                _compiling["set"] = sys.getswitchinterval()  # (held in microseconds: read back, not computed)
-            _compiling["threads"] += 1
         try:
-            compile_fn(*args)
+            with short_interval():
+                compile_fn(*args)
         except Exiting:
             pass
         finally:
             _inside(False)
-            with _compiling_lock:
-                _compiling["threads"] -= 1
-                # put it back unless the program set an interval of its own meanwhile: that one stays
-                if _compiling["threads"] == 0 and sys.getswitchinterval() == _compiling["set"]:
-                    sys.setswitchinterval(_compiling["interval"])
 
     # in the caller's context: its registry scope (a test's toy primitives), which the source analyses read
     thread = threading.Thread(target=contextvars.copy_context().run, args=(run,), daemon=True,

@@ -22,7 +22,15 @@ from ..loop_tiers import kernel_ready
 from . import compile_process, warm
 from . import kinds as K
 from .argtypes import described, stand_in
-from .background import Exiting, _compiling, compile_quietly, in_background, load_cached, warm_elsewhere
+from .background import (
+    Exiting,
+    _compiling,
+    compile_quietly,
+    in_background,
+    load_cached,
+    short_interval,
+    warm_elsewhere,
+)
 from .blas_pool import calls_blas, capped, import_scipy_blas
 from .compile_process import prestart
 from .helpers import _Overflow, helpers_for
@@ -203,7 +211,7 @@ class Signatures:
                 if compile_process.ahead_wanted() and entry.printed is not None:
                     # compiled by the server meanwhile (compile_process.py); the request is made in its thread, as
                     # a background compile's is (the module's text takes milliseconds): the stand-ins typed
-                    compile_process.ask_ahead(self._request, entry, entry.held)
+                    compile_process.ask_ahead(self._request_briefly, entry, entry.held)
             self.setup += time.perf_counter() - t0
             if entry.refused is not None:
                 raise_refusal(entry)
@@ -314,6 +322,11 @@ class Signatures:
         its types are not described without Numba here."""
         early = self._described(entry, args)
         return None if early is None else ("load_kernel", sequential_module(entry.printed), early)
+
+    def _request_briefly(self, entry, args):
+        """``_request`` in a thread beside the calls, holding the interpreter in short turns (background.py)."""
+        with short_interval():
+            return self._request(entry, args)
 
     def _ahead(self, entry, cached_only):
         """The entry's kernel built ahead of time and loaded without Numba (aot.py), or None: compiled here."""
