@@ -112,7 +112,7 @@ class BuiltAhead:
         path = path_for(entry) if self.ahead_of_time and entry.sig is not None else None
         if path is None:
             return super()._request(entry, args)
-        return None if os.path.exists(path) else ("aot", tiering.sequential_module(entry.printed), (*entry.sig, path))
+        return None if os.path.exists(path) else _request(entry, path)
 
 
 def kernel_of(entry, cached_only: bool):
@@ -123,8 +123,13 @@ def kernel_of(entry, cached_only: bool):
     if path is None:
         return None
     if not cached_only and not os.path.exists(path):
-        warm_elsewhere("aot", tiering.sequential_module(entry.printed), (*entry.sig, path))
+        warm_elsewhere(*_request(entry, path))
     return load(path)
+
+
+def _request(entry, path: str) -> tuple:
+    """What the compile process is asked to build the entry's kernel into ``path`` (compile_child.py: "aot")."""
+    return "aot", tiering.sequential_module(entry.printed), (*entry.sig, path)
 
 
 def path_for(entry, early: bool = False) -> str | None:

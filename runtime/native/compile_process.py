@@ -64,7 +64,7 @@ def _server_usable() -> bool:
     return compile_server.enabled() and _server[0] is not False
 
 
-def warm(loader: str, source: str, sig) -> bool:
+def warm(loader: str, source: str, sig, server_only: bool = False) -> bool:
     """Have the child compile ``source`` (loaded as ``tiering.<loader>`` loads it) for the Numba types ``sig``;
     True when it did. Blocks the calling (background) thread, never holding the interpreter lock meanwhile."""
     if not enabled():
@@ -80,6 +80,8 @@ def warm(loader: str, source: str, sig) -> bool:
             reply = _ask_server(request)
             if reply is not None:
                 return reply == b"1"
+        if server_only:  # (a request ahead of heat: never a child's, module docstring)
+            return False
         child = _start()
         if child is None:
             return False
@@ -100,7 +102,11 @@ def warm(loader: str, source: str, sig) -> bool:
 
 def ahead_wanted() -> bool:
     """Whether kernels are asked for ahead of heat (module docstring): the server's, with its worker running."""
-    return _ahead[0] is not None and _server_usable() and os.environ.get("PHYLANX_COMPILE_PROCESS", "1") != "0"
+    return _ahead[0] is not None and _server_compiles()
+
+
+def _server_compiles() -> bool:
+    return os.environ.get("PHYLANX_COMPILE_PROCESS", "1") != "0" and _server_usable()
 
 
 def ask_ahead(make, *args) -> None:
@@ -119,7 +125,7 @@ def _ahead_worker(q) -> None:
         try:
             request = make(*args)
             if request is not None:
-                warm(*request)
+                warm(*request, server_only=True)
         except Exception:  # noqa: BLE001 - a compile ahead only saves time: its entry asks again once hot
             pass
         AHEAD[0] += 1
@@ -289,7 +295,7 @@ def prestart():
     """Start the child now, from a thread, when a loop or function is first lowered for the native tier: its start
     (an interpreter, phylanx-py and Numba imported: ~1-1.5 s here, niced) then overlaps the 50 ms and more that
     the code runs interpreted before its first compile is asked for, instead of adding to its time to native."""
-    if _ahead[0] is None and _server_usable() and os.environ.get("PHYLANX_COMPILE_PROCESS", "1") != "0":
+    if _ahead[0] is None and _server_compiles():
         # (started here, with the first entry, so that no call pays a thread's start to ask ahead)
         _ahead[0] = threading.Thread(target=_ahead_worker, args=(_ahead[1],), daemon=True, name="phylanx-compile-ahead")
         _ahead[0].start()

@@ -4,8 +4,6 @@ first runs when the test holds, the other as the loop is: the test is a kir.If m
 (outline.py moves the first)."""
 from __future__ import annotations
 
-import ast
-
 from . import kinds as K
 from . import kir
 from .bounds import Prover
@@ -13,7 +11,6 @@ from .nests import otherwise_rerun
 from .signs import inductive, untested_counters
 
 RERUN_BOUNDS = "a loop whose accesses were not all proven in bounds for these shapes"
-_BUILTINS = frozenset({"min", "max", "abs", "len"})  # (read by tests as Python's own)
 
 
 class Versions:
@@ -88,9 +85,7 @@ class Versions:
                     self.hold(t.name, 1)  # (an element, or whether there is one: numbers)
         self.put(kir.If(0, " and ".join(conds), calls, version=attr))  # outline.py moves its body
         self.lines += fast
-        read = self.read_before_change(conds) if attr == "unchecked" and self.changed and not setup and indent == 1 \
-            else None
-        at_entry = read is not None
+        at_entry = attr == "unchecked" and self.changed and not setup and indent == 1 and self.fixed_before(calls)
         if attr == "unchecked" and (not self.changed or at_entry):
             # the loop as it is is not compiled: where its accesses are not all in bounds, the call (or the loop)
             # reruns interpreted, which gives NumPy's answer or error at the user's line; nothing the caller sees
@@ -102,25 +97,20 @@ class Versions:
             # holds (NPBench's cholesky, whose ``A[0, 0] = np.sqrt(A[0, 0])`` comes first, compiled in 0.65 s
             # rather than 1.0 s with both versions; ludcmp's second and third loops, after the first changed A)
             if at_entry:
-                self.entry_tests.append((tuple(conds), tuple(calls) + tuple(kir.Name(x) for x in sorted(read))))
+                self.entry_tests.append((tuple(conds), tuple(calls)))
             otherwise_rerun(self, RERUN_BOUNDS, unchanged=True)
         else:
             self.put(kir.Else(0))
             self.lines += plain
         self._restore(after)
 
-    def read_before_change(self, conds):
-        """The names the tests ``conds`` read when all are fixed before the first statement that may change what the
-        caller sees (parameters the function never binds again, names bound once before it: ``fixed``, which a whole
-        function's lowering keeps; builtins), else None."""
+    def fixed_before(self, calls) -> bool:
+        """Whether the tests whose tags are ``calls`` (the names they read among them: bounds.Prover's
+        ``condition_calls``) read only values fixed before the first statement that may change what the caller sees:
+        parameters the function never binds again, names bound once before it (``fixed``, which a whole function's
+        lowering keeps)."""
         fixed = getattr(self, "fixed", None)
-        if fixed is None:
-            return None
-        try:
-            names = {x.id for c in conds for x in ast.walk(ast.parse(c, mode="eval")) if isinstance(x, ast.Name)}
-        except SyntaxError:
-            return None
-        return names - _BUILTINS if names <= fixed | _BUILTINS else None
+        return fixed is not None and all(t.name in fixed for t in calls if type(t) is kir.Name)
 
     def _state(self):
         return (dict(self.env), set(self.taint), dict(self.bounds), self.arrays_tainted)

@@ -43,7 +43,7 @@ class FunctionLowerer(Lowerer):
         super().s_Assign(n)
         if self.loop_entries or self.indent != 1:
             return
-        targets = [n.target] if isinstance(n.target, ir.StoreName) else list(getattr(n.target, "targets", ()))
+        targets = _targets(n.target)
         value = n.value
         for t in targets:
             if not isinstance(t, ir.StoreName) or self.assigned[t.name] != 1 or not K.is_int(self.env.get(t.name)):
@@ -87,8 +87,8 @@ class FunctionLowerer(Lowerer):
             if not mutated and _mutates(s, fresh, self.named - self.not_scalars, self.functions):
                 mutated, change_at = True, start
             elif not mutated and isinstance(s, ir.Assign):
-                targets = [s.target] if isinstance(s.target, ir.StoreName) else list(getattr(s.target, "targets", ()))
-                self.fixed |= {t.name for t in targets if isinstance(t, ir.StoreName) and self.assigned[t.name] == 1}
+                self.fixed |= {t.name for t in _targets(s.target) if isinstance(t, ir.StoreName) and
+                               self.assigned[t.name] == 1}
         src, k, _ = self.expr(self.ret)
         ret = kir.Stmt(1, src, self.pending)  # (what the return statement reads: not a statement of the body)
         if _may_raise([ret]):
@@ -115,6 +115,11 @@ class FunctionLowerer(Lowerer):
         self.printed = kir.print_kernel(params, self.lines, outs, ret.tags, not self.manual, self.complex_values,
                                         held=self.held_names())
         return self.printed.source
+
+
+def _targets(target) -> list:
+    """An assignment's targets: the name, or a tuple target's items (``h, w = a.shape``)."""
+    return [target] if isinstance(target, ir.StoreName) else list(getattr(target, "targets", ()))
 
 
 def _inlines_statements(stmt, functions) -> bool:
