@@ -37,11 +37,27 @@ def rows(a, b):
 
 
 def rows_from_the_row_before(a, b):
-    # another row of the array written: left to the array statement (the nest tells no rows apart)
+    # another row of the array written: a nest, its test that the rows differ (i - 1 != i)
     n = a.shape[0]
     for i in range(1, n):
         b[i, 1:] = a[i - 1, :-1] * 2.0 + b[i - 1, 1:]
     return b
+
+
+def columns_from_a_given_column(k, a):
+    # the column read is the column written when j == k: the nest's test fails there and the loop reruns
+    # interpreted (NumPy's answer)
+    for j in range(a.shape[1]):
+        a[1:, j] = a[:-1, k] * 0.5 + a[1:, j]
+    return a
+
+
+def rows_by_a_negative_index(a):
+    # a[i - n] is a[i]: the same row once the index is read as Python reads it (the test compares normalized rows)
+    n = a.shape[0]
+    for i in range(n):
+        a[i, 1:] = a[i - n, :-1] * 2.0 + 1.0
+    return a
 
 
 def broadcast_column(a, b):

@@ -33,7 +33,10 @@ CASES = [
     (S.shift_same_array, (3, np.arange(8.0)), False),
     (S.same_elements, (3, np.arange(8.0), np.linspace(0.0, 1.0, 8)), True),
     (S.rows, (_grid(5, 4), _grid(5, 4, 1)), True),
-    (S.rows_from_the_row_before, (_grid(5, 4), _grid(5, 4, 1)), False),
+    (S.rows_from_the_row_before, (_grid(5, 4), _grid(5, 4, 1)), True),
+    (S.columns_from_a_given_column, (2, _grid(5, 4)), True),
+    (S.columns_from_a_given_column, (-1, _grid(5, 4)), True),
+    (S.rows_by_a_negative_index, (_grid(4, 5),), True),
     (S.broadcast_column, (_grid(5, 4), _grid(5, 4, 1)), False),  # a length-1 slice broadcast: the array statement
     (S.cast_on_store, (np.arange(6.0), np.zeros(6, dtype=np.int64)), False),
     (S.whole_arrays, (2, _grid(3, 4), _grid(3, 4, 1)), True),

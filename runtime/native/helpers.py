@@ -174,6 +174,33 @@ def _c_order(strides, lengths):
     return True
 
 
+# A slice's start and length on a dimension of length ``d`` as Python reads its bounds ``a:b`` (negative from the
+# end, clipped), and an int index read from the end when negative (with its unsigned form, 0 when still negative:
+# the nest's test then fails on it): the index parts of scalarize.py's loop nests (nests.Spans). One call each, not
+# the 4-8 conditional expressions they were written as: each a branch whose blocks and twice-bound names Numba's
+# SSA pass (quadratic in them) and typing paid for; NPBench's hdiff, cavity_flow and adi compiled in 7.7, 7.4 and
+# 5.1 s with the calls against 11.9, 12.0 and 11.2 s without (one warm process, load ~1). Not inlined, so typed once
+# per kernel; the calls run once per statement, not per element. Their bounds are never int literals (Numba
+# compiles a dispatcher once per literal value): constants come as ``np.int64(c)``.
+@helper()
+def _px_span(a, b, d):
+    if a < 0:
+        a = a + d if a + d > 0 else 0
+    elif a > d:
+        a = d
+    if b < 0:
+        b = b + d if b + d > 0 else 0
+    elif b > d:
+        b = d
+    return np.uint64(a), np.uint64(b - a if b > a else 0)
+
+
+@helper()
+def _px_at(k, d):
+    k = k + d if k < 0 else k
+    return k, np.uint64(k if k >= 0 else 0)
+
+
 # A Python int operand of small-int NumPy arithmetic (NEP 50: it takes the other operand's dtype, uint8 + x is
 # uint8): NumPy raises OverflowError when it is outside that dtype's range; the loop reruns interpreted, which
 # raises it at its line

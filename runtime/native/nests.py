@@ -88,7 +88,16 @@ def token(node):
         return ("c", type(node.value).__name__, node.value)
     if isinstance(node, ir.Var):
         return ("v", node.name, node.depth)
+    if isinstance(node, ir.Call) and node.prim in _PURE and not node.kwargs:
+        # arithmetic of names and constants (adi's ``N - 1`` in each slice of a statement): equal when written alike,
+        # so that a statement reads one span of it (one helper call, not one a read)
+        args = tuple(token(a) for a in node.args)
+        if all(a is not None and a[0] != "n" for a in args):
+            return ("o", node.prim) + args
     return ("n", id(node))
+
+
+_PURE = frozenset({"operator.add", "operator.sub", "operator.mul", "operator.floordiv", "operator.neg"})
 
 
 def same(a, b) -> bool:
@@ -128,6 +137,9 @@ class Nest:
         self.rank = None if comps is None else sum(1 for c in comps if c[0] == "slice")
         self.reads: list = []  # (array name, components, the element-read node)
         self.scalars: list = []  # (temporary name, IR node): evaluated once, before the loop
+        # reads of the target array at other elements: (their components, the dimensions where the read's int index
+        # and the target's must differ at run time for the two to share no element)
+        self.disjoint: list = []
 
     def element(self, node):
         """The element form of an operand or an element-wise expression over operands."""
@@ -195,7 +207,11 @@ class Nest:
         if len(frame) != self.rank:
             raise No  # broadcasting across ranks: the array statement
         if name == self.target and not same_components(comps, self.comps):
-            raise No  # another part of the array written: NumPy reads it whole before writing
+            # another part of the array written: NumPy reads the right side whole before writing. The nest reads
+            # what NumPy reads only where no element it reads is one it writes: another row or column, by an int
+            # index at the same dimension that differs at run time (adi's ``p[1:N-1, j] = ... p[1:N-1, j-1] ...``,
+            # a test of the nest: ``disjoint``); anything else (``a[1:] = a[:-1] + 1``) is the array statement
+            self.disjoint.append((comps, _apart_at(comps, self.comps)))
         units = tuple(unit_slice(c) if c[0] == "slice" else None for c in frame)
         if self.units is None:
             self.units = units if self.comps is None else tuple(unit_slice(c) for c in self.comps if c[0] == "slice")
@@ -207,6 +223,19 @@ class Nest:
         node = ir.Call("operator.getitem", (ir.Var(name), ir.Tuple(())))  # a placeholder, replaced when emitted
         self.reads.append((name, comps, node))
         return node
+
+
+def _apart_at(read, written) -> tuple:
+    """The dimensions at which a read of the array a statement writes has an int index and so has the write's
+    (``b[i - 1, 1:]`` and ``b[i, 1:]``: dimension 0): the two share no element when one of those differs at run time;
+    No when there is none (another slice of the same rows: the array statement), or a new axis shifts the
+    dimensions."""
+    if len(read) != len(written) or any(c[0] == "new" for c in read):
+        raise No
+    dims = tuple(d for d, (r, w) in enumerate(zip(read, written)) if r[0] == w[0] == "int" and not same(r[1], w[1]))
+    if not dims:
+        raise No
+    return dims
 
 
 def substitute(body, leaves):
@@ -231,26 +260,16 @@ def int_src(low, node):
     return src
 
 
-def normal(low, name, node, dim, default, array):
-    """Emit ``name = `` a slice bound as Python reads it for a dimension of length ``dim`` (negative from the end,
-    clipped), in conditional expressions: Numba types a ``min``/``max`` of literal ints slowly (a 3-D stencil's
-    nest took 20 s to compile with them)."""
+def _bound(low, node, default: str) -> str:
+    """The source of a slice bound for ``_px_span`` (helpers.py), ``default`` when absent: an int expression, never
+    an int literal (Numba would compile the helper once per literal value)."""
     if node is None:
-        low.names(reads=[array] if default == dim else (), binds=[name], holds=IDX)
-        low.emit(f"{name} = {default}")
-        return
-    if isinstance(node, ir.Const) and type(node.value) is int:
-        c = node.value
-        low.names(reads=[array], binds=[name], holds=IDX)
-        low.emit(f"{name} = {c} if {c} < {dim} else {dim}" if c >= 0 else
-                 f"{name} = {dim} - {-c} if {dim} > {-c} else 0")
-        return
-    low.names(binds=[name], holds=IDX)
-    low.emit(f"{name} = {int_src(low, node)}")
-    low.names(reads=[name, array], binds=[name], holds=IDX)
-    low.emit(f"{name} = {name} + {dim} if {name} < 0 else {name}")
-    low.names(reads=[name, array], binds=[name], holds=IDX)
-    low.emit(f"{name} = 0 if {name} < 0 else ({dim} if {name} > {dim} else {name})")
+        node = default
+    elif isinstance(node, ir.Const) and type(node.value) is int:
+        node = str(node.value)
+    else:
+        return int_src(low, node)
+    return low.call_of("np.int64", node) if node.lstrip("-").isdigit() else node
 
 
 def element_read(array, index, loops):
@@ -349,26 +368,23 @@ class Spans:
                 if length is not None:
                     lengths.append(length)
                 continue
-            if c[0] == "int":
+            if c[0] == "int":  # the index read from the end when negative, and its unsigned form (helpers._px_at)
                 k, u = self.new(), self.new()
-                low.names(binds=[k], holds=IDX)
-                low.emit(f"{k} = {int_src(low, c[1])}")
-                low.names(reads=[k, array], binds=[k], holds=IDX)
-                low.emit(f"{k} = {k} + {dim} if {k} < 0 else {k}")
-                low.names(reads=[k], binds=[u], holds=IDX)
-                low.emit(f"{u} = {low.call_of('np.uint64', k)} if {k} >= 0 else np.uint64(0)")
+                src = int_src(low, c[1])
+                if isinstance(c[1], ir.Const):
+                    src = low.call_of("np.int64", src)
+                low.names(reads=[array], binds=[k, u], holds=IDX)
+                low.emit(f"{k}, {u} = {low.helper('_px_at', src, dim)}")
                 self.conds.append(condition(f"0 <= {k} < {dim}", k, array))
                 index.append(("int", u))
                 self.seen[memo] = (index[-1], None)
                 continue
-            a, b, s, e = self.new(), self.new(), self.new(), self.new()
-            normal(low, a, c[1], dim, "0", array)
-            normal(low, b, c[2], dim, dim, array)
-            low.names(reads=[a], binds=[s], holds=IDX)
-            low.emit(f"{s} = {low.call_of('np.uint64', a)}")
+            # the slice's start and length as Python reads its bounds (helpers._px_span)
+            s, e = self.new(), self.new()
+            start, stop = _bound(low, c[1], "0"), _bound(low, c[2], dim)
+            low.names(reads=[array], binds=[s, e], holds=IDX)
+            low.emit(f"{s}, {e} = {low.helper('_px_span', start, stop, dim)}")
             low.starts.add(s)  # (an element's offset here: kir.Access.own)
-            low.names(reads=[a, b], binds=[e], holds=IDX)
-            low.emit(f"{e} = {low.call_of('np.uint64', f'{b} - {a} if {b} > {a} else 0')}")
             index.append(("slice", s))
             lengths.append(e)
             self.seen[memo] = (index[-1], e)

@@ -18,9 +18,11 @@ promotion, inexact functions, integer helpers) are the scalar ones, which NEP 50
 when that is the same computation as NumPy's: operands are slices (step 1) or int indices of arrays named in the
 kernel, whole arrays, or scalars (evaluated once, before the loop, as NumPy evaluates them once); operations are
 element-wise primitives (a fused form) with Numba's integer semantics equal to NumPy's; the result's dtype is the
-target's; the target array is read only at the very elements it writes (``B[s] = B[s] * 2``; another slice of it
-would need NumPy's temporary), and the guard tests at run time that no other operand shares its memory and that
-every operand's extent equals the target's (broadcasting through a slice of length 1 reruns interpreted). In-place forms
+target's; the target array is read only at the very elements it writes (``B[s] = B[s] * 2``) or in other rows or
+columns of it (``p[1:-1, j] = p[1:-1, j - 1] * a``: an int index at a dimension where the write has one too; another
+slice of the same rows would need NumPy's temporary), and the guard tests at run time that those int indices differ,
+that no other operand shares its memory and that every operand's extent equals the target's (broadcasting through a
+slice of length 1 reruns interpreted). In-place forms
 (``B[s] -= e``, as the canonicalizer writes them) are the same statement with ``B[s]`` read first."""
 from __future__ import annotations
 
@@ -148,8 +150,14 @@ def _emit(low, n):
         target_index, target_lengths = span(name, comps)
     loops = [new() for _ in range(nest.rank)]
     elements = {}  # id of a read's placeholder -> its element read
+    disjoint = {id(comps_): dims for comps_, dims in nest.disjoint}
     for array, comps_, placeholder in nest.reads:
         index, lengths = span(array, comps_)  # a new axis's length is None: it takes any (broadcasting)
+        if id(comps_) in disjoint:  # another row of the target: apart from the rows written when an index differs
+            tests = [f"{index[d][1]} != {target_index[d][1]}" for d in disjoint[id(comps_)]]
+            conds.append(condition(tests[0] if len(tests) == 1 else f"({' or '.join(tests)})",
+                                   *(index[d][1] for d in disjoint[id(comps_)]),
+                                   *(target_index[d][1] for d in disjoint[id(comps_)])))
         for d, length in enumerate(lengths):
             if length is None or length == target_lengths[d]:
                 continue
