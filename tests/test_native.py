@@ -1535,6 +1535,10 @@ def kernel(a, n):
     ("    if n >= 0:  # nonneg version\n        while True:\n            if not x:\n                break\n"
      "            x = x & (x - 1)\n            s = s + 1\n    else:\n        s = -1\n    s = s + x\n",
      "(s, x, ) = __pxfast0(s, x)"),
+    # nested loops with a continue: x, read before the inner loop binds it, is live around both back edges
+    ("    if n >= 0:  # nonneg version\n        for i in range(n):\n            for j in range(n):\n"
+     "                if j > i:\n                    continue\n                s = s + x\n                x = a[j]\n"
+     "    else:\n        s = -1\n    s = s + x\n", "(s, x, ) = __pxfast0(a, n, s, x)"),
     # inside a loop: a call per iteration could cost more than it saves
     ("    for t in range(3):\n        if n >= 0:  # nonneg version\n            s = s + n\n        else:\n"
      "            s = s - n\n", None),
