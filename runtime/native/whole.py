@@ -83,10 +83,11 @@ _UNDECIDED = ("compiling", "measuring")
 # ready: about a compile's time (Numba takes 0.2-10 s a kernel; most NPBench kernels compile in 1-4 s here)
 OSR_SECONDS = 1.0
 # a whole function's kernel of more lines than this is declined: its loops go native one by one in the loop tier.
-# NPBench's vadv lowered to 1,541 lines (111 loops: each array statement its own nest, with its guards) whose compile
-# had not ended after 150 s, where its loops' own kernels land within 10-20 s; cavity_flow's 524 lines compile in
-# ~15 s, the other 40 NPBench whole-function kernels have 9-201 lines
-MAX_LINES = 800
+# NPBench's vadv lowered to 791 lines (111 loops: each array statement its own nest, with its guards; 1,541 before a
+# slice's bounds were one helper call, helpers._px_span) whose kernel compiles in 44 s in a warm process, where its
+# loops' own kernels land within 10-20 s; cavity_flow's 139 lines compile in 4.3 s, the other NPBench whole-function
+# kernels have 9-130 lines
+MAX_LINES = 400
 MEASURED = 3  # a new kernel's first runs timed against as many recent plain runs (``_decide``)
 # a new kernel's first run this many times faster than the fastest plain run before it is kept at once: a compile
 # slowed those plain runs about 2x, not more (NPBench's lu: 0.2 ms native against 5-8 ms plain)
