@@ -919,6 +919,23 @@ def bumps_then_raises(a, n):
     return a[n]
 
 
+# NPBench's trmm: a whole-array in-place statement after a loop that changed B (a nest with nothing to test)
+def triangular_product(alpha, A, B):
+    for i in range(B.shape[0]):
+        for j in range(B.shape[1]):
+            B[i, j] += np.dot(A[i + 1:, i], B[i + 1:, j])
+    B *= alpha
+
+
+# the same, then a store that may raise (an index out of range): the loops then run one by one
+def triangular_product_then_store(alpha, A, B, k):
+    for i in range(B.shape[0]):
+        for j in range(B.shape[1]):
+            B[i, j] += np.dot(A[i + 1:, i], B[i + 1:, j])
+    B *= alpha
+    B[k, 0] = 1.0
+
+
 # np.linspace of numbers: float64 in NumPy's steps
 def linspace_rows(out, a, b):
     for i in range(out.shape[0]):

@@ -2027,6 +2027,25 @@ def test_a_loop_writing_a_ufunc_output_changes_what_the_caller_sees(forced):
     np.testing.assert_array_equal(a, np.full(4, 5.0))  # as the plain function leaves it
 
 
+def test_a_whole_array_update_after_a_loop_keeps_the_function_one_kernel(forced):
+    """``B *= alpha`` after the loops that changed ``B`` (NPBench's trmm) is a nest with nothing to test: it cannot
+    raise, so the function runs as one kernel; a store that may raise after it keeps the loops apart, and its error
+    leaves ``B`` changed once, as the plain function does."""
+    rng = np.random.default_rng(11)
+    a, b = rng.random((6, 6)), rng.random((6, 5))
+    f = run_both(L.triangular_product, 1.5, a, b)
+    assert "-> native (whole function" in f.explain()
+    g = run_both(L.triangular_product_then_store, 1.5, a, b, 2)
+    assert "a statement that may raise after a loop changed values" in g.explain()
+    changed, want = b.copy(), b.copy()
+    with pytest.raises(px.ExecutionError) as err:
+        g(1.5, a, changed, 9)
+    assert isinstance(err.value.__cause__, IndexError)
+    with pytest.raises(IndexError):
+        L.triangular_product_then_store(1.5, a, want, 9)
+    np.testing.assert_allclose(changed, want, rtol=1e-12)  # changed once (the dot products' order may differ)
+
+
 def test_inlined_calls_keep_their_parameters_apart_and_read_every_argument(forced):
     f = run_both(L.calls_sharing_names, np.arange(5), 5)
     assert "-> native" in f.explain()

@@ -223,5 +223,8 @@ def _emit(low, n):
         low.names(reads=[fresh])
         low.assign(t, fresh, K.array(dtype, nest.rank), tainted)
     low.indent -= 1
-    otherwise_rerun(low)
+    if conds:
+        otherwise_rerun(low)
+    # else nothing to test (``B *= alpha`` on a whole array: its spans are its shape): no branch that stops the
+    # kernel, so the statement cannot raise, and may follow a loop that changed arrays (whole_lower._may_raise)
     forget(low)

@@ -129,12 +129,20 @@ def _inlines_statements(stmt, functions) -> bool:
 
 
 def _may_raise(nodes) -> bool:
-    """Whether statements (kir nodes) may raise: a helper call tagged so (kir.Call), an access of an array or an
-    item (kir.Access: checked and proven alike, conservatively), a division, modulo, power, shift or ``math`` name
-    (kir.Op), a call of a function the declarations say allocates (``np.zeros``). (Not yet the declared forms'
-    own ``raises``: most default to True, and taking it would end a kernel's stage at more statements.)"""
+    """Whether statements (kir nodes) may raise: a helper call tagged so (kir.Call), a ``raise`` (a loop nest's test
+    that stops the kernel), an access of an array kept in bounds by a check (kir.Access; a proven one cannot fail:
+    the test it was proven under ran before it, a tuple's constant item neither; a "view" may index by an array), a
+    division, modulo, power, shift
+    or ``math`` name (kir.Op), a call of a function the declarations say allocates (``np.zeros``). (Not yet the
+    declared forms' own ``raises``: most default to True, and taking it would end a kernel's stage at more
+    statements.) NPBench's trmm ends with ``B *= alpha`` after its loop: a nest with nothing to test, which does not
+    make the function run loop by loop."""
     return bool(kir.raising_helpers(nodes)) or any(
-        n.accesses or n.ops or any(c.allocates for c in n.calls) for n in nodes)
+        type(n) is kir.Raise or n.ops or any(c.allocates for c in n.calls) or
+        any(a.how not in _CANNOT_FAIL for a in n.accesses) for n in nodes)
+
+
+_CANNOT_FAIL = frozenset({"proven", "item"})  # kir.Access.how of accesses that never raise
 
 
 def _mutates(stmt, fresh, scalars=frozenset(), functions=None) -> bool:
