@@ -260,16 +260,12 @@ def int_src(low, node):
     return src
 
 
-def _bound(low, node, default: str) -> str:
-    """The source of a slice bound for ``_px_span`` (helpers.py), ``default`` when absent: an int expression, never
-    an int literal (Numba would compile the helper once per literal value)."""
-    if node is None:
-        node = default
-    elif isinstance(node, ir.Const) and type(node.value) is int:
-        node = str(node.value)
-    else:
-        return int_src(low, node)
-    return low.call_of("np.int64", node) if node.lstrip("-").isdigit() else node
+def _int_arg(low, node) -> str:
+    """The source of an int argument of a nest's helper (``_px_span``, ``_px_at``: helpers.py), never an int literal
+    (Numba compiles a dispatcher once per literal value): a constant is ``np.int64(c)``."""
+    if isinstance(node, ir.Const) and type(node.value) is int:
+        return low.call_of("np.int64", str(node.value))
+    return int_src(low, node)
 
 
 def element_read(array, index, loops):
@@ -370,9 +366,7 @@ class Spans:
                 continue
             if c[0] == "int":  # the index read from the end when negative, and its unsigned form (helpers._px_at)
                 k, u = self.new(), self.new()
-                src = int_src(low, c[1])
-                if isinstance(c[1], ir.Const):
-                    src = low.call_of("np.int64", src)
+                src = _int_arg(low, c[1])
                 low.names(reads=[array], binds=[k, u], holds=IDX)
                 low.emit(f"{k}, {u} = {low.helper('_px_at', src, dim)}")
                 self.conds.append(condition(f"0 <= {k} < {dim}", k, array))
@@ -381,7 +375,8 @@ class Spans:
                 continue
             # the slice's start and length as Python reads its bounds (helpers._px_span)
             s, e = self.new(), self.new()
-            start, stop = _bound(low, c[1], "0"), _bound(low, c[2], dim)
+            start = low.call_of("np.int64", "0") if c[1] is None else _int_arg(low, c[1])
+            stop = dim if c[2] is None else _int_arg(low, c[2])
             low.names(reads=[array], binds=[s, e], holds=IDX)
             low.emit(f"{s}, {e} = {low.helper('_px_span', start, stop, dim)}")
             low.starts.add(s)  # (an element's offset here: kir.Access.own)
