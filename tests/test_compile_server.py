@@ -394,15 +394,25 @@ def test_no_kernel_is_compiled_ahead_without_the_server(monkeypatch, tmp_path):
 
 
 STRAIGHT_PROGRAM = textwrap.dedent("""
+    import threading
     import time
     import numpy as np
     import phylanx_py as px
     from phylanx_py.runtime.native import whole
 
     whole.STRAIGHT_SECONDS = 1e9  # never lowered in a call: only beside the calls, with the server
+    HALF = 0.5  # a module global the body reads: a parameter of its kernel after the function's own
+    lowered_in = []
+    _lower = whole.WholeFunction._lower
+
+    def lower(self, *args):
+        lowered_in.append(threading.current_thread().name)
+        return _lower(self, *args)
+
+    whole.WholeFunction._lower = lower
 
     def chain(a, b):
-        return np.exp(-a * a) * b + np.sin(a) * 0.5
+        return np.exp(-a * a) * b + np.sin(a) * HALF
 
     f = px.compile(chain)
     x, y = np.linspace(-2.0, 2.0, 20000), np.linspace(0.0, 1.0, 20000)
@@ -410,7 +420,7 @@ STRAIGHT_PROGRAM = textwrap.dedent("""
     while " -> native" not in f.explain() and "plain function is faster" not in f.explain() and \\
             time.monotonic() < deadline:
         same = same and bool(np.allclose(f(x, y), chain(x, y), rtol=1e-12))
-    print(same, " -> native" in f.explain() or "plain function is faster" in f.explain())
+    print(same, " -> native" in f.explain() or "plain function is faster" in f.explain(), lowered_in)
 """)
 
 
@@ -424,4 +434,6 @@ def test_straight_line_code_is_lowered_beside_its_calls_with_the_server(own_addr
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
                           env={**env, "PHYLANX_CACHE_DIR": str(tmp_path / "cache")})
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["True", "True"]
+    # the signature lowered once, by the worker beside the calls (runtime/beside.py), the global's value among
+    # its arguments
+    assert done.stdout.split() == ["True", "True", "['phylanx-beside']"]

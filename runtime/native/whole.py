@@ -201,9 +201,9 @@ class WholeFunction(aot.BuiltAhead, T.Signatures):
         return self._straight_job.done()
 
     def _lower_straight(self, args) -> None:
-        kargs = self.kernel_args(args)
-        if kargs is not None and T.current_mode() == "on":
-            self.entry(kargs)
+        """The job: ``args`` are the kernel's already (``call`` made them: defaults filled in, globals after)."""
+        if T.current_mode() == "on":
+            self.entry(args)
 
     def prepare(self, args):
         """Lower the signature of ``args`` before any call runs on it, as ``call`` would at its first call: in a
