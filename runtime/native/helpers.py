@@ -178,8 +178,8 @@ def _c_order(strides, lengths):
 # end, clipped), and an int index read from the end when negative (with its unsigned form, 0 when still negative:
 # the nest's test then fails on it): the index parts of scalarize.py's loop nests (nests.Spans). One call each, not
 # the 4-8 conditional expressions they were written as: each a branch whose blocks and twice-bound names Numba's
-# SSA pass (quadratic in them) and typing paid for; NPBench's hdiff, cavity_flow and adi compiled in 7.7, 7.4 and
-# 5.1 s with the calls against 11.9, 12.0 and 11.2 s without (one warm process, load ~1). Not inlined, so typed once
+# SSA pass (quadratic in them) and typing paid for; NPBench's hdiff, cavity_flow and adi compiled in 4.6, 4.3 and
+# 4.9 s with the calls against 11.9, 12.0 and 11.2 s without (one warm process, load ~1). Not inlined, so typed once
 # per kernel; the calls run once per statement, not per element. Their bounds are never int literals (Numba
 # compiles a dispatcher once per literal value): constants come as ``np.int64(c)``.
 @helper()

@@ -132,11 +132,10 @@ def _may_raise(nodes) -> bool:
     """Whether statements (kir nodes) may raise: a helper call tagged so (kir.Call), a ``raise`` (a loop nest's test
     that stops the kernel), an access of an array kept in bounds by a check (kir.Access; a proven one cannot fail:
     the test it was proven under ran before it, a tuple's constant item neither; a "view" may index by an array), a
-    division, modulo, power, shift
-    or ``math`` name (kir.Op), a call of a function the declarations say allocates (``np.zeros``). (Not yet the
-    declared forms' own ``raises``: most default to True, and taking it would end a kernel's stage at more
-    statements.) NPBench's trmm ends with ``B *= alpha`` after its loop: a nest with nothing to test, which does not
-    make the function run loop by loop."""
+    division, modulo, power, shift or ``math`` name (kir.Op), a call of a function the declarations say allocates
+    (``np.zeros``). (Not yet the declared forms' own ``raises``: most default to True, and taking it would end a
+    kernel's stage at more statements.) NPBench's trmm ends with ``B *= alpha`` after its loop: a nest with nothing
+    to test, which does not make the function run loop by loop."""
     return bool(kir.raising_helpers(nodes)) or any(
         type(n) is kir.Raise or n.ops or any(c.allocates for c in n.calls) or
         any(a.how not in _CANNOT_FAIL for a in n.accesses) for n in nodes)
