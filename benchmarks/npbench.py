@@ -26,7 +26,10 @@ sees the same state of the process (glibc's heap kept softmax's 16 MB temporarie
 page-faulted them in round 2: 9.1 against 13.1 ms for NumPy itself). While a compile runs, its thread competes for the
 interpreter lock and the switch interval is shortened, which slowed NumPy's Python-level loops in the same process
 about twofold on a 2-core machine (seidel_2d, jacobi_1d), and NPBench runs each framework in a process of its own. The
-slowdown is reported ("np slowed"), not counted.
+slowdown is reported ("np slowed"), not counted. The work beside the compiled function's first calls (translation,
+lowering: runtime/beside.py) is no compile and is counted: the summary line gives how much slower NumPy's calls of
+phylanx-py's early rounds were than its calls before them, since a worker that slows NumPy's calls flatters the
+ratio.
 
 Each validation is NPBench's rule: ``np.allclose(ref, val, rtol, atol)`` or else the relative error
 ``norm(ref - val) / norm(ref)`` under ``norm_error`` (1e-5, 1e-8, 1e-5, or the kernel's own in its bench_info), for
@@ -506,6 +509,16 @@ def summary(rows: list[dict], label: str) -> str:
     if both:
         line += (f"; px/numba early {_x(geomean([p / n for p, n in both]))}x ({len(both)} kernels both correct), "
                  f"first call px/numba {_x(geomean(firsts))}x ({len(firsts)})")
+    # NumPy's own calls in phylanx-py's early rounds over its calls before them (Numba's rounds): what the work
+    # beside the first calls costs NumPy code in the same process, which the early ratio's NumPy figure includes
+    # (before the worker's pacing of 2026-11-29 it slowed cavity_flow's NumPy calls 4-5x, and so flattered the
+    # ratio: 3.9x early, 1.0x with NumPy's calls unslowed)
+    slowed = [r["np_with_px"] / r["np_with_nb"] for r in rows if r.get("np_with_px") and r.get("np_with_nb")]
+    if slowed:
+        worst = max((r["np_with_px"] / r["np_with_nb"], r["name"]) for r in rows
+                    if r.get("np_with_px") and r.get("np_with_nb"))
+        line += (f"; NumPy's calls in phylanx-py's early rounds over those before: geomean {_x(geomean(slowed))}x, "
+                 f"most {_x(worst[0])}x ({worst[1]})")
     # time to native code (``px_native_at``: from the first call's start to the first check that finds a loop or
     # the whole function native) against Numba's first call (its compile and one run), over the kernels that have
     # both

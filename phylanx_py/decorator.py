@@ -117,7 +117,10 @@ class CompiledFunction:
     def _compile(self, args=None) -> ProgramCode:
         """The program's code, translated now if not yet; with ``args`` (a job beside the first calls: _beside),
         the whole-function tier also lowers their signature before the code is published."""
-        with self._lock:
+        if not self._lock.acquire(blocking=False):
+            with beside.waiting():  # the job beside the calls holds it: it runs at full speed while this waits
+                self._lock.acquire()
+        try:
             if self._code is None:
                 program, namespaces = translate(self.__wrapped__)
                 if self.optimize:
@@ -133,6 +136,8 @@ class CompiledFunction:
                 self._refresh()
                 if self.debug:
                     print(program)
+        finally:
+            self._lock.release()
         return self._code
 
     # disable and device are properties so that setting them also decides whether calls try the native quick path
@@ -314,7 +319,9 @@ class CompiledFunction:
                 return out
         except Exception as e:  # noqa: BLE001 - located as the tree's error for it, once translated
             error = e
-        if job[1].exception() is not None:  # waited for outside busy(): the job runs freely meanwhile
+        with beside.waiting():  # outside busy(): the job runs at full speed meanwhile
+            failed = job[1].exception() is not None
+        if failed:
             return MISS  # the translation failed: the call translates again and raises its CompileError
         err = self._code.locate(error)
         if err is None:

@@ -8,19 +8,25 @@ job here (decorator.py: ``CompiledFunction._beside``); the calls after it run th
 is done.
 
 How the thread yields: it runs its jobs with a trace function (``sys.settrace``, which is the calling thread's
-own), called at each Python call. While any call counted by ``busy()`` is running, it lets the thread run ``SLICE``
-seconds, then sleeps ``PAUSE`` seconds. Sleeping gives up the interpreter lock, and a calls' thread running Python
-keeps it until a switch interval (5 ms by default) after the worker asks for it again: the worker has about
-SLICE / (PAUSE + 5 ms) of the time during calls (3%), and a call meets about one slice in 5 ms of its time (the held-
-out scalar loop's 3.4 ms call: 1.05-1.1x when it meets one). Between calls it sleeps 10 us after each slice, so that
-a caller waiting for the lock between two calls gets it. The trace function sees only Python calls: one C function
-longer than a slice delays a call by that much (translation has none; jobs do not compile or load native code,
-which is the compile process's and the loop tiers' work).
+own), called at each Python call, that cuts its work into slices of ``SLICE`` seconds and sleeps after each. The
+interpreter lock makes every slice time the program's other threads cannot run Python, and more: a thread that
+gives the lock up for a moment (each NumPy operation on more than a few hundred elements does) finds the worker
+holding it when it returns, and waits for the slice's end and for the operating system to wake it (~0.05-0.1 ms).
+With slices of 0.15 ms and sleeps of 0.01 ms, NPBench's resnet lost 90-150 ms of its first six calls (its own and
+NumPy's between them, 11 ms each) to a job of 60-130 ms of work: every NumPy operation of the caller became a hand-
+over. So the worker sleeps ``PAUSE`` after each slice while the process's other threads use the processor (their
+CPU time during its last sleep, over that sleep, is over ``ACTIVE``; or a call counted by ``busy()`` runs): it then
+has a tenth of the time, in slices long enough that the hand-overs cost little (resnet: 5-16 ms lost, the job's
+wall time 0.6 s instead of 0.2-0.4 s). While they do not (the program waits: for I/O, for a lock, for this
+worker's result), it sleeps ``YIELD`` after each slice, so that a thread that starts running again gets the lock
+within a slice. The trace function sees only Python calls: one C function longer than a slice delays the others
+by that much (the compile of the tree's code: up to 15 ms on NPBench's kernels; jobs do not compile or load native
+code, which is the compile process's and the loop tiers' work).
 
 Nothing waits on the worker forever: a caller that needs a job's result now (an error to locate, ``explain()``)
-leaves ``busy()`` first, so the worker runs freely while it waits. ``PHYLANX_BESIDE=0`` turns this off: every
-first call translates before it runs, as before (the test suite's differential tests do, so that each call they
-make goes through the tiers they test)."""
+leaves ``busy()`` first and waits inside ``waiting()``, so the worker runs at full speed meanwhile.
+``PHYLANX_BESIDE=0`` turns this off: every first call translates before it runs, as before (the test suite's
+differential tests do, so that each call they make goes through the tiers they test)."""
 from __future__ import annotations
 
 import collections
@@ -32,12 +38,15 @@ from concurrent.futures import Future
 
 from phylanx_py.primitives.environ import OFF, raw_reader
 
-SLICE = 1.5e-4  # seconds the worker runs between pauses while a call is busy
-PAUSE = 5e-4  # seconds it then sleeps (the interpreter lock is the calls' meanwhile)
-YIELD = 1e-5  # seconds it sleeps after a slice run while no call is busy (the lock for whoever waits for it)
+SLICE = 5e-4  # seconds the worker runs before it sleeps
+PAUSE = 4.5e-3  # seconds it then sleeps while other threads run (a tenth of the time is the worker's)
+YIELD = 1e-5  # seconds it then sleeps while none does (the lock for whoever waits for it)
+ACTIVE = 0.3  # the other threads' CPU seconds per second of the worker's last sleep above which they "run"
 
 _raw = raw_reader("PHYLANX_BESIDE")
-_state = {"busy": False, "slice": 0.0, "thread": None}  # busy: a call of some thread is running (``_busy``)
+# busy: a call of some thread is running (``_busy``); slice: the current slice's start; active: whether the process's
+# other threads ran during the worker's last sleep (``_hook``); waiting: callers waiting for a result (``waiting``)
+_state = {"busy": False, "slice": 0.0, "thread": None, "active": True, "waiting": 0}
 _busy: dict = {}  # thread id -> calls of that thread running now
 _lock = threading.Lock()
 _jobs: collections.deque = collections.deque()
@@ -70,6 +79,22 @@ class busy:
         return False
 
 
+class waiting:
+    """``with waiting():`` around a caller's wait for a job's result: the worker then runs at full speed, whatever
+    else runs (a waiting caller uses no processor, but BLAS's threads may spin for a while after its last call)."""
+
+    __slots__ = ()
+
+    def __enter__(self):
+        with _lock:
+            _state["waiting"] += 1
+
+    def __exit__(self, *exc):
+        with _lock:
+            _state["waiting"] -= 1
+        return False
+
+
 def start() -> None:
     """Start the worker now (the decorator, when a function is compiled): a thread's start costs its starter
     0.2-0.6 ms, which the first call then does not pay."""
@@ -90,14 +115,22 @@ def submit(fn, *args) -> Future:
     return future
 
 
+def _others() -> float:
+    """CPU seconds of the process's threads other than this one (the worker's), BLAS's and compile threads too."""
+    return time.process_time() - time.thread_time()
+
+
 def _hook(frame, event, arg):
     """The worker's trace function (``sys.settrace``): called at each Python call only, since it returns None (no
     line events). A profile hook (every call and return, C calls too) made translation 2-3x slower than alone."""
     if time.perf_counter() - _state["slice"] >= SLICE:
-        # between calls too, a short sleep after each slice: the caller's thread, between two calls, may be waiting
-        # for the interpreter lock, and would otherwise wait a whole switch interval (5 ms: a 3.5 ms call at 2.4x)
-        time.sleep(PAUSE if _state["busy"] else YIELD)
-        _state["slice"] = time.perf_counter()
+        active = (_state["busy"] or _state["active"]) and not _state["waiting"]
+        before, t0 = _others(), time.perf_counter()
+        time.sleep(PAUSE if active else YIELD)
+        now = time.perf_counter()
+        # (an active program keeps the lock past a short sleep's end, so the measure covers what it did then)
+        _state["active"] = _others() - before > ACTIVE * (now - t0)
+        _state["slice"] = now
 
 
 def _run():
@@ -132,7 +165,7 @@ def _after_fork():
     _busy.clear()
     if mine:
         _busy[threading.get_ident()] = mine
-    _state.update(busy=bool(_busy), slice=0.0, thread=None)
+    _state.update(busy=bool(_busy), slice=0.0, thread=None, active=True, waiting=0)
 
 
 if hasattr(os, "register_at_fork"):

@@ -257,6 +257,40 @@ def test_the_worker_finishes_while_calls_keep_it_busy():
         failing.result(timeout=60)
 
 
+def test_the_worker_backs_off_while_other_threads_run_and_not_while_they_wait():
+    """The worker measures the other threads' processor time during its sleeps: while one runs Python (here a
+    spinning thread, outside any call), it takes a tenth of the time (``PAUSE`` after each slice) yet finishes its
+    job; once nothing else runs (this thread waits for its result), it runs at full speed again."""
+    def work(n):
+        seen = set()
+        for i in range(n):
+            str(i)  # a Python call: the worker's trace hook runs its slices and sleeps
+            if i % 500 == 0:
+                seen.add(beside._state["active"])
+        return seen
+
+    stop = threading.Event()
+
+    def spin():
+        x = 0
+        while not stop.is_set():
+            x += 1
+
+    spinner = threading.Thread(target=spin, daemon=True)
+    spinner.start()
+    try:
+        seen_while_spinning = beside.submit(work, 60_000).result(timeout=120)
+    finally:
+        stop.set()
+        spinner.join()
+    assert True in seen_while_spinning  # its sleeps saw the spinning thread run
+    seen_after = beside.submit(work, 60_000).result(timeout=120)
+    assert False in seen_after  # and then saw nothing run: full speed
+    with beside.waiting():
+        assert beside._state["waiting"] == 1
+    assert beside._state["waiting"] == 0
+
+
 def _differential_cases():
     from test_differential import ALL
 
