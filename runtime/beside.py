@@ -105,6 +105,11 @@ def start() -> None:
             t.start()
 
 
+def on_worker() -> bool:
+    """Whether this code runs on the worker (a job: a function translated beside its calls)."""
+    return threading.current_thread() is _state["thread"]
+
+
 def submit(fn, *args) -> Future:
     """``fn(*args)`` on the worker; its Future holds the result or the exception."""
     future: Future = Future()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -119,6 +120,87 @@ def test_first_calls_run_the_plain_function_while_the_worker_translates(translat
     for n in (0, 1, 7, 1000, 12345):
         assert f(n) == scalar_loop(n)
     assert translations == ["phylanx-beside"]  # translated once
+
+
+def _rows_doubled(a):
+    out = np.empty_like(a)
+    for i in range(a.shape[0]):
+        out[i] = a[i] * 2.0
+    return out
+
+
+def doubled_plus(a, b):
+    return _rows_doubled(a) + b  # (a call whose body is statements, in an expression: no whole-function kernel)
+
+
+@pytest.fixture
+def loop_lowerings(monkeypatch):
+    """The thread each loop signature was lowered in (the real lowering runs: this only records)."""
+    from phylanx_py.runtime.native import loop
+
+    threads = []
+    real = loop.NativeLoop._lower
+
+    def recorded(self, *args):
+        threads.append(threading.current_thread().name)
+        return real(self, *args)
+
+    monkeypatch.setattr(loop.NativeLoop, "_lower", recorded)
+    return threads
+
+
+def _loop_tier(code):
+    from phylanx_py.runtime.native.loop import NativeLoop
+
+    return next(t for hook in code.loop_hooks for t in hook.tiers if type(t) is NativeLoop)
+
+
+def test_a_loop_of_a_function_translated_beside_its_calls_is_lowered_beside_them(
+        translations, loop_lowerings, monkeypatch):
+    """Its signature's lowering is a job too (tiering.py ``Lowering``): the call that meets it runs the loop
+    interpreted, the next after the job takes the lowered entry with the heat of those runs, and it goes native."""
+    from phylanx_py.runtime.native.tiering import Lowering
+
+    f = px.compile(doubled_plus)
+    a, b = np.arange(12.0).reshape(4, 3), np.ones(3)
+    np.testing.assert_array_equal(f(a, b), doubled_plus(a, b))
+    code = _translated(f)
+    monkeypatch.setenv("PHYLANX_FLOOR", "0")  # every call through the tree from now on, where the loop's tier is
+    np.testing.assert_array_equal(f(a, b), doubled_plus(a, b))
+    tier = _loop_tier(code)
+    (pending,) = tier.entries.values()
+    assert type(pending) is Lowering  # the call ran the loop interpreted meanwhile
+    pending.job.result(timeout=60)
+    assert pending.interpreted > 0
+    np.testing.assert_array_equal(f(a, b), doubled_plus(a, b))
+    (entry,) = tier.entries.values()
+    assert type(entry) is not Lowering and entry.declined is None and entry.interpreted >= pending.interpreted
+    assert loop_lowerings == ["phylanx-beside"] and translations == ["phylanx-beside"]
+    deadline = time.monotonic() + 120
+    while entry.kernel is None and time.monotonic() < deadline:
+        np.testing.assert_array_equal(f(a, b), doubled_plus(a, b))
+        time.sleep(0.005)
+    assert entry.kernel is not None, f.explain()
+    np.testing.assert_array_equal(f(a, b), doubled_plus(a, b))
+    assert entry.native_runs >= 1
+
+
+def nested_then_doubled(a, b):
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            a[i, j] = a[i, j] + i * j
+    return _rows_doubled(a) + b
+
+
+def test_a_loop_of_a_function_translated_in_its_first_call_is_lowered_in_the_call(loop_lowerings, monkeypatch):
+    """A loop in a loop translates first (prescan.py), and its signatures are lowered in the call, so that its long
+    first call can switch to native code part way through."""
+    monkeypatch.setenv("PHYLANX_FLOOR", "0")  # the first call through the tree, where the loops' tier is
+    f = px.compile(nested_then_doubled)
+    a, b = np.arange(12.0).reshape(4, 3), np.ones(3)
+    np.testing.assert_array_equal(f(a.copy(), b), nested_then_doubled(a.copy(), b))
+    assert f._job is False
+    assert loop_lowerings and set(loop_lowerings) == {threading.current_thread().name}
 
 
 def test_arrays_and_keywords_give_the_plain_answer_during_and_after(translations):

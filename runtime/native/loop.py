@@ -10,6 +10,7 @@ import numpy as np
 
 from phylanx_py.errors import RAISED_AS_IS
 
+from .. import beside
 from . import aot
 from . import kinds as K
 from . import tiering as T
@@ -40,6 +41,7 @@ class NativeLoop(aot.BuiltAhead, Signatures):
     # with a dlopen instead of starting Numba on the caller's interpreter lock (NPBench's conv2d_bias and trmm S, in
     # a process without Numba: calls at 7-11x their plain time while it started). Not on Dask's workers (remote.py)
     native_code = True  # runs native code (codegen's ``native_loops``)
+    lowers_beside_here = True  # (not on the cluster's tier: remote.py)
     all_writes = False  # Entry.writes only for kernels that may stop (remote.py's tier needs them always)
 
     @classmethod
@@ -56,6 +58,10 @@ class NativeLoop(aot.BuiltAhead, Signatures):
         self.inner, self.dead, self._misses = inner, False, 0
         self.last = None
         self.reason = self.plan.reason
+        # a program translated beside its calls lowers its loops' signatures beside them too (tiering.py); one
+        # translated in its first call (a loop in a loop: prescan.py) lowers them in the call, so that the long
+        # first call of nested loops switches to native code part way through as soon as it can
+        self.lowers_beside = self.lowers_beside_here and beside.on_worker()
 
     @property
     def params(self):

@@ -47,6 +47,7 @@ class RemoteLoop(NativeLoop):
     ahead_of_time = False  # (its kernels are compiled and run on the workers, by their own processes)
     native_code = False  # (codegen's ``native_loops`` lists the local tier's loops: benchmarks read their entries)
     all_writes = True  # the arrays the kernel may change go back to the caller
+    lowers_beside_here = False  # (its signatures are lowered in the call, as its first run on the workers needs them)
     cluster_inputs = True  # explain(): its line is about the cluster's arrays, as the SPMD tier's before it
 
     @classmethod
