@@ -175,6 +175,7 @@ def test_a_loop_of_a_function_translated_beside_its_calls_is_lowered_beside_them
     np.testing.assert_array_equal(f(a, b), doubled_plus(a, b))
     (entry,) = tier.entries.values()
     assert type(entry) is not Lowering and entry.declined is None and entry.interpreted >= pending.interpreted
+    assert entry.held is not None  # its first run's arguments, as a plain run's credit needs them to heat it
     assert loop_lowerings == ["phylanx-beside"] and translations == ["phylanx-beside"]
     deadline = time.monotonic() + 120
     while entry.kernel is None and time.monotonic() < deadline:
@@ -183,6 +184,27 @@ def test_a_loop_of_a_function_translated_beside_its_calls_is_lowered_beside_them
     assert entry.kernel is not None, f.explain()
     np.testing.assert_array_equal(f(a, b), doubled_plus(a, b))
     assert entry.native_runs >= 1
+
+
+def test_a_loop_lowered_beside_the_calls_lands_from_a_plain_runs_credit(monkeypatch):
+    """The floor may run only the plain function after the tree's run that met the loop: that run's credit lands
+    the lowered entry, which the plain runs then heat (before, NPBench's channel_flow kept its loops "interpreted so
+    far" for good, the job done and never taken)."""
+    from phylanx_py.runtime.native.tiering import Lowering
+
+    f = px.compile(doubled_plus)
+    a, b = np.arange(12.0).reshape(4, 3), np.ones(3)
+    np.testing.assert_array_equal(f(a, b), doubled_plus(a, b))
+    code = _translated(f)
+    monkeypatch.setenv("PHYLANX_FLOOR", "0")
+    np.testing.assert_array_equal(f(a, b), doubled_plus(a, b))
+    tier = _loop_tier(code)
+    (pending,) = tier.entries.values()
+    assert type(pending) is Lowering
+    pending.job.result(timeout=60)
+    tier.credit(0.01, 1.0)  # what floor.py does after a plain run of the program
+    (entry,) = tier.entries.values()
+    assert type(entry) is not Lowering and entry.held is not None and entry.credited > 0
 
 
 def nested_then_doubled(a, b):

@@ -198,6 +198,7 @@ class Signatures:
         if entry is None and self.lowers_beside and beside.enabled() and current_mode() != "force":
             # (not in ``fast`` until it lands: its calls take this slower path meanwhile, and find it done)
             entry = self.entries[key] = Lowering(ks, beside.submit(self._lower, ks, small, None))
+            entry.held = self._held(args)  # what the lowered entry's first run would keep (``_heard``)
             return entry
         if entry is None:
             t0 = time.perf_counter()
@@ -207,10 +208,7 @@ class Signatures:
         elif type(entry) is Lowering:
             if not entry.job.done():
                 return entry
-            lowered = entry.job.result()  # (a failure of the tier's own is raised here, as a lowering's in a call)
-            lowered.interpreted = entry.interpreted  # the heat of its interpreted runs meanwhile
-            entry = self.entries[key] = lowered
-            self._lowered(entry)
+            entry = self._land(key, entry)
         if fast is not None:
             self.fast[fast] = entry
         return entry
@@ -220,6 +218,33 @@ class Signatures:
             self.decline(entry, entry.declined)
         else:
             prestart()  # its compile process, if not started yet: ready by the time a compile is asked for
+
+    def _land(self, key, pending):
+        """The entry a finished ``Lowering`` job made, in its place: with the heat of the interpreted runs made
+        meanwhile, and its first run's arguments heard (a call through the tree, or a plain run's credit, may be
+        the first to find it: the floor may run only the plain function after the tree's run that met the loop,
+        and the credit then heats it). A failure of the tier's own is raised here, as a lowering's in a call."""
+        entry = self.entries[key] = pending.job.result()
+        entry.interpreted = pending.interpreted
+        self._lowered(entry)
+        if not entry.declined:
+            self._heard(entry, pending.held)
+        return entry
+
+    def _land_all(self) -> None:
+        """Land the finished jobs (a failed one stays, for the next call that meets the loop to raise in it)."""
+        for key, entry in tuple(self.entries.items()):
+            if type(entry) is Lowering and entry.job.done() and entry.job.exception() is None:
+                self._land(key, entry)
+
+    def _heard(self, entry, held) -> None:
+        """The entry's first run, on arguments whose stand-ins are ``held``: kept for a compile in the background,
+        and its kernel asked for ahead when there is a compile server."""
+        entry.held = held
+        if compile_process.ahead_wanted() and entry.printed is not None:
+            # compiled by the server meanwhile (compile_process.py); the request is made in its thread, as
+            # a background compile's is (the module's text takes milliseconds): the stand-ins typed
+            compile_process.ask_ahead(self._request_briefly, entry, entry.held)
 
     def ready(self, entry, args, m: str):
         """The entry's kernel, or None while it is not ready: compiled now when ``m`` is "force", in the
@@ -239,11 +264,7 @@ class Signatures:
                 entry.compiling = True
                 in_background(self._compile, entry, self._held(args))
             elif entry.held is None:  # its first run
-                entry.held = self._held(args)
-                if compile_process.ahead_wanted() and entry.printed is not None:
-                    # compiled by the server meanwhile (compile_process.py); the request is made in its thread, as
-                    # a background compile's is (the module's text takes milliseconds): the stand-ins typed
-                    compile_process.ask_ahead(self._request_briefly, entry, entry.held)
+                self._heard(entry, self._held(args))
             self.setup += time.perf_counter() - t0
             if entry.refused is not None:
                 raise_refusal(entry)
@@ -257,11 +278,13 @@ class Signatures:
         its loops, then come only as probes: NPBench's vadv ran 623 calls as the plain function in 20 s and its
         main loop, 35 ms interpreted in its two runs through the tree, never reached the 50 ms after which it
         compiles."""
+        if self.lowers_beside:
+            self._land_all()
         if tree_seconds <= 0.0:
             return
         for entry in tuple(self.entries.values()):
             if entry.kernel is not None or entry.compiling or entry.declined or entry.held is None \
-                    or entry.refused is not None or not entry.interpreted:
+                    or entry.refused is not None or not entry.interpreted or type(entry) is Lowering:
                 continue
             entry.credited += seconds * min(entry.interpreted / tree_seconds, 1.0)
             if _hot(entry):
@@ -413,6 +436,8 @@ class Signatures:
 
     def explain(self) -> list[str]:
         lines = []
+        if self.lowers_beside:
+            self._land_all()
         for entry in self.entries.values():
             sig = ", ".join(K.describe(k) for k in entry.kinds)
             head = f"{self.noun} at {self.where} ->"
