@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 from . import text_form
 from .source import UNKNOWN, SourceLoc
+from .turns import turn
 
 # Every node is a frozen, slotted dataclass: a value. Passes build new trees with dataclasses.replace.
 node = dataclass(frozen=True, slots=True)
@@ -308,6 +309,7 @@ def walk(n: Node):
     """Every node below and including ``n``, depth first (nested functions included). With a stack, not nested
     generators: each node passed up through one generator per ancestor made walks quadratic in the depth, and they
     were a third of a nested-loop function's translation and lowering (NPBench's adi: 460,000 generator steps)."""
+    turn()  # (the work beside a program's calls takes its turns here: turns.py)
     stack = [n]
     pop, push = stack.pop, stack.extend
     while stack:

@@ -18,6 +18,7 @@ from .source import SourceLoc
 from .translate_expressions import ExpressionVisitors
 from .translate_imports import ImportVisitors
 from .translate_statements import StatementVisitors
+from .turns import turn
 
 # Friendly names of constructs we reject (the rest are named by their AST class).
 CONSTRUCTS = {
@@ -56,6 +57,10 @@ class FunctionTranslator(StatementVisitors, ExpressionVisitors, ImportVisitors, 
 
     def error(self, node, message: str) -> CompileError:
         return CompileError(message, self.loc(node))
+
+    def visit(self, node):
+        turn()  # (a translation beside the calls takes its turns here: turns.py); else ast.NodeVisitor's visit
+        return getattr(self, "visit_" + node.__class__.__name__, self.generic_visit)(node)
 
     def generic_visit(self, node):
         name = type(node).__name__

@@ -7,6 +7,7 @@ import types
 
 from phylanx_py import ir
 from phylanx_py.errors import ExecutionError
+from phylanx_py.turns import turn
 
 from . import loop_tiers
 from .codegen import Generator
@@ -76,9 +77,14 @@ class ProgramCode:
         entry = self.program.function(self.entry)
         where = f" at {os.path.basename(entry.loc.filename)}:{entry.loc.lineno}" if entry.loc.lineno else ""
         filename = f"<phylanx {self.entry}{'' if fast else ' profiled'}{where}>"
+        turn()  # (beside the calls, between steps that each hold the interpreter lock: phylanx_py/turns.py)
         annotated = _annotate(source, gen.linemap)
         filename = _register_source(filename, annotated)
-        code = _rename_functions(compile(source, filename, "exec"), {v: k for k, v in gen.fnames.items()})
+        turn()
+        code = compile(source, filename, "exec")
+        turn()
+        code = _rename_functions(code, {v: k for k, v in gen.fnames.items()})
+        turn()
         exec(code, env)  # noqa: S102 - our own generated source
         if fast:
             self.native_loops = gen.native_loops  # loops offered to tiers that run native code

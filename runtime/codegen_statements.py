@@ -6,6 +6,7 @@ import contextlib
 import keyword
 
 from phylanx_py import ir
+from phylanx_py.turns import turn
 
 from . import loop_tiers
 from .loop_tiers import HandOver
@@ -46,6 +47,7 @@ class StatementEmitter(BlockWriter):
 
     # ---- statements --------------------------------------------------------------------------------------
     def stmt(self, n):
+        turn()  # (code generated beside the calls takes its turns here: phylanx_py/turns.py)
         getattr(self, "s_" + type(n).__name__)(n)
 
     def s_Assign(self, n):

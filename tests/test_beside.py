@@ -13,7 +13,7 @@ from helpers import assert_same, source_position
 from phylanx_py.runtime import beside
 
 import phylanx_py as px
-from phylanx_py import decorator
+from phylanx_py import decorator, turns
 
 
 def scalar_loop(n):
@@ -362,15 +362,15 @@ def test_the_worker_finishes_while_calls_keep_it_busy():
 
 
 def test_the_worker_backs_off_while_other_threads_run_and_not_while_they_wait():
-    """The worker measures the other threads' processor time during its sleeps: while one runs Python (here a
-    spinning thread, outside any call), it takes a tenth of the time (``PAUSE`` after each slice) yet finishes its
-    job; once nothing else runs (this thread waits for its result), it runs at full speed again."""
+    """The worker measures the other threads' processor time during its sleeps (phylanx_py/turns.py): while one
+    runs Python (here a spinning thread, outside any call), it takes a tenth of the time (``PAUSE`` after each slice)
+    yet finishes its job; once nothing else runs (this thread waits for its result), it runs at full speed again."""
     def work(n):
         seen = set()
         for i in range(n):
-            str(i)  # a Python call: the worker's trace hook runs its slices and sleeps
+            turns.turn()  # as translation and lowering do (ir.walk, each expression): a slice over, it sleeps
             if i % 500 == 0:
-                seen.add(beside._state["active"])
+                seen.add(turns.state["active"])
         return seen
 
     stop = threading.Event()
@@ -391,8 +391,8 @@ def test_the_worker_backs_off_while_other_threads_run_and_not_while_they_wait():
     seen_after = beside.submit(work, 60_000).result(timeout=120)
     assert False in seen_after  # and then saw nothing run: full speed
     with beside.waiting():
-        assert beside._state["waiting"] == 1
-    assert beside._state["waiting"] == 0
+        assert turns.state["waiting"] == 1
+    assert turns.state["waiting"] == 0
 
 
 def _differential_cases():

@@ -10,8 +10,10 @@ from collections import defaultdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = {"phylanx_py": "phylanx_py", "phylanx_py.runtime": "runtime", "phylanx_py.primitives": "primitives"}
-# The bottom layer: stdlib only (text_form prints ir nodes without importing ir; _version is read by the runtime).
-BASE = {"phylanx_py.ir", "phylanx_py.errors", "phylanx_py.source", "phylanx_py.text_form", "phylanx_py._version"}
+# The bottom layer: stdlib only (text_form prints ir nodes without importing ir; _version is read by the runtime;
+# turns paces the work beside the calls, which both the translator and the runtime do).
+BASE = {"phylanx_py.ir", "phylanx_py.errors", "phylanx_py.source", "phylanx_py.text_form", "phylanx_py._version",
+        "phylanx_py.turns"}
 # Third-party modules imported on first use only: heavy or optional (numba costs ~0.5 s to import).
 LAZY_ONLY = {"numba", "cupy", "graphviz", "sklearn", "psutil", "torch"}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 
 from .. import ir
+from ..turns import turn
 
 
 def _map_value(v, fn):
@@ -16,6 +17,7 @@ def _map_value(v, fn):
 
 def map_nodes(node: ir.Node, fn):
     """``fn`` applied to every node, children first; unchanged subtrees are kept (identity), not copied."""
+    turn()  # (passes run beside the calls take their turns here: turns.py)
     changes = {}
     for f in dataclasses.fields(node):
         if f.name == "loc":

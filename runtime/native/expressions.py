@@ -10,6 +10,7 @@ import numpy as np
 from phylanx_py.primitives import lookup
 
 from phylanx_py import ir
+from phylanx_py.turns import turn
 
 from . import kinds as K
 from . import kir
@@ -24,6 +25,7 @@ class Expressions:
     """The ``e_*`` handlers and array accesses (a mixin of lower.Lowerer)."""
 
     def expr(self, n):
+        turn()  # (a lowering beside the calls takes its turns here: phylanx_py/turns.py)
         handler = getattr(self, "e_" + type(n).__name__, None)
         if handler is None:
             self.fail(f"{type(n).__name__.lower()} expressions", n)

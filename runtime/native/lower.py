@@ -22,6 +22,7 @@ import itertools
 import numpy as np
 
 from phylanx_py import ir
+from phylanx_py.turns import turn
 
 from . import kinds as K
 from . import kir, scalarize
@@ -238,6 +239,7 @@ class Lowerer(Expressions, Versions, KindFlow, ArithRules, CallRules, ReduceRule
 
     # ---- statements ------------------------------------------------------------------------------------
     def stmt(self, n):
+        turn()  # (a lowering beside the calls takes its turns here: phylanx_py/turns.py)
         self.loc = getattr(n, "loc", self.loc)
         handler = getattr(self, "s_" + type(n).__name__, None)
         if handler is None:
