@@ -382,14 +382,21 @@ def test_the_worker_backs_off_while_other_threads_run_and_not_while_they_wait():
 
     spinner = threading.Thread(target=spin, daemon=True)
     spinner.start()
+    turns.state["active"] = False  # (each answer below is the worker's own measure, not a state left before)
     try:
         seen_while_spinning = beside.submit(work, 60_000).result(timeout=120)
     finally:
         stop.set()
         spinner.join()
     assert True in seen_while_spinning  # its sleeps saw the spinning thread run
-    seen_after = beside.submit(work, 60_000).result(timeout=120)
-    assert False in seen_after  # and then saw nothing run: full speed
+    # then nothing of this test runs: full speed (threads of earlier tests in this process, a compile in the
+    # background, may still run a while: a few tries)
+    for _ in range(20):
+        turns.state["active"] = True
+        if False in beside.submit(work, 60_000).result(timeout=120):
+            break
+    else:
+        raise AssertionError("the worker never saw the other threads idle")
     with beside.waiting():
         assert turns.state["waiting"] == 1
     assert turns.state["waiting"] == 0
