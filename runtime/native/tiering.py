@@ -224,6 +224,8 @@ class Signatures:
         meanwhile, and its first run's arguments heard (a call through the tree, or a plain run's credit, may be
         the first to find it: the floor may run only the plain function after the tree's run that met the loop,
         and the credit then heats it). A failure of the tier's own is raised here, as a lowering's in a call."""
+        if self.entries.get(key) is not pending:  # landed meanwhile by another thread (an explain() of its own)
+            return self.entries[key]
         entry = self.entries[key] = pending.job.result()
         entry.interpreted = pending.interpreted
         self._lowered(entry)
