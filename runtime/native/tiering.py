@@ -167,6 +167,7 @@ class Signatures:
         # seconds its calls spent lowering entries and loading or compiling kernels in the call (once per entry,
         # inside the run that met it first): floor.py leaves them out of the tree's times
         self.setup = 0.0
+        self._lowering = 0  # entries that are a ``Lowering`` not landed yet (``_land_all`` looks only while any is)
 
     def entry(self, args):
         """The Entry of the arguments' signature (lowered at its first call), or None when their kinds decline.
@@ -199,6 +200,7 @@ class Signatures:
             # (not in ``fast`` until it lands: its calls take this slower path meanwhile, and find it done)
             entry = self.entries[key] = Lowering(ks, beside.submit(self._lower, ks, small, None))
             entry.held = self._held(args)  # what the lowered entry's first run would keep (``_heard``)
+            self._lowering += 1
             return entry
         if entry is None:
             t0 = time.perf_counter()
@@ -227,6 +229,7 @@ class Signatures:
         if self.entries.get(key) is not pending:  # landed meanwhile by another thread (an explain() of its own)
             return self.entries[key]
         entry = self.entries[key] = pending.job.result()
+        self._lowering -= 1
         entry.interpreted = pending.interpreted
         self._lowered(entry)
         if not entry.declined:
@@ -280,7 +283,7 @@ class Signatures:
         its loops, then come only as probes: NPBench's vadv ran 623 calls as the plain function in 20 s and its
         main loop, 35 ms interpreted in its two runs through the tree, never reached the 50 ms after which it
         compiles."""
-        if self.lowers_beside:
+        if self._lowering:  # (a plain run's credit is per call: nothing to look at once all landed)
             self._land_all()
         if tree_seconds <= 0.0:
             return
@@ -438,7 +441,7 @@ class Signatures:
 
     def explain(self) -> list[str]:
         lines = []
-        if self.lowers_beside:
+        if self._lowering:
             self._land_all()
         for entry in self.entries.values():
             sig = ", ".join(K.describe(k) for k in entry.kinds)
