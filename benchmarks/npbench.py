@@ -296,9 +296,12 @@ def run_one(suite: str, name: str, preset: str, repeat: int, settle: float, numb
     try:
         t0 = time.perf_counter()
         f = px.compile(np_fn)
+        compiled = time.perf_counter() - t0
         px_call = Caller(f, data, info)
         seconds, out = px_call()
-        row["px_first"] = time.perf_counter() - t0  # px.compile and the first call
+        # px.compile and the first call, each timed alone (the call on its fresh copies, as NumPy's first call is:
+        # the copies are the harness's)
+        row["px_first"], row["px_compile"] = compiled + seconds, compiled
         row["px_valid"], row["px_why"] = validate(ref, out, info, same_function=True)
     except Exception as e:  # noqa: BLE001
         row["px_error"], px_call = _error(e), None
@@ -466,18 +469,21 @@ def table_row(row: dict) -> list:
     settled = _x(s["px_settled"]) + ("*" if row.get("settled_busy") else "")
     settle = f"{row['settle_calls']}/{row['settle_seconds']:.1f}" if "settle_calls" in row else "-"
     return [row["name"], row["preset"], valid, nb_valid, "-" if np_ms is None else f"{np_ms * 1e3:.3g}",
-            _x(row.get("px_first")), _x(row.get("nb_first")), _x(row.get("px_native_at")), _x(s["px_early"]),
+            _x(row.get("px_first")),
+            _x(row["px_first"] / row["np_first"] if row.get("px_first") and row.get("np_first") else None),
+            _x(row.get("nb_first")), _x(row.get("px_native_at")), _x(s["px_early"]),
             _x(s["nb_early"]), settled, settle,
             _x(row.get("np_slowed")), f"{row.get('load', float('nan')):.1f}", (row.get("tier") or "-")[:48],
             problem(row)[:90]]
 
 
-HEADERS = ["kernel", "preset", "px ok", "nb ok", "numpy ms", "px 1st s", "nb 1st s", "px native s", "px early x",
-           "nb early x",
+HEADERS = ["kernel", "preset", "px ok", "nb ok", "numpy ms", "px 1st s", "px 1st/np 1st", "nb 1st s", "px native s",
+           "px early x", "nb early x",
            "px settled x", "settle calls/s", "np slowed x", "load", "tier (px, settled)", "problem"]
 LEGEND = ("px ok / nb ok: the answer passes NPBench's validation (phylanx-py's after its first call and when settled;"
           " ?: right after the first call, then the child crashed or timed out);"
-          " numpy ms: NumPy's median with no background compile running; 1st s: the first call, compile included;"
+          " numpy ms: NumPy's median with no background compile running; 1st s: the first call, compile included"
+          " (phylanx-py's: px.compile and the call); px 1st/np 1st: that over NumPy's first call (> 1: slower);"
           " px native s: from the first call's start to the first check that found native code (a check after each"
           " settling call, the first after call 6; '-': none native);"
           " x: NumPy's median over the other's (early: calls 2-6, over NumPy's calls of the same rounds; settled:"
@@ -502,6 +508,10 @@ def summary(rows: list[dict], label: str) -> str:
             if good and nb_correct(r) and x["px_early"] and x["nb_early"]]
     firsts = [r["px_first"] / r["nb_first"] for r, good in zip(rows, ok)
               if good and nb_correct(r) and r.get("px_first") and r.get("nb_first")]
+    # the first call (px.compile included) over NumPy's first call (> 1: slower than the plain function; issue 33:
+    # no call more than 10% slower, first calls included)
+    over = sorted(((r["px_first"] / r["np_first"], r["name"]) for r, good in zip(rows, ok)
+                   if good and r.get("px_first") and r.get("np_first")), reverse=True)
     nb_ok = sum(1 for r in rows if nb_correct(r))
     line = (f"{label}: phylanx-py correct {sum(ok)}/{len(rows)}, Numba correct {nb_ok}/{len(rows)}; geomean "
             f"speed-up over NumPy: px early {_x(geomean(px_e))}x ({len(px_e)}), px settled {_x(geomean(px_s))}x "
@@ -509,6 +519,10 @@ def summary(rows: list[dict], label: str) -> str:
     if both:
         line += (f"; px/numba early {_x(geomean([p / n for p, n in both]))}x ({len(both)} kernels both correct), "
                  f"first call px/numba {_x(geomean(firsts))}x ({len(firsts)})")
+    if over:
+        slow = [f"{n} {x:.2f}x" for x, n in over if x > 1.1]
+        line += (f"; first call over NumPy's first: geomean {_x(geomean([x for x, _ in over]))}x, over 1.1x "
+                 f"{len(slow)} of {len(over)}" + (f" ({', '.join(slow[:8])})" if slow else ""))
     # NumPy's own calls in phylanx-py's early rounds over its calls before them (Numba's rounds): what the work
     # beside the first calls costs NumPy code in the same process, which the early ratio's NumPy figure includes
     # (before the worker's pacing of 2026-11-29 it slowed cavity_flow's NumPy calls 4-5x, and so flattered the

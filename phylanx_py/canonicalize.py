@@ -9,6 +9,8 @@ import itertools
 
 from phylanx_py.primitives.operators import INPLACE_BY_AST
 
+from .turns import turn
+
 
 class _Temps:
     """Fresh temporary names (``__px_1`` ...); they cannot clash with user names, which never start so."""
@@ -20,11 +22,21 @@ class _Temps:
         return f"__px_{next(self._n)}"
 
 
+class _Steps(ast.NodeTransformer):
+    """A step's walk, with the turns of work done beside the calls (turns.py): the three steps over a function's
+    nodes were the longest stretch of a translation without one (2-3 ms at the start of each: a first call's
+    plain run beside it lost as much)."""
+
+    def visit(self, node):
+        turn()
+        return super().visit(node)
+
+
 def _copy_loc(new, old):
     return ast.copy_location(new, old)
 
 
-class ChainedComparisons(ast.NodeTransformer):
+class ChainedComparisons(_Steps):
     """``a < b <= c`` → ``a < (t := b) and t <= c``: b evaluated once, short circuit kept."""
 
     def __init__(self, temps):
@@ -54,7 +66,7 @@ def inplace_call(op: ast.operator, target_load, value, node):
     return _copy_loc(ast.Call(_copy_loc(ast.Name(name, ast.Load()), node), [target_load, value], []), node)
 
 
-class AugmentedAssignment(ast.NodeTransformer):
+class AugmentedAssignment(_Steps):
     """``x += v`` → ``x = iadd(x, v)``; ``a[k] += v`` → ``t = a; s = k; t[s] = iadd(t[s], v)``.
 
     This is exactly what Python does (``__iadd__`` then a store), so arrays change in place and aliases see it.
@@ -84,7 +96,7 @@ class AugmentedAssignment(ast.NodeTransformer):
         return node  # attribute targets: left for the translator to reject with a location
 
 
-class GeneratorArguments(ast.NodeTransformer):
+class GeneratorArguments(_Steps):
     """``sum(x * x for x in xs)`` → ``sum([x * x for x in xs])``: a generator consumed at once by the call."""
 
     def visit_Call(self, node):
@@ -102,4 +114,5 @@ def canonicalize(tree: ast.AST) -> ast.AST:
     temps = _Temps()
     for step in STEPS:
         tree = step(temps).visit(tree) if step is not GeneratorArguments else step().visit(tree)
+        turn()
     return ast.fix_missing_locations(tree)

@@ -11,8 +11,10 @@ import time
 import types
 import weakref
 
+import numpy as np
+
 from phylanx_py.primitives.backends import to_device
-from phylanx_py.runtime import beside, current, loop_tiers
+from phylanx_py.runtime import beside, current, floor, loop_tiers
 from phylanx_py.runtime.code import ProgramCode
 from phylanx_py.runtime.floor import enabled as floor_enabled
 from phylanx_py.runtime.floor import plain_values, runs_plain
@@ -22,7 +24,7 @@ from . import pickling
 from .draw import draw
 from .errors import CompileError
 from .passes import PIPELINE, fuse_elementwise, fuse_row_products, run_pipeline
-from .prescan import runs_beside
+from .prescan import beside_mode
 from .printer import labels_of
 from .program import translate
 from .verify import verify
@@ -99,11 +101,13 @@ class CompiledFunction:
         if not disable and device == "cpu":
             loop_tiers.prepare()  # the native tier's compile process starts now, beside the program's set-up
             if beside.enabled():
-                beside.start()  # the worker that translates beside the first calls (``_beside``)
                 # the first call's checks (``_beside``), made once here for their cold part: the function's source
                 # read, the kernel cache's folder checked (0.2-0.25 ms each in a new process, 15% of the scalar
                 # loop's 3.4 ms first call); the first call makes them again, on what it finds then, in 30-40 us
-                runs_beside(fn)
+                limited = beside_mode(fn) == "limited"
+                # the worker that translates beside the first calls (``_beside``); it starts the thread that stops
+                # their plain runs when limited (``_limited_run``), so that this pays one thread's start
+                beside.start(floor.start_watch if limited else None)
                 loop_tiers.translates_first(fn)
         # a kept kernel's calls before the translation (runtime/native/early.py), on the signatures remembered
         self._early = loop_tiers.early(fn) if not disable and device == "cpu" else None
@@ -111,6 +115,7 @@ class CompiledFunction:
         self._tree = None
         # (pid, Future) of the translation beside the first calls (_beside); False: this function translates first
         self._job = None
+        self._limited = False  # its first calls' plain runs are stopped to rerun through the tree (``_beside``)
         self._beside_seconds = 0.0  # the plain runs' seconds while the job ran, for the tiers (credit_beside)
 
     # ---- compilation ---------------------------------------------------------------------------------
@@ -294,13 +299,15 @@ class CompiledFunction:
         translation is done."""
         job = self._job
         if job is None or job[0] != os.getpid():  # a forked child: the parent's job is not its own
-            if not beside.enabled() or self._device != "cpu" or self.debug or \
-                    not runs_beside(self.__wrapped__) or \
+            mode = beside_mode(self.__wrapped__)
+            if not beside.enabled() or self._device != "cpu" or self.debug or mode is None or \
                     (self._early is None and loop_tiers.translates_first(self.__wrapped__)):
                 self._job = False
                 return MISS
+            self._limited = mode == "limited"
             job = None
-        if not runs_plain(current()) or not plain_values(args, kwargs):
+        if not runs_plain(current()) or not plain_values(args, kwargs) or \
+                (self._limited and not _restorable(args, kwargs)):
             return MISS
         try:
             with beside.busy():  # before the job starts: the worker yields to this call from its first step
@@ -314,7 +321,12 @@ class CompiledFunction:
                 if job[1].done():
                     return MISS
                 t0 = time.perf_counter()
-                out = self.__wrapped__(*args, **kwargs)
+                if self._limited:
+                    out = self._limited_run(args, kwargs, job[1], t0)
+                    if out is MISS:
+                        return MISS
+                else:
+                    out = self.__wrapped__(*args, **kwargs)
                 self._beside_seconds += time.perf_counter() - t0
                 return out
         except Exception as e:  # noqa: BLE001 - located as the tree's error for it, once translated
@@ -327,6 +339,29 @@ class CompiledFunction:
         if err is None:
             return MISS  # raised before the function's body ran (a wrong call): nothing ran, the tree's error
         raise err from err.__cause__
+
+    def _limited_run(self, args, kwargs, job, t0):
+        """A first call of a loop in a loop beside its translation (prescan.beside_mode "limited"): the plain
+        function, stopped once it has run ``floor.OSR_SECONDS`` and the translation can reach native code for these
+        arguments; then its array arguments are put back (copied before it) and MISS says the call reruns through
+        the tree, which switches the inner loop to native code part way through (whole.py). A short call is the
+        plain function's, at its speed, with no translation or lowering in it (NPBench's symm, lu: 60-70 ms first
+        calls that way against 7-8 ms plain)."""
+        saved = [(a, a.copy()) for a in (*args, *kwargs.values()) if isinstance(a, np.ndarray)]
+
+        def worth():
+            code = self._code
+            return job.done() and code is not None and code.whole is not None and code.whole.goes_native(args)
+
+        try:
+            return floor.stop_after(floor.OSR_SECONDS, self.__wrapped__, args, kwargs, worth)
+        except floor.RanTooLong:
+            pass
+        for a, copy in saved:
+            a[...] = copy
+        code = self._code  # (the stop waited for it: ``worth``)
+        code.whole.stopped_beside(args, time.perf_counter() - t0)
+        return MISS
 
     def lazy(self, *args, **kwargs):
         """A future of the call's result, returned at once (``.result()``, ``.done()``)."""
@@ -358,6 +393,13 @@ class CompiledFunction:
     def __dask_tokenize__(self):
         """The same token in every process for the same function (bytecode, closure, defaults) and options."""
         return pickling.token(self)
+
+
+def _restorable(args, kwargs) -> bool:
+    """Whether a stopped run's arguments can be put back (``_limited_run``): arrays (copied) and immutable scalars,
+    nothing else a run could change (a list, a dict)."""
+    return all(isinstance(a, (np.ndarray, bool, int, float, complex, str, bytes, type(None), np.generic))
+               for a in (*args, *kwargs.values()))
 
 
 def compile(fn=None, **options):  # noqa: A001 - the public name the design card gives

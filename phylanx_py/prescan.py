@@ -8,19 +8,24 @@ function that reads as the translator takes it runs so: no construct the transla
 attribute stores, raising; a ``match`` statement, whose literal patterns compile as ``==`` does, is found in its
 source lines), its free names resolving as the translator resolves them (``resolve.py``: a NumPy
 function, a compiled or plain function, data; not a class, a module used as a value, an unknown name or an
-unsupported callable), its methods registered, its imports at the top of its body, of modules already imported, and
-no loop inside another (a long first call of nested loops keeps the switch to native code part way through,
-whole.py).
+unsupported callable), its methods registered, its imports at the top of its body, of modules already imported.
+A loop inside another runs so too when a rerun would repeat nothing anyone saw (``beside_mode``: "limited"): the
+plain run is stopped after ``floor.OSR_SECONDS`` once the translation can reach native code, its array arguments
+put back, and the call reruns through the tree, which switches the inner loop to native code part way through
+(whole.py); such a function that prints, draws random numbers or reads mutable module data translates first.
 Anything else translates in its first call, as before, and raises its CompileError there. A construct the scan lets
 through and the translator refuses is a CompileError at the first call after the translation ended."""
 from __future__ import annotations
 
 import dis
+import functools
 import linecache
 import re
 import sys
 
-from phylanx_py.primitives import exists
+import numpy as np
+
+from phylanx_py.primitives import MUTATES, PURE, exists, lookup
 
 from .resolve import MISSING, resolve_attr, resolve_name
 
@@ -58,12 +63,39 @@ def _instructions(code):
 
 def runs_beside(fn) -> bool:
     """Whether ``fn``'s first calls may run the plain function while it is translated (module docstring)."""
-    return _reads(fn, set(), top=True)
+    return beside_mode(fn) is not None
 
 
-def _reads(fn, seen: set, top: bool) -> bool:
+def beside_mode(fn) -> str | None:
+    """How ``fn``'s first calls run while it is translated: "plain" (the plain function), "limited" (a loop in a
+    loop: the plain function, stopped after ``floor.OSR_SECONDS`` to rerun through the tree when its translation
+    can reach native code; only a function whose rerun repeats nothing anyone saw: no printing, random draws or
+    other effects but changes to arrays, no mutable module data), or None: it translates in its first call."""
+    facts = {"nested": False, "pure": True}
+    if not _reads(fn, set(), True, facts):
+        return None
+    if not facts["nested"]:
+        return "plain"
+    return "limited" if facts["pure"] else None
+
+
+def _pure_prim(name: str) -> bool:
+    """Whether the primitive ``name`` has no effect beyond changing an array in place (which a rerun undoes by
+    putting the arguments back)."""
+    return lookup(name).effect in (PURE, MUTATES)
+
+
+def _pure_data(obj) -> bool:
+    """Whether module data read by a function is immutable (a stopped run cannot have changed it)."""
+    if isinstance(obj, tuple):
+        return all(_pure_data(o) for o in obj)
+    return isinstance(obj, (bool, int, float, complex, str, bytes, type(None), np.generic))
+
+
+def _reads(fn, seen: set, top: bool, facts: dict) -> bool:
     """Whether ``fn`` reads as the translator takes it; the plain functions it calls too (``seen``: those already
-    read, recursion included); ``top``: its own loops counted (the functions it calls run inside its tree)."""
+    read, recursion included); ``top``: its own loops counted (the functions it calls run inside its tree);
+    ``facts``: set "nested" (a loop in a loop) and clear "pure" (an effect a rerun would repeat: beside_mode)."""
     if fn in seen:
         return True
     seen.add(fn)
@@ -83,13 +115,26 @@ def _reads(fn, seen: set, top: bool) -> bool:
     chain = None  # the module a LOAD_GLOBAL/LOAD_ATTR chain has reached, which must end in a function
     pending_import = False
     copied = False  # the previous instruction was COPY 1
+    ufunc = None  # a primitive just loaded (``np.add``), whose method (``np.add.outer``) may follow
     for op, arg in _instructions(code):
+        if ufunc is not None:
+            prim, ufunc = ufunc, None
+            if op == _LOAD_ATTR or op == _LOAD_METHOD:
+                attr = f"{prim}.{names[arg >> _ATTR_SHIFT if op == _LOAD_ATTR else arg]}"
+                if not exists(attr):
+                    return False
+                if not _pure_prim(attr):
+                    facts["pure"] = False
+                continue
         if chain is not None:
             if op == _LOAD_ATTR or op == _LOAD_METHOD:
                 r = resolve_attr(chain, names[arg >> _ATTR_SHIFT if op == _LOAD_ATTR else arg])
                 if r.obj is MISSING or r.kind in ("class", "unsupported"):
                     return False
+                if (r.kind == "prim" and not _pure_prim(r.prim)) or (r.kind == "data" and not _pure_data(r.obj)):
+                    facts["pure"] = False
                 chain = r if r.kind == "module" else None
+                ufunc = r.prim if r.kind == "prim" else None
                 continue
             return False  # a module used as a value
         if copied and op != _STORE_FAST:  # COPY 1 then another store: a match's subject (its cases compare it)
@@ -104,12 +149,18 @@ def _reads(fn, seen: set, top: bool) -> bool:
         if op == _LOAD_GLOBAL:
             r = resolve_name(names[arg >> _GLOBAL_SHIFT], glob)
             if r is None or r.kind in ("class", "unsupported") or \
-                    (r.kind == "function" and (len(seen) > 20 or not _reads(r.obj, seen, top=False))):
+                    (r.kind == "function" and (len(seen) > 20 or not _reads(r.obj, seen, False, facts))):
                 return False
+            if (r.kind == "prim" and not _pure_prim(r.prim)) or (r.kind == "data" and not _pure_data(r.obj)):
+                facts["pure"] = False
             chain = r if r.kind == "module" else None
+            ufunc = r.prim if r.kind == "prim" else None
         elif op == _LOAD_METHOD or (op == _LOAD_ATTR and _ATTR_SHIFT and arg & 1):
-            if not exists(f"method.{names[arg >> _ATTR_SHIFT if op == _LOAD_ATTR else arg]}"):
+            method = f"method.{names[arg >> _ATTR_SHIFT if op == _LOAD_ATTR else arg]}"
+            if not exists(method):
                 return False
+            if not _pure_prim(method):
+                facts["pure"] = False
         elif op == _IMPORT_NAME:
             if jumped or names[arg] not in sys.modules:
                 return False
@@ -123,15 +174,33 @@ def _reads(fn, seen: set, top: bool) -> bool:
                 pending_import = False
         elif op == _LOAD_FAST:
             loaded.add(varnames[arg])
-    return chain is None and (loops < 2 or _loops_apart(code))
+    if loops >= 2 and not _loops_apart(code):
+        facts["nested"] = True
+    return chain is None
 
 
+@functools.lru_cache(maxsize=256)
 def _loops_apart(code) -> bool:
     """Whether no loop of ``code`` is inside another (loops one after the other, as NPBench's deriche has four): each
     backward jump spans [its target, itself], and no span may hold another. (A ``while`` loop's ``continue`` and its
-    end jump back to two places, spans that overlap without either holding the other.) A loop in a loop translates
-    first: a long first call then switches the inner loop to native code part way through (whole.py), which the
-    plain function cannot."""
-    spans = {(ins.argval, ins.offset) for ins in dis.get_instructions(code)
-             if ins.opcode in _BACKWARD and type(ins.argval) is int}
+    end jump back to two places, spans that overlap without either holding the other.) A loop in a loop runs
+    limited (``beside_mode``): a long first call then reruns through the tree, which switches the inner loop to
+    native code part way through (whole.py), as the plain function cannot."""
+    spans = _backward_spans(code)
     return not any(a[0] < b[0] and b[1] <= a[1] for a in spans for b in spans)  # (one target: one loop)
+
+
+def _backward_spans(code) -> set:
+    """(target, offset) of each backward jump, read from the raw bytecode where its layout is known (dis's scan
+    took 0.5-1 ms in a new process, a tenth of a small first call); dis's instructions otherwise."""
+    caches = getattr(dis, "_inline_cache_entries", None)
+    if sys.version_info[:2] not in ((3, 11), (3, 12)) or caches is None:
+        return {(ins.argval, ins.offset) for ins in dis.get_instructions(code)
+                if ins.opcode in _BACKWARD and type(ins.argval) is int}
+    raw, ext, spans = code.co_code, 0, set()
+    for i in range(0, len(raw), 2):
+        op, arg = raw[i], raw[i + 1] | ext
+        ext = arg << 8 if op == _EXTENDED_ARG else 0
+        if op in _BACKWARD:  # the target: counted in code units back from the instruction after it and its caches
+            spans.add((i + 2 + 2 * caches[op] - 2 * arg, i))
+    return spans

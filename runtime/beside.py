@@ -76,14 +76,18 @@ class waiting:
         return False
 
 
-def start() -> None:
+def start(then=None) -> None:
     """Start the worker now (the decorator, when a function is compiled): a thread's start costs its starter
-    0.2-0.6 ms, which the first call then does not pay."""
+    0.2-0.6 ms, which the first call then does not pay. ``then``: a function the worker runs first (or as a job,
+    when it runs already), such as another thread's start, which then costs the decorator nothing either."""
     with _lock:
         if _state["thread"] is None:
-            t = threading.Thread(target=_run, name="phylanx-beside", daemon=True)
+            t = threading.Thread(target=_run, args=(then,), name="phylanx-beside", daemon=True)
             _state["thread"] = t
             t.start()
+            return
+    if then is not None:
+        submit(then)
 
 
 def on_worker() -> bool:
@@ -101,8 +105,13 @@ def submit(fn, *args) -> Future:
     return future
 
 
-def _run():
+def _run(then=None):
     turns.state["worker"] = threading.get_ident()
+    if then is not None:
+        try:
+            then()
+        except Exception:  # noqa: BLE001 - a start made ahead only saves time: it is made again where needed
+            pass
     while True:
         with _lock:
             while not _jobs:
@@ -110,6 +119,7 @@ def _run():
             future, fn, args = _jobs.popleft()
         if not future.set_running_or_notify_cancel():
             continue
+        turns.first()
         try:
             result, error = fn(*args), None
         except BaseException as e:  # noqa: BLE001 - the job's error is its caller's to raise (the Future holds it)

@@ -60,6 +60,11 @@ CLEARLY_FASTER = 2.0  # a tree this much faster than the plain runs so far repla
 # compute, 253 ms against 20 ms plain; gesummv 113 against 8-11 ms), which at call 2 fell in NPBench's calls 2-6
 # (0.85-0.86x NumPy); after half a second of calls it costs a small share of them
 LOOP_FREE_SECONDS = 0.5
+# a call (of a function with nested loops) at least this long runs through the tree while its kernel is not
+# ready: about a compile's time (Numba takes 0.2-10 s a kernel; most NPBench kernels compile in 1-4 s here); a first
+# call, its length not known, runs as the plain function this long, then reruns through the tree (``plain_run``)
+OSR_SECONDS = 1.0
+RECHECK_SECONDS = 0.1  # how often a stop not yet worth making is asked again (``stop_after``)
 KEYS_KEPT = 64  # signatures remembered per function (a program calling it with ever new shapes starts over)
 _FAILED = object()
 
@@ -226,12 +231,12 @@ def plain_run(plain, args, kwargs, arrays, tree, limit=None, locate=None):
     run that raises raises ``locate``'s ExecutionError for it (the tree's error for the same failure, located from
     the traceback: plain_errors.py); without ``locate``, or when the run failed before the function's body ran, the
     call reruns through the tree, whose error names the primitive and the line as every tier's does. With ``limit``
-    (seconds), a run still going after that long is stopped and the call reruns through the tree (``_stop_after``):
+    (seconds), a run still going after that long is stopped and the call reruns through the tree (``stop_after``):
     ``arrays`` (the ones it may change) are copied before such a run and put back before the rerun."""
     saved = [(a, a.copy()) for a in arrays] if limit is not None or locate is None else ()
     t0 = time.perf_counter()
     try:
-        out = plain(*args, **kwargs) if limit is None else _stop_after(limit, plain, args, kwargs)
+        out = plain(*args, **kwargs) if limit is None else stop_after(limit, plain, args, kwargs)
     except RanTooLong:
         out = _FAILED
     except Exception as e:  # noqa: BLE001 - the error the tree gives for it, or a rerun where it gets one
@@ -252,7 +257,7 @@ class _Overtime(BaseException):
 
 
 class _Taken(BaseException):
-    """Raised into a plain run's thread after it, to take a stop that the run did not (``_stop_after``)."""
+    """Raised into a plain run's thread after it, to take a stop that the run did not (``stop_after``)."""
 
 
 class RanTooLong(Exception):
@@ -260,7 +265,7 @@ class RanTooLong(Exception):
 
 
 class _Watch:
-    """One daemon thread that sends each limited run's stop at its deadline (``_stop_after``). A
+    """One daemon thread that sends each limited run's stop at its deadline (``stop_after``). A
     ``threading.Timer`` per run cost that run a thread's start, 0.2-0.6 ms: 6-17% of a 3.5 ms first call (NPBench's
     lu); here a run costs a lock and a notify."""
 
@@ -270,11 +275,20 @@ class _Watch:
         self._count = 0
         self._pid = None  # the process whose thread runs (a forked child starts its own)
 
+    def start(self) -> None:
+        """Its thread, started now if not yet (a thread's start costs its starter 0.2-0.6 ms: the decorator starts
+        it for a function whose first calls run limited, decorator.py)."""
+        with self._cond:
+            self._started()
+
+    def _started(self) -> None:
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            threading.Thread(target=self._run, name="phylanx-limit", daemon=True).start()
+
     def add(self, limit: float, stop) -> int:
         with self._cond:
-            if self._pid != os.getpid():
-                self._pid = os.getpid()
-                threading.Thread(target=self._run, name="phylanx-limit", daemon=True).start()
+            self._started()
             self._count += 1
             self._due[self._count] = (time.perf_counter() + limit, stop)
             self._cond.notify()
@@ -304,27 +318,34 @@ class _Watch:
 
 
 _WATCH = _Watch()
+start_watch = _WATCH.start
 if hasattr(os, "register_at_fork"):  # a child forked while the thread held the lock would wait on it for ever
     os.register_at_fork(after_in_child=_WATCH.__init__)
 
 
-def _stop_after(limit, plain, args, kwargs):
+def stop_after(limit, plain, args, kwargs, worth=None):
     """``plain(*args, **kwargs)``, stopped after ``limit`` seconds by an exception raised into this thread
     (``PyThreadState_SetAsyncExc``: Python checks for it between bytecodes, so a NumPy call in C finishes first).
     The whole-function tier runs a first call of nested loops this way: the plain function is the floor, but a long
     call gains more from the tree, which switches an inner loop to native code part way through (on-stack
     replacement); the length of a first call is not known, so it gets the plain function's speed for ``limit``
     seconds, then the tree. The lock makes "still running" and "stopped" exclusive: a pending stop not delivered
-    when the run ends is cleared."""
+    when the run ends is cleared. ``worth()``, asked in the watching thread at the limit and every
+    ``RECHECK_SECONDS`` after: whether the stop would gain anything yet (a first call beside the translation,
+    decorator.py: not before the tree can reach native code)."""
     me, state, lock = ctypes.c_ulong(threading.get_ident()), [True, False], threading.Lock()  # running, stopped
+    token = [0]
 
     def stop():
+        if worth is not None and state[0] and not worth():
+            token[0] = _WATCH.add(RECHECK_SECONDS, stop)  # asked again later (the run's end removes it)
+            return
         with lock:
             if state[0]:
                 state[1] = True
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(me, ctypes.py_object(_Overtime))
 
-    token = _WATCH.add(limit, stop)
+    token[0] = _WATCH.add(limit, stop)
     try:
         try:
             return plain(*args, **kwargs)
@@ -343,7 +364,7 @@ def _stop_after(limit, plain, args, kwargs):
                             pass
                     except (_Taken, _Overtime):
                         pass
-            _WATCH.remove(token)
+            _WATCH.remove(token[0])
     except _Overtime:
         raise RanTooLong(f"the plain run outlasted {limit} s") from None
 

@@ -39,6 +39,38 @@ def nested(a):
     return a
 
 
+def nested_printing(a):
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            print(i, j)
+    return a
+
+
+def nested_drawing(a):
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            a[i, j] = np.random.rand()
+    return a
+
+
+_MODULE_ARRAY = np.zeros(3)
+
+
+def nested_reading_module_array(a):
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            a[i, j] = _MODULE_ARRAY[j % 3]
+    return a
+
+
+def _nested_increments(u, sweeps):
+    for _ in range(sweeps):
+        for i in range(u.shape[0]):
+            for j in range(u.shape[1]):
+                u[i, j] += 1.0
+    return u
+
+
 def loops_in_turn(a):
     s = 0
     while s < 3:
@@ -215,13 +247,13 @@ def nested_then_doubled(a, b):
 
 
 def test_a_loop_of_a_function_translated_in_its_first_call_is_lowered_in_the_call(loop_lowerings, monkeypatch):
-    """A loop in a loop translates first (prescan.py), and its signatures are lowered in the call, so that its long
-    first call can switch to native code part way through."""
+    """A function translated in its first call (here: the floor off, so the tree runs it) has its loops' signatures
+    lowered in the call, so that a long first call can switch to native code part way through."""
     monkeypatch.setenv("PHYLANX_FLOOR", "0")  # the first call through the tree, where the loops' tier is
     f = px.compile(nested_then_doubled)
     a, b = np.arange(12.0).reshape(4, 3), np.ones(3)
     np.testing.assert_array_equal(f(a.copy(), b), nested_then_doubled(a.copy(), b))
-    assert f._job is False
+    assert not f._job and f._code is not None
     assert loop_lowerings and set(loop_lowerings) == {threading.current_thread().name}
 
 
@@ -301,13 +333,18 @@ def test_the_bytecode_scan_sends_every_refused_construct_of_the_error_suite_to_t
     plain function, which may open files or change globals, never runs before the CompileError."""
     from test_errors import UNSUPPORTED
 
-    from phylanx_py.prescan import runs_beside
+    from phylanx_py.prescan import beside_mode, runs_beside
 
     assert [fn.__name__ for fn, _, _ in UNSUPPORTED if runs_beside(fn)] == []
     assert runs_beside(scalar_loop) and runs_beside(scale) and runs_beside(pick)
     assert runs_beside(loops_in_turn)  # loops one after the other: the plain function loses nothing
     assert runs_beside(chained)  # chained assignments and := (a match's subject, also COPY 1, is refused)
-    assert not runs_beside(nested) and not runs_beside(while_around_for)  # a loop in a loop translates first
+    # a loop in a loop runs the plain function, stopped to rerun through the tree when long (``beside_mode``)
+    assert beside_mode(nested) == beside_mode(while_around_for) == "limited"
+    assert beside_mode(scalar_loop) == beside_mode(loops_in_turn) == "plain"
+    # ... unless a rerun would repeat what someone saw: printing, random draws, mutable module data
+    assert beside_mode(nested_printing) is None and beside_mode(nested_drawing) is None
+    assert beside_mode(nested_reading_module_array) is None
 
 
 @pytest.mark.parametrize("fn", [loops_in_turn, chained])
@@ -323,9 +360,10 @@ def test_loops_one_after_the_other_and_chained_assignments_run_the_plain_functio
     np.testing.assert_array_equal(f(a), fn(b))
 
 
-@pytest.mark.parametrize("why", ["nested loops", "PHYLANX_BESIDE=0", "forced", "synchronous runtime", "debug"])
+@pytest.mark.parametrize("why", ["nested loops that print", "PHYLANX_BESIDE=0", "forced", "synchronous runtime",
+                                 "debug"])
 def test_functions_and_calls_that_translate_first(why, translations, monkeypatch, capsys):
-    fn, args = (nested, (np.ones((2, 3)),)) if why == "nested loops" else (scalar_loop, (50,))
+    fn, args = (nested_printing, (np.ones((2, 3)),)) if why == "nested loops that print" else (scalar_loop, (50,))
     if why == "PHYLANX_BESIDE=0":
         monkeypatch.setenv("PHYLANX_BESIDE", "0")
     if why == "forced":
@@ -340,9 +378,60 @@ def test_functions_and_calls_that_translate_first(why, translations, monkeypatch
     np.testing.assert_array_equal(out, expected)
     assert f._code is not None  # translated in this call
     assert translations == [threading.current_thread().name]
-    if why in ("nested loops", "PHYLANX_BESIDE=0", "forced", "debug"):
+    if why in ("nested loops that print", "PHYLANX_BESIDE=0", "forced", "debug"):
         assert f._job is False  # this function always translates first
     capsys.readouterr()
+
+
+def test_a_loop_in_a_loop_runs_the_plain_function_beside_its_translation(translations):
+    """Its first call is the plain function's (NPBench's symm: 60 ms with the translation and lowering in it, against
+    7.5 ms plain), its arrays changed as the plain function changes them."""
+    f = px.compile(nested)
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(6.0).reshape(2, 3)
+    out = f(a)
+    assert out is a
+    np.testing.assert_array_equal(a, nested(b))
+    assert f._limited and f._job and f._job[1] is not None
+    _translated(f)
+    assert translations == ["phylanx-beside"]
+    np.testing.assert_array_equal(f(np.ones((3, 2))), nested(np.ones((3, 2))))
+
+
+def test_a_long_first_call_of_a_loop_in_a_loop_stops_once_translated_and_reruns_through_the_tree(
+        translations, monkeypatch):
+    """Stopped only when the tree can reach native code for its arguments (the translation done, the signature
+    lowered, not declined), after ``floor.OSR_SECONDS``: its arrays are put back, so the answer is one call's (each
+    element incremented ``sweeps`` times, not more), and the tree runs the call (its loops' tier)."""
+    from phylanx_py.runtime import floor
+    from phylanx_py.runtime.native import tiering as native_tiering
+
+    monkeypatch.setattr(floor, "OSR_SECONDS", 0.02)
+    monkeypatch.setattr(native_tiering, "HOT_SECONDS", 1e9)  # no compile: the rerun's loops stay interpreted
+    monkeypatch.setattr(turns, "PAUSE", 1e-4)  # the job done well before the plain run would end
+    f = px.compile(_nested_increments)
+    u = np.zeros((60, 60))
+    out = f(u, 400)  # about 0.2 s plain here
+    assert out is u
+    np.testing.assert_array_equal(u, _nested_increments(np.zeros((60, 60)), 400))
+    assert translations == ["phylanx-beside"]
+    assert f.explain().splitlines()[-1].split(" -> ")[1].startswith("loops only so far (")  # the tree ran it
+    np.testing.assert_array_equal(f(np.zeros((60, 60)), 3), _nested_increments(np.zeros((60, 60)), 3))
+
+
+def test_a_long_first_call_that_cannot_go_native_is_not_stopped(translations, monkeypatch):
+    """A signature the native tier declines (an object array) gains nothing from the tree: the plain run goes on."""
+    from phylanx_py.runtime import floor
+
+    monkeypatch.setattr(floor, "OSR_SECONDS", 0.01)
+    monkeypatch.setattr(turns, "PAUSE", 1e-4)
+    reruns = []
+    monkeypatch.setattr(decorator.CompiledFunction, "_compiled",
+                        lambda self, real=decorator.CompiledFunction._compiled: reruns.append(1) or real(self))
+    f = px.compile(_nested_increments)
+    u = np.zeros((40, 40), dtype=object)
+    f(u, 100)
+    np.testing.assert_array_equal(u, _nested_increments(np.zeros((40, 40), dtype=object), 100))
+    assert reruns == [] and translations == ["phylanx-beside"]
 
 
 def test_the_worker_finishes_while_calls_keep_it_busy():

@@ -478,7 +478,7 @@ def test_plain_runs_heat_the_programs_loops(local, monkeypatch):
 
 
 def test_a_stopped_plain_run_leaves_no_signal_that_hangs_a_traced_thread_later():
-    """A plain run stopped at its limit (floor._stop_after raises into the caller's thread) must leave the
+    """A plain run stopped at its limit (floor.stop_after raises into the caller's thread) must leave the
     interpreter as it found it: clearing an undelivered stop left CPython's async-exception signal set for good,
     and a thread that then ran with a trace function (the worker beside first calls) spun at its first call
     forever (test_beside's first test hung after test_native's stopped runs). In a process of its own: a thread
@@ -495,10 +495,10 @@ def test_a_stopped_plain_run_leaves_no_signal_that_hangs_a_traced_thread_later()
             return sum(range(1000))
 
         try:
-            floor._stop_after(0.05, forever, (), {})
+            floor.stop_after(0.05, forever, (), {})
         except floor.RanTooLong as e:
             print("stopped:", e)
-        assert floor._stop_after(5.0, quick, (), {}) == sum(range(1000))  # a run that ends first: its value
+        assert floor.stop_after(5.0, quick, (), {}) == sum(range(1000))  # a run that ends first: its value
         assert floor._WATCH._due == {}  # no deadline of either run left with the limits' thread
 
         def traced():

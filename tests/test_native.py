@@ -185,7 +185,7 @@ def test_nested_loops_take_the_tree_while_calls_are_long(monkeypatch):
     """With a loop in a loop the tree can switch the inner loop to native code during a call (the plain function
     cannot): calls after a long one take the tree; a first call, whose length is not known, and calls after a short
     one run as the plain function (a first call never costs more than the plain function when it is short)."""
-    from phylanx_py.runtime.native import whole
+    from phylanx_py.runtime import floor
 
     monkeypatch.setenv("PHYLANX_FLOOR", "1")
     monkeypatch.setattr(native_tiering, "HOT_SECONDS", 1e9)
@@ -195,7 +195,7 @@ def test_nested_loops_take_the_tree_while_calls_are_long(monkeypatch):
     assert "-> the plain function (1 runs) so far" in f.explain()  # the first call: short, plain
     np.testing.assert_array_equal(f(a, np.zeros(3)), _nested_sums(a, np.zeros(3)))  # the first was short
     assert "-> the plain function (2 runs) so far" in f.explain()
-    monkeypatch.setattr(whole, "OSR_SECONDS", 0.0)  # every call is "long" now
+    monkeypatch.setattr(floor, "OSR_SECONDS", 0.0)  # every call is "long" now
     np.testing.assert_array_equal(f(a, np.zeros(3)), _nested_sums(a, np.zeros(3)))
     assert "-> the plain function (2 runs) so far" in f.explain()  # the tree
 
@@ -212,11 +212,11 @@ def test_a_long_first_call_stops_its_plain_run_and_reruns_through_the_tree(monke
     """A first call of nested loops runs as the plain function for at most ``OSR_SECONDS``, then through the tree,
     which can switch to native code part way through: the arrays the plain run changed are put back first, so the
     answer is one call's (each element incremented ``sweeps`` times, not more)."""
-    from phylanx_py.runtime.native import whole
+    from phylanx_py.runtime import floor
 
     monkeypatch.setenv("PHYLANX_FLOOR", "1")
     monkeypatch.setattr(native_tiering, "HOT_SECONDS", 1e9)
-    monkeypatch.setattr(whole, "OSR_SECONDS", 0.02)
+    monkeypatch.setattr(floor, "OSR_SECONDS", 0.02)
     f = px.compile(_nested_increments)
     u = np.zeros((60, 60))
     out = f(u, 300)  # about 0.15 s plain here: stopped after 0.02 s

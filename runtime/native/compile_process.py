@@ -38,6 +38,7 @@ import select
 import subprocess
 import sys
 import threading
+import time
 
 from phylanx_py.primitives import kernel_cache
 
@@ -289,26 +290,37 @@ def _reap():
 
 
 _starting = [False]  # a prestart's thread is starting the child
+START_DELAY = 0.02  # seconds a prestart's thread waits before it looks for the server (``_start_locked``)
 
 
 def prestart():
     """Start the child now, from a thread, when a loop or function is first lowered for the native tier: its start
     (an interpreter, phylanx-py and Numba imported: ~1-1.5 s here, niced) then overlaps the 50 ms and more that
     the code runs interpreted before its first compile is asked for, instead of adding to its time to native."""
+    ahead = None
     if _ahead[0] is None and _server_compiles():
-        # (started here, with the first entry, so that no call pays a thread's start to ask ahead)
-        _ahead[0] = threading.Thread(target=_ahead_worker, args=(_ahead[1],), daemon=True, name="phylanx-compile-ahead")
-        _ahead[0].start()
+        # (made here, with the first entry, so that no call pays a thread's start to ask ahead)
+        ahead = _ahead[0] = threading.Thread(target=_ahead_worker, args=(_ahead[1],), daemon=True,
+                                             name="phylanx-compile-ahead")
     started = _server[0] if _server_usable() else _child[0]
     if started is None and not _starting[0] and enabled():
         # one start at a time: a second thread, started while the first waits in Popen, only waited for the lock
-        # (each start cost its caller 3-5 ms: a thread's start waits until the new thread has run)
+        # (each start cost its caller 3-5 ms: a thread's start waits until the new thread has run); the ahead
+        # worker is started by it, not here (a thread's start costs the starter 0.2-0.6 ms: the decorator's)
         _starting[0] = True
-        threading.Thread(target=_start_locked, daemon=True, name="phylanx-compile-start").start()
+        threading.Thread(target=_start_locked, args=(ahead,), daemon=True, name="phylanx-compile-start").start()
+    elif ahead is not None:
+        ahead.start()
 
 
-def _start_locked():
+def _start_locked(ahead=None):
+    # after a moment: the server's address is a digest of the files of phylanx-py, Numba, NumPy... (1.4-1.8 ms of
+    # the interpreter lock), which a decorator's caller and its first call of a few ms then do not wait for; the
+    # server's own start takes about a second
     try:
+        time.sleep(START_DELAY)
+        if ahead is not None:
+            ahead.start()
         with _lock:
             if not _server_usable() or _link() is None:
                 _start()

@@ -79,9 +79,6 @@ STRAIGHT_SECONDS = 1.0
 STRAIGHT_AHEAD_SECONDS = T.HOT_SECONDS
 _RESULT = "__pxret"  # the returned value's name, when it is an expression (``WholeFunction``)
 _UNDECIDED = ("compiling", "measuring")
-# a call (of a function with nested loops) at least this long runs through the tree while its kernel is not
-# ready: about a compile's time (Numba takes 0.2-10 s a kernel; most NPBench kernels compile in 1-4 s here)
-OSR_SECONDS = 1.0
 # a whole function's kernel of more lines than this is declined: its loops go native one by one in the loop tier.
 # NPBench's vadv lowered to 791 lines (111 loops: each array statement its own nest, with its guards; 1,541 before a
 # slice's bounds were one helper call, helpers._px_span) whose kernel compiles in 44 s in a warm process, where its
@@ -228,6 +225,27 @@ class WholeFunction(aot.BuiltAhead, T.Signatures):
             if entry.kernel is None and not entry.declined:
                 entry.interpreted += seconds
 
+    def goes_native(self, args) -> bool:
+        """Whether a rerun of a call on ``args`` through the tree can reach native code: their signature is lowered
+        (by the translation beside the first calls: ``prepare``) and not declined. Asked from the thread that stops
+        a first call's plain run (decorator.py), so it only looks."""
+        args = self.kernel_args(args)
+        if args is None or T.current_mode() != "on":
+            return False
+        fast = T._fast_key(args)
+        entry = self.fast.get(fast) if fast is not None else None
+        return entry is not None and not entry.declined
+
+    def stopped_beside(self, args, seconds: float) -> None:
+        """A first call's plain run beside the translation was stopped after ``seconds`` (decorator.py): the call
+        reruns through the tree now, and the next while its kernel is not ready, as after a long call here
+        (``_plain_now``)."""
+        args = self.kernel_args(args)
+        entry = self.entry(args) if args is not None and T.current_mode() == "on" else None
+        if entry is not None and not entry.declined and hasattr(entry, "last"):
+            entry.last = seconds
+            entry.interpreted += seconds
+
     def look_ahead(self, entry) -> None:
         super().look_ahead(entry)
         if warm.enabled():
@@ -271,11 +289,11 @@ class WholeFunction(aot.BuiltAhead, T.Signatures):
         """Whether this call, its kernel not ready, runs as the plain function. Yes, unless a loop nests in a loop
         and the last call was long: the tree then switches the inner loop to native code at an outer iteration as
         soon as its kernel is ready (on-stack replacement, which a running plain function cannot do), and a call
-        longer than a compile (``OSR_SECONDS``) gains more from that than it loses to the tree's slower
+        longer than a compile (``floor.OSR_SECONDS``) gains more from that than it loses to the tree's slower
         interpretation (3-5x a scalar loop). A first call, its length not known, runs as the plain function for at
-        most ``OSR_SECONDS``, then through the tree (``_plain``): never slower than the plain function when short
+        most ``floor.OSR_SECONDS``, then through the tree (``_plain``): never slower than the plain function when short
         (DESIGN.md's floor), at most that much later to native code when long."""
-        return not self.nested or entry.last is None or entry.last < OSR_SECONDS
+        return not self.nested or entry.last is None or entry.last < floor.OSR_SECONDS
 
     def _plain(self, rt, entry, args, plain, tree):
         """The call, while its kernel is not ready, as the plain function: it is the answer by definition and
@@ -285,7 +303,7 @@ class WholeFunction(aot.BuiltAhead, T.Signatures):
         arrays it may have changed are copied before it and put back first. (This signature lowered natively: no
         printing, no random draws, nothing but its array arguments changes, so a rerun repeats nothing that anyone
         saw.)"""
-        limit = OSR_SECONDS if self.nested and entry.last is None else None  # a first call
+        limit = floor.OSR_SECONDS if self.nested and entry.last is None else None  # a first call
         out, seconds = floor.plain_run(plain, args[:self.own], {}, [args[i] for i in entry.writes], tree, limit,
                                        self.locate)
         if seconds is None:
