@@ -347,7 +347,7 @@ class CompiledFunction:
         the tree, which switches the inner loop to native code part way through (whole.py). A short call is the
         plain function's, at its speed, with no translation or lowering in it (NPBench's symm, lu: 60-70 ms first
         calls that way against 7-8 ms plain)."""
-        saved = [(a, a.copy()) for a in (*args, *kwargs.values()) if isinstance(a, np.ndarray)]
+        saved = [(a, a.copy()) for a in (*args, *kwargs.values()) if isinstance(a, np.ndarray) and a.flags.writeable]
 
         def worth():
             code = self._code
@@ -396,10 +396,13 @@ class CompiledFunction:
 
 
 def _restorable(args, kwargs) -> bool:
-    """Whether a stopped run's arguments can be put back (``_limited_run``): arrays (copied) and immutable scalars,
-    nothing else a run could change (a list, a dict)."""
-    return all(isinstance(a, (np.ndarray, bool, int, float, complex, str, bytes, type(None), np.generic))
+    """Whether a stopped run's arguments can be put back (``_limited_run``): arrays (copied) of values, not of
+    objects (a copy shares those), and immutable scalars; nothing else a run could change (a list, a dict)."""
+    return all(isinstance(a, _IMMUTABLE) or (isinstance(a, np.ndarray) and not a.dtype.hasobject)
                for a in (*args, *kwargs.values()))
+
+
+_IMMUTABLE = (bool, int, float, complex, str, bytes, type(None), np.generic)
 
 
 def compile(fn=None, **options):  # noqa: A001 - the public name the design card gives

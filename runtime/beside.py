@@ -78,14 +78,14 @@ class waiting:
 
 def start(then=None) -> None:
     """Start the worker now (the decorator, when a function is compiled): a thread's start costs its starter
-    0.2-0.6 ms, which the first call then does not pay. ``then``: a function the worker runs first (or as a job,
-    when it runs already), such as another thread's start, which then costs the decorator nothing either."""
+    0.2-0.6 ms, which the first call then does not pay. ``then``: a job to queue (a start made ahead, such as another
+    thread's, which then costs the decorator nothing); like every job it waits for a call running then
+    (``turns.first``)."""
     with _lock:
         if _state["thread"] is None:
-            t = threading.Thread(target=_run, args=(then,), name="phylanx-beside", daemon=True)
+            t = threading.Thread(target=_run, name="phylanx-beside", daemon=True)
             _state["thread"] = t
             t.start()
-            return
     if then is not None:
         submit(then)
 
@@ -105,13 +105,8 @@ def submit(fn, *args) -> Future:
     return future
 
 
-def _run(then=None):
+def _run():
     turns.state["worker"] = threading.get_ident()
-    if then is not None:
-        try:
-            then()
-        except Exception:  # noqa: BLE001 - a start made ahead only saves time: it is made again where needed
-            pass
     while True:
         with _lock:
             while not _jobs:

@@ -419,7 +419,7 @@ def test_a_long_first_call_of_a_loop_in_a_loop_stops_once_translated_and_reruns_
 
 
 def test_a_long_first_call_that_cannot_go_native_is_not_stopped(translations, monkeypatch):
-    """A signature the native tier declines (an object array) gains nothing from the tree: the plain run goes on."""
+    """A signature the native tier declines (a float16 array) gains nothing from the tree: the plain run goes on."""
     from phylanx_py.runtime import floor
 
     monkeypatch.setattr(floor, "OSR_SECONDS", 0.01)
@@ -428,10 +428,20 @@ def test_a_long_first_call_that_cannot_go_native_is_not_stopped(translations, mo
     monkeypatch.setattr(decorator.CompiledFunction, "_compiled",
                         lambda self, real=decorator.CompiledFunction._compiled: reruns.append(1) or real(self))
     f = px.compile(_nested_increments)
-    u = np.zeros((40, 40), dtype=object)
+    u = np.zeros((40, 40), dtype=np.float16)
     f(u, 100)
-    np.testing.assert_array_equal(u, _nested_increments(np.zeros((40, 40), dtype=object), 100))
+    np.testing.assert_array_equal(u, _nested_increments(np.zeros((40, 40), dtype=np.float16), 100))
     assert reruns == [] and translations == ["phylanx-beside"]
+
+
+def test_arguments_a_stopped_run_could_not_put_back_translate_first(translations):
+    """A list, or an array of objects (whose copy shares them), could be changed past putting back: such a call of
+    a loop in a loop translates in the call, as before."""
+    f = px.compile(_nested_increments)
+    u = np.zeros((2, 2), dtype=object)
+    f(u, 2)
+    np.testing.assert_array_equal(u, _nested_increments(np.zeros((2, 2), dtype=object), 2))
+    assert translations == [threading.current_thread().name] and f._limited
 
 
 def test_the_worker_finishes_while_calls_keep_it_busy():

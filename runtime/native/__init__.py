@@ -3,7 +3,7 @@ lower.py and arith.py for what keeps the plain function's answer). Importing it 
 after every other loop tier, and remote.py's tier for loops over the cluster's arrays (after the SPMD tier)."""
 import threading
 
-from .. import loop_tiers
+from .. import beside, loop_tiers
 from . import early, remote, warm  # noqa: F401 - registers the tier for loops over the cluster's arrays
 from .compile_process import prestart
 from .kinds import Decline
@@ -24,7 +24,10 @@ def _ahead():
     decorated 1.5 s before its first call, fresh kernel, load 3-4: native after 3.6-4.0 s against 5.3-5.7 s).
     Not in other threads: a Dask worker unpickles compiled functions in its task threads."""
     if threading.current_thread() is threading.main_thread() and current_mode() != "off":
-        prestart()
+        if beside.enabled():
+            beside.start(prestart)  # by the worker beside the first calls: one thread's start in the decorator
+        else:
+            prestart()
 
 
 

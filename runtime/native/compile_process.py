@@ -42,6 +42,7 @@ import time
 
 from phylanx_py.primitives import kernel_cache
 
+from phylanx_py import turns
 from phylanx_py.errors import PhylanxError
 
 from . import blas_pool, compile_server
@@ -314,11 +315,15 @@ def prestart():
 
 
 def _start_locked(ahead=None):
-    # after a moment: the server's address is a digest of the files of phylanx-py, Numba, NumPy... (1.4-1.8 ms of
-    # the interpreter lock), which a decorator's caller and its first call of a few ms then do not wait for; the
-    # server's own start takes about a second
+    # after a moment, and after a first call running then (for up to ``turns.FIRST_WAIT``): the server's address is
+    # a digest of the files of phylanx-py, Numba, NumPy... (1.4-1.8 ms of the interpreter lock), which a decorator's
+    # caller and a first call then do not wait for (a call of BLAS operations waits for the lock after each: NPBench's
+    # mlp, gemm first calls took 1.4-4x NumPy's); the server's own start takes about a second
     try:
+        t0 = time.perf_counter()
         time.sleep(START_DELAY)
+        while turns.state["busy"] and time.perf_counter() - t0 < turns.FIRST_WAIT:
+            time.sleep(turns.PAUSE)  # a first call running beside its translation (decorator.py): after it
         if ahead is not None:
             ahead.start()
         with _lock:
