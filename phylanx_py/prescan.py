@@ -40,6 +40,8 @@ _BACKWARD = frozenset(op for name, op in _OP.items() if "BACKWARD" in name)
 _JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
 _FLAGS = 0x04 | 0x08 | 0x20 | 0x80 | 0x100 | 0x200  # *args, **kwargs, generator, coroutine, async generator
 _EXTENDED_ARG, _COPY = _OP["EXTENDED_ARG"], _OP["COPY"]
+_STORE_ATTR, _COMPARE = _OP["STORE_ATTR"], _OP["COMPARE_OP"]
+_STORES = frozenset((_OP["STORE_FAST"], _OP["STORE_SUBSCR"], _OP["STORE_ATTR"]))
 _LOAD_GLOBAL, _LOAD_ATTR, _LOAD_METHOD = _OP["LOAD_GLOBAL"], _OP["LOAD_ATTR"], _OP.get("LOAD_METHOD", -1)
 _LOAD_FAST, _STORE_FAST, _IMPORT_NAME = _OP["LOAD_FAST"], _OP["STORE_FAST"], _OP["IMPORT_NAME"]
 _GLOBAL_SHIFT = 1 if sys.version_info >= (3, 11) else 0  # 3.11: LOAD_GLOBAL's low bit says "push NULL"
@@ -114,7 +116,7 @@ def _reads(fn, seen: set, top: bool, facts: dict) -> bool:
     imported: set = set()
     chain = None  # the module a LOAD_GLOBAL/LOAD_ATTR chain has reached, which must end in a function
     pending_import = False
-    copied = False  # the previous instruction was COPY 1
+    copied = False  # a COPY 1 waits for its store
     ufunc = None  # a primitive just loaded (``np.add``), whose method (``np.add.outer``) may follow
     for op, arg in _instructions(code):
         if ufunc is not None:
@@ -137,9 +139,16 @@ def _reads(fn, seen: set, top: bool, facts: dict) -> bool:
                 ufunc = r.prim if r.kind == "prim" else None
                 continue
             return False  # a module used as a value
-        if copied and op != _STORE_FAST:  # COPY 1 then another store: a match's subject (its cases compare it)
-            return False
-        copied = op == _COPY and arg == 1  # ``a = b = v``, ``(a := v)``: COPY 1 then STORE_FAST, as translated
+        if copied:  # after COPY 1, its store (``a = b = v``, ``a[i] = b[j] = v``, ``(a := v)``) comes before any
+            if op in _STORES:  # comparison or jump, which a match's subject meets first (its cases compare it)
+                copied = False
+            elif op == _COMPARE or op in _JUMPS:
+                return False
+        elif op == _COPY and arg == 1:
+            copied = True
+        if op == _STORE_ATTR and names[arg] == "shape":  # ``a.shape = s``, the one attribute store translated
+            facts["pure"] = False  # (a stopped run's arguments, put back by their elements, keep their new shape)
+            continue
         if op in _REFUSED:
             return False
         if op in _BACKWARD and top:

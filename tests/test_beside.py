@@ -91,6 +91,15 @@ def chained(a):
     return b + c
 
 
+def chained_stores(a, n):
+    out = np.zeros((n, n))
+    for i in range(n):
+        out[i, :] = out[:, i] = a[i] * 2.0  # COPY 1, then the stores' operands, then STORE_SUBSCR
+    flat = out.copy()
+    flat.shape = n * n  # the one attribute store translated (a reshape in place)
+    return flat
+
+
 def while_around_for(a):
     k = 0
     while k < 2:
@@ -339,6 +348,7 @@ def test_the_bytecode_scan_sends_every_refused_construct_of_the_error_suite_to_t
     assert runs_beside(scalar_loop) and runs_beside(scale) and runs_beside(pick)
     assert runs_beside(loops_in_turn)  # loops one after the other: the plain function loses nothing
     assert runs_beside(chained)  # chained assignments and := (a match's subject, also COPY 1, is refused)
+    assert beside_mode(chained_stores) == "plain"  # chained item stores and ``a.shape = s``
     # a loop in a loop runs the plain function, stopped to rerun through the tree when long (``beside_mode``)
     assert beside_mode(nested) == beside_mode(while_around_for) == "limited"
     assert beside_mode(scalar_loop) == beside_mode(loops_in_turn) == "plain"
@@ -347,17 +357,18 @@ def test_the_bytecode_scan_sends_every_refused_construct_of_the_error_suite_to_t
     assert beside_mode(nested_reading_module_array) is None
 
 
-@pytest.mark.parametrize("fn", [loops_in_turn, chained])
+@pytest.mark.parametrize("fn", [loops_in_turn, chained, chained_stores])
 def test_loops_one_after_the_other_and_chained_assignments_run_the_plain_function_beside_the_translation(
         translations, fn):
     f = px.compile(fn)
     a, b = np.arange(4.0), np.arange(4.0)
-    np.testing.assert_array_equal(f(a), fn(b))
+    extra = (4,) if fn is chained_stores else ()
+    np.testing.assert_array_equal(f(a, *extra), fn(b, *extra))
     np.testing.assert_array_equal(a, b)
     assert f._job and f._job[1] is not None  # the first call ran the plain function; the worker translates
     f._job[1].result(timeout=60)
     assert translations == ["phylanx-beside"]
-    np.testing.assert_array_equal(f(a), fn(b))
+    np.testing.assert_array_equal(f(a, *extra), fn(b, *extra))
 
 
 @pytest.mark.parametrize("why", ["nested loops that print", "PHYLANX_BESIDE=0", "forced", "synchronous runtime",
