@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from helpers import assert_same, source_position
 from phylanx_py.runtime import beside
+from test_native import _nested_increments
 
 import phylanx_py as px
 from phylanx_py import decorator, turns
@@ -61,14 +62,6 @@ def nested_reading_module_array(a):
         for j in range(a.shape[1]):
             a[i, j] = _MODULE_ARRAY[j % 3]
     return a
-
-
-def _nested_increments(u, sweeps):
-    for _ in range(sweeps):
-        for i in range(u.shape[0]):
-            for j in range(u.shape[1]):
-                u[i, j] += 1.0
-    return u
 
 
 def loops_in_turn(a):
