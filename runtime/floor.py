@@ -335,6 +335,9 @@ def stop_after(limit, plain, args, kwargs, worth=None):
     decorator.py: not before the tree can reach native code)."""
     me, state, lock = ctypes.c_ulong(threading.get_ident()), [True, False], threading.Lock()  # running, stopped
     token = [0]
+    # this run's own stop: a plain run inside it (a compiled function whose first call is limited too, called by
+    # this one) must not take this run's stop for its own, nor this run another's
+    own = type("_Overtime", (_Overtime,), {})
 
     def stop():
         if worth is not None and state[0] and not worth():
@@ -343,7 +346,7 @@ def stop_after(limit, plain, args, kwargs, worth=None):
         with lock:
             if state[0]:
                 state[1] = True
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(me, ctypes.py_object(_Overtime))
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(me, ctypes.py_object(own))
 
     token[0] = _WATCH.add(limit, stop)
     try:
@@ -362,10 +365,10 @@ def stop_after(limit, plain, args, kwargs, worth=None):
                         ctypes.pythonapi.PyThreadState_SetAsyncExc(me, ctypes.py_object(_Taken))
                         for _ in range(4):
                             pass
-                    except (_Taken, _Overtime):
+                    except (_Taken, own):
                         pass
             _WATCH.remove(token[0])
-    except _Overtime:
+    except own:
         raise RanTooLong(f"the plain run outlasted {limit} s") from None
 
 

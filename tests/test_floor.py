@@ -516,3 +516,36 @@ def test_a_stopped_plain_run_leaves_no_signal_that_hangs_a_traced_thread_later()
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["stopped: the plain run outlasted 0.05 s", "traced thread: done"]
 
+
+
+def test_a_limited_run_inside_another_takes_only_its_own_stop():
+    """A compiled function whose first call is limited may call another whose first call is limited too: the outer
+    run's stop stops the outer run (its caller reruns it), not the inner one, and the inner run's own stop only
+    the inner one."""
+    from phylanx_py.runtime import floor
+
+    def spin(seconds):
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+        return "inner done"
+
+    def outer_run():
+        return floor.stop_after(30.0, spin, (5.0,), {})  # the inner run: long, its own limit far away
+
+    t0 = time.perf_counter()
+    with pytest.raises(floor.RanTooLong, match="outlasted 0.05 s"):
+        floor.stop_after(0.05, outer_run, (), {})
+    assert time.perf_counter() - t0 < 2.0  # the outer run stopped, through the inner one
+    inner_stops = []
+
+    def outer_with_stopped_inner():
+        try:
+            floor.stop_after(0.05, spin, (5.0,), {})
+        except floor.RanTooLong:
+            inner_stops.append(1)
+        return "outer done"
+
+    assert floor.stop_after(30.0, outer_with_stopped_inner, (), {}) == "outer done"
+    assert inner_stops == [1]
+    spin(0.1)  # nothing left pending for this thread
