@@ -27,6 +27,7 @@ from .passes import PIPELINE, fuse_elementwise, fuse_row_products, run_pipeline
 from .prescan import beside_mode
 from .printer import labels_of
 from .program import translate
+from .resolve import SCALARS
 from .verify import verify
 from .visualize import to_dot
 
@@ -398,11 +399,8 @@ class CompiledFunction:
 def _restorable(args, kwargs) -> bool:
     """Whether a stopped run's arguments can be put back (``_limited_run``): arrays (copied) of values, not of
     objects (a copy shares those), and immutable scalars; nothing else a run could change (a list, a dict)."""
-    return all(isinstance(a, _IMMUTABLE) or (isinstance(a, np.ndarray) and not a.dtype.hasobject)
+    return all(isinstance(a, SCALARS) or (isinstance(a, np.ndarray) and not a.dtype.hasobject)
                for a in (*args, *kwargs.values()))
-
-
-_IMMUTABLE = (bool, int, float, complex, str, bytes, type(None), np.generic)
 
 
 def compile(fn=None, **options):  # noqa: A001 - the public name the design card gives

@@ -23,11 +23,9 @@ import linecache
 import re
 import sys
 
-import numpy as np
-
 from phylanx_py.primitives import MUTATES, PURE, exists, lookup
 
-from .resolve import MISSING, resolve_attr, resolve_name
+from .resolve import MISSING, SCALARS, resolve_attr, resolve_name
 
 _OP = dis.opmap
 _REFUSED = frozenset(_OP[name] for name in (
@@ -87,11 +85,18 @@ def _pure_prim(name: str) -> bool:
     return lookup(name).effect in (PURE, MUTATES)
 
 
+def _note_effects(r, facts: dict) -> None:
+    """Clear ``facts["pure"]`` when the name resolved to ``r`` is a primitive with an effect a rerun would repeat, or
+    module data a run could change."""
+    if (r.kind == "prim" and not _pure_prim(r.prim)) or (r.kind == "data" and not _pure_data(r.obj)):
+        facts["pure"] = False
+
+
 def _pure_data(obj) -> bool:
     """Whether module data read by a function is immutable (a stopped run cannot have changed it)."""
     if isinstance(obj, tuple):
         return all(_pure_data(o) for o in obj)
-    return isinstance(obj, (bool, int, float, complex, str, bytes, type(None), np.generic))
+    return isinstance(obj, SCALARS)
 
 
 def _reads(fn, seen: set, top: bool, facts: dict) -> bool:
@@ -133,8 +138,7 @@ def _reads(fn, seen: set, top: bool, facts: dict) -> bool:
                 r = resolve_attr(chain, names[arg >> _ATTR_SHIFT if op == _LOAD_ATTR else arg])
                 if r.obj is MISSING or r.kind in ("class", "unsupported"):
                     return False
-                if (r.kind == "prim" and not _pure_prim(r.prim)) or (r.kind == "data" and not _pure_data(r.obj)):
-                    facts["pure"] = False
+                _note_effects(r, facts)
                 chain = r if r.kind == "module" else None
                 ufunc = r.prim if r.kind == "prim" else None
                 continue
@@ -160,8 +164,7 @@ def _reads(fn, seen: set, top: bool, facts: dict) -> bool:
             if r is None or r.kind in ("class", "unsupported") or \
                     (r.kind == "function" and (len(seen) > 20 or not _reads(r.obj, seen, False, facts))):
                 return False
-            if (r.kind == "prim" and not _pure_prim(r.prim)) or (r.kind == "data" and not _pure_data(r.obj)):
-                facts["pure"] = False
+            _note_effects(r, facts)
             chain = r if r.kind == "module" else None
             ufunc = r.prim if r.kind == "prim" else None
         elif op == _LOAD_METHOD or (op == _LOAD_ATTR and _ATTR_SHIFT and arg & 1):

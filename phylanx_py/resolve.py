@@ -15,7 +15,8 @@ import numpy as np
 from phylanx_py.primitives import name_of
 from phylanx_py.primitives.python_ops import BUILTINS
 
-_SCALARS = (bool, int, float, complex, str, bytes, type(None), np.generic)
+# values nothing can change in place (a scalar of Python or NumPy): a stopped plain run leaves them as they were too
+SCALARS = (bool, int, float, complex, str, bytes, type(None), np.generic)
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ def classify(obj, name: str, *, from_globals: bool) -> Resolved:
         return Resolved("class", obj, name=name)
     if isinstance(obj, (types.BuiltinFunctionType, np.ufunc)) or (callable(obj) and not from_globals):
         return Resolved("unsupported", obj, name=name)
-    if isinstance(obj, _SCALARS) and not from_globals:
+    if isinstance(obj, SCALARS) and not from_globals:
         return Resolved("builtin_data", obj, name=name)
     return Resolved("data", obj, name=name)
 

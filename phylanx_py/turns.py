@@ -52,10 +52,16 @@ def first() -> None:
     job's first slices and its stretches between turns in it, NPBench's symm took 8.6-10.3 ms against 7.5 plain,
     bicg 11-58 ms against 11. (A long first call then still gets its translation, which its stop to rerun through
     the tree waits for: decorator.py.)"""
+    after_call()
+    state["slice"] = time.perf_counter()
+
+
+def after_call() -> None:
+    """Wait while a call of the program runs beside its translation (``state["busy"]``), for at most ``FIRST_WAIT``
+    seconds, unless a caller waits for the work (``state["waiting"]``)."""
     t0 = time.perf_counter()
     while state["busy"] and not state["waiting"] and time.perf_counter() - t0 < FIRST_WAIT:
         time.sleep(PAUSE)
-    state["slice"] = time.perf_counter()
 
 
 def _others() -> float:

@@ -320,10 +320,8 @@ def _start_locked(ahead=None):
     # caller and a first call then do not wait for (a call of BLAS operations waits for the lock after each: NPBench's
     # mlp, gemm first calls took 1.4-4x NumPy's); the server's own start takes about a second
     try:
-        t0 = time.perf_counter()
         time.sleep(START_DELAY)
-        while turns.state["busy"] and time.perf_counter() - t0 < turns.FIRST_WAIT:
-            time.sleep(turns.PAUSE)  # a first call running beside its translation (decorator.py): after it
+        turns.after_call()  # a first call running beside its translation (decorator.py): after it
         if ahead is not None:
             ahead.start()
         with _lock:

@@ -242,7 +242,7 @@ class WholeFunction(aot.BuiltAhead, T.Signatures):
         (``_plain_now``)."""
         args = self.kernel_args(args)
         entry = self.entry(args) if args is not None and T.current_mode() == "on" else None
-        if entry is not None and not entry.declined and hasattr(entry, "last"):
+        if entry is not None and not entry.declined:
             entry.last = seconds
             entry.interpreted += seconds
 
