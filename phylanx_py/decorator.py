@@ -24,7 +24,7 @@ from . import pickling
 from .draw import draw
 from .errors import CompileError
 from .passes import PIPELINE, fuse_elementwise, fuse_row_products, run_pipeline
-from .prescan import beside_mode
+from .prescan import beside_mode, harmless
 from .printer import labels_of
 from .program import translate
 from .resolve import SCALARS
@@ -259,7 +259,7 @@ class CompiledFunction:
                 return rt.evaluate(code, args, kwargs, HOOKS)
 
             def chosen():  # the plain function or the tree, the faster (runtime/floor.py)
-                return tree() if floor is None else floor.call(rt, args, kwargs, self.__wrapped__, tree)
+                return tree() if floor is None else floor.call(rt, args, kwargs, self.__wrapped__, tree, HOOKS)
 
             whole = code.whole
             if whole is not None and not kwargs:  # a tier that runs the whole function (loop_tiers.py)
@@ -425,7 +425,12 @@ def _compile_callable(fn):
     return None
 
 
-HOOKS = {"compile": _compile_callable}
+def _harmless(fn) -> bool:
+    """Whether a function passed to a compiled one may run in its plain run (prescan.harmless: runtime/floor.py)."""
+    return harmless(fn.__wrapped__ if isinstance(fn, CompiledFunction) else fn)
+
+
+HOOKS = {"compile": _compile_callable, "harmless": _harmless}
 
 
 # ---- programs built by other parts of the frontend (px.grad's traced trees) -------------------------------

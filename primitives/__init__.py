@@ -36,6 +36,7 @@ from .registry import (
            IO,
            MUTATES,
            PURE,
+           RAISES,
            REGISTRY,
            STATE,
            Inline,
@@ -52,5 +53,5 @@ from .registry import (
 
 REGISTRY.freeze()
 
-__all__ = ["IO", "MUTATES", "PURE", "REGISTRY", "STATE", "Inline", "Primitive", "Registry", "UnknownPrimitive",
-           "choose", "exists", "lookup", "name_of", "names", "scoped"]
+__all__ = ["IO", "MUTATES", "PURE", "RAISES", "REGISTRY", "STATE", "Inline", "Primitive", "Registry",
+           "UnknownPrimitive", "choose", "exists", "lookup", "name_of", "names", "scoped"]

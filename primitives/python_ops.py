@@ -7,7 +7,7 @@ import operator
 
 from . import shapes, vjp
 from .operators import OPERATORS, Operator
-from .registry import IO, MUTATES, STATE, Inline, Lowering, call_lowering, register
+from .registry import IO, MUTATES, RAISES, STATE, Inline, Lowering, call_lowering, register
 
 
 def contains(item, container):
@@ -309,8 +309,8 @@ def _register_python_ops():
              lowering=Lowering(lambda atoms: "(" + "".join(a + ", " for a in atoms) + ")"))
     register("python.dict", make_dict, display="dict", resolve="none")
     register("python.set", make_set, display="set")
-    register("python.assert", raise_assertion, effect=IO, display="assert")
-    register("python.raise", raise_exception, effect=IO, display="raise")
+    register("python.assert", raise_assertion, effect=RAISES, display="assert")
+    register("python.raise", raise_exception, effect=RAISES, display="raise")
     register("python.new_exception", new_exception, display="exception")
     register("python.getattr", getattr, display="getattr", cheap=True)
     scalar_call = Inline("{kernel}({args})", "scalar")

@@ -14,6 +14,10 @@ PURE = None
 MUTATES = "mutates"  # changes args[0] (or the ``out=`` argument) in place
 STATE = "state"  # advances hidden state (random generators); ordered, never folded
 IO = "io"  # talks to the outside world (print)
+# raises (assert, raise): ordered as output is, but it shows nothing when it does not raise, so a run stopped before
+# it raised can be rerun (runtime/floor.py, phylanx_py/prescan.py): NumPy code asserts its invariants in loops
+# (numpy-benchmarks' wave, cma_pt), and as IO they kept the plain function from being the floor of their calls
+RAISES = "raises"
 
 
 @dataclass(frozen=True, slots=True)

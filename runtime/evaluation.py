@@ -18,7 +18,7 @@ import threading
 import time
 
 import numpy as np
-from phylanx_py.primitives import IO, MUTATES, STATE, backends
+from phylanx_py.primitives import IO, MUTATES, RAISES, STATE, backends
 from phylanx_py.primitives import choose as choose_kernel
 from phylanx_py.primitives import lookup as lookup_primitive
 
@@ -249,9 +249,10 @@ class Evaluation:
     def _effect(self, site, args, kwargs):
         prim = site.prim
         # Python stops at a failing line: no effect may happen after a statement that failed in a task.
-        # Output and random state are seen outside, so they wait for every task before them; in-place changes
-        # wait for the tasks that read their target (below) and stop at failures already known.
-        if prim.effect == IO or prim.effect == STATE:
+        # Output and random state are seen outside, and a raise must not overtake an earlier line's failure, so
+        # they wait for every task before them; in-place changes wait for the tasks that read their target (below)
+        # and stop at failures already known.
+        if prim.effect == IO or prim.effect == STATE or prim.effect == RAISES:
             self.wait_all()
         elif self.failures:
             self.raise_failure()

@@ -21,11 +21,14 @@ finding where the tree wins (fused element-wise chains, tasks on both cores, loo
 Which calls may run the plain function (``Floor.of``): only on the local runtime (``px.runtime.local()``: the
 synchronous one is for debugging the tree, Dask runs the work on the cluster), outside ``px.profile()`` (which
 times the tree's nodes), on arguments of plain Python and NumPy values, and for programs whose rerun no one can
-see: no printing, raising, asserting or random draws, no calls of callables passed in, no stores to enclosing
-functions' names. An error in a plain run is still the ExecutionError naming the primitive and the line that the
-tree gives: it is located from the plain run's traceback (plain_errors.py), so nothing is copied before a plain
-run and a failed one is not rerun (what it changed stays changed, as the plain function leaves it); a call whose
-lists or dicts it may change runs through the tree. ``PHYLANX_FLOOR=0`` turns this off."""
+see: no printing or random draws, no stores to enclosing functions' names, no calls of callables from elsewhere
+but functions passed to the entry function that show and change nothing (prescan.harmless, judged per call: the
+tree runs the others; an error inside one is located in its own tree, as the tree compiles it to run it). An
+``assert`` or ``raise`` is no such effect: a run that raised is not rerun. An error in a plain run is still the
+ExecutionError naming the primitive and the line that the tree gives: it is located from the plain run's traceback
+(plain_errors.py), so nothing is copied before a plain run and a failed one is not rerun (what it changed stays
+changed, as the plain function leaves it); a call whose lists or dicts it may change runs through the tree.
+``PHYLANX_FLOOR=0`` turns this off."""
 from __future__ import annotations
 
 import ctypes
@@ -93,8 +96,11 @@ class _Times:
 class Floor:
     """The choice between the plain function and the tree for one compiled function (module docstring)."""
 
-    def __init__(self, mutates, loops=True, locate=None, tiers=()):
+    def __init__(self, mutates, loops=True, locate=None, tiers=(), callables=()):
         self.locate = locate  # the ExecutionError of a failed plain run (plain_errors.Locator.error)
+        # the entry function's parameters it calls, (name, position or None when keyword-only): the values of a
+        # call must be ``hooks["harmless"]`` for the plain function to run (``_callables``)
+        self.callables = tuple(callables)
         self.tiers = tuple(tiers)  # the program's loop tiers that run native code: their kernels are its cue
         self.mutates = mutates  # whether the program changes anything in place (lists and dicts included)
         self.loops = loops  # whether it has loops, which a native kernel getting ready may speed up in the tree
@@ -108,11 +114,21 @@ class Floor:
         ExecutionError of a failed plain run (plain_errors.Locator.error of the program's generated code); ``tiers``:
         its loops' native tiers (codegen's ``native_loops``)."""
         mutates = False
+        entry = program.function(program.entry)
+        passed = _untouched_params(entry)
+        callables = {}
         for _, fn in program.functions:
-            for n in ir.walk(fn.body):
+            known = _own_functions(fn)
+            for n, level in _nested_walk(fn.body):
                 t = type(n)
-                if t is ir.Apply and type(n.func) not in (ir.FuncRef, ir.Lambda):
-                    return None  # a callable passed in: what it does is unknown
+                if t is ir.Apply and type(n.func) not in (ir.FuncRef, ir.Lambda) and \
+                        not (type(n.func) is ir.Var and n.func.name in known):
+                    if fn is entry and type(n.func) is ir.Var and n.func.depth == level and n.func.name in passed:
+                        # a function passed in (also called in a comprehension or lambda of the entry function,
+                        # ``level`` functions in): judged per call
+                        callables[n.func.name] = passed[n.func.name]
+                        continue
+                    return None  # a callable from elsewhere: what it does is unknown
                 if t in (ir.SetVar, ir.StoreName) and n.depth != 0:
                     return None
                 if t is ir.StoreItem:
@@ -127,13 +143,20 @@ class Floor:
                     if "out" in dict(n.kwargs) or (effect == MUTATES and n.args):
                         mutates = True
         loops = any(isinstance(n, (ir.For, ir.While)) for _, fn in program.functions for n in ir.walk(fn.body))
-        return cls(mutates, loops, locate, tiers)
+        return cls(mutates, loops, locate, tiers, tuple(callables.items()))
 
-    def call(self, rt, args, kwargs, plain, tree):
-        """The call's result: ``plain(*args, **kwargs)`` or ``tree()``, as chosen (module docstring)."""
+    def call(self, rt, args, kwargs, plain, tree, hooks=None):
+        """The call's result: ``plain(*args, **kwargs)`` or ``tree()``, as chosen (module docstring); ``hooks``:
+        the frontend's (``harmless``, ``compile``) for a program that calls a function passed in."""
         if not runs_plain(rt):
             return tree()
-        key = _key(args, kwargs, self.mutates)
+        locate, passed = self.locate, ()
+        if self.callables:
+            passed = self._callables(args, kwargs, plain, hooks)
+            if passed is None:
+                return tree()
+            locate = self._locate_in(passed, hooks)
+        key = _key(args, kwargs, self.mutates, passed)
         if key is None:
             return tree()
         times = self.times.get(key)
@@ -185,7 +208,7 @@ class Floor:
             self.tree_runs += 1
             self.tree_seconds += seconds
             return out
-        out, ran = plain_run(plain, args, kwargs, (), tree, locate=self.locate)
+        out, ran = plain_run(plain, args, kwargs, (), tree, locate=locate)
         if ran is None:
             return out
         seconds = time.perf_counter() - t0
@@ -197,6 +220,41 @@ class Floor:
         with rt._lock:
             rt.counts["calls"] += 1
         return out
+
+    def _callables(self, args, kwargs, plain, hooks):
+        """The functions this call passes (or leaves at their defaults) for the parameters the program calls, when
+        every one is harmless (phylanx_py/prescan.py: nothing a rerun would show, nothing changed in place); None
+        otherwise (the call runs through the tree, which runs what they do as the plain function would)."""
+        harmless = hooks.get("harmless") if hooks else None
+        if harmless is None:
+            return None
+        values = []
+        for name, position in self.callables:
+            if position is not None and position < len(args):
+                value = args[position]
+            elif name in kwargs:
+                value = kwargs[name]
+            else:
+                value = _default(plain, name, position)
+            if value is _FAILED or not harmless(value):
+                return None
+            values.append(value)
+        return tuple(values)
+
+    def _locate_in(self, passed, hooks):
+        """``locate`` for a plain run of this call: an error inside a function passed in is located in that
+        function's own tree first (``hooks["compile"]``), as the tree's evaluation of the call compiles it."""
+        compile_callable = hooks.get("compile")
+
+        def locate(exc):
+            for fn in passed:
+                code = compile_callable(fn) if compile_callable is not None else None
+                err = code.locate(exc, strict=True) if code is not None else None
+                if err is not None:
+                    return err
+            return self.locate(exc) if self.locate is not None else None
+
+        return locate
 
     def _setup(self) -> float:
         """Seconds the program's loop tiers spent lowering and loading kernels inside calls (``Signatures.setup``)."""
@@ -211,6 +269,58 @@ class Floor:
             return []
         return [f"calls: {self.plain_runs} ran as the plain function, {self.tree_runs} through the tree (the "
                 f"faster one per signature, timed)"]
+
+
+def _own_functions(fn: ir.Function) -> frozenset:
+    """The names that ``fn`` (its nested functions included) binds to its own lambdas or functions only
+    (``fprime = lambda x: 1 - np.tanh(x) ** 2``, numpy-benchmarks' slowparts): a call of one runs code this walk
+    sees. A name also bound otherwise (a parameter, a loop's target, another value) may hold any callable."""
+    functions: dict = {}
+    stores: dict = {}
+    other: set = set()
+    for n in ir.walk(fn):
+        t = type(n)
+        if t is ir.Assign and type(n.target) is ir.StoreName and type(n.value) in (ir.Lambda, ir.FuncRef):
+            functions[n.target.name] = functions.get(n.target.name, 0) + 1
+        elif t is ir.StoreName:
+            stores[n.name] = stores.get(n.name, 0) + 1
+        elif t is ir.SetVar:
+            other.add(n.name)
+        elif t is ir.Function:
+            other.update(n.params)
+            other.update(n.kwonly)
+    return frozenset(name for name, count in functions.items() if name not in other and stores[name] == count)
+
+
+def _nested_walk(body):
+    """(node, how many functions (lambdas, comprehensions) in it is) for each node of ``body``."""
+    stack = [(body, 0)]
+    while stack:
+        node, level = stack.pop()
+        yield node, level
+        inner = level + 1 if type(node) is ir.Function else level
+        stack.extend((kid, inner) for kid in ir.children(node))
+
+
+def _untouched_params(fn: ir.Function) -> dict:
+    """``fn``'s parameters that no statement of it binds again (what they hold is the call's): name -> position
+    (None: keyword-only)."""
+    bound = {n.name for n in ir.walk(fn.body) if type(n) in (ir.StoreName, ir.SetVar)}
+    out = {name: i for i, name in enumerate(fn.params) if name not in bound}
+    out.update({name: None for name in fn.kwonly if name not in bound})
+    return out
+
+
+def _default(plain, name, position):
+    """The default value of ``plain``'s parameter ``name`` (at ``position``; None: keyword-only), or _FAILED."""
+    code = getattr(plain, "__code__", None)
+    if code is None:
+        return _FAILED
+    if position is None:
+        return (plain.__kwdefaults__ or {}).get(name, _FAILED)
+    defaults = plain.__defaults__ or ()
+    at = position - (code.co_argcount - len(defaults))
+    return defaults[at] if 0 <= at < len(defaults) else _FAILED
 
 
 def runs_plain(rt) -> bool:
@@ -388,9 +498,10 @@ def typical(samples: list) -> float:
     return ordered[len(ordered) // 2]
 
 
-def _key(args, kwargs, mutates):
+def _key(args, kwargs, mutates, passed=()):
     """The signature the times are kept for, or None when an argument is not a plain value (a future, a tiled or
-    GPU array, a list or dict the program may change)."""
+    GPU array, a list or dict the program may change) nor one of the harmless functions ``passed`` (``_callables``),
+    which are part of it."""
     key = []
     for a in (*args, *kwargs.values()):
         t = type(a)
@@ -405,6 +516,8 @@ def _key(args, kwargs, mutates):
             if not all(type(v) in _SCALARS or type(v) is np.ndarray or isinstance(v, np.generic) for v in items):
                 return None
             key.append((t, len(a)))
+        elif passed and any(a is fn for fn in passed):
+            key.append(a)
         else:
             return None
     if kwargs:

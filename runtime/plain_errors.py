@@ -48,9 +48,11 @@ class Locator:
         self.index = index
         self.files = frozenset(key[0] for key in index)
 
-    def error(self, exc: BaseException) -> ExecutionError | None:
+    def error(self, exc: BaseException, strict: bool = False) -> ExecutionError | None:
         """The ExecutionError for ``exc``, raised by a plain run; None when no frame of the program's files is in
-        its traceback (the call failed before the function's body ran: nothing of it ran, the tree may)."""
+        its traceback (the call failed before the function's body ran: nothing of it ran, the tree may), or with
+        ``strict`` when none is at one of the program's primitives (a function passed to another program, whose
+        own error it is otherwise: floor.py)."""
         frames = []
         tb = exc.__traceback__
         while tb is not None:
@@ -63,6 +65,8 @@ class Locator:
             found = self._primitive(code, lasti, line)
             if found is not None:
                 return ExecutionError.from_exception(exc, *found)
+        if strict:
+            return None
         code, lasti, line = frames[-1]
         line, col = instruction_position(code, lasti, line)
         loc = SourceLoc(code.co_filename, line, col or 1, code.co_name, linecache.getline(code.co_filename, line))
@@ -71,6 +75,12 @@ class Locator:
     def _primitive(self, code, lasti, line):
         """(location, label) of the tree's primitive at the instruction (on ``line``, the traceback's), or None."""
         line, col = instruction_position(code, lasti, line)
+        if dis.opname[code.co_code[lasti]] == "RAISE_VARARGS":
+            # an ``assert``'s raise has its test's position; the tree's node is the statement's (its first column)
+            asserts = [(key, found["assert"]) for key, found in self.index.items()
+                       if key[:2] == (code.co_filename, line) and "assert" in found and (col is None or key[2] <= col)]
+            if asserts:
+                return max(asserts, key=lambda a: a[0][2])[1], "assert"
         if col is None:  # Python 3.10 (no instruction columns): the line's primitive, when it has one only
             labels = {k: v for key, found in self.index.items() if key[:2] == (code.co_filename, line)
                       for k, v in found.items()}

@@ -2,6 +2,8 @@
 # ruff: noqa: E701, E702, B007, UP031, C416, SIM
 from __future__ import annotations
 
+import numpy as np
+
 # ---- control flow ----------------------------------------------------------------------------------------
 
 
@@ -202,6 +204,22 @@ def assert_fails(x):
     return x
 
 
+def assert_in_loop(A, n):  # (here, not in a test module: pytest rewrites the asserts of those)
+    s = 0.0
+    for i in range(n):
+        x = A[i] * 2.0
+        assert x != 6.0, "hit six"
+        s += x
+    return s
+
+
+def raise_when_big(A):
+    B = A + 1.0
+    if B[0] > 100.0:
+        raise ValueError(f"too big: {B[0]}")
+    return B
+
+
 def no_return(lst):
     lst.append(1)
 
@@ -273,3 +291,43 @@ def while_true_break(limit):
         if n > limit:
             break
     return n
+
+
+def wrap_around(i, k, n):
+    return (i + k) % n
+
+
+def clamp_step(i, k, n):
+    return min(n - 1, max(0, i + k))
+
+
+def zero_step(i, k, n):
+    return (i + k) // (n - n)
+
+
+def noisy_step(i, k, n):
+    print("step", i)
+    return (i + k) % n
+
+
+def stamping_step(i, k, n):
+    k[0] = i
+    return i
+
+
+def shifted(a, mode=wrap_around):
+    """A function passed in (or its default), called in a loop and in a comprehension (numpy-benchmarks'
+    local_maxima passes ``mode=wrap``)."""
+    n = a.shape[0]
+    out = np.zeros(n)
+    for i in range(n):
+        out[i] = a[mode(i, 1, n)]
+    return out, tuple(mode(j, 2, n) for j in range(n))
+
+
+def stamped(a, mode):
+    marks = np.zeros(1, dtype=np.int64)
+    total = 0.0
+    for i in range(a.shape[0]):
+        total += a[mode(i, marks, a.shape[0])]
+    return total, marks

@@ -102,6 +102,41 @@ def while_around_for(a):
     return a
 
 
+def own_lambda(a, b):
+    fprime = lambda x: 1.0 - np.tanh(x) ** 2  # noqa: E731 - as numpy-benchmarks' slowparts has it
+    out = np.empty_like(a)
+    for i in range(a.shape[0]):
+        out[i] = fprime(a[i]) * b[i]
+    return out
+
+
+def local_import(values):
+    import numpy as np  # (numpy-benchmarks' grouping)
+
+    diff = np.concatenate(([1], np.diff(values)))
+    return np.where(diff)[0]
+
+
+def nested_def(x):
+    def inner(y):
+        return y + 1
+
+    return inner(x)
+
+
+def raise_from(x):
+    if x < 0:
+        raise ValueError("negative") from None
+    return x
+
+
+def local_module_as_value(x):
+    import numpy as np
+
+    m = np
+    return m.sqrt(x)
+
+
 def uses_try(x):
     try:
         y = x + 1
@@ -286,6 +321,27 @@ def test_an_error_of_a_first_call_is_the_trees_error(monkeypatch):
     assert isinstance(beside_err.value.__cause__, IndexError)
 
 
+def test_a_failed_assert_or_raise_of_a_first_call_is_the_trees_error(monkeypatch):
+    """An ``assert`` (its raise has its test's column, the tree's node the statement's: plain_errors.py) and a
+    ``raise`` in a first call beside the translation."""
+    from prog_control import assert_in_loop, raise_when_big
+
+    cases = ((assert_in_loop, (np.arange(5.0), 5)), (raise_when_big, (np.full(2, 200.0),)))
+    beside_errors = []
+    for fn, args in cases:
+        with pytest.raises(px.ExecutionError) as err:
+            px.compile(fn)(*args)
+        beside_errors.append(err.value)
+    monkeypatch.setenv("PHYLANX_BESIDE", "0")
+    monkeypatch.setenv("PHYLANX_FLOOR", "0")
+    for (fn, args), beside_error in zip(cases, beside_errors):
+        with pytest.raises(px.ExecutionError) as tree_err:
+            px.compile(fn)(*args)
+        assert str(beside_error) == str(tree_err.value)
+        assert beside_error.primitive == ("assert" if fn is assert_in_loop else "raise")
+        assert type(beside_error.__cause__) is (AssertionError if fn is assert_in_loop else ValueError)
+
+
 def test_a_wrong_call_is_pythons_error():
     f = px.compile(scale)
     with pytest.raises(TypeError, match="missing 1 required positional argument: 'k'"):
@@ -348,14 +404,22 @@ def test_the_bytecode_scan_sends_every_refused_construct_of_the_error_suite_to_t
     # ... unless a rerun would repeat what someone saw: printing, random draws, mutable module data
     assert beside_mode(nested_printing) is None and beside_mode(nested_drawing) is None
     assert beside_mode(nested_reading_module_array) is None
+    # asserts and ``raise X`` (numpy-benchmarks' wave, cma_pt), the function's own lambdas (slowparts) and imports of
+    # modules at the top of its body used as modules (grouping); not a nested ``def``, ``raise ... from``, nor a
+    # module imported there used as a value
+    from prog_control import assert_in_loop, raise_when_big
+
+    assert beside_mode(assert_in_loop) == beside_mode(raise_when_big) == "plain"
+    assert beside_mode(own_lambda) == beside_mode(local_import) == "plain"
+    assert not runs_beside(nested_def) and not runs_beside(raise_from) and not runs_beside(local_module_as_value)
 
 
-@pytest.mark.parametrize("fn", [loops_in_turn, chained, chained_stores])
+@pytest.mark.parametrize("fn", [loops_in_turn, chained, chained_stores, own_lambda, local_import])
 def test_loops_one_after_the_other_and_chained_assignments_run_the_plain_function_beside_the_translation(
         translations, fn):
     f = px.compile(fn)
     a, b = np.arange(4.0), np.arange(4.0)
-    extra = (4,) if fn is chained_stores else ()
+    extra = {chained_stores: (4,), own_lambda: (np.ones(4),)}.get(fn, ())
     np.testing.assert_array_equal(f(a, *extra), fn(b, *extra))
     np.testing.assert_array_equal(a, b)
     assert f._job and f._job[1] is not None  # the first call ran the plain function; the worker translates

@@ -8,6 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from helpers import source_position
+from prog_control import assert_fails
 
 import phylanx_py as px
 
@@ -364,11 +365,6 @@ def list_out_of_range(lst):
     return lst[i]
 
 
-def failing_assert(x):
-    assert x > 0, "x must be positive"
-    return x
-
-
 def _divide_helper(a, b):
     return a / b
 
@@ -418,11 +414,12 @@ def _assert_execution_error(err, fn, marker, primitive, cause, function=None, oc
     """``err`` names ``fn``'s line of ``marker``, the primitive, and chains the plain run's exception."""
     line, col = source_position(fn, marker, occurrence)
     lines = str(err).splitlines()
-    assert lines[0] == f"{FILE}:{line}:{col}: in primitive '{primitive}': {type(cause).__name__}: {cause}"
-    assert lines[1] == f'  File "{FILE}", line {line}, in {function or fn.__name__}'
-    assert lines[2].strip() == open(FILE).read().splitlines()[line - 1].strip()
+    file = fn.__code__.co_filename
+    assert lines[0] == f"{file}:{line}:{col}: in primitive '{primitive}': {type(cause).__name__}: {cause}"
+    assert lines[1] == f'  File "{file}", line {line}, in {function or fn.__name__}'
+    assert lines[2].strip() == open(file).read().splitlines()[line - 1].strip()
     assert lines[3].strip().startswith("^")
-    assert (err.filename, err.lineno, err.col, err.primitive) == (FILE, line, col, primitive)
+    assert (err.filename, err.lineno, err.col, err.primitive) == (file, line, col, primitive)
     assert type(err.__cause__) is type(cause)
     assert str(err.__cause__) == str(cause)
 
@@ -514,10 +511,12 @@ def test_list_index_out_of_range(runtime):
 
 
 def test_failing_assert_with_message(runtime):
-    cause = AssertionError("x must be positive")  # not the plain run's: pytest rewrites asserts in this file
-    err = _execution_error(failing_assert, -1)
-    _assert_execution_error(err, failing_assert, "assert x", "assert", cause)
-    assert str(err.__cause__) == "x must be positive"
+    """From tests/prog_control.py: pytest rewrites the asserts of this file, and the first call runs the plain
+    function beside its translation (runtime/beside.py), whose message would be pytest's."""
+    cause = _plain_error(assert_fails, -1)
+    err = _execution_error(assert_fails, -1)
+    _assert_execution_error(err, assert_fails, "assert x", "assert", cause)
+    assert str(err.__cause__) == "x must be positive, got -1"
 
 
 def test_error_in_transitively_compiled_helper_names_its_line(runtime):

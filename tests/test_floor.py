@@ -10,6 +10,17 @@ import time
 
 import numpy as np
 import pytest
+from prog_control import (
+    assert_in_loop,
+    clamp_step,
+    noisy_step,
+    raise_when_big,
+    shifted,
+    stamped,
+    stamping_step,
+    wrap_around,
+    zero_step,
+)
 
 import phylanx_py as px
 
@@ -57,6 +68,21 @@ def _appends(items, v):
     return len(items)
 
 
+def _local_lambda(A):
+    f = lambda x: 1.0 - np.tanh(x) ** 2  # noqa: E731 - as numpy-benchmarks' slowparts writes it
+    out = np.empty_like(A)
+    for i in range(A.shape[0]):
+        out[i] = f(A[i])
+    return out
+
+
+def _lambda_or_passed(A, g):
+    f = lambda x: x + 1.0  # noqa: E731
+    if A[0] > 0:
+        f = g
+    return f(A)
+
+
 def _store_in_tuple(pair):
     pair[0][0] += 1.0
     return pair[1]
@@ -71,6 +97,9 @@ class _Spy:
     def __call__(self, *args, **kwargs):
         self.calls += 1
         return self.fn(*args, **kwargs)
+
+    def __getattr__(self, name):  # the function's own attributes (its defaults: floor.py's ``_default``)
+        return getattr(self.fn, name)
 
 
 @pytest.fixture
@@ -373,11 +402,13 @@ def _nested_fails(A, B):
     (_store_then_fail, (np.zeros(3), 5)), (_store_fails, (np.zeros(3), 5)),
     (_matmul_fails, (np.zeros((2, 3)), np.zeros((2, 3)))), (_iadd_fails, (np.zeros(3), np.zeros(4))),
     (_item_iadd_fails, (np.zeros(3), 5)), (_call_fails, (np.zeros((2, 2)),)),
-    (_inner_fails, (np.zeros((2, 3)), np.zeros(3))), (_nested_fails, (np.zeros((2, 3)), np.zeros(3)))])
+    (_inner_fails, (np.zeros((2, 3)), np.zeros(3))), (_nested_fails, (np.zeros((2, 3)), np.zeros(3))),
+    (assert_in_loop, (np.arange(5.0), 5)), (raise_when_big, (np.full(2, 200.0),))])
 def test_a_failed_plain_run_raises_the_trees_error(local, fn, args):
     """The same message (file:line:col, primitive, cause) as the tree's, for a subscript, a store, operators, an
     augmented store into an item (three primitives at one column: the instruction's kind decides), a call of a
-    NumPy function that raises in NumPy's own Python code, and a failure inside a function the program calls."""
+    NumPy function that raises in NumPy's own Python code, a failure inside a function the program calls, and an
+    ``assert`` (whose raise has its test's column, the tree's node the statement's) and a ``raise``."""
     want = _tree_error(fn, *args)
     f, spy = _compiled_with_spy(fn)
     trees = _tree_runs(f)
@@ -387,10 +418,75 @@ def test_a_failed_plain_run_raises_the_trees_error(local, fn, args):
     assert str(err.value) == want
 
 
+def test_programs_that_assert_or_raise_run_the_plain_function(local):
+    """``assert`` and ``raise`` show nothing when they do not raise: such programs have the plain function as their
+    floor (numpy-benchmarks' wave asserts in its loop and ran at 0.5x its plain function, always through the
+    tree), with the plain function's answers."""
+    for fn, args in ((assert_in_loop, (np.arange(5.0), 3)), (raise_when_big, (np.zeros(2),))):
+        f, spy = _compiled_with_spy(fn)
+        for _ in range(4):
+            np.testing.assert_array_equal(f(*args), fn(*args))
+        assert spy.calls >= 1, fn.__name__
+
+
+def test_a_function_passed_in_that_shows_and_changes_nothing_runs_in_the_plain_function(local):
+    """A parameter the program calls (in a loop, in a comprehension), passed or left at its default: when what it
+    holds is harmless (prescan.harmless), the plain function runs (numpy-benchmarks' local_maxima with
+    ``mode=wrap``: 14x slower through the tree); otherwise the tree, which runs it as the plain function would."""
+    a = np.arange(6.0)
+    for mode in (None, wrap_around, clamp_step):
+        f, spy = _compiled_with_spy(shifted)
+        args = (a,) if mode is None else (a, mode)
+        for _ in range(4):
+            got, want = f(*args), shifted(*args)
+            np.testing.assert_array_equal(got[0], want[0])
+            assert got[1] == want[1]
+        assert spy.calls >= 1, mode
+    f, spy = _compiled_with_spy(stamped)
+    for _ in range(3):
+        got, want = f(a, stamping_step), stamped(a, stamping_step)
+        assert got[0] == want[0] and np.array_equal(got[1], want[1])
+    assert spy.calls == 0  # it changes an array in place: the tree
+
+
+def test_a_function_passed_in_that_prints_runs_through_the_tree(local, capsys):
+    f, spy = _compiled_with_spy(shifted)
+    a = np.arange(3.0)
+    for _ in range(2):
+        np.testing.assert_array_equal(f(a, noisy_step)[0], shifted(a, noisy_step)[0])
+    assert spy.calls == 0
+    assert capsys.readouterr().out == "".join(f"step {i}\n" for i in (0, 1, 2, 0, 1, 2)) * 4
+
+
+def test_an_error_inside_a_function_passed_in_is_the_trees_error(local):
+    """Located in the passed function's own tree (the tree compiles it to run it), not at the call."""
+    a = np.arange(4.0)
+    want = _tree_error(shifted, a, zero_step)
+    f, spy = _compiled_with_spy(shifted)
+    f(a)  # the plain function (its default is harmless): the floor's first call
+    with pytest.raises(px.ExecutionError) as err:
+        f(a, zero_step)
+    assert spy.calls == 2  # the failing call ran the plain function: no rerun through the tree
+    assert str(err.value) == want
+    assert "in primitive '__floordiv'" in want and "zero_step" in want
+
+
+def test_a_program_calling_its_own_lambda_runs_the_plain_function(local):
+    """A name bound only to the program's own lambda is no callable passed in: the floor takes the program (a
+    lambda called in a loop kept numpy-benchmarks' slowparts in the tree, at 0.68x its plain function)."""
+    f, spy = _compiled_with_spy(_local_lambda)
+    A = np.linspace(-1.0, 1.0, 12).reshape(3, 4)
+    for _ in range(4):
+        np.testing.assert_allclose(f(A), _local_lambda(A), rtol=1e-12)
+    assert spy.calls >= 1
+
+
 @pytest.mark.parametrize("fn, args", [(_prints, (1.0,)), (_appends, ([1, 2], 3)),
-                                      (_store_in_tuple, ((np.zeros(2), np.ones(2)),))])
+                                      (_store_in_tuple, ((np.zeros(2), np.ones(2)),)),
+                                      (_lambda_or_passed, (np.ones(2), np.negative))])
 def test_programs_whose_rerun_could_be_seen_take_the_tree(local, fn, args, capsys):
-    """Printing, and containers holding what the program changes (not copied before a plain run)."""
+    """Printing, containers holding what the program changes (not copied before a plain run), and a call of a
+    name that may hold a callable passed in (a lambda's name bound to a parameter too)."""
     f, spy = _compiled_with_spy(fn)
     for _ in range(3):
         f(*[list(a) if isinstance(a, list) else a for a in args])

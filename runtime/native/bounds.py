@@ -24,7 +24,7 @@ import re
 
 import numpy as np
 from phylanx_py.primitives import lookup
-from phylanx_py.primitives.registry import IO, MUTATES, PURE, UnknownPrimitive
+from phylanx_py.primitives.registry import IO, MUTATES, PURE, RAISES, UnknownPrimitive
 
 from phylanx_py import ir
 
@@ -116,7 +116,7 @@ class Prover:
                     effect = lookup(st.prim).effect
                 except KeyError:  # not a primitive of the registry: say it may change any argument
                     effect = "unknown"
-                if effect is PURE or effect == IO:  # print and the like change no array
+                if effect is PURE or effect == IO or effect == RAISES:  # print, assert and the like change no array
                     continue
                 if effect == MUTATES:  # its first argument, or out=
                     targets = list(st.args[:1]) + [v for k, v in st.kwargs if k == "out"]

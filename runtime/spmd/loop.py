@@ -18,7 +18,7 @@ import uuid
 import warnings
 
 import numpy as np
-from phylanx_py.primitives import IO, MUTATES, STATE, lookup
+from phylanx_py.primitives import IO, MUTATES, RAISES, STATE, lookup
 
 from phylanx_py import ir
 
@@ -130,7 +130,7 @@ class SpmdLoop:
                 return "a function inside it assigns its variables"
             if isinstance(n, ir.Var) and n.depth >= 2:
                 return "a function inside it uses an enclosing function's variables"
-            if isinstance(n, ir.Call) and lookup(n.prim).effect in (IO, STATE):
+            if isinstance(n, ir.Call) and lookup(n.prim).effect in (IO, STATE, RAISES):
                 return f"{lookup(n.prim).label} at line {n.loc.lineno} must run on the client, in order"
             # the ranks change copies: a change to something not held by a name of the loop would be lost
             target = n.obj if isinstance(n, ir.StoreItem) else (
