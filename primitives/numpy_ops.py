@@ -127,6 +127,10 @@ def _register_numpy():
         fn = getattr(np, name, None)
         if fn is not None:
             register(name, fn, obj=fn, effect=MUTATES)
+    # np.ndindex / np.ndenumerate: classes whose objects are iterators, spent after one loop as in NumPy (never
+    # folded: only scalars are, passes/fold.py); numpy-benchmarks' local_maxima loops over them
+    register("ndindex", np.ndindex, obj=np.ndindex)
+    register("ndenumerate", np.ndenumerate, obj=np.ndenumerate)
     # np.ndarray(shape, dtype=...): an allocation like np.empty (its values are whatever the memory held)
     register("ndarray", np.ndarray, obj=np.ndarray,
              lowering=call_lowering("np.empty", allocates=True, keywords=("dtype",)))

@@ -122,6 +122,9 @@ add("tril", "np.tril(m)", "np.tril(m, -1)")
 add("triu", "np.triu(m, 1)", "np.triu(t)")
 add("meshgrid", "np.meshgrid(c, v)", "np.meshgrid(c, v, indexing='ij')")
 add("indices", "np.indices((2, 3))")
+add("ndindex", "list(np.ndindex(2, q))", "list(np.ndindex((2, 3)))",
+    "it = np.ndindex(m.shape)\nfirst = [p for p in it]\nreturn first, [p for p in it]")  # spent after one loop
+add("ndenumerate", "[(ix, val * 2) for ix, val in np.ndenumerate(m)]")
 add("fromfunction", "np.fromfunction(lambda r0, r1: r0 * 10 + r1, (2, 3))")
 
 # ---- shape manipulation ----------------------------------------------------------------------------------

@@ -432,6 +432,20 @@ def big_futures_in_containers(a):
             out[1:], len({(a * k).sum() for k in (1, 1, 2)}), 1 if s else 0, s and 5, str(s), f"{a.max()}")
 
 
+def index_walks(a, w):
+    """np.ndindex and np.ndenumerate loops, one inside another (numpy-benchmarks' local_maxima): each loop over an
+    ndindex object starts afresh."""
+    out = np.zeros(a.shape)
+    inner = np.ndindex(w)
+    for pos in np.ndindex(a.shape):
+        for off in inner:
+            out[pos] += a[tuple((p + o) % s for p, o, s in zip(pos, off, a.shape))]
+    total = 0.0
+    for idx, v in np.ndenumerate(a):
+        total += v * (idx[0] + 1)
+    return out, total, list(np.ndindex(2, 2))
+
+
 def numpy_python_interplay(a):
     return (f"{a[0]}", f"{a.sum():.2f}", str(a), len(np.ones((3, 2))), range(np.int64(3))[-1],
             7 / np.int64(2), np.int64(7) / 2, int(np.float32(2.7)), float(a[1]) + 1, [float(v) for v in a])

@@ -219,6 +219,7 @@ MORE_NUMPY = [
     case(p.int_division_mixed, np.array([7, -7, 3])), case(p.where_and_masks, np.array([3.0, -1.0, 0.5, -2.0])),
     case(p.outer_products, np.array([1.0, 2.0]), np.array([3.0, -1.0])),
     case(p.numpy_python_interplay, np.array([1.5, 2.25])),
+    case(p.index_walks, np.arange(6.0).reshape(2, 3), (2, 2)), case(p.index_walks, np.arange(4.0), (3,)),
     # matrix products inside loops (native forms when forced: Numba's np.dot)
     case(prog_loops.cholesky_dot, np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])),
     case(prog_loops.lu_matmul, np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])),
