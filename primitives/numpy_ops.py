@@ -128,9 +128,10 @@ def _register_numpy():
         if fn is not None:
             register(name, fn, obj=fn, effect=MUTATES)
     # np.ndindex / np.ndenumerate: classes whose objects are iterators, spent after one loop as in NumPy (never
-    # folded: only scalars are, passes/fold.py); numpy-benchmarks' local_maxima loops over them
-    register("ndindex", np.ndindex, obj=np.ndindex)
-    register("ndenumerate", np.ndenumerate, obj=np.ndenumerate)
+    # folded: only scalars are, passes/fold.py), made where the loop runs (an iterator does not travel to a Dask
+    # worker: ndenumerate holds a flatiter, which does not pickle); numpy-benchmarks' local_maxima loops over them
+    register("ndindex", np.ndindex, obj=np.ndindex, local=True)
+    register("ndenumerate", np.ndenumerate, obj=np.ndenumerate, local=True)
     # np.ndarray(shape, dtype=...): an allocation like np.empty (its values are whatever the memory held)
     register("ndarray", np.ndarray, obj=np.ndarray,
              lowering=call_lowering("np.empty", allocates=True, keywords=("dtype",)))
