@@ -437,3 +437,47 @@ def test_straight_line_code_is_lowered_beside_its_calls_with_the_server(own_addr
     # the signature lowered once, by the worker beside the calls (runtime/beside.py), the global's value among
     # its arguments
     assert done.stdout.split() == ["True", "True", "['phylanx-beside']"]
+
+
+LOWER_PROGRAM = textwrap.dedent("""
+    import time
+    import numpy as np
+    import phylanx_py as px
+    from phylanx_py.runtime.native import compile_process, tiering, whole
+
+    def smooth(a, n):
+        for t in range(n):
+            for i in range(1, a.shape[0] - 1):
+                a[i] = (a[i - 1] + a[i] + a[i + 1]) / 3.0
+        return a
+
+    f = px.compile(smooth)  # starts the server's link beside the program (compile_process.prestart)
+    deadline = time.monotonic() + 60
+    while not compile_process._server[0] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    x = np.linspace(0.0, 1.0, 40)
+    same = bool(np.allclose(f(x.copy(), 3), smooth(x.copy(), 3)))  # the plain function, beside the job
+    f._job[1].result(timeout=120)
+    tier = f._code.whole
+    args = tier.kernel_args((x, 3))
+    (entry,) = tier.entries.values()
+    here = whole.lowering(tier.body, tier.params, entry.kinds, tiering._small(args), tier.ret, tier.functions,
+                          tier.loop_free)
+    while " -> native" not in f.explain() and time.monotonic() < deadline:
+        same = same and bool(np.allclose(f(x.copy(), 3), smooth(x.copy(), 3)))
+    print(same, compile_process.LOWERED[0], entry.source == here[1][0], " -> native" in f.explain())
+""")
+
+
+@pytest.mark.parametrize("lower", ["1", "0"])
+def test_the_job_beside_the_first_calls_has_the_server_lower_their_signature(own_address, tmp_path, lower):
+    """The whole function's signature, lowered for the job beside the first calls (runtime/beside.py), is lowered by
+    the compile server (compile_child.lower_request): the same kernel source as this process makes, and native
+    code from it; ``PHYLANX_COMPILE_LOWER=0`` lowers it in the program."""
+    script = tmp_path / "lower.py"
+    script.write_text(LOWER_PROGRAM)
+    env = {k: v for k, v in os.environ.items() if k not in ("PHYLANX_BESIDE", "PHYLANX_FLOOR", "PHYLANX_NATIVE")}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env={**env, "PHYLANX_CACHE_DIR": str(tmp_path / "cache"), "PHYLANX_COMPILE_LOWER": lower})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", lower, "True", "True"]

@@ -50,6 +50,21 @@ def compile_request(payload: bytes) -> bytes:
         return b"0"
 
 
+def lower_request(payload: bytes) -> bytes:
+    """A whole function's signature lowered here for a program's job beside its calls (whole.py ``_lowering``):
+    the payload is that call's arguments, pickled by a process of this user as a compile request is; the reply a
+    HEADER-sized length and the pickled result (the lowering's products, ("declined", why), or ("failed", why):
+    the asker then lowers it itself and meets the error there)."""
+    from .whole import lowering
+
+    try:
+        result = lowering(*pickle.loads(payload))  # noqa: S301 - from this user's process
+    except Exception as e:  # noqa: BLE001 - the asker lowers it again and raises it there
+        result = ("failed", f"{type(e).__name__}: {e}")
+    data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+    return HEADER.pack(len(data)) + data
+
+
 def lower_priority() -> None:
     """Run at a lower CPU priority than the caller: the niceness the parent set as this process started
     (``PHYLANX_COMPILE_TARGET_NICE``, from ``PHYLANX_COMPILE_NICE``: default 19, the lowest; 0 leaves the caller's),
@@ -92,7 +107,7 @@ def _exit_with_parent(parent: int, every: float = 1.0):
 
 
 if __name__ == "__main__" and len(sys.argv) > 1:  # the compile server (compile_server.BOOT: its socket's path)
-    compile_server.main(sys.argv[1], compile_request, ready_numba)
+    compile_server.main(sys.argv[1], compile_request, ready_numba, lower_request)
 elif __name__ == "__main__":
     lower_priority()
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()

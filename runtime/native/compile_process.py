@@ -46,7 +46,7 @@ from phylanx_py import turns
 from phylanx_py.errors import PhylanxError
 
 from . import blas_pool, compile_server
-from .compile_server import HEADER  # a request's length (the child's pipe and the server's socket alike)
+from .compile_server import HEADER, LOWERING  # a request's length (the child's pipe and the server's socket alike)
 
 _lock = threading.Lock()  # one request at a time on the pipe (the child compiles one kernel at a time anyway)
 _child: list = [None]  # the Popen, or False once it could not be started (no second try)
@@ -54,6 +54,8 @@ _server: list = [None]  # the link to the compile server (compile_server.Link), 
 _retired: list = []  # children that were replaced while finishing a compile (``_risen``): reaped later
 RISES = [0]  # requests that rose to the caller's priority (tests read it)
 AHEAD = [0]  # requests sent ahead of heat and answered (``ask_ahead``; tests read it)
+LOWERED = [0]  # signatures the server lowered for this process (``lowered``; tests read it)
+LINK_WAIT = 0.3  # seconds a lowering waits for the server's link being made (``lowered``)
 _ahead: list = [None, queue.SimpleQueue()]  # the ahead worker's thread (None: not started here), its requests
 AHEAD_QUEUED = 4  # requests waiting ahead at most: more are dropped (each is asked again once hot)
 
@@ -100,6 +102,35 @@ def warm(loader: str, source: str, sig, server_only: bool = False) -> bool:
             _child[0] = False
             return False
         return reply == b"1"
+
+
+def lowered(request: tuple):
+    """``whole.lowering(*request)`` done by the compile server (compile_child.lower_request), for the job beside
+    the calls, which waits for it without the interpreter lock; None when this process is to lower it itself: no
+    server linked yet, its link busy with a compile (never behind one), or the server gone. While the link is being
+    made (``_start_locked``: a running server's in milliseconds, a new one's as soon as it listens) it waits up to
+    ``LINK_WAIT``: lowered here beside busy calls, NPBench's lu took 0.3-0.5 s."""
+    if os.environ.get("PHYLANX_COMPILE_LOWER", "1") == "0" or not _server_compiles() or \
+            not _lock.acquire(timeout=LINK_WAIT if _starting[0] else 0):
+        return None
+    try:
+        link = _server[0]
+        if not link:
+            return None
+        data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            link.send(HEADER.pack(len(data) | LOWERING) + data)
+            data = link.sized_reply()
+        except OSError:
+            data = None
+        if data is None:  # it ended (retired, stopped, killed): the next compile request starts another
+            link.close()
+            _server[0] = None
+            return None
+        LOWERED[0] += 1
+        return pickle.loads(data)  # noqa: S301 - this user's compile server, on its private socket
+    finally:
+        _lock.release()
 
 
 def ahead_wanted() -> bool:

@@ -49,9 +49,12 @@ ORPHAN_WAIT = 1.0
 START_SECONDS = 20.0  # how long a program waits for a server it started to listen (it listens before its imports)
 PEERCRED = struct.Struct("3i")  # Linux's ucred: pid, uid, gid
 HEADER = struct.Struct("<Q")  # a request's length (0: ``stop``); the pid the server tells as it accepts
+# a request's length with this bit: a lowering (``Server.lowers``), answered beside the compile running, with a
+# HEADER-sized length and its pickled result (compile_child.lower_request)
+LOWERING = 1 << 63
 # variables that do not change a compile: where the asker's cache is (sent with each request), how the asker
 # waits, and these settings themselves
-_NOT_KEYS = frozenset({"PHYLANX_CACHE_DIR", "PHYLANX_COMPILE_RISE", "PHYLANX_COMPILE_SERVER",
+_NOT_KEYS = frozenset({"PHYLANX_CACHE_DIR", "PHYLANX_COMPILE_LOWER", "PHYLANX_COMPILE_RISE", "PHYLANX_COMPILE_SERVER",
                        "PHYLANX_COMPILE_SERVER_IDLE", "PHYLANX_COMPILE_TARGET_NICE", "PHYLANX_COMPILE_BLAS_CAP"})
 
 
@@ -137,6 +140,14 @@ class Link:
             return self.sock.recv(1)
         except OSError:
             return b""
+
+    def sized_reply(self) -> bytes | None:
+        """A lowering's reply (its pickled result); None when the server ended."""
+        try:
+            header = _exactly(self.sock, HEADER.size)
+            return None if header is None else _exactly(self.sock, HEADER.unpack(header)[0])
+        except OSError:
+            return None
 
     def close(self) -> None:
         try:
@@ -249,8 +260,9 @@ class Server:
     """The server's side: an accepting loop (the main thread), a thread per connection, one compile at a time.
     ``handle``: a request's payload to its reply byte; ``ready``: run once before the first (compile_child's)."""
 
-    def __init__(self, path: str, idle: float, handle, ready=None):
+    def __init__(self, path: str, idle: float, handle, ready=None, lowers=None):
         self.path, self.idle, self.handle, self.prepare = path, idle, handle, ready
+        self.lowers = lowers  # a lowering's payload to its reply (compile_child.lower_request)
         self.compiling = threading.Lock()
         self.state = threading.Lock()
         self.connections = 0
@@ -418,6 +430,17 @@ class Server:
                     finally:
                         self.ended = True
                     return
+                if size & LOWERING:
+                    # a lowering (the asker's job beside its calls waits for it): not behind the compile running,
+                    # whose thread it shares this process's interpreter lock with
+                    payload = _exactly(conn, size & ~LOWERING)
+                    if payload is None or self.lowers is None:
+                        return
+                    try:
+                        conn.sendall(self.lowers(payload))
+                    except OSError:
+                        return
+                    continue
                 payload = _exactly(conn, size)
                 if payload is None:
                     return
@@ -464,9 +487,9 @@ def _gone(conn: socket.socket) -> bool:
         return True
 
 
-def main(path: str, handle, ready) -> None:
+def main(path: str, handle, ready, lowers=None) -> None:
     """The server's life (compile_child runs it as ``__main__`` with a socket's path)."""
-    server = Server(path, idle_seconds(), handle, ready)
+    server = Server(path, idle_seconds(), handle, ready, lowers)
     if server.claim():
         server.run()
     os._exit(0)  # a compile still running for a program that has ended is not waited for

@@ -96,6 +96,27 @@ class Entry(T.Entry):
                  "plain_times", "plain_before", "native_times", "measuring", "fast", "ahead", "ret")
 
 
+def lowering(body, params, ks, small, ret, functions, loop_free) -> tuple:
+    """A signature of a whole function lowered: ("lowered", (source, checked, stages, viewed, printed, the result's
+    kind)) or ("declined", why). Here or in the compile server (compile_child.lower_request: everything it takes
+    and gives pickles), beside the calls."""
+    try:
+        names = frozenset(n for n, is_small in zip(params, small) if is_small)
+        source, low = settle(FunctionLowerer, body, params, dict(zip(params, ks)), [], names, ret=ret,
+                             functions=functions)
+        if loop_free and not any(isinstance(n, kir.If) and (n.note or "").endswith(" as one loop nest")
+                                 for n in low.printed.nodes.values()):
+            # its array calls would be Numba's forms of NumPy's own (BLAS, ufuncs): nothing for a kernel to gain,
+            # and NPBench's k2mm, mvt ran at 0.71x, 0.77x NumPy as such kernels (quiet run)
+            raise Decline("straight-line code without a loop nest (its calls are NumPy's own)")
+        lines = source.count("\n")
+        if lines > MAX_LINES:
+            raise Decline(f"a kernel of {lines} lines (more than {MAX_LINES}): its loops compile apart, sooner")
+    except Decline as e:
+        return ("declined", str(e))
+    return ("lowered", (source, low.checked, low.stages, low.viewed, low.printed, low.ret_kind))
+
+
 class WholeFunction(aot.BuiltAhead, T.Signatures):
     """The entry function of a program as native kernels by argument kinds (see the module docstring)."""
 
@@ -336,23 +357,18 @@ class WholeFunction(aot.BuiltAhead, T.Signatures):
         entry.last = None  # the last interpreted call's seconds (None: no call yet)
         entry.fast = None  # a loop-free function's argument kinds, for its mark (warm.py)
         entry.ahead = None  # where its kernel is built ahead of time, and whether it may be (aot.path_for's memo)
-        try:
-            names = frozenset(n for n, is_small in zip(self.params, small) if is_small)
-            entry.source, low = settle(FunctionLowerer, self.body, self.params, dict(zip(self.params, ks)), [],
-                                       names, ret=self.ret, functions=self.functions)
-            entry.checked, entry.stages, viewed, entry.printed = low.checked, low.stages, low.viewed, low.printed
-            entry.ret = low.ret_kind  # the result's kind: early.py remembers it
-            entry.convert = K.converter(low.ret_kind)
-            if self.loop_free and not any(isinstance(n, kir.If) and (n.note or "").endswith(" as one loop nest")
-                                          for n in low.printed.nodes.values()):
-                # its array calls would be Numba's forms of NumPy's own (BLAS, ufuncs): nothing for a kernel to
-                # gain, and NPBench's k2mm, mvt ran at 0.71x, 0.77x NumPy as such kernels (quiet run)
-                raise Decline("straight-line code without a loop nest (its calls are NumPy's own)")
-            lines = entry.source.count("\n")
-            if lines > MAX_LINES:
-                raise Decline(f"a kernel of {lines} lines (more than {MAX_LINES}): its loops compile apart, sooner")
-        except Decline as e:
-            entry.declined = str(e)
+        request = (self.body, self.params, ks, small, self.ret, self.functions, self.loop_free)
+        # beside the calls, the compile server lowers it (35-170 ms of Python for NPBench's loop kernels, which
+        # here took a tenth of the time beside busy calls: 0.3-1.7 s, and made their calls 2-20 1.1-1.2x slower)
+        result = compile_process.lowered(request) if beside.on_worker() else None
+        if result is None or result[0] == "failed":
+            result = lowering(*request)  # (a failure of the server's is met here again, with its traceback)
+        if result[0] == "declined":
+            entry.declined = result[1]
+            viewed = ()
+        else:
+            entry.source, entry.checked, entry.stages, viewed, entry.printed, entry.ret = result[1]
+            entry.convert = K.converter(entry.ret)
         # the arrays it may change: copied before a kernel that may stop on an overflow runs, and before a first
         # plain run that may be stopped at its limit (``_plain``), to rerun on the values the call started with
         entry.writes = entry.printed.arrays_written(ks, viewed) if not entry.declined else ()
