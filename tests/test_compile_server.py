@@ -443,7 +443,7 @@ LOWER_PROGRAM = textwrap.dedent("""
     import time
     import numpy as np
     import phylanx_py as px
-    from phylanx_py.runtime.native import compile_process, tiering, whole
+    from phylanx_py.runtime.native import compile_process, tiering, whole_lower
 
     def smooth(a, n):
         for t in range(n):
@@ -461,8 +461,8 @@ LOWER_PROGRAM = textwrap.dedent("""
     tier = f._code.whole
     args = tier.kernel_args((x, 3))
     (entry,) = tier.entries.values()
-    here = whole.lowering(tier.body, tier.params, entry.kinds, tiering._small(args), tier.ret, tier.functions,
-                          tier.loop_free)
+    here = whole_lower.lowering(tier.body, tier.params, entry.kinds, tiering._small(args), tier.ret,
+                                tier.functions, tier.loop_free)
     while " -> native" not in f.explain() and time.monotonic() < deadline:
         same = same and bool(np.allclose(f(x.copy(), 3), smooth(x.copy(), 3)))
     print(same, compile_process.LOWERED[0], entry.source == here[1][0], " -> native" in f.explain())

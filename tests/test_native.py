@@ -1793,9 +1793,9 @@ def test_a_whole_function_reading_module_globals_goes_native_and_reads_them_at_e
 
 
 def test_a_whole_function_kernel_of_too_many_lines_leaves_its_loops_to_the_loop_tier(forced, monkeypatch):
-    from phylanx_py.runtime.native import whole
+    from phylanx_py.runtime.native import whole_lower
 
-    monkeypatch.setattr(whole, "MAX_LINES", 5)
+    monkeypatch.setattr(whole_lower, "MAX_LINES", 5)
     f = run_both(L.damped_whole, np.linspace(0.0, 1.0, 20))
     assert "function at" in f.explain() and "lines (more than 5): its loops compile apart" in f.explain()
     assert "loop at" in f.explain() and "-> native (" in f.explain(), f.explain()  # the loop went native alone

@@ -14,6 +14,7 @@ from phylanx_py.primitives import kernel_cache
 
 from . import aot, argtypes, compile_server, tiering
 from .compile_process import HEADER, low_priority
+from .whole_lower import lowering
 
 
 def serve(stdin, stdout):
@@ -51,12 +52,10 @@ def compile_request(payload: bytes) -> bytes:
 
 
 def lower_request(payload: bytes) -> bytes:
-    """A whole function's signature lowered here for a program's job beside its calls (whole.py ``_lowering``):
-    the payload is that call's arguments, pickled by a process of this user as a compile request is; the reply a
-    HEADER-sized length and the pickled result (the lowering's products, ("declined", why), or ("failed", why):
-    the asker then lowers it itself and meets the error there)."""
-    from .whole import lowering
-
+    """A whole function's signature lowered here for a program's job beside its calls (whole_lower.lowering, asked
+    by whole.py): the payload is that call's arguments, pickled by a process of this user as a compile request is;
+    the reply a HEADER-sized length and the pickled result (the lowering's products, ("declined", why), or
+    ("failed", why): the asker then lowers it itself and meets the error there)."""
     try:
         result = lowering(*pickle.loads(payload))  # noqa: S301 - from this user's process
     except Exception as e:  # noqa: BLE001 - the asker lowers it again and raises it there

@@ -105,7 +105,7 @@ def warm(loader: str, source: str, sig, server_only: bool = False) -> bool:
 
 
 def lowered(request: tuple):
-    """``whole.lowering(*request)`` done by the compile server (compile_child.lower_request), for the job beside
+    """``whole_lower.lowering(*request)`` done by the compile server (compile_child.lower_request), for the job beside
     the calls, which waits for it without the interpreter lock; None when this process is to lower it itself: no
     server linked yet, its link busy with a compile (never behind one), or the server gone. While the link is being
     made (``_start_locked``: a running server's in milliseconds, a new one's as soon as it listens) it waits up to

@@ -24,17 +24,15 @@ from phylanx_py.errors import ConfigurationError, ExecutionError
 from .. import beside, floor, profiling
 from ..base import Runtime
 from ..loop_tiers import FALLBACK
-from . import aot, compile_process, early, kir, warm
+from . import aot, compile_process, early, warm
 from . import kinds as K
 from . import tiering as T
 from .analysis import globals_as_names, module_globals
 from .argtypes import described, signature_of, stand_in
 from .expressions import inlinable
-from .kinds import Decline
-from .lower import settle
 from .quick import guard as _guard
 from .quick import make_quick
-from .whole_lower import FunctionLowerer
+from .whole_lower import lowering
 
 
 def whole_function(program: ir.Program):
@@ -79,12 +77,6 @@ STRAIGHT_SECONDS = 1.0
 STRAIGHT_AHEAD_SECONDS = T.HOT_SECONDS
 _RESULT = "__pxret"  # the returned value's name, when it is an expression (``WholeFunction``)
 _UNDECIDED = ("compiling", "measuring")
-# a whole function's kernel of more lines than this is declined: its loops go native one by one in the loop tier.
-# NPBench's vadv lowered to 791 lines (111 loops: each array statement its own nest, with its guards; 1,541 before a
-# slice's bounds were one helper call, helpers._px_span) whose kernel compiles in 44 s in a warm process, where its
-# loops' own kernels land within 10-20 s; cavity_flow's 139 lines compile in 4.3 s, the other NPBench whole-function
-# kernels have 9-130 lines
-MAX_LINES = 400
 MEASURED = 3  # a new kernel's first runs timed against as many recent plain runs (``_decide``)
 # a new kernel's first run this many times faster than the fastest plain run before it is kept at once: a compile
 # slowed those plain runs about 2x, not more (NPBench's lu: 0.2 ms native against 5-8 ms plain)
@@ -94,27 +86,6 @@ CLEARLY_FASTER = 4
 class Entry(T.Entry):
     __slots__ = ("stages", "guard", "values", "exact", "entry_point", "sig", "plain_runs", "floor", "last",
                  "plain_times", "plain_before", "native_times", "measuring", "fast", "ahead", "ret")
-
-
-def lowering(body, params, ks, small, ret, functions, loop_free) -> tuple:
-    """A signature of a whole function lowered: ("lowered", (source, checked, stages, viewed, printed, the result's
-    kind)) or ("declined", why). Here or in the compile server (compile_child.lower_request: everything it takes
-    and gives pickles), beside the calls."""
-    try:
-        names = frozenset(n for n, is_small in zip(params, small) if is_small)
-        source, low = settle(FunctionLowerer, body, params, dict(zip(params, ks)), [], names, ret=ret,
-                             functions=functions)
-        if loop_free and not any(isinstance(n, kir.If) and (n.note or "").endswith(" as one loop nest")
-                                 for n in low.printed.nodes.values()):
-            # its array calls would be Numba's forms of NumPy's own (BLAS, ufuncs): nothing for a kernel to gain,
-            # and NPBench's k2mm, mvt ran at 0.71x, 0.77x NumPy as such kernels (quiet run)
-            raise Decline("straight-line code without a loop nest (its calls are NumPy's own)")
-        lines = source.count("\n")
-        if lines > MAX_LINES:
-            raise Decline(f"a kernel of {lines} lines (more than {MAX_LINES}): its loops compile apart, sooner")
-    except Decline as e:
-        return ("declined", str(e))
-    return ("lowered", (source, low.checked, low.stages, low.viewed, low.printed, low.ret_kind))
 
 
 class WholeFunction(aot.BuiltAhead, T.Signatures):

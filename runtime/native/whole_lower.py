@@ -15,7 +15,8 @@ from . import kir
 from .calls import SHAPE
 from .expressions import as_expression
 from .facts import rule
-from .lower import Lowerer
+from .kinds import Decline
+from .lower import Lowerer, settle
 from .versions import RERUN_BOUNDS
 
 
@@ -182,3 +183,32 @@ def _returnable(low, k):
         if not (x is None or type(x) in (np.ndarray, K.Either) or K.is_scalar(x)):
             low.fail(f"a return value of {K.describe(x)}", low.ret)
     return k
+
+
+# a whole function's kernel of more lines than this is declined: its loops go native one by one in the loop tier.
+# NPBench's vadv lowered to 791 lines (111 loops: each array statement its own nest, with its guards; 1,541 before a
+# slice's bounds were one helper call, helpers._px_span) whose kernel compiles in 44 s in a warm process, where its
+# loops' own kernels land within 10-20 s; cavity_flow's 139 lines compile in 4.3 s, the other NPBench whole-function
+# kernels have 9-130 lines
+MAX_LINES = 400
+
+
+def lowering(body, params, ks, small, ret, functions, loop_free) -> tuple:
+    """A signature of a whole function lowered: ("lowered", (source, checked, stages, viewed, printed, the result's
+    kind)) or ("declined", why). Here or in the compile server (compile_child.lower_request: everything it takes
+    and gives pickles), beside the calls."""
+    try:
+        names = frozenset(n for n, is_small in zip(params, small) if is_small)
+        source, low = settle(FunctionLowerer, body, params, dict(zip(params, ks)), [], names, ret=ret,
+                             functions=functions)
+        if loop_free and not any(isinstance(n, kir.If) and (n.note or "").endswith(" as one loop nest")
+                                 for n in low.printed.nodes.values()):
+            # its array calls would be Numba's forms of NumPy's own (BLAS, ufuncs): nothing for a kernel to gain,
+            # and NPBench's k2mm, mvt ran at 0.71x, 0.77x NumPy as such kernels (quiet run)
+            raise Decline("straight-line code without a loop nest (its calls are NumPy's own)")
+        lines = source.count("\n")
+        if lines > MAX_LINES:
+            raise Decline(f"a kernel of {lines} lines (more than {MAX_LINES}): its loops compile apart, sooner")
+    except Decline as e:
+        return ("declined", str(e))
+    return ("lowered", (source, low.checked, low.stages, low.viewed, low.printed, low.ret_kind))
