@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 from phylanx_py.runtime.native import kinds as K
-from phylanx_py.runtime.native import whole
+from phylanx_py.runtime.native import whole_lower
 from phylanx_py.runtime.native.kindflow import settle
 
 import phylanx_py as px
@@ -24,7 +24,7 @@ def test_one_lowering_learns_every_either_and_the_next_is_the_kernel():
     wf = px.compile(two_sums)._compile().whole
     lowerings = []
 
-    class Counted(whole.FunctionLowerer):
+    class Counted(whole_lower.FunctionLowerer):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             lowerings.append(self)
