@@ -397,3 +397,29 @@ def test_a_kernel_built_ahead_of_time_that_calls_blas_has_scipys_blas_imported_b
     (blas_pool.import_scipy_blas)."""
     lines = _runner(run, "rows_blas.py", BLAS)
     assert lines("compile") == ["scipy blas imported before the kernel ran: True", "True numba imported: False"]
+
+
+CHECK = textwrap.dedent("""
+    import os, sys, warnings
+    warnings.simplefilter("ignore")
+    from phylanx_py.runtime.native import aot
+    from numba.pycc import platform
+    ours = aot.compiler_checked() if sys.argv[1] == "ours" else platform.external_compiler_works()
+    print(ours == platform.external_compiler_works(), sorted(os.listdir(os.environ["TMPDIR"])))
+""")
+
+
+@pytest.mark.parametrize("who", ["ours", "numba's"])
+def test_the_c_compilers_check_leaves_no_temporary_folder(tmp_path, who):
+    """Numba's check for a C compiler (made once per process that builds a kernel ahead of time) leaves its temporary
+    folder behind; made through aot.compiler_checked, nothing is left (the same answer, cached for Numba's CC)."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    script = tmp_path / "check.py"
+    script.write_text(CHECK)
+    done = subprocess.run([sys.executable, str(script), "ours" if who == "ours" else "numba"], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "TMPDIR": str(folder)})
+    assert done.returncode == 0, done.stderr
+    same, left = done.stdout.split(" ", 1)
+    assert same == "True"
+    assert (left.strip() == "[]") == (who == "ours"), left  # Numba's own leaves its folders: what this is about

@@ -34,6 +34,7 @@ import shutil
 import sys
 import sysconfig
 import tempfile
+import threading
 
 import numpy as np
 from phylanx_py.primitives import kernel_cache
@@ -242,6 +243,7 @@ def build(text: str, request) -> None:
         def _compile_mixins(self, build_dir):
             return _mixins(lambda d: CC._compile_mixins(self, d))
 
+    compiler_checked()
     cc = Builder(NAME)
     # for this machine's cache: the CPU Numba's JIT compiles for (NUMBA_CPU_NAME, or this one), not a generic one
     cc.target_cpu = config.CPU_NAME or codegen.ll.get_host_cpu_name()
@@ -260,6 +262,30 @@ def build(text: str, request) -> None:
             kernel_cache.write(path, f.read())
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+_check_lock = threading.Lock()
+
+
+def compiler_checked() -> bool:
+    """numba.pycc's check for a C compiler (``platform.external_compiler_works``, cached by Numba: ``CC`` asks it),
+    made the first time in a folder of ours, removed after it: Numba's own leaves its temporary folder behind (a
+    ``temp.c``, a ``temp.cxx`` and their objects: its ``_gentmpfile`` hands ``os.remove`` the file object), one per
+    process that builds a kernel ahead of time: 1,259 of them in /tmp here after a day of tests and benchmarks."""
+    from numba.pycc import platform
+
+    check = platform.external_compiler_works
+    with _check_lock:
+        if check.cache_info().currsize:
+            return check()
+        root = tempfile.mkdtemp(prefix="phylanx-cc-check-")
+        made = platform.mkdtemp
+        platform.mkdtemp = lambda *args, **kwargs: tempfile.mkdtemp(dir=root)
+        try:
+            return check()
+        finally:
+            platform.mkdtemp = made
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def _mixins(compile_into) -> list:
