@@ -381,16 +381,26 @@ def run_child(opts, name: str, preset: str) -> dict:
            "--repeat", str(opts.repeat), "--settle-seconds", str(opts.settle_seconds)]
     if opts.no_numba:
         cmd.append("--no-numba")
+    # --cold: a fresh kernel cache, the first call compiles, as Numba's does
+    return child_row(cmd, opts.timeout, ROW_MARK, {"name": name, "preset": preset},
+                     "phylanx-npbench-" if opts.cold else None)
+
+
+def child_row(cmd: list, timeout: float, mark: str, empty: dict, cold: str | None = None) -> dict:
+    """Run ``cmd`` (a benchmark's child for one kernel, in its own session: killed with it after ``timeout``
+    seconds, or on Ctrl-C) and give the last row it printed after ``mark`` (``empty`` if none), with ``crash`` or
+    ``exit_crash`` saying what went wrong if it did not finish; ``cold``: the prefix of a fresh kernel cache
+    (``PHYLANX_CACHE_DIR``) made for it and removed after. benchmarks/numpy_benchmarks.py runs its children so too."""
     env = dict(os.environ)
     cache = None
-    if opts.cold:  # a fresh kernel cache: the first call compiles, as Numba's does
-        cache = tempfile.mkdtemp(prefix="phylanx-npbench-")
+    if cold:
+        cache = tempfile.mkdtemp(prefix=cold)
         env["PHYLANX_CACHE_DIR"] = cache
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
     problem = None
     try:
-        out, err = proc.communicate(timeout=opts.timeout)
+        out, err = proc.communicate(timeout=timeout)
         if proc.returncode != 0:
             last = [line for line in err.strip().splitlines() if line.strip()]
             problem = f"exit status {proc.returncode}" + (f" ({signal.Signals(-proc.returncode).name})"
@@ -399,15 +409,15 @@ def run_child(opts, name: str, preset: str) -> dict:
     except subprocess.TimeoutExpired:
         _kill(proc)
         out, err = proc.communicate()
-        problem = f"Timeout: killed after {opts.timeout:g} s"
+        problem = f"Timeout: killed after {timeout:g} s"
     except BaseException:
         _kill(proc)  # (Ctrl-C): no child is left running
         raise
     finally:
         if cache:
             shutil.rmtree(cache, ignore_errors=True)
-    rows = [line[len(ROW_MARK):] for line in out.splitlines() if line.startswith(ROW_MARK)]
-    row = json.loads(rows[-1]) if rows else {"name": name, "preset": preset}
+    rows = [line[len(mark):] for line in out.splitlines() if line.startswith(mark)]
+    row = json.loads(rows[-1]) if rows else dict(empty)
     if problem and rows and row.get("stage") is None:  # the row was complete: the process died on its way out
         row["exit_crash"] = problem
     elif problem:

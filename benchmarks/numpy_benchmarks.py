@@ -47,18 +47,14 @@ import os
 import platform
 import re
 import shlex
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from npbench import _error, _first_line, _kill, _version, geomean, load_module, load_text  # noqa: E402
+from npbench import _error, _first_line, _version, child_row, geomean, load_module, load_text  # noqa: E402
 
 ROW_MARK = "NUMPY-BENCHMARKS-ROW "  # a child's result line on its stdout (the last one counts)
 SETUP_RE = re.compile(r"^#\s*setup:\s*(.*?)\s*$", re.MULTILINE)
@@ -362,41 +358,11 @@ def run_one(suite: str, name: str, repeat: int, settle: float) -> None:
 
 def run_child(opts, name: str) -> dict:
     """This script with ``--one name`` in a fresh process (its own session, killed with it after --timeout); its
-    last row, with what went wrong if it did not finish."""
+    last row, with what went wrong if it did not finish (npbench.child_row)."""
     cmd = [sys.executable, os.path.abspath(__file__), "--one", name, "--suite", opts.suite,
            "--repeat", str(opts.repeat), "--settle-seconds", str(opts.settle_seconds)]
-    env = dict(os.environ)
-    cache = None
-    if opts.cold:  # a fresh kernel cache, as benchmarks/npbench.py --cold
-        cache = tempfile.mkdtemp(prefix="phylanx-npb2-")
-        env["PHYLANX_CACHE_DIR"] = cache
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
-    problem = None
-    try:
-        out, err = proc.communicate(timeout=opts.timeout)
-        if proc.returncode != 0:
-            last = [line for line in err.strip().splitlines() if line.strip()]
-            problem = f"exit status {proc.returncode}" + (f" ({signal.Signals(-proc.returncode).name})"
-                                                          if proc.returncode < 0 else "") + \
-                (f": {last[-1][:200]}" if last else "")
-    except subprocess.TimeoutExpired:
-        _kill(proc)
-        out, err = proc.communicate()
-        problem = f"Timeout: killed after {opts.timeout:g} s"
-    except BaseException:
-        _kill(proc)  # (Ctrl-C): no child is left running
-        raise
-    finally:
-        if cache:
-            shutil.rmtree(cache, ignore_errors=True)
-    rows = [line[len(ROW_MARK):] for line in out.splitlines() if line.startswith(ROW_MARK)]
-    row = json.loads(rows[-1]) if rows else {"name": name}
-    if problem and rows and row.get("stage") is None:  # the row was complete: the process died on its way out
-        row["exit_crash"] = problem
-    elif problem:
-        row["crash"] = problem + (f" (during {row['stage']})" if row.get("stage") else "")
+    row = child_row(cmd, opts.timeout, ROW_MARK, {"name": name}, "phylanx-npb2-" if opts.cold else None)
     row["child_seconds"] = time.perf_counter() - t0
     return row
 
