@@ -141,29 +141,29 @@ class WholeFunction(aot.BuiltAhead, T.Signatures):
         kernel is not ready, ``plain(*args)`` (the plain function) or ``tree()`` (the evaluation of the tree, by
         default ``fallback``), as ``_plain_now`` decides."""
         tree = tree or fallback
-        if len(args) == self.own and not self.globals:
-            # a signature declined: its calls are the floor's, and the checks below cost them 3 us each (a 70 us
-            # plain function ran at 0.83x: numpy-benchmarks' normalize_complex_arr)
-            fast = T._fast_key(args)
-            entry = self.fast.get(fast) if fast is not None else None
-            if entry is not None and entry.declined:
-                return fallback()
         m = T.current_mode()
         if m == "off" or type(rt) is not Runtime or rt.closed or profiling.active() is not None:
             return fallback()
         args = self.kernel_args(args)
         if args is None:  # another count, or a global not defined: the tree raises the TypeError or NameError
             return fallback()
+        # the arguments' kinds, worked out once a call (each step below asked for them again: 3 us a call, 8-12% of a
+        # 70 us plain function, numpy-benchmarks' normalize_complex_arr, whose signature was declined)
+        fast = T._fast_key(args)
+        entry = self.fast.get(fast) if fast is not None else None
+        if entry is not None and entry.declined:
+            return fallback()
         if self.loop_free:
-            if not self._kept_before(args) and not self._straight_lowered(args):  # not yet worth a kernel (below)
+            if not self._kept_before(fast) and not self._straight_lowered(args):  # not yet worth a kernel (below)
                 return self._timed(fallback, "warm")
             m, plain = "on", None  # its calls before and beside the kernel are the floor's choice (``_timed``)
-        entry = self.entry(args)
-        if entry is None or entry.declined:
-            return fallback()
+        if entry is None:
+            entry = self.entry(args)
+            if entry is None or entry.declined:
+                return fallback()
         entry.floor = entry.floor or plain is not None or self.loop_free  # calls to time it against (``_install``)
         if entry.fast is None and self.loop_free:
-            entry.fast = T._fast_key(args) or ()
+            entry.fast = fast or ()
         if self.ready(entry, args, m) is None:
             if self.loop_free:
                 return self._timed(fallback, entry)
@@ -207,7 +207,7 @@ class WholeFunction(aot.BuiltAhead, T.Signatures):
         args = self.kernel_args(args)
         if T.current_mode() != "on" or args is None:
             return
-        if self.loop_free and not self._kept_before(args):
+        if self.loop_free and not self._kept_before(T._fast_key(args)):
             return  # lowered after STRAIGHT_SECONDS of calls; one kept before is lowered at its first call: here
         entry = self.entry(args)
         if entry is not None and not entry.declined and entry.kernel is None:
@@ -474,10 +474,10 @@ class WholeFunction(aot.BuiltAhead, T.Signatures):
             raise ExecutionError.from_exception(failed.error, self.fn.loc, "native function") from failed.error
         return fallback()
 
-    def _kept_before(self, args) -> bool:
-        """Whether a loop-free function's kernel for these argument kinds was kept before, in this process or an
-        earlier one (warm.py): it is then lowered at its first call, not after STRAIGHT_SECONDS of calls."""
-        fast = T._fast_key(args)
+    def _kept_before(self, fast) -> bool:
+        """Whether a loop-free function's kernel for the argument kinds ``fast`` (tiering's fast key) was kept before,
+        in this process or an earlier one (warm.py): it is then lowered at its first call, not after STRAIGHT_SECONDS
+        of calls."""
         if not fast:
             return False
         kept = self._kept.get(fast)
